@@ -1,0 +1,334 @@
+package apierror
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MediaType is the media type of every problem body (RFC 9457 §3).
+const MediaType = "application/problem+json"
+
+// Location says where in the request a violation was found.
+type Location string
+
+// The four places a client can put input.
+const (
+	LocationBody   Location = "body"
+	LocationQuery  Location = "query"
+	LocationHeader Location = "header"
+	LocationPath   Location = "path"
+)
+
+// Violation is one located failure: which input, where, and why. For LocationBody, Pointer is an
+// RFC 6901 JSON Pointer into the request body ("" is the whole body); for the other locations Name is
+// the header, query or path parameter name.
+type Violation struct {
+	Location Location `json:"location"`
+	Pointer  string   `json:"pointer,omitempty"`
+	Name     string   `json:"name,omitempty"`
+	Code     string   `json:"code"`
+	Detail   string   `json:"detail"`
+}
+
+// Body returns a violation located at the JSON Pointer of a request body member.
+func Body(pointer, code, detail string) Violation {
+	return Violation{Location: LocationBody, Pointer: pointer, Code: code, Detail: detail}
+}
+
+// Header returns a violation located at a request header.
+func Header(name, code, detail string) Violation {
+	return Violation{Location: LocationHeader, Name: name, Code: code, Detail: detail}
+}
+
+// Query returns a violation located at a query parameter.
+func Query(name, code, detail string) Violation {
+	return Violation{Location: LocationQuery, Name: name, Code: code, Detail: detail}
+}
+
+// Path returns a violation located at a path parameter.
+func Path(name, code, detail string) Violation {
+	return Violation{Location: LocationPath, Name: name, Code: code, Detail: detail}
+}
+
+// writeWhere names the violated input for a human: "body /side", "header Idempotency-Key".
+func (v Violation) writeWhere(b *strings.Builder) {
+	if v.Location == LocationBody {
+		b.WriteString("body")
+		if v.Pointer != "" {
+			b.WriteByte(' ')
+			b.WriteString(v.Pointer)
+		}
+		return
+	}
+	b.WriteString(string(v.Location))
+	b.WriteByte(' ')
+	b.WriteString(v.Name)
+}
+
+// Error is an RFC 9457 problem. Handlers return it (directly or wrapped) and Write renders it; the
+// client side gets it back from Parse. The zero value is not useful: build one with New or a builder.
+//
+// Clients must ignore members they do not know: new extension members may be added at any time.
+type Error struct {
+	// Type is a URI that identifies the problem type. When empty, the Writer derives it from Code.
+	Type string
+	// Title is a short summary of the problem type; when empty, the HTTP status text.
+	Title string
+	// Status is the HTTP status code.
+	Status int
+	// Detail explains this occurrence. It never contains a secret.
+	Detail string
+	// Instance optionally identifies this occurrence.
+	Instance string
+	// Code is the stable snake_case machine identifier of the problem.
+	Code string
+	// RequestID is the X-Request-Id of the request that failed; the Writer fills it in.
+	RequestID string
+	// Errors lists the located violations.
+	Errors []Violation
+	// Extensions are further members of the body (for example "supported_versions").
+	Extensions map[string]any
+	// Headers are set on the response before it is written (Retry-After, WWW-Authenticate).
+	Headers http.Header
+}
+
+// Error returns "apierror: <status> <code>: <detail>". It never contains a secret, because a problem
+// never does.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("apierror: ")
+	b.WriteString(strconv.Itoa(e.Status))
+	b.WriteByte(' ')
+	b.WriteString(e.Code)
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
+}
+
+// WithHeader sets a response header on the problem and returns it, for chaining.
+func (e *Error) WithHeader(key, value string) *Error {
+	if e.Headers == nil {
+		e.Headers = make(http.Header, 1)
+	}
+	e.Headers.Set(key, value)
+	return e
+}
+
+// With sets an extension member and returns the problem, for chaining. Reserved member names
+// (type, title, status, detail, instance, code, request_id, errors) are refused with a panic, since
+// using one is a programming error.
+func (e *Error) With(member string, value any) *Error {
+	if reserved(member) {
+		panic(fmt.Sprintf("apierror: extension member %q is reserved", member))
+	}
+	if e.Extensions == nil {
+		e.Extensions = make(map[string]any, 1)
+	}
+	e.Extensions[member] = value
+	return e
+}
+
+func reserved(member string) bool {
+	switch member {
+	case "type", "title", "status", "detail", "instance", "code", "request_id", "errors":
+		return true
+	}
+	return false
+}
+
+// MarshalJSON renders the problem body with the members in a fixed order.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	return e.appendJSON(make([]byte, 0, 256), DefaultTypeBase, e.RequestID)
+}
+
+// UnmarshalJSON reads a problem body; unknown members land in Extensions.
+func (e *Error) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*e = Error{}
+	fields := []struct {
+		name string
+		dst  any
+	}{
+		{"type", &e.Type}, {"title", &e.Title}, {"status", &e.Status}, {"detail", &e.Detail},
+		{"instance", &e.Instance}, {"code", &e.Code}, {"request_id", &e.RequestID}, {"errors", &e.Errors},
+	}
+	for _, f := range fields {
+		if v, ok := raw[f.name]; ok {
+			if err := json.Unmarshal(v, f.dst); err != nil {
+				return fmt.Errorf("apierror: member %q: %w", f.name, err)
+			}
+			delete(raw, f.name)
+		}
+	}
+	for k, v := range raw {
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return err
+		}
+		if e.Extensions == nil {
+			e.Extensions = make(map[string]any, len(raw))
+		}
+		e.Extensions[k] = x
+	}
+	return nil
+}
+
+// appendJSON appends the body; requestID overrides e.RequestID so that Write never copies or mutates e.
+func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error) {
+	typ := e.Type
+	if typ == "" {
+		typ = typeBase + e.Code
+	}
+	title := e.Title
+	if title == "" {
+		title = http.StatusText(e.Status)
+	}
+	b = append(b, `{"type":`...)
+	b = appendString(b, typ)
+	b = append(b, `,"title":`...)
+	b = appendString(b, title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	if e.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendString(b, e.Detail)
+	}
+	if e.Instance != "" {
+		b = append(b, `,"instance":`...)
+		b = appendString(b, e.Instance)
+	}
+	b = append(b, `,"code":`...)
+	b = appendString(b, e.Code)
+	if requestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = appendString(b, requestID)
+	}
+	if len(e.Errors) > 0 {
+		b = append(b, `,"errors":[`...)
+		for i, v := range e.Errors {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"location":`...)
+			b = appendString(b, string(v.Location))
+			if v.Location == LocationBody {
+				// The pointer is always present for body violations: "" means the whole body.
+				b = append(b, `,"pointer":`...)
+				b = appendString(b, v.Pointer)
+			} else {
+				b = append(b, `,"name":`...)
+				b = appendString(b, v.Name)
+			}
+			b = append(b, `,"code":`...)
+			b = appendString(b, v.Code)
+			b = append(b, `,"detail":`...)
+			b = appendString(b, v.Detail)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(e.Extensions) > 0 {
+		keys := make([]string, 0, len(e.Extensions))
+		for k := range e.Extensions {
+			if !reserved(k) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, err := json.Marshal(e.Extensions[k])
+			if err != nil {
+				return nil, fmt.Errorf("apierror: extension %q: %w", k, err)
+			}
+			b = append(b, ',')
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = append(b, v...)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// Pointer builds an RFC 6901 JSON Pointer from reference tokens, escaping "~" and "/":
+// Pointer("items", "3", "qty") is "/items/3/qty".
+func Pointer(tokens ...string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapeToken(t))
+	}
+	return b.String()
+}
+
+var tokenEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapeToken(t string) string {
+	if !strings.ContainsAny(t, "~/") {
+		return t
+	}
+	return tokenEscaper.Replace(t)
+}
+
+// Violations returns the problem's located violations.
+func (e *Error) Violations() []Violation { return e.Errors }

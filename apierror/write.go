@@ -1,0 +1,140 @@
+package apierror
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/svcplatform/conventions/internal/randid"
+)
+
+// DefaultTypeBase prefixes a problem's code to form its type URI when the problem has no Type.
+const DefaultTypeBase = "https://svcplatform.dev/problems/"
+
+// HeaderRequestID is the header that carries the request ID in both directions.
+const HeaderRequestID = "X-Request-Id"
+
+// Writer renders errors as problem responses. The zero value is ready to use: it derives type URIs
+// from DefaultTypeBase and logs nothing. A Writer is safe for concurrent use.
+type Writer struct {
+	// TypeBase prefixes a problem's code to form its type URI; empty means DefaultTypeBase.
+	TypeBase string
+	// Logger, when set, records every error that became an opaque 5xx, with its request ID.
+	Logger *slog.Logger
+}
+
+// Write writes err to w as an application/problem+json response. An *Error anywhere in err's chain is
+// written as it is (with the request ID filled in); anything else becomes the opaque 500, and the
+// original error is logged, never sent.
+func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w, r, err) }
+
+// Write is the package-level Write with this Writer's settings.
+func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
+	var p *Error
+	if !errors.As(err, &p) || p == nil {
+		p = Internal()
+		if wr.Logger != nil {
+			wr.Logger.ErrorContext(r.Context(), "apierror: internal error", "request_id", requestID(w, r), "error", err)
+		}
+	}
+	// The problem is never copied or mutated: the caller may reuse it (a package-level value, say).
+	reqID := requestID(w, r)
+	base := wr.TypeBase
+	if base == "" {
+		base = DefaultTypeBase
+	}
+	buf := bufPool.Get().(*[]byte)
+	defer putBuf(buf)
+	status, headers := p.Status, p.Headers
+	body, mErr := p.appendJSON((*buf)[:0], base, reqID)
+	if mErr != nil {
+		// An extension that cannot be marshalled is a programming error; still answer with a problem.
+		in := Internal()
+		body, _ = in.appendJSON(body[:0], base, reqID)
+		status, headers = in.Status, nil
+	}
+	*buf = body
+	h := w.Header()
+	for k, vs := range headers {
+		h[k] = vs
+	}
+	// One allocation for the three header values; each slice is capped so an Add cannot overwrite.
+	vals := [...]string{MediaType, "nosniff", reqID}
+	vs := vals[:]
+	h["Content-Type"] = vs[0:1:1]
+	h["X-Content-Type-Options"] = vs[1:2:2]
+	h[HeaderRequestID] = vs[2:3:3]
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// bufPool recycles body buffers; bodies over 64 KiB are not kept, so one huge problem cannot pin memory.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		bufPool.Put(b)
+	}
+}
+
+type requestIDKey struct{}
+
+// RequestIDFrom returns the request ID that WithRequestID stored in ctx, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// ContextWithRequestID returns a copy of ctx that carries id as the request ID.
+func ContextWithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// NewRequestID returns a fresh request ID: "req_" and 26 random characters.
+func NewRequestID() string { return randid.New("req_") }
+
+// ValidRequestID reports whether a client-sent X-Request-Id is safe to reuse: 1 to 128 bytes of
+// letters, digits, '-', '_', '.' and ':'. Anything else is replaced, never echoed.
+func ValidRequestID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// WithRequestID is middleware that gives every request an ID: the client's X-Request-Id when it is
+// well-formed (ValidRequestID), a fresh one otherwise. The ID is in the request context
+// (RequestIDFrom), on the response's X-Request-Id header, and in every problem body Write renders.
+func WithRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(HeaderRequestID)
+		if !ValidRequestID(id) {
+			id = NewRequestID()
+		}
+		w.Header().Set(HeaderRequestID, id)
+		next.ServeHTTP(w, r.WithContext(ContextWithRequestID(r.Context(), id)))
+	})
+}
+
+// requestID finds the ID of this request: from the context, then from a header WithRequestID set,
+// and otherwise a fresh one, so that a problem always carries one.
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	if r != nil {
+		if id := RequestIDFrom(r.Context()); id != "" {
+			return id
+		}
+	}
+	if id := w.Header().Get(HeaderRequestID); id != "" {
+		return id
+	}
+	return NewRequestID()
+}

@@ -1,0 +1,26 @@
+// Package benchmarks measures the library side by side with the Go libraries a user would pick
+// instead, on identical inputs in one run. It is its own module so that the core never requires them;
+// it has no exported API, only benchmarks, the tests that keep them honest, and the report generator.
+//
+// The families, each named Benchmark<Family>/<case…>/<implementation>:
+//
+//   - BenchmarkWebhookVerify and BenchmarkWebhookSign, 1 KiB and 64 KiB bodies: ours (webhook.Verifier,
+//     webhook.Sign), the raw HMAC-SHA256 of the same bytes as the limit, stripe-go, the Standard
+//     Webhooks library, Svix and go-github (verify only).
+//   - BenchmarkIdempotency, first execution and replay, 256 B and 64 KiB bodies, serial and parallel:
+//     ours on the memory store and a bare net/http handler; Fiber v3's idempotency middleware and a
+//     bare Fiber handler. Each middleware is judged by its ratio over its own bare handler.
+//   - BenchmarkProblemWrite: one 400 with two violations, ours, huma's and moogar0880/problems'.
+//   - BenchmarkStore: idempotency/storetest.RunBenchmarks on the memory store, Redis and PostgreSQL
+//     (the last two skip when SVC_TEST_REDIS_URL / SVC_TEST_POSTGRES_DSN are unset).
+//
+// The tests beside them check that every library really does its work on the prepared inputs (each
+// verifier accepts its delivery and rejects a changed body; each middleware replays instead of
+// running the handler), and that stripe-go and our webhook package accept each other's signatures.
+//
+// The report, docs/BENCHMARKS.md, is written by cmd/benchreport from a run of these benchmarks:
+//
+//	cd benchmarks && go run ./cmd/benchreport
+//
+// CI runs every benchmark once (-benchtime 1x), so none of them rots.
+package benchmarks

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/examples/internal/apiclient"
+)
+
+// TestDemo runs the demo's logic in process, with harsher faults than the command's defaults, and
+// checks the report: every order created once, every event processed once, nothing lost.
+func TestDemo(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			opts := defaultOptions()
+			opts.Orders = 120
+			opts.Seed = seed
+			opts.LoseResponses = 0.1
+			opts.Faults = apiclient.Faults{Drop: 0.2, Duplicate: 0.15, Reorder: 0.15, BadSignature: 0.1}
+			opts.Timeout = 40 * time.Second
+			var progress bytes.Buffer
+			opts.Progress = &progress
+
+			rep, err := run(context.Background(), opts)
+			require.NoError(t, err)
+			var out bytes.Buffer
+			rep.print(&out)
+			t.Log("\n" + progress.String() + out.String())
+
+			require.True(t, rep.OK(), "the demo's verdict")
+			require.False(t, rep.TimedOut)
+			require.Zero(t, rep.RequestErrors, "first error: %v", rep.FirstError)
+			require.Equal(t, int64(opts.Orders), rep.OrdersCreated, "each logical order is created exactly once")
+			require.Equal(t, opts.Orders, rep.DistinctOrderIDs)
+			require.Zero(t, rep.Inconsistent, "a retried order must be answered with the same ID")
+			require.Equal(t, rep.OrdersCreated, rep.EventsEmitted, "one endpoint: one event per order")
+			require.Equal(t, rep.EventsEmitted, rep.EventsProcessed)
+			require.Zero(t, rep.Lost())
+			require.Zero(t, rep.DoneTwice())
+			require.Zero(t, rep.ProcessedTwice)
+			require.Zero(t, rep.MissingOrders)
+
+			// The conditions the demo is about did happen.
+			require.Positive(t, rep.ResponsesLost)
+			require.GreaterOrEqual(t, rep.ReplaysServed, uint64(rep.ResponsesLost)+uint64(rep.Repeats),
+				"every lost response and every deliberate repeat is answered by a replay")
+			require.Positive(t, rep.Repeats)
+			require.Positive(t, rep.ConcurrentPairs)
+			require.Positive(t, rep.Faults["drop"])
+			require.Positive(t, rep.Faults["bad_signature"])
+			require.Positive(t, rep.Recovered, "dropped deliveries are recovered by range fetch")
+			require.Positive(t, rep.RejectedDeliveries, "corrupted signatures are rejected")
+			require.Contains(t, progress.String(), "creating: orders")
+			require.Contains(t, out.String(), "result                OK")
+		})
+	}
+}
+
+func TestReportVerdict(t *testing.T) {
+	good := report{OrdersRequested: 3, OrdersCreated: 3, DistinctOrderIDs: 3, EventsEmitted: 3, EventsProcessed: 3}
+	cases := []struct {
+		name   string
+		mutate func(*report)
+		ok     bool
+	}{
+		{"all good", func(*report) {}, true},
+		{"an order created twice", func(r *report) { r.OrdersCreated = 4; r.DistinctOrderIDs = 4 }, false},
+		{"a retry answered with another ID", func(r *report) { r.Inconsistent = 1 }, false},
+		{"an event lost", func(r *report) { r.EventsProcessed = 2 }, false},
+		{"an order's event never processed", func(r *report) { r.MissingOrders = 1 }, false},
+		{"an event processed twice", func(r *report) { r.ProcessedTwice = 1 }, false},
+		{"a request failed", func(r *report) { r.RequestErrors = 1 }, false},
+		{"timed out", func(r *report) { r.TimedOut = true }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good
+			tc.mutate(&r)
+			require.Equal(t, tc.ok, r.OK())
+			var out bytes.Buffer
+			r.print(&out)
+			if tc.ok {
+				require.Contains(t, out.String(), "OK")
+			} else {
+				require.Contains(t, out.String(), "FAILED")
+			}
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is what a run of the demo established.
+type report struct {
+	OrdersRequested  int
+	OrdersCreated    int64 // orders the server created
+	DistinctOrderIDs int   // distinct order IDs the clients were answered with
+	Inconsistent     int   // logical orders answered with two different IDs
+	RequestErrors    int
+	FirstError       error
+
+	ResponsesLost   int64 // responses the lossy link swallowed, each retried with its key
+	Repeats         int   // orders deliberately sent again after their answer
+	ConcurrentPairs int   // orders sent twice at the same instant
+	ReplaysServed   uint64
+	Conflicts       uint64 // 409s: a duplicate arrived while its first was still running
+
+	EventsEmitted       int64
+	EventsProcessed     int64
+	Recovered           int64 // processed after a range fetch filled a gap
+	DuplicateDeliveries int64 // deliveries of events already processed, acknowledged and ignored
+	RejectedDeliveries  int64 // deliveries refused (bad signatures), then retried by the producer
+	Faults              map[string]int64
+	ProcessedTwice      int64
+	MissingOrders       int // created orders whose event was never processed
+
+	Elapsed  time.Duration
+	TimedOut bool
+}
+
+// Lost counts events emitted but never processed, and orders whose event never arrived.
+func (r report) Lost() int64 {
+	return max(r.EventsEmitted-r.EventsProcessed, 0) + int64(r.MissingOrders)
+}
+
+// DoneTwice counts orders created more than once and events processed more than once.
+func (r report) DoneTwice() int64 {
+	return max(r.OrdersCreated-int64(r.OrdersRequested), 0) + int64(r.Inconsistent) +
+		int64(max(r.DistinctOrderIDs-r.OrdersRequested, 0)) + r.ProcessedTwice +
+		max(r.EventsProcessed-r.EventsEmitted, 0)
+}
+
+// OK reports whether every order was created exactly once and every event processed exactly once.
+func (r report) OK() bool {
+	return !r.TimedOut && r.RequestErrors == 0 && r.OrdersCreated == int64(r.OrdersRequested) &&
+		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0
+}
+
+func (r report) print(w io.Writer) {
+	faults := make([]string, 0, len(r.Faults))
+	for _, k := range slices.Sorted(mapsKeys(r.Faults)) {
+		faults = append(faults, fmt.Sprintf("%s %d", k, r.Faults[k]))
+	}
+	fmt.Fprintf(w, "\nreport\n")
+	fmt.Fprintf(w, "  orders requested      %d\n", r.OrdersRequested)
+	fmt.Fprintf(w, "  orders created        %d (distinct ids answered %d, no duplicates: %v)\n",
+		r.OrdersCreated, r.DistinctOrderIDs, r.OrdersCreated == int64(r.OrdersRequested) && r.Inconsistent == 0)
+	fmt.Fprintf(w, "  retried requests      %d after lost responses, %d repeated on purpose, %d sent twice at once\n",
+		r.ResponsesLost, r.Repeats, r.ConcurrentPairs)
+	fmt.Fprintf(w, "  replays served        %d (and %d answered 409 while their first was running)\n", r.ReplaysServed, r.Conflicts)
+	fmt.Fprintf(w, "  faults injected       %s\n", strings.Join(faults, ", "))
+	fmt.Fprintf(w, "  events emitted        %d\n", r.EventsEmitted)
+	fmt.Fprintf(w, "  events processed      %d (recovered by range fetch %d; duplicate deliveries ignored %d; bad signatures rejected %d)\n",
+		r.EventsProcessed, r.Recovered, r.DuplicateDeliveries, r.RejectedDeliveries)
+	fmt.Fprintf(w, "  lost                  %d\n", r.Lost())
+	fmt.Fprintf(w, "  done twice            %d\n", r.DoneTwice())
+	if r.RequestErrors > 0 {
+		fmt.Fprintf(w, "  failed requests       %d (first: %v)\n", r.RequestErrors, r.FirstError)
+	}
+	if r.TimedOut {
+		fmt.Fprintf(w, "  timed out before every event was processed\n")
+	}
+	verdict := "OK"
+	if !r.OK() {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "  result                %s in %.1fs\n", verdict, r.Elapsed.Seconds())
+}
+
+func mapsKeys(m map[string]int64) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

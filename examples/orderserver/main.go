@@ -1,0 +1,96 @@
+// Command orderserver is the reference order server: the platform's conventions — idempotent
+// mutating requests, signed and sequenced webhooks with range retrieval, RFC 9457 problems, path
+// versioning pinned per licensee, and a sandbox told apart by its keys — wired together the way a
+// product team would. Everything lives in memory unless -postgres (and -redis) say otherwise.
+//
+//	go run ./examples/orderserver -addr 127.0.0.1:8080
+//
+// On start it prints the address, a sandbox API key, a production API key (to see that production keys
+// cannot reach the sandbox controls) and the admin token that issues further sandbox credentials. The
+// routes are listed in the server package's documentation and in examples/README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/svcplatform/conventions/examples/orderserver/server"
+	"github.com/svcplatform/conventions/sandbox"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "orderserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("orderserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
+	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: credentials, orders, endpoints, events, pins and idempotency records live there, shared by every replica started with it")
+	redisURL := fs.String("redis", "", "Redis URL: idempotency records live there instead")
+	redisPrefix := fs.String("redis-prefix", "svc:", "prefix of every Redis key the server writes")
+	adminToken := fs.String("admin-token", "", "token that authorises POST /v1/sandbox/credentials (default: a fresh one)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	// Logs go to stderr; stdout carries only the startup lines, so a script can read them.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	// SIGINT and SIGTERM cancel ctx; Serve then shuts down gracefully.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg, closeBackends, err := openBackends(ctx, *pgDSN, *redisURL, *redisPrefix)
+	if err != nil {
+		return err
+	}
+	defer closeBackends()
+
+	// Listen before building the server so that port 0 works: the real address goes into the base
+	// URL handed out with credentials and into the first line printed.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	baseURL := "http://" + ln.Addr().String()
+	cfg.AdminToken, cfg.BaseURL, cfg.Logger = *adminToken, baseURL, logger
+	srv, err := server.New(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	sandboxKey, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	liveKey, err := srv.IssueCredentials(ctx, sandbox.Live)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", baseURL)
+	fmt.Fprintf(stdout, "sandbox API key: %s\n", sandboxKey.APIKey)
+	fmt.Fprintf(stdout, "live API key: %s\n", liveKey.APIKey)
+	fmt.Fprintf(stdout, "admin token: %s\n", srv.AdminToken())
+	logger.Info("orderserver started", "addr", baseURL, "storage", storageName(*pgDSN, *redisURL))
+
+	err = srv.Serve(ctx, ln)
+	logger.Info("orderserver stopped")
+	return err
+}

@@ -1,0 +1,40 @@
+// Package server is the reference order server, importable so that the orderserver command and the
+// one-command demo run the same code. It is the library wired together the way a product team
+// would: read routes.go top to bottom for the middleware order, handlers.go for the handlers, and
+// store.go / store_pg.go for the transactional outbox.
+//
+// # Routes
+//
+// Every route is under /v1/ (versioning), every error is an RFC 9457 problem (apierror), every
+// response carries X-Request-Id, and every POST requires an Idempotency-Key (idempotency):
+//
+//	POST /v1/orders                                  Bearer API key; {"account","side"} → 201 order
+//	GET  /v1/orders/{id}                             Bearer API key → 200 order; 404 for unknown and foreign ids alike
+//	POST /v1/webhook_endpoints                       Bearer API key; {"url"} → 201 {"id":"we_…","url","secret":"whsec_…","api_version"}
+//	GET  /v1/webhook_endpoints/{id}/events           Bearer API key; ?from=&to=&limit= → 200 signed event list (range retrieval)
+//	POST /v1/sandbox/credentials                     Bearer admin token → 201 {"api_key":"sk_sandbox_…","environment":"sandbox","expires_at":…}
+//	POST /v1/sandbox/webhook_endpoints/{id}/faults   sandbox key; {"drop","duplicate","reorder","bad_signature","delay","delay_ms"} → 200
+//	PUT, DELETE  same path                           the sandbox package's own methods for the same control
+//	POST /v1/sandbox/events                          sandbox key; trigger a test event → 201
+//	POST /v1/sandbox/reset                           sandbox key; delete the evaluation's orders → 204
+//
+// An order is {"id":"ord_…","object":"order","account":…,"side":"buy"|"sell","status":"created",
+// "created":<unix>}; account is 1–64 of [A-Za-z0-9_-]. Each new order emits an order.created event,
+// with the order as data, to every webhook endpoint of the same licensee and environment. A
+// production key gets, on every sandbox route, exactly the 404 of an unknown route.
+//
+// # Storage
+//
+// Config's zero value keeps everything in memory. With PostgreSQL (NewPostgresStore,
+// pgstore.CredentialStore, pgstore.IdempotencyStore with pgstore.Transactor, pgstore.PinStore) every
+// replica sharing the database serves the same data, and a mutating request's claim, its writes (the
+// order and its events) and its stored response commit in one transaction.
+//
+// # Example
+//
+//	srv, err := server.New(server.Config{BaseURL: "http://127.0.0.1:8080"})
+//	if err != nil { … }
+//	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox) // a sandbox key for a new licensee
+//	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+//	err = srv.Serve(ctx, ln) // until ctx ends, then a graceful shutdown
+package server

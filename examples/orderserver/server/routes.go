@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/versioning"
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// Problem codes of the admin token check.
+const (
+	CodeAdminTokenMissing = "admin_token_missing"
+	CodeAdminTokenInvalid = "admin_token_invalid"
+	CodeMethodNotAllowed  = "method_not_allowed"
+)
+
+// routes wires every endpoint to its chain of middleware. Reading it top to bottom is the quickest way
+// to see what protects what:
+//
+//   - every response gets an X-Request-Id, which every problem repeats (apierror.WithRequestID);
+//   - API routes authenticate the Bearer key and rate-limit production keys (sandbox);
+//   - the versioning router takes the version from the path, pins each licensee to one, refuses
+//     unknown and sunset versions, and strips the version so one mux serves them all;
+//   - every mutating route requires an Idempotency-Key, scoped by credential (idempotency);
+//   - sandbox controls answer a production key exactly like an unknown route.
+func (s *Server) routes() http.Handler {
+	api := http.NewServeMux()
+	api.Handle("POST /orders", s.idem.Handler(http.HandlerFunc(s.createOrder)))
+	api.HandleFunc("GET /orders/{id}", s.getOrder)
+	api.Handle("POST /webhook_endpoints", s.idem.Handler(http.HandlerFunc(s.createEndpoint)))
+	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
+	// The contract sets faults with POST; the sandbox package's controls take PUT for the same
+	// request, so POST is handed to them as the PUT it means.
+	api.Handle("POST /sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.idem.Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r2 := r.Clone(r.Context())
+			r2.Method = http.MethodPut
+			s.controls.ServeHTTP(w, r2)
+		}))))
+	api.Handle("/sandbox/", s.sandboxOnly(s.idem.Handler(s.controls)))
+	api.Handle("/", s.fallback(api))
+
+	root := http.NewServeMux()
+	// Issuing credentials is an operator's act, authorised by the admin token rather than an API key;
+	// it is versioned like everything else, with no licensee to pin.
+	root.Handle("POST /{version}/sandbox/credentials",
+		s.versions.Handler(s.adminOnly(s.idem.Handler(http.HandlerFunc(s.issueCredentials)))))
+	root.Handle("/", s.auth.Handler(s.limit.Handler(s.versions.Handler(api))))
+	return apierror.WithRequestID(root)
+}
+
+// fallback answers what no route took: 405 with Allow when the path exists under other methods, and
+// otherwise the same 404 problem a refused sandbox control gets. net/http's own answers are plain text,
+// and every error of this API is a problem.
+func (s *Server) fallback(mux *http.ServeMux) http.Handler {
+	notFound := s.notFoundHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" && !strings.HasPrefix(pattern, "/sandbox/") {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		list := strings.Join(allow, ", ")
+		s.problems.Write(w, r, apierror.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			r.Method+" is not allowed here; this path accepts "+list).WithHeader("Allow", list))
+	})
+}
+
+func (s *Server) notFoundHandler() http.Handler { return sandbox.NotFoundHandler(s.problems) }
+
+// sandboxOnly answers a production principal as if the route did not exist, before the idempotency
+// middleware can answer anything that would reveal it does.
+func (s *Server) sandboxOnly(next http.Handler) http.Handler {
+	notFound := s.notFoundHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !sandbox.InSandbox(r) {
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type adminKey struct{}
+
+// adminOnly admits requests bearing the admin token, compared in constant time. The problems never
+// echo what was sent.
+func (s *Server) adminOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get(sandbox.HeaderAuthorization), "Bearer ")
+		switch {
+		case r.Header.Get(sandbox.HeaderAuthorization) == "":
+			s.problems.Write(w, r, apierror.Unauthenticated(CodeAdminTokenMissing,
+				"header Authorization is required: send Authorization: Bearer <admin token>",
+				apierror.Header(sandbox.HeaderAuthorization, CodeAdminTokenMissing, "header Authorization is required")))
+		case !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) != 1:
+			s.problems.Write(w, r, apierror.Unauthenticated(CodeAdminTokenInvalid,
+				"header Authorization: issuing credentials needs the admin token printed at the server's start",
+				apierror.Header(sandbox.HeaderAuthorization, CodeAdminTokenInvalid, "is not Bearer <admin token>")))
+		default:
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, true)))
+		}
+	})
+}
+
+// idempotencyScope keeps every credential's idempotency records apart: a principal's scope is its
+// licensee and environment, so two keys of one evaluation share records and nobody else does. The
+// admin's requests have a scope of their own.
+func (s *Server) idempotencyScope(r *http.Request) (string, error) {
+	if p, ok := sandbox.FromContext(r.Context()); ok {
+		return p.Scope(), nil
+	}
+	if admin, _ := r.Context().Value(adminKey{}).(bool); admin {
+		return "admin", nil
+	}
+	return "", sandbox.ErrNoPrincipal // a wiring mistake: an opaque 500, never an unscoped record
+}
+
+// rangeOwner tells the range handler whose endpoints a request may read: its principal's scope, the
+// same value that owns the endpoints.
+func (s *Server) rangeOwner(r *http.Request) (string, error) { return scopeOf(r) }
+
+// versionOf is the version the request is served at, which the router put in the context.
+func (s *Server) versionOf(r *http.Request) string {
+	if v, ok := versioning.FromContext(r.Context()); ok {
+		return v.Name
+	}
+	return s.versions.Registry().Newest().Name
+}
+
+// pinnedVersion is the API version the request's licensee is pinned to: webhook events for its
+// endpoints are rendered at it.
+func (s *Server) pinnedVersion(r *http.Request) string {
+	if d, ok := versioning.DecisionFromContext(r.Context()); ok && d.Pinned != "" {
+		return d.Pinned
+	}
+	return s.versionOf(r)
+}
+
+// versionLicensee names the licensee whose pin governs a request: its principal's scope, so a
+// licensee's sandbox and production integrations are pinned (and upgraded) separately. The admin's
+// requests have no licensee and are not pinned.
+func versionLicensee(r *http.Request) (string, bool) {
+	p, ok := sandbox.FromContext(r.Context())
+	return p.Scope(), ok
+}
+
+// allowOverride lets sandbox requests try another version than their pin, once, without moving it:
+// an integration can test the next version before upgrading. Production requests cannot.
+func allowOverride(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) }
+
+// render renders a stored event at the version its endpoint's licensee is pinned to now, for the
+// dispatcher and the range handler alike, so a fetched event reads exactly as its delivery did.
+func (s *Server) render(ctx context.Context, ep producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
+	out, err := s.versions.RenderEvent(ctx, ep.Owner, versioning.EventShape{Version: ev.APIVersion, Type: ev.Type, Data: ev.Data})
+	if err != nil {
+		return webhook.Event{}, err
+	}
+	ev.APIVersion, ev.Type, ev.Data = out.Version, out.Type, out.Data
+	return ev, nil
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/versioning"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// Defaults of Config and WebhookOptions.
+const (
+	// DefaultPollInterval is how often the dispatcher looks for due deliveries when it is idle. Short,
+	// so that an evaluator sees an order's event within a blink; each look is one cheap query.
+	DefaultPollInterval = 100 * time.Millisecond
+	// DefaultShutdownTimeout bounds the graceful shutdown: requests in flight get this long to finish.
+	DefaultShutdownTimeout = 10 * time.Second
+	// LiveRate and LiveBurst are the production rate limit per licensee. The sandbox has none.
+	LiveRate  = 100
+	LiveBurst = 200
+)
+
+// DefaultRetrySchedule is the server's webhook retry schedule: the first retry after one second,
+// doubling up to an hour, about three days in all. Shorter at the start than the library's default
+// (one minute) because this server is where evaluators inject faults, and a consumer that rejected a
+// bad signature should see the retry while they watch.
+func DefaultRetrySchedule() []time.Duration {
+	return producer.ExponentialSchedule(time.Second, time.Hour, 72*time.Hour)
+}
+
+// WebhookOptions tune webhook delivery. The zero value means the defaults.
+type WebhookOptions struct {
+	// RetrySchedule lists the delays between attempts; nil means DefaultRetrySchedule().
+	RetrySchedule []time.Duration
+	// PollInterval is how often an idle dispatcher looks for due deliveries; 0 means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Timeout bounds each delivery request; 0 means the producer's default (10 s).
+	Timeout time.Duration
+	// ReorderHold is the longest a delivery held back by the reorder fault waits for the endpoint's
+	// next one; 0 means the sandbox default (5 s).
+	ReorderHold time.Duration
+	// FaultRand draws the injected faults; nil means unseeded. Pass a seeded one for a reproducible
+	// run.
+	FaultRand *rand.Rand
+}
+
+// Config configures a Server. The zero value is a complete in-memory server.
+type Config struct {
+	// Store keeps orders and webhook endpoints, and owns the event log. Nil means NewMemoryStore().
+	Store Store
+	// Credentials keeps the API keys' hashes. Nil means sandbox.NewMemoryCredentialStore().
+	Credentials sandbox.CredentialStore
+	// Idempotency keeps the idempotency records; replicas must share one. Nil means an in-memory
+	// store, right for a single process only.
+	Idempotency idempotency.Store
+	// Transactor, when set, runs each mutating request's idempotency claim, its handler's writes and
+	// its stored response in one database transaction (pgstore.Transactor); the Store must then write
+	// through the request's transaction (PostgresStore does). Nil means the ordinary mode.
+	Transactor idempotency.Transactor
+	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
+	Pins versioning.PinStore
+	// AdminToken authorises POST /v1/sandbox/credentials. Empty means a fresh random one (AdminToken).
+	AdminToken string
+	// BaseURL is the server's address as clients reach it, returned with issued credentials. Empty
+	// means the sandbox package's default.
+	BaseURL string
+	// Webhooks tune delivery.
+	Webhooks WebhookOptions
+	// Logger receives the server's logs; nil means none. No log line holds a key, token or secret.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Stats counts what the server did, for the demo's report.
+type Stats struct {
+	OrdersCreated int64
+	EventsEmitted int64
+	// Faults counts the webhook faults injected, by kind ("drop", "duplicate", …).
+	Faults map[string]int64
+	// Idempotency is what the idempotency middleware did: replays served, conflicts, …
+	Idempotency idempotency.Stats
+}
+
+type stats struct {
+	ordersCreated atomic.Int64
+	eventsEmitted atomic.Int64
+	mu            sync.Mutex
+	faults        map[string]int64
+}
+
+// Server is the reference order server: every package of the library wired together the way a product
+// team would. Build one with New, serve it with Serve. A Server is safe for concurrent use.
+type Server struct {
+	store      Store
+	issuer     *sandbox.Issuer
+	auth       *sandbox.Authenticator
+	limit      *sandbox.RateLimit
+	idem       *idempotency.Middleware
+	publisher  *producer.Publisher
+	dispatcher *producer.Dispatcher
+	faults     sandbox.FaultTable
+	transport  *sandbox.FaultTransport
+	controls   *sandbox.Controls
+	ranges     *producer.RangeHandler
+	versions   *versioning.Router
+	adminToken string
+	problems   apierror.Writer
+	log        *slog.Logger
+	now        func() time.Time
+	stats      stats
+	handler    http.Handler
+}
+
+// New returns a Server configured by cfg.
+func New(cfg Config) (*Server, error) {
+	s := &Server{store: cfg.Store, adminToken: cfg.AdminToken, log: cfg.Logger, now: cfg.Now}
+	if s.store == nil {
+		s.store = NewMemoryStore()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.adminToken == "" {
+		s.adminToken = NewAdminToken()
+	}
+	s.problems = apierror.Writer{Logger: s.log}
+	s.stats.faults = make(map[string]int64)
+
+	// Authentication: keys are stored as hashes; the environment comes from the key alone.
+	s.issuer = sandbox.NewIssuer(cfg.Credentials, &sandbox.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
+		LiveBaseURL: cfg.BaseURL, Logger: s.log})
+	s.auth = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Writer: s.problems, Logger: s.log})
+	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
+	// sandbox measures the build rather than a throttle.
+	s.limit = sandbox.NewRateLimit(sandbox.NewTokenBucket(LiveRate, LiveBurst, nil),
+		&sandbox.RateLimitOptions{Now: s.now, Writer: s.problems, Logger: s.log})
+
+	// Idempotency: one middleware for every mutating route, scoped by credential.
+	s.idem = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
+		Scope: s.idempotencyScope, Now: s.now, Logger: s.log, Problems: s.problems})
+
+	// Versioning: v1 is the only version so far. A breaking change would add v2 with a
+	// versioning.Change that reshapes v2's bodies and events into v1's; licensees stay pinned to the
+	// version of their first request until they upgrade.
+	registry, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.versions = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
+		AllowOverride: allowOverride, StripVersion: true, Writer: s.problems, Logger: s.log})
+
+	// Webhooks: the publisher appends to the store's log (inside the order's transaction, see
+	// createOrder); the dispatcher delivers through the fault-injecting transport, which acts only on
+	// endpoints whose sandbox owner turned faults on.
+	s.publisher = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
+		APIVersion: registry.Newest().Name, Now: s.now})
+	s.transport = sandbox.NewFaultTransport(http.DefaultTransport, &s.faults, &sandbox.FaultTransportOptions{
+		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
+		Rand:       cfg.Webhooks.FaultRand,
+		HoldFor:    cfg.Webhooks.ReorderHold,
+		OnFault:    s.countFault,
+		Logger:     s.log,
+	})
+	schedule := cfg.Webhooks.RetrySchedule
+	if schedule == nil {
+		schedule = DefaultRetrySchedule()
+	}
+	poll := cfg.Webhooks.PollInterval
+	if poll == 0 {
+		poll = DefaultPollInterval
+	}
+	s.dispatcher, err = producer.NewDispatcher(s.store.Log(), s.store, &producer.DispatcherOptions{
+		// No redirects: a 3xx is not a 2xx, so it is a failed attempt.
+		Client: &http.Client{Transport: s.transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		Timeout:      cfg.Webhooks.Timeout,
+		Schedule:     schedule,
+		PollInterval: poll,
+		Now:          s.now,
+		Logger:       s.log,
+		Render:       s.render,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.ranges = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
+		Render: s.render, Now: s.now, Logger: s.log})
+	// The router strips the version, so the controls live under "/sandbox" as the handlers see it.
+	s.controls = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
+		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Writer: s.problems, Logger: s.log})
+	s.handler = s.routes()
+	return s, nil
+}
+
+// NewAdminToken returns a fresh admin token: "adm_" and 128 random bits.
+func NewAdminToken() string { return newID("adm_") }
+
+// AdminToken returns the token that authorises POST /v1/sandbox/credentials.
+func (s *Server) AdminToken() string { return s.adminToken }
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// IssueCredentials starts a new evaluation (sandbox) or a new production licensee (live): a fresh
+// licensee and an API key for it. The key is in the result only; the store keeps its hash.
+func (s *Server) IssueCredentials(ctx context.Context, env sandbox.Environment) (sandbox.Credentials, error) {
+	return s.issuer.Issue(ctx, sandbox.Evaluation{Licensee: newID("lic_"), Environment: env})
+}
+
+// Stats returns what the server has done so far.
+func (s *Server) Stats() Stats {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	st := Stats{OrdersCreated: s.stats.ordersCreated.Load(), EventsEmitted: s.stats.eventsEmitted.Load(),
+		Faults: make(map[string]int64, len(s.stats.faults)), Idempotency: s.idem.Stats()}
+	for k, v := range s.stats.faults {
+		st.Faults[k] = v
+	}
+	return st
+}
+
+func (s *Server) countFault(ev sandbox.FaultEvent) {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	s.stats.faults[string(ev.Fault)]++
+}
+
+// DeliverDue makes one delivery pass at once, for callers that want events out without waiting for
+// the next poll (the demo's final flush).
+func (s *Server) DeliverDue(ctx context.Context) (producer.Stats, error) {
+	return s.dispatcher.DeliverDue(ctx)
+}
+
+// Serve answers HTTP on ln and delivers webhooks until ctx is cancelled, then shuts down gracefully:
+// it stops accepting connections and lets requests in flight finish, stops the dispatcher (deliveries
+// in flight are handed back, to be retried, never lost), and sends any delivery the reorder fault still
+// holds. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second, // a slow client cannot hold a connection open forever
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	dispatchCtx, stopDispatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDispatch()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = s.dispatcher.Run(dispatchCtx) })
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served: // the listener failed: shut down the rest all the same
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(shutdownCtx)
+	stopDispatch()
+	wg.Wait()
+	if cerr := s.transport.Close(); cerr != nil && !errors.Is(cerr, sandbox.ErrTransportClosed) {
+		err = errors.Join(err, cerr)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return errors.Join(serveErr, err)
+	}
+	return err
+}

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// ordersMigration creates the server's own tables. Webhook secrets are stored as issued: the producer
+// needs them to sign (an HMAC key cannot be hashed away), so the table deserves the protection of any
+// other secret store.
+const ordersMigration = `
+CREATE TABLE IF NOT EXISTS orders (
+    scope   text   NOT NULL, -- "<environment>:<licensee>": every read filters by it
+    id      text   NOT NULL,
+    account text   NOT NULL,
+    side    text   NOT NULL,
+    status  text   NOT NULL,
+    created bigint NOT NULL, -- unix seconds, as on the wire
+    PRIMARY KEY (scope, id)
+);
+CREATE TABLE IF NOT EXISTS webhook_endpoints (
+    id          text   PRIMARY KEY,
+    owner       text   NOT NULL, -- the scope the endpoint belongs to
+    url         text   NOT NULL,
+    secrets     text[] NOT NULL,
+    api_version text   NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_endpoints_owner_idx ON webhook_endpoints (owner, id);
+`
+
+// migrateLockKey serialises the migrations of replicas that start together: concurrent CREATE TABLE
+// IF NOT EXISTS statements can still collide in the catalog.
+const migrateLockKey = 0x6f72646572736572 // "orderser"
+
+// MigratePostgres creates the server's tables and the event log's, if they do not exist. It is safe to
+// run at every start of every replica.
+func MigratePostgres(ctx context.Context, db pgstore.DB) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("server: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockKey)); err != nil {
+		return fmt.Errorf("server: migrate: %w", err)
+	}
+	if _, err := tx.Exec(ctx, ordersMigration, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("server: migrate: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("server: migrate: %w", err)
+	}
+	return pgstore.MigrateEventLog(ctx, db, nil)
+}
+
+// PostgresStore is the Store on PostgreSQL: every replica started with the same database sees the same
+// orders, endpoints and events. An order and its order.created events commit in one transaction (the
+// transactional outbox), through a pgstore.EventLog built on that transaction. It is safe for
+// concurrent use when its DB is (a pool is). Build one with NewPostgresStore after MigratePostgres.
+type PostgresStore struct {
+	db  pgstore.DB
+	log *pgstore.EventLog
+}
+
+var _ Store = (*PostgresStore)(nil)
+
+// NewPostgresStore returns a store on db, which it never closes.
+func NewPostgresStore(db pgstore.DB) *PostgresStore {
+	return &PostgresStore{db: db, log: pgstore.NewEventLog(db, nil)}
+}
+
+// Log implements Store.
+func (s *PostgresStore) Log() producer.Log { return s.log }
+
+// RequestLog implements Store.
+func (s *PostgresStore) RequestLog(ctx context.Context) producer.Log {
+	if tx, ok := pgstore.TxFromContext(ctx); ok {
+		return pgstore.NewEventLog(tx, nil)
+	}
+	return s.log
+}
+
+// dbFor returns the transaction the idempotency middleware's transactional mode opened for this
+// request (pgstore.Transactor), or the pool. Writing through that transaction is what makes a
+// request's effects and its stored response commit together: a crash before the commit leaves
+// neither, so a retry simply runs again, and no retry can ever run twice.
+func (s *PostgresStore) dbFor(ctx context.Context) pgstore.DB {
+	if tx, ok := pgstore.TxFromContext(ctx); ok {
+		return tx
+	}
+	return s.db
+}
+
+// CreateOrder implements Store: the order row, the read of the scope's endpoints and every event
+// append share one transaction. On the pool that is a new transaction; inside the request's own
+// (transactional mode) it is a savepoint, so that a failure takes back the order and its events but
+// leaves the request's transaction usable for its stored answer — the order is never committed
+// without its events.
+func (s *PostgresStore) CreateOrder(ctx context.Context, scope string, o Order, outbox OutboxFunc) error {
+	tx, err := s.dbFor(ctx).Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("server: create order: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := s.createOrderTx(ctx, tx, scope, o, outbox); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("server: create order: %w", err)
+	}
+	return nil
+}
+
+func (s *PostgresStore) createOrderTx(ctx context.Context, tx pgx.Tx, scope string, o Order, outbox OutboxFunc) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO orders (scope, id, account, side, status, created)
+VALUES ($1, $2, $3, $4, $5, $6)`, scope, o.ID, o.Account, o.Side, o.Status, o.Created); err != nil {
+		return fmt.Errorf("server: create order: %w", err)
+	}
+	ids, err := endpointIDs(ctx, tx, scope)
+	if err != nil {
+		return err
+	}
+	// An EventLog on the transaction is cheap to build and joins it: the events commit with the order.
+	return outbox(ctx, pgstore.NewEventLog(tx, nil), ids)
+}
+
+// Order implements Store.
+func (s *PostgresStore) Order(ctx context.Context, scope, id string) (Order, error) {
+	o := Order{Object: "order"}
+	err := s.dbFor(ctx).QueryRow(ctx, `SELECT id, account, side, status, created FROM orders WHERE scope = $1 AND id = $2`,
+		scope, id).Scan(&o.ID, &o.Account, &o.Side, &o.Status, &o.Created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, ErrNotFound
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("server: read order: %w", err)
+	}
+	return o, nil
+}
+
+// CreateEndpoint implements Store.
+func (s *PostgresStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint) error {
+	if err := ep.Validate(); err != nil {
+		return err
+	}
+	if _, err := s.dbFor(ctx).Exec(ctx, `INSERT INTO webhook_endpoints (id, owner, url, secrets, api_version)
+VALUES ($1, $2, $3, $4, $5)`, ep.ID, ep.Owner, ep.URL, ep.Secrets, ep.APIVersion); err != nil {
+		return fmt.Errorf("server: create webhook endpoint: %w", err)
+	}
+	return nil
+}
+
+// EndpointIDs implements Store.
+func (s *PostgresStore) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
+	return endpointIDs(ctx, s.dbFor(ctx), scope)
+}
+
+func endpointIDs(ctx context.Context, db pgstore.DB, scope string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope)
+	if err != nil {
+		return nil, fmt.Errorf("server: list webhook endpoints: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("server: list webhook endpoints: %w", err)
+	}
+	return ids, nil
+}
+
+// Lookup implements producer.Endpoints.
+func (s *PostgresStore) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
+	ep := producer.Endpoint{ID: id}
+	err := s.dbFor(ctx).QueryRow(ctx, `SELECT owner, url, secrets, api_version FROM webhook_endpoints WHERE id = $1`, id).
+		Scan(&ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return producer.Endpoint{}, producer.ErrUnknownEndpoint
+	}
+	if err != nil {
+		return producer.Endpoint{}, fmt.Errorf("server: look up webhook endpoint: %w", err)
+	}
+	return ep, nil
+}
+
+// DeleteOrders implements Store.
+func (s *PostgresStore) DeleteOrders(ctx context.Context, scope string) (int, error) {
+	tag, err := s.dbFor(ctx).Exec(ctx, `DELETE FROM orders WHERE scope = $1`, scope)
+	if err != nil {
+		return 0, fmt.Errorf("server: delete orders: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

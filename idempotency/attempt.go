@@ -1,0 +1,280 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+// ErrStore wraps every error a Store returned to Begin: the request was not decided, so answer 503
+// and let the client retry with the same key.
+var ErrStore = errors.New("idempotency: store failed")
+
+// ErrScopeEmpty: Begin was called without a scope. Every request has one (see Options.Scope).
+var ErrScopeEmpty = errors.New("idempotency: empty scope")
+
+// Decision is what Begin decided about a request.
+type Decision int
+
+const (
+	// Execute: this attempt owns the key. Run the operation, then Complete (or Release) the attempt.
+	Execute Decision = iota + 1
+	// Replay: the key has a stored response (Attempt.Response); answer with it and do not run the
+	// operation.
+	Replay
+	// InProgress: another attempt holds the key. Answer 409 idempotency_key_in_use (Attempt.Problem).
+	InProgress
+	// Mismatch: the key was used with a different request. Answer 422 idempotency_key_reused
+	// (Attempt.Problem).
+	Mismatch
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Execute:
+		return "execute"
+	case Replay:
+		return "replay"
+	case InProgress:
+		return "in_progress"
+	case Mismatch:
+		return "mismatch"
+	}
+	return "unknown"
+}
+
+// Request is what Begin decides about: one attempt at a request, identified by scope and key and
+// described by its fingerprint.
+type Request struct {
+	// Scope is the requester's scope (see Options.Scope); required.
+	Scope string
+	// Key is the client's idempotency key; it must satisfy ValidKey.
+	Key string
+	// Fingerprint describes the request; see NewFingerprint. A gRPC-style caller can use the full
+	// method name as the path and the SHA-256 of the serialized request message as the body hash.
+	Fingerprint Fingerprint
+
+	// Store, when set, replaces the middleware's Store for this attempt: a Store bound to a database
+	// transaction, so that the claim, the operation's own writes and the stored response commit or
+	// roll back together.
+	Store Store
+	// NoRenew turns off lease renewal for this attempt. A Store bound to a transaction needs it: such
+	// a store is used by one goroutine at a time, and the transaction's row lock, not the lease, keeps
+	// other claims out until it ends.
+	NoRenew bool
+}
+
+// Attempt is Begin's decision about one request and, when the decision is Execute, the claim that the
+// caller owns until it calls Complete or Release.
+//
+// An Attempt is not safe for concurrent use: one goroutine runs the operation and finishes it. Its
+// zero value is not useful: Begin returns Attempts.
+type Attempt struct {
+	// Decision says what to do.
+	Decision Decision
+	// Key is the record's key: scope and idempotency key.
+	Key Key
+	// Fingerprint is this request's fingerprint (the one passed to Begin).
+	Fingerprint Fingerprint
+	// Token is the claim's fencing token (Execute). Complete and Release present it to the store.
+	Token uint64
+	// LeaseUntil is when the lease Begin took ends (Execute) or when the holder's lease ends
+	// (InProgress). Renewal moves the real lease on; this field keeps the first value.
+	LeaseUntil time.Time
+	// Response is the stored response (Replay). It is shared with the store: do not modify it.
+	Response *Response
+
+	m       *Middleware
+	store   Store
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	renewal *renewal
+	done    bool
+}
+
+// Begin decides about req in one atomic step on the store (never check-then-act), and on Execute
+// claims the key. It is the middleware without net/http, for other routers and RPC frameworks:
+//
+//	a, err := m.Begin(ctx, idempotency.Request{Scope: tenant, Key: key, Fingerprint: fp})
+//	if err != nil {
+//		return unavailable(err) // ErrStore: retry later; ErrKeyInvalid, ErrScopeEmpty: bad input
+//	}
+//	switch a.Decision {
+//	case idempotency.Replay:
+//		return decode(a.Response)
+//	case idempotency.InProgress, idempotency.Mismatch:
+//		return a.Problem()
+//	}
+//	res, err := placeOrder(a.Context(), in)
+//	if err != nil && !retryable(err) { … } // decide what is stored
+//	if err := a.Complete(ctx, encode(res)); err != nil { … } // ErrLeaseLost: a newer claim won
+//
+// On Execute the lease is renewed every Options.Lease/3 until Complete or Release (unless
+// req.NoRenew), and Context returns a context that is cancelled, with cause ErrLeaseLost, if the lease
+// is lost to a newer claim while the operation runs. Failing to call Complete or Release leaves the key
+// in flight until its lease ends, and leaks the renewal until then.
+//
+// Begin returns an error wrapping ErrStore when the store fails, ErrKeyInvalid for a malformed key,
+// ErrScopeEmpty for an empty scope; the Attempt is then nil.
+func (m *Middleware) Begin(ctx context.Context, req Request) (*Attempt, error) {
+	if !ValidKey(req.Key) {
+		return nil, ErrKeyInvalid
+	}
+	if req.Scope == "" {
+		return nil, ErrScopeEmpty
+	}
+	a := new(Attempt)
+	if err := m.begin(ctx, req, a, true, nil); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// begin fills a; the middleware passes a pooled Attempt and renewal (spare). With cancellable, an
+// Execute attempt runs under a context of its own that a lost lease cancels; without, under ctx.
+func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancellable bool, spare *renewal) error {
+	store := req.Store
+	if store == nil {
+		store = m.store
+	}
+	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store}
+	now := m.now()
+	c, err := store.Claim(ctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
+	if err != nil {
+		m.stats.storeErrors.Add(1)
+		m.log.LogAttrs(ctx, slog.LevelError, "idempotency: claim failed", slog.String("idempotency_key", req.Key), slog.Any("error", err))
+		return fmt.Errorf("%w: claim: %w", ErrStore, err)
+	}
+	switch {
+	case c.Fingerprint != req.Fingerprint:
+		// Checked before anything else, on every path: a different request never gets this key's
+		// response, nor its lease.
+		a.Decision = Mismatch
+		m.stats.reused.Add(1)
+	case c.Status == Completed && c.Response != nil:
+		a.Decision = Replay
+		a.Response = c.Response
+		m.stats.replayed.Add(1)
+	case c.Status == InFlight:
+		a.Decision = InProgress
+		a.LeaseUntil = c.LeaseUntil
+		m.stats.conflicts.Add(1)
+	case c.Status == Claimed:
+		a.Decision = Execute
+		a.Token = c.Token
+		a.LeaseUntil = c.LeaseUntil
+		if cancellable {
+			a.ctx, a.cancel = context.WithCancelCause(ctx)
+		} else {
+			a.ctx = ctx
+		}
+		if !req.NoRenew {
+			a.renewal = m.renewer.start(m, a, spare)
+		}
+		m.stats.executed.Add(1)
+	default:
+		m.stats.storeErrors.Add(1)
+		return fmt.Errorf("%w: claim returned status %v", ErrStore, c.Status)
+	}
+	return nil
+}
+
+// Context returns the context the operation should run under (Execute): Begin's context, cancelled
+// with cause ErrLeaseLost (context.Cause) when renewal finds that a newer claim took the key over,
+// and cancelled when the attempt is finished. For other decisions it returns context.Background().
+func (a *Attempt) Context() context.Context {
+	if a.ctx == nil {
+		return context.Background()
+	}
+	return a.ctx
+}
+
+// Problem returns the problem to answer for InProgress (409 idempotency_key_in_use, with
+// Retry-After) and Mismatch (422 idempotency_key_reused), and nil for the other decisions. The
+// problem is shared: render it, do not modify it.
+func (a *Attempt) Problem() *apierror.Error {
+	switch a.Decision {
+	case InProgress:
+		return a.m.pInUse
+	case Mismatch:
+		return a.m.pReused
+	}
+	return nil
+}
+
+// errNotOwner is returned by Complete and Release on an attempt that does not own its key.
+var errNotOwner = errors.New("idempotency: attempt does not own its key (decision is not Execute)")
+
+// Complete stores resp as the key's response, kept for Options.Retention from now, and ends the
+// attempt. The store copies resp. It returns ErrLeaseLost (errors.Is) when a newer claim took the key
+// over: resp is then not stored, and the newer claim's result is what retries get.
+func (a *Attempt) Complete(ctx context.Context, resp Response) error {
+	if a.Decision != Execute {
+		return errNotOwner
+	}
+	a.stop()
+	err := a.store.Complete(ctx, a.Key, a.Token, resp, a.m.now().Add(a.m.retention))
+	a.finished(err)
+	return err
+}
+
+// completeRecorded is Complete for the middleware: the response comes from the recorder, and a
+// MemoryStore takes it as header fields, without a header map.
+func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted bool) error {
+	if a.Decision != Execute {
+		return errNotOwner
+	}
+	a.stop()
+	expiresAt := a.m.now().Add(a.m.retention)
+	var err error
+	if ms, ok := a.store.(*MemoryStore); ok {
+		status, fs, body := rec.storedFields(omitted)
+		err = ms.complete(ctx, a.Key, a.Token, status, fs, true, body, expiresAt)
+	} else {
+		err = a.store.Complete(ctx, a.Key, a.Token, rec.response(omitted), expiresAt)
+	}
+	a.finished(err)
+	return err
+}
+
+// Release deletes the claim so that a retry can run at once, and ends the attempt. Use it when the
+// operation did not happen (it failed before any side effect) or must be retried. It returns
+// ErrLeaseLost when a newer claim took the key over.
+func (a *Attempt) Release(ctx context.Context) error {
+	if a.Decision != Execute {
+		return errNotOwner
+	}
+	a.stop()
+	err := a.store.Release(ctx, a.Key, a.Token)
+	a.finished(err)
+	a.m.stats.released.Add(1)
+	return err
+}
+
+// stop ends renewal and waits for a renewal in progress, so that no Renew follows Complete.
+func (a *Attempt) stop() {
+	if a.renewal != nil {
+		a.m.renewer.stop(a.renewal)
+		a.renewal = nil
+	}
+	if !a.done {
+		a.done = true
+		if a.cancel != nil {
+			a.cancel(nil)
+		}
+	}
+}
+
+func (a *Attempt) finished(err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLeaseLost):
+		a.m.stats.leaseLost.Add(1)
+	default:
+		a.m.stats.storeErrors.Add(1)
+	}
+}

@@ -1,0 +1,524 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStoreFull is returned by a MemoryStore that holds its maximum number of live records (Claim) or
+// bytes of stored responses (Complete). The middleware answers 503 (fail closed): evicting a live
+// record instead would let a retry run the handler a second time.
+var ErrStoreFull = errors.New("idempotency: memory store is full")
+
+// Defaults of MemoryOptions.
+const (
+	DefaultMemoryMaxRecords = 100_000
+	DefaultMemoryMaxBytes   = 256 << 20
+	DefaultMemoryShards     = 64
+)
+
+// smallResponse is the size under which Complete ignores the byte budget, so that a claim can always
+// be finished with a short response (a problem, a placeholder); MaxRecords still bounds those.
+const smallResponse = 2 << 10
+
+// expireBatch bounds the expired records one Claim drops from the head of its shard's expiry queue, so
+// that expiry costs every claim a little and none of them a lot.
+const expireBatch = 4
+
+// fullSweepEvery is how often (in the callers' time) a full shard may scan all its records for expired
+// ones before refusing a claim; the scan is the fallback for records the queue has not reached yet.
+const fullSweepEvery = time.Second
+
+// MemoryOptions configures a MemoryStore. A nil *MemoryOptions and the zero value mean the defaults.
+type MemoryOptions struct {
+	// MaxRecords bounds the live records (in flight and completed). Default DefaultMemoryMaxRecords.
+	// The bound is kept per shard (MaxRecords/Shards each), so the store may refuse a little earlier.
+	MaxRecords int
+	// MaxBytes bounds the bytes of stored responses (bodies, header names and values). Default
+	// DefaultMemoryMaxBytes. Responses under 2 KiB are accepted even over the budget, so that a claim
+	// can always be completed with a short answer; MaxRecords bounds those.
+	MaxBytes int64
+	// Shards is the number of independently locked partitions; it is rounded up to a power of two.
+	// Default DefaultMemoryShards.
+	Shards int
+}
+
+// MemoryStore is the in-process Store: the default of the middleware, and the right choice for a
+// single replica, tests and examples. Records live in a map split into shards, each with its own lock,
+// so that requests on different keys rarely contend. It is bounded (MemoryOptions) and expires records
+// itself, with no goroutine: each shard keeps its records in a queue in the order they were created,
+// and every Claim drops a few expired records from the head of its shard's queue, so expiry costs O(1)
+// per claim when retention is uniform (as it is under one middleware). Expired records are also
+// dropped whenever Claim or Lookup meets them, and a full shard scans all its records before it
+// refuses a claim.
+//
+// When full, Claim returns ErrStoreFull rather than evicting a live record: an evicted record would let
+// a retry execute twice. Size MaxRecords for retention × rate of mutating requests: the default
+// 100,000 records at the default 24 h retention hold about 1.1 requests per second, sustained. A
+// record costs about 400 bytes plus its response.
+//
+// Responses returned by Claim and Lookup are shared with the store and must not be modified.
+//
+// A MemoryStore is safe for concurrent use. Its zero value is not usable: call NewMemoryStore.
+type MemoryStore struct {
+	seed         maphash.Seed
+	shards       []memShard
+	mask         uint64
+	shardRecords int
+	shardBytes   int64
+	tokens       atomic.Uint64
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+type memShard struct {
+	mu sync.Mutex
+	// records indexes records by the hash of their key; keys whose hashes collide chain through
+	// memRecord.next. One hash serves both the shard choice and the lookup.
+	records   map[uint64]*memRecord
+	count     int
+	bytes     int64
+	queue     []*memRecord // expiry queue: queue[head:] in creation order
+	head      int
+	nextSweep int64    // earliest next full scan, Unix ns
+	_         [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// memRecord is one record. It is kept light for the garbage collector, which otherwise spends more
+// on a large store than the store spends on its requests: times are Unix nanoseconds, and a stored
+// response is one pointer-free blob (encoded header, then body) until it is first read.
+type memRecord struct {
+	key        Key
+	hash       uint64
+	next       *memRecord // hash collision chain
+	stored     bool       // in the shard's index (false once dropped)
+	requeue    bool       // expiresAt moved later since the record was queued
+	hasHeader  bool       // the response had a (possibly empty) header
+	status     Status
+	fp         Fingerprint
+	token      uint64
+	leaseUntil int64  // Unix ns
+	expiresAt  int64  // Unix ns
+	code       int    // the response's status code
+	blob       []byte // encoded header fields, then the body
+	hdrLen     int    // length of the header part of blob
+	resp       *Response
+	size       int64
+}
+
+// response returns the stored response, decoding it on first use; it is never changed afterwards,
+// so callers may share it. The shard's lock is held.
+func (r *memRecord) response() *Response {
+	if r.resp == nil {
+		resp := &Response{Status: r.code}
+		if r.hasHeader {
+			resp.Header = decodeFields(r.blob[:r.hdrLen])
+		}
+		if len(r.blob) > r.hdrLen {
+			resp.Body = r.blob[r.hdrLen:len(r.blob):len(r.blob)]
+		}
+		r.resp = resp
+	}
+	return r.resp
+}
+
+func (r *memRecord) setExpiry(ns int64) {
+	if ns > r.expiresAt {
+		r.requeue = true
+	}
+	r.expiresAt = ns
+}
+
+func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// NewMemoryStore returns an empty store; opts may be nil.
+func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
+	var o MemoryOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxRecords <= 0 {
+		o.MaxRecords = DefaultMemoryMaxRecords
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMemoryMaxBytes
+	}
+	if o.Shards <= 0 {
+		o.Shards = DefaultMemoryShards
+	}
+	n := 1
+	for n < o.Shards {
+		n <<= 1
+	}
+	if n > o.MaxRecords {
+		// Keep at least one record per shard; shrink the shard count instead.
+		for n > 1 && n > o.MaxRecords {
+			n >>= 1
+		}
+	}
+	s := &MemoryStore{
+		seed:         maphash.MakeSeed(),
+		shards:       make([]memShard, n),
+		mask:         uint64(n - 1),
+		shardRecords: o.MaxRecords / n,
+		shardBytes:   o.MaxBytes / int64(n),
+	}
+	if s.shardBytes < 1 {
+		s.shardBytes = 1
+	}
+	for i := range s.shards {
+		s.shards[i].records = make(map[uint64]*memRecord)
+	}
+	return s
+}
+
+func (s *MemoryStore) hash(key Key) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	_, _ = h.WriteString(key.Scope)
+	_ = h.WriteByte(0)
+	_, _ = h.WriteString(key.Key)
+	return h.Sum64()
+}
+
+func (s *MemoryStore) shard(h uint64) *memShard { return &s.shards[h&s.mask] }
+
+func (sh *memShard) find(key Key, h uint64) *memRecord {
+	for rec := sh.records[h]; rec != nil; rec = rec.next {
+		if rec.key == key {
+			return rec
+		}
+	}
+	return nil
+}
+
+func (sh *memShard) insert(rec *memRecord) {
+	rec.next = sh.records[rec.hash]
+	sh.records[rec.hash] = rec
+	rec.stored = true
+	sh.count++
+	sh.queue = append(sh.queue, rec)
+}
+
+// live returns the record of key unless it has expired at now; an expired one is dropped.
+func (sh *memShard) live(key Key, h uint64, now int64) *memRecord {
+	rec := sh.find(key, h)
+	if rec != nil && rec.expiresAt <= now {
+		sh.drop(rec)
+		return nil
+	}
+	return rec
+}
+
+func (sh *memShard) drop(rec *memRecord) {
+	if !rec.stored {
+		return
+	}
+	first := sh.records[rec.hash]
+	if first == rec {
+		if rec.next == nil {
+			delete(sh.records, rec.hash)
+		} else {
+			sh.records[rec.hash] = rec.next
+		}
+	} else {
+		for p := first; p != nil; p = p.next {
+			if p.next == rec {
+				p.next = rec.next
+				break
+			}
+		}
+	}
+	rec.next, rec.stored = nil, false
+	sh.count--
+	sh.bytes -= rec.size
+}
+
+// expire drops up to expireBatch expired records from the head of the queue. A record whose retention
+// was extended (by Complete or a take-over) goes to the back of the queue instead; one already
+// dropped (released, or met expired by Claim or Lookup) is skipped.
+func (sh *memShard) expire(now int64) {
+	for n := 0; n < expireBatch && sh.head < len(sh.queue); n++ {
+		rec := sh.queue[sh.head]
+		if rec.stored {
+			if rec.expiresAt > now {
+				if !rec.requeue {
+					return // the head is live: so, roughly, is everything behind it
+				}
+				rec.requeue = false
+				sh.queue = append(sh.queue, rec)
+			} else {
+				sh.drop(rec)
+			}
+		}
+		sh.queue[sh.head] = nil
+		sh.head++
+	}
+	// Reclaim the consumed front once it is at least half the slice.
+	if sh.head > 32 && sh.head*2 >= len(sh.queue) {
+		n := copy(sh.queue, sh.queue[sh.head:])
+		clear(sh.queue[n:])
+		sh.queue = sh.queue[:n]
+		sh.head = 0
+	}
+}
+
+// sweep scans every record for expired ones and rebuilds the queue from the survivors.
+func (sh *memShard) sweep(now int64) {
+	q := sh.queue[:0]
+	for _, rec := range sh.queue[sh.head:] {
+		if rec.stored && rec.expiresAt <= now {
+			sh.drop(rec)
+		}
+		if rec.stored {
+			q = append(q, rec)
+		}
+	}
+	clear(sh.queue[len(q):])
+	sh.queue, sh.head = q, 0
+	sh.nextSweep = now + int64(fullSweepEvery)
+}
+
+// Claim implements Store.
+func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return Claim{}, err
+	}
+	h := s.hash(key)
+	sh := s.shard(h)
+	nowNs := now.UnixNano()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if rec := sh.live(key, h, nowNs); rec != nil {
+		switch {
+		case rec.fp != fp:
+			return Claim{Status: rec.status, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+		case rec.status == Completed:
+			return Claim{Status: Completed, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil), Response: rec.response()}, nil
+		case rec.leaseUntil > nowNs:
+			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+		}
+		// The owner's lease ended: take the key over under a new token, which fences the old one.
+		rec.token = s.tokens.Add(1)
+		rec.leaseUntil = leaseUntil.UnixNano()
+		rec.setExpiry(expiresAt.UnixNano())
+		return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+	}
+	sh.expire(nowNs)
+	if sh.count >= s.shardRecords {
+		if nowNs >= sh.nextSweep {
+			sh.sweep(nowNs)
+		}
+		if sh.count >= s.shardRecords {
+			return Claim{}, ErrStoreFull
+		}
+	}
+	rec := &memRecord{key: key, hash: h, fp: fp, status: InFlight, token: s.tokens.Add(1),
+		leaseUntil: leaseUntil.UnixNano(), expiresAt: expiresAt.UnixNano()}
+	sh.insert(rec)
+	return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+}
+
+// owned returns the in-flight record that token owns, or nil.
+func (sh *memShard) owned(key Key, h uint64, token uint64) *memRecord {
+	rec := sh.find(key, h)
+	if rec == nil || rec.status != InFlight || rec.token != token {
+		return nil
+	}
+	return rec
+}
+
+// Renew implements Store.
+func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUntil time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h := s.hash(key)
+	sh := s.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.owned(key, h, token)
+	if rec == nil {
+		return ErrLeaseLost
+	}
+	rec.leaseUntil = leaseUntil.UnixNano()
+	return nil
+}
+
+// Complete implements Store. It copies resp: the caller may reuse its buffers at once.
+func (s *MemoryStore) Complete(ctx context.Context, key Key, token uint64, resp Response, expiresAt time.Time) error {
+	var fs []field
+	if resp.Header != nil {
+		fs = make([]field, 0, len(resp.Header))
+		for k, vs := range resp.Header {
+			fs = append(fs, field{k, vs})
+		}
+	}
+	return s.complete(ctx, key, token, resp.Status, fs, resp.Header != nil, resp.Body, expiresAt)
+}
+
+// complete is Complete on header fields: the middleware's path, which never builds a header map for
+// a response that may never be replayed.
+func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, status int, fields []field, hasHeader bool, body []byte, expiresAt time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The copy is made outside the lock: a large body copy must not stall the shard.
+	if !hasHeader {
+		fields = nil
+	}
+	blob, hdrLen := encodeResponse(fields, body)
+	size := int64(len(blob))
+	h := s.hash(key)
+	sh := s.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.owned(key, h, token)
+	if rec == nil {
+		return ErrLeaseLost
+	}
+	if size >= smallResponse && sh.bytes+size > s.shardBytes {
+		return ErrStoreFull
+	}
+	rec.status = Completed
+	rec.code, rec.blob, rec.hdrLen, rec.hasHeader = status, blob, hdrLen, hasHeader
+	rec.setExpiry(expiresAt.UnixNano())
+	rec.size = size
+	sh.bytes += size
+	return nil
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h := s.hash(key)
+	sh := s.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.owned(key, h, token)
+	if rec == nil {
+		return ErrLeaseLost
+	}
+	sh.drop(rec)
+	return nil
+}
+
+// Lookup implements Store.
+func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	h := s.hash(key)
+	sh := s.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rec := sh.live(key, h, now.UnixNano())
+	if rec == nil {
+		return Record{}, ErrNotFound
+	}
+	out := Record{
+		Fingerprint: rec.fp,
+		Status:      rec.status,
+		Token:       rec.token,
+		LeaseUntil:  unixTime(rec.leaseUntil),
+		ExpiresAt:   unixTime(rec.expiresAt),
+	}
+	if rec.status == Completed {
+		out.Response = rec.response()
+	}
+	return out, nil
+}
+
+// Len returns the number of records held, expired ones not yet dropped included.
+func (s *MemoryStore) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.count
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// field is one response header: the form in which the middleware captures headers and the memory
+// store keeps them, so that neither has to build (or iterate) a map per request. The store builds the
+// http.Header of a record the first time the record is read.
+type field struct {
+	name string
+	vals []string
+}
+
+// encodeResponse encodes header fields and body into one pointer-free buffer: for each field its
+// name and values, each length-prefixed (uvarint), then the body. It returns the buffer and the
+// length of its header part.
+func encodeResponse(fields []field, body []byte) ([]byte, int) {
+	n := binary.MaxVarintLen64 // the field count
+	for _, f := range fields {
+		n += 2*binary.MaxVarintLen64 + len(f.name)
+		for _, v := range f.vals {
+			n += binary.MaxVarintLen64 + len(v)
+		}
+	}
+	b := make([]byte, 0, n+len(body))
+	if fields != nil {
+		b = binary.AppendUvarint(b, uint64(len(fields)))
+		for _, f := range fields {
+			b = binary.AppendUvarint(b, uint64(len(f.name)))
+			b = append(b, f.name...)
+			b = binary.AppendUvarint(b, uint64(len(f.vals)))
+			for _, v := range f.vals {
+				b = binary.AppendUvarint(b, uint64(len(v)))
+				b = append(b, v...)
+			}
+		}
+	}
+	hdrLen := len(b)
+	return append(b, body...), hdrLen
+}
+
+// decodeFields rebuilds the header encodeResponse encoded: one string holds every name and value,
+// one array every value slice. Each value slice is capped, so that an append by a reader can never
+// write into a neighbour.
+func decodeFields(b []byte) http.Header {
+	if len(b) == 0 {
+		return http.Header{}
+	}
+	s := string(b)
+	i := 0
+	next := func() int {
+		v, n := binary.Uvarint(b[i:])
+		i += n
+		return int(v)
+	}
+	str := func() string {
+		l := next()
+		v := s[i : i+l]
+		i += l
+		return v
+	}
+	nf := next()
+	h := make(http.Header, nf)
+	var all []string
+	for range nf {
+		name := str()
+		nv := next()
+		if nv > len(all) {
+			all = make([]string, max(nv, 4))
+		}
+		for j := range nv {
+			all[j] = str()
+		}
+		h[name] = all[:nv:nv]
+		all = all[nv:]
+	}
+	return h
+}

@@ -1,0 +1,556 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"sync"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+// Defaults of Options.
+const (
+	DefaultLease            = 30 * time.Second
+	DefaultRetention        = 24 * time.Hour
+	DefaultMaxRequestBytes  = 1 << 20
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultRetryAfter       = time.Second
+)
+
+// Problem codes the middleware answers with. They are stable: clients may switch on them.
+const (
+	CodeKeyMissing = "idempotency_key_missing" // 400, located at header Idempotency-Key
+	CodeKeyInvalid = "idempotency_key_invalid" // 400, located at header Idempotency-Key
+	CodeKeyReused  = "idempotency_key_reused"  // 422, located at header Idempotency-Key
+	CodeKeyInUse   = "idempotency_key_in_use"  // 409 with Retry-After
+	// CodeCredentialMissing is the default Scope's 401 for a request without Authorization.
+	CodeCredentialMissing = "credential_missing"
+	// CodeBodyUnreadable is a 400 for a request body that failed while being read.
+	CodeBodyUnreadable = "body_unreadable"
+	// CodeResponseTooLarge is the 500 of transactional mode for a response over MaxResponseBytes: the
+	// transaction was rolled back, so nothing was carried out.
+	CodeResponseTooLarge = "idempotency_response_too_large"
+)
+
+// Options configures a Middleware. A nil *Options and the zero value mean the defaults.
+type Options struct {
+	// Store keeps the records. Default: a NewMemoryStore(nil) of this middleware's own, which is right
+	// for one replica only: replicas that share traffic must share a Store (pgstore, redisstore).
+	Store Store
+
+	// Scope maps a request to its scope: records of different scopes never meet, so the same key sent
+	// with two credentials is two requests, and no client can be replayed another's response. It must
+	// return a non-empty string; an error is answered with apierror.Write (an *apierror.Error as it
+	// is, anything else as an opaque 500).
+	//
+	// Default: the hex SHA-256 of the Authorization header (the credential itself is never stored),
+	// and 401 credential_missing located at header Authorization when there is none. Services that
+	// authenticate otherwise, or not at all, must set Scope: typically to the authenticated
+	// principal's licensee and environment, which an earlier middleware put in the request context.
+	Scope func(r *http.Request) (string, error)
+
+	// Methods are the methods that require a key. Default POST, PUT, PATCH and DELETE. Other methods
+	// pass through untouched.
+	Methods []string
+
+	// Lease is how long a claim holds its key without renewal; the middleware renews it every Lease/3
+	// while the handler runs, so only a crashed or stalled process lets it lapse. Default DefaultLease.
+	// Renewal runs on one goroutine per Middleware, started by the first claim and ended by the first
+	// of its ticks (every Lease/6) that finds no request in flight; a test under testing/synctest lets
+	// that much time pass after its last request so that the bubble can end.
+	Lease time.Duration
+	// Retention is how long a completed response is replayed. Default DefaultRetention (24 h).
+	Retention time.Duration
+
+	// MaxRequestBytes caps the request body the middleware reads to fingerprint the request; larger
+	// bodies get 413 body_too_large and nothing is stored. Default DefaultMaxRequestBytes (1 MiB).
+	MaxRequestBytes int64
+	// MaxResponseBytes caps the response body that is stored for replay. A larger response still
+	// streams to its client in full, but its record keeps only the status and the allow-listed
+	// headers: the replay has an empty body and HeaderBodyOmitted. The handler never runs twice.
+	// Default DefaultMaxResponseBytes (1 MiB).
+	MaxResponseBytes int64
+	// ReplayHeaders are response headers stored and replayed in addition to Content-Type and
+	// Location. Other headers are not replayed: they may be per-request (Date, X-Request-Id) or
+	// sensitive (Set-Cookie).
+	ReplayHeaders []string
+
+	// ReleaseServerErrors makes a 5xx response release the key instead of being stored, so that a
+	// retry runs the handler again. By default every completed response is stored, 5xx included
+	// (Stripe's rule): a 500 after a partial side effect must not be retried blindly.
+	ReleaseServerErrors bool
+	// FailOpen runs the handler without idempotency when the store cannot be reached, instead of
+	// answering 503. It trades the exactly-once guarantee for availability; the default fails closed.
+	FailOpen bool
+	// RetryAfter is the Retry-After of 409 idempotency_key_in_use and of 503. Default 1 s.
+	RetryAfter time.Duration
+
+	// CancelOnLeaseLoss gives the handler a request context that is cancelled, with cause
+	// ErrLeaseLost (context.Cause), when renewal finds that the lease was lost to a newer claim:
+	// the handler stalled past its lease and a retry took the key over. Whatever the handler then
+	// returns is refused by fencing either way; cancelling lets it stop early. Off by default: it
+	// costs a derived context and a copy of the request on every execution.
+	CancelOnLeaseLoss bool
+
+	// Transactor, when set, runs each governed request's claim, handler and completion in one
+	// transaction (see Transactor); the response is then buffered until the commit.
+	Transactor Transactor
+
+	// Now is the clock. Default time.Now. Leases and retention are computed from it; the renewal
+	// timer runs on the runtime's timers (use testing/synctest to control both in tests).
+	Now func() time.Time
+	// Logger receives store errors, refused stale completions, lost leases and released panics.
+	// Keys are logged, credentials never. Default: nothing is logged.
+	Logger *slog.Logger
+	// Problems renders the problem responses. The zero value uses apierror's defaults.
+	Problems apierror.Writer
+}
+
+// Middleware makes mutating requests idempotent: see the package documentation for the wire
+// behaviour. Build one with New and wrap handlers with Handler, or decide without net/http with Begin.
+//
+// A Middleware is safe for concurrent use. Its zero value is not usable: call New.
+type Middleware struct {
+	store            Store
+	scope            func(*http.Request) (string, error)
+	methods          []string // nil: the default set
+	lease            time.Duration
+	renewEvery       time.Duration
+	retention        time.Duration
+	maxRequestBytes  int64
+	maxResponseBytes int64
+	replayHeaders    []string // canonical names, Content-Type and Location first
+	releaseServer    bool
+	failOpen         bool
+	cancelOnLoss     bool
+	tx               Transactor
+	now              func() time.Time
+	log              *slog.Logger
+	problems         apierror.Writer
+
+	// Problems that do not depend on the request are built once; apierror.Writer never mutates them.
+	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge *apierror.Error
+
+	stats   counters
+	buffers sync.Pool // *exchange
+	renewer renewer
+}
+
+// New returns a Middleware configured by opts, which may be nil.
+func New(opts *Options) *Middleware {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	m := &Middleware{
+		store:            o.Store,
+		scope:            o.Scope,
+		lease:            o.Lease,
+		retention:        o.Retention,
+		maxRequestBytes:  o.MaxRequestBytes,
+		maxResponseBytes: o.MaxResponseBytes,
+		releaseServer:    o.ReleaseServerErrors,
+		failOpen:         o.FailOpen,
+		cancelOnLoss:     o.CancelOnLeaseLoss,
+		tx:               o.Transactor,
+		now:              o.Now,
+		log:              o.Logger,
+		problems:         o.Problems,
+	}
+	if m.store == nil {
+		m.store = NewMemoryStore(nil)
+	}
+	if m.scope == nil {
+		m.scope = m.credentialScope
+	}
+	if len(o.Methods) > 0 {
+		m.methods = append([]string(nil), o.Methods...)
+	}
+	if m.lease <= 0 {
+		m.lease = DefaultLease
+	}
+	m.renewEvery = m.lease / 3
+	if m.renewEvery < 2*time.Millisecond {
+		m.renewEvery = 2 * time.Millisecond // the renewer ticks at half of it
+	}
+	if m.retention <= 0 {
+		m.retention = DefaultRetention
+	}
+	if m.maxRequestBytes <= 0 {
+		m.maxRequestBytes = DefaultMaxRequestBytes
+	}
+	if m.maxResponseBytes <= 0 {
+		m.maxResponseBytes = DefaultMaxResponseBytes
+	}
+	m.replayHeaders = []string{"Content-Type", "Location"}
+	for _, h := range o.ReplayHeaders {
+		h = textproto.CanonicalMIMEHeaderKey(h)
+		if !contains(m.replayHeaders, h) {
+			m.replayHeaders = append(m.replayHeaders, h)
+		}
+	}
+	retryAfter := o.RetryAfter
+	if retryAfter <= 0 {
+		retryAfter = DefaultRetryAfter
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+
+	m.pMissing = apierror.Invalid(apierror.Header(HeaderKey, CodeKeyMissing,
+		"header Idempotency-Key is required on "+m.methodList()+" requests"))
+	m.pInvalid = apierror.Invalid(apierror.Header(HeaderKey, CodeKeyInvalid,
+		"must be 1 to 255 bytes of visible ASCII (0x21-0x7E) and sent once"))
+	m.pReused = apierror.Unprocessable(CodeKeyReused,
+		"header Idempotency-Key: this key was used with a different request (method, path, query or body); use a new key for a new request",
+		apierror.Header(HeaderKey, CodeKeyReused, "was used with a different request"))
+	m.pInUse = apierror.Conflict(CodeKeyInUse,
+		"header Idempotency-Key: a request with this key is still being processed; retry after the number of seconds in Retry-After",
+		apierror.Header(HeaderKey, CodeKeyInUse, "a request with this key is still being processed")).
+		WithHeader("Retry-After", apierror.RetryAfter(retryAfter))
+	m.pUnavailable = apierror.Unavailable(retryAfter, "",
+		"the request was not carried out because its idempotency record could not be checked; retry with the same Idempotency-Key")
+	m.pTooLarge = apierror.BodyTooLarge(m.maxRequestBytes)
+	m.pNoCredential = apierror.Unauthenticated(CodeCredentialMissing, "header Authorization is required",
+		apierror.Header("Authorization", CodeCredentialMissing, "is required"))
+	m.pUnreadable = apierror.Invalid(apierror.Body("", CodeBodyUnreadable, "the request body could not be read"))
+	m.pRespTooLarge = apierror.New(http.StatusInternalServerError, CodeResponseTooLarge,
+		"the response was too large to store for replay, so the request was rolled back and not carried out")
+
+	m.buffers.New = func() any { return new(exchange) }
+	return m
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Middleware) methodList() string {
+	if m.methods == nil {
+		return "POST, PUT, PATCH and DELETE"
+	}
+	s := ""
+	for i, meth := range m.methods {
+		switch {
+		case i == 0:
+		case i == len(m.methods)-1:
+			s += " and "
+		default:
+			s += ", "
+		}
+		s += meth
+	}
+	return s
+}
+
+// governs reports whether requests with method need a key.
+func (m *Middleware) governs(method string) bool {
+	if m.methods == nil {
+		switch method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			return true
+		}
+		return false
+	}
+	return contains(m.methods, method)
+}
+
+// credentialScope is the default Scope: the credential's hash, never the credential.
+func (m *Middleware) credentialScope(r *http.Request) (string, error) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "", m.pNoCredential
+	}
+	var sum [sha256.Size]byte
+	if len(auth) <= 512 {
+		// Hashed from a stack copy: converting a string longer than 32 bytes allocates.
+		var b [512]byte
+		sum = sha256.Sum256(b[:copy(b[:], auth)])
+	} else {
+		sum = sha256.Sum256([]byte(auth))
+	}
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:]), nil
+}
+
+// Handler returns next wrapped with the middleware.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// errBodyTooLarge marks a request body over MaxRequestBytes.
+var errBodyTooLarge = errors.New("idempotency: request body too large")
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if !m.governs(r.Method) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	// The requester first (an unauthenticated client learns nothing else), then its key.
+	scope, err := m.scope(r)
+	if err != nil || scope == "" {
+		m.stats.rejected.Add(1)
+		if err == nil {
+			err = errors.New("idempotency: Options.Scope returned an empty scope")
+			m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: empty scope", slog.String("path", r.URL.Path))
+		}
+		m.problems.Write(w, r, err)
+		return
+	}
+	key, err := KeyFromHeader(r.Header)
+	if err != nil {
+		m.stats.rejected.Add(1)
+		if err == ErrKeyMissing {
+			m.problems.Write(w, r, m.pMissing)
+		} else {
+			m.problems.Write(w, r, m.pInvalid)
+		}
+		return
+	}
+	x := m.buffers.Get().(*exchange)
+	defer m.putExchange(x)
+	bodySum, err := x.readBody(r, m.maxRequestBytes)
+	if err != nil {
+		m.stats.rejected.Add(1)
+		var mbe *http.MaxBytesError
+		if err == errBodyTooLarge || errors.As(err, &mbe) {
+			m.problems.Write(w, r, m.pTooLarge)
+		} else {
+			m.problems.Write(w, r, m.pUnreadable)
+		}
+		return
+	}
+	req := Request{Scope: scope, Key: key, Fingerprint: NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, bodySum)}
+	if m.tx != nil {
+		m.serveTx(w, r, next, x, req)
+		return
+	}
+	a := &x.attempt
+	if err := m.begin(r.Context(), req, a, m.cancelOnLoss, &x.renewal); err != nil {
+		if m.failOpen {
+			m.stats.failedOpen.Add(1)
+			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
+				slog.String("idempotency_key", key), slog.Any("error", err))
+			x.body.reset(x.buf)
+			r2 := *r
+			r2.Body = &x.body
+			next.ServeHTTP(w, &r2)
+			return
+		}
+		m.problems.Write(w, r, m.pUnavailable)
+		return
+	}
+	switch a.Decision {
+	case Replay:
+		writeReplay(w, a.Response)
+		return
+	case InProgress, Mismatch:
+		m.problems.Write(w, r, a.Problem())
+		return
+	}
+	m.execute(w, r, next, x, a)
+}
+
+// execute runs the handler for a claimed attempt and completes it.
+func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, a *Attempt) {
+	// The handler reads the buffered body. Swapping r.Body in place (and back) is what
+	// http.MaxBytesReader users do; a copy of the request (WithContext) is made only when the
+	// context must change, since copying a Request costs more than the rest of this function.
+	x.body.reset(x.buf)
+	r2 := r
+	if a.ctx != r.Context() {
+		r2 = r.WithContext(a.ctx)
+	}
+	origBody := r.Body
+	r2.Body = &x.body
+	defer func() { r.Body = origBody }()
+	rec := &x.rec
+	rec.reset(w, m, false)
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The handler panicked (or called runtime.Goexit). Release the key so that a retry can run
+		// — nothing is stored — and let the panic go on with its original stack.
+		m.stats.panics.Add(1)
+		x.detached.parent = r.Context()
+		err := a.Release(&x.detached)
+		m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: handler panicked; key released",
+			slog.String("idempotency_key", a.Key.Key), slog.Any("release_error", err))
+	}()
+	next.ServeHTTP(rec, r2)
+	finished = true
+	x.detached.parent = r.Context()
+	m.finish(&x.detached, a, rec)
+}
+
+// finish stores (or releases) the handler's response for a claimed attempt.
+func (m *Middleware) finish(ctx context.Context, a *Attempt, rec *recorder) {
+	rec.finalize()
+	if m.releaseServer && rec.status >= 500 {
+		if err := a.Release(ctx); err != nil {
+			m.completionFailed(ctx, a, err, "release")
+		}
+		return
+	}
+	err := a.completeRecorded(ctx, rec, rec.overflow)
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		if err != nil {
+			m.completionFailed(ctx, a, err, "complete")
+		}
+		return
+	}
+	m.completionFailed(ctx, a, err, "complete")
+	if rec.overflow {
+		return
+	}
+	// The record is still in flight under our token. A short answer may still fit (a memory store
+	// over its byte budget, say): store the response without its body rather than let a retry run
+	// the handler again once the lease is over.
+	if err2 := a.completeRecorded(ctx, rec, true); err2 != nil {
+		m.completionFailed(ctx, a, err2, "complete without body")
+	}
+}
+
+func (m *Middleware) completionFailed(ctx context.Context, a *Attempt, err error, op string) {
+	if errors.Is(err, ErrLeaseLost) {
+		// The lease lapsed and another request took the key over: its result, not ours, is the
+		// record. Our client got our response; it is not stored.
+		m.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: stale owner's "+op+" refused: the key was taken over",
+			slog.String("idempotency_key", a.Key.Key), slog.Uint64("token", a.Token))
+		return
+	}
+	m.log.LogAttrs(ctx, slog.LevelError, "idempotency: "+op+" failed: the response is not stored; a retry after the lease ends runs the handler again",
+		slog.String("idempotency_key", a.Key.Key), slog.Any("error", err))
+}
+
+// writeReplay answers with a stored response.
+func writeReplay(w http.ResponseWriter, resp *Response) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		// Shared with the store: capped so that an Add downstream copies instead of writing into it.
+		h[k] = vs[:len(vs):len(vs)]
+	}
+	h[HeaderReplayed] = []string{"true"}
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// exchange is the per-request state of a governed request, pooled.
+type exchange struct {
+	buf      []byte // the request body
+	body     bodyReader
+	rec      recorder
+	attempt  Attempt
+	renewal  renewal // never copied or zeroed: see renewal
+	detached detachedContext
+}
+
+// detachedContext is context.WithoutCancel without its allocation: the completion of a request must
+// not be abandoned because its client went away, but it keeps the request's values (tracing, say).
+type detachedContext struct{ parent context.Context }
+
+func (detachedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detachedContext) Done() <-chan struct{}       { return nil }
+func (detachedContext) Err() error                  { return nil }
+func (c *detachedContext) Value(key any) any        { return c.parent.Value(key) }
+func (c *detachedContext) String() string           { return "idempotency.detachedContext" }
+
+// Pooled buffers above this are dropped, so that one huge request cannot pin memory.
+const maxPooledBuffer = 256 << 10
+
+func (m *Middleware) putExchange(x *exchange) {
+	if cap(x.buf) > maxPooledBuffer {
+		x.buf = nil
+	}
+	x.body = bodyReader{}
+	x.detached.parent = nil
+	x.rec.release()
+	x.attempt = Attempt{}
+	m.buffers.Put(x)
+}
+
+// readBody reads the whole request body into x.buf, at most limit bytes, and returns its SHA-256.
+func (x *exchange) readBody(r *http.Request, limit int64) ([32]byte, error) {
+	b := x.buf[:0]
+	if r.Body != nil && r.Body != http.NoBody {
+		if r.ContentLength > limit {
+			return [32]byte{}, errBodyTooLarge
+		}
+		if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength+1 {
+			b = make([]byte, 0, r.ContentLength+1) // +1: room to see EOF without growing
+		}
+		for {
+			if len(b) == cap(b) {
+				b = append(b, 0)[:len(b)]
+			}
+			room := b[len(b):cap(b)]
+			if int64(len(b)+len(room)) > limit+1 {
+				room = room[:limit+1-int64(len(b))]
+			}
+			n, err := r.Body.Read(room)
+			b = b[:len(b)+n]
+			if int64(len(b)) > limit {
+				x.buf = b
+				return [32]byte{}, errBodyTooLarge
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				x.buf = b
+				return [32]byte{}, err
+			}
+		}
+	}
+	x.buf = b
+	return sha256.Sum256(b), nil
+}
+
+// bodyReader replays the buffered request body to the handler.
+type bodyReader struct {
+	b   []byte
+	off int
+}
+
+func (br *bodyReader) reset(b []byte) { *br = bodyReader{b: b} }
+
+func (br *bodyReader) Read(p []byte) (int, error) {
+	if br.off >= len(br.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, br.b[br.off:])
+	br.off += n
+	return n, nil
+}
+
+// WriteTo lets io.Copy and io.ReadAll skip an intermediate buffer.
+func (br *bodyReader) WriteTo(w io.Writer) (int64, error) {
+	if br.off >= len(br.b) {
+		return 0, nil
+	}
+	n, err := w.Write(br.b[br.off:])
+	br.off += n
+	return int64(n), err
+}
+
+func (br *bodyReader) Close() error { return nil }

@@ -1,0 +1,168 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// renewer renews the leases of a middleware's in-flight claims. One goroutine serves them all: it
+// starts with the first claim and exits at the first tick that finds none in flight, so an idle
+// Middleware runs nothing, and a claim costs a list insertion instead of a runtime timer (a timer per
+// request cost more than the rest of the middleware together).
+//
+// The goroutine ticks every renewEvery/2 and renews each claim every second tick after the one it
+// registered in, so a claim is renewed at most renewEvery (Lease/3) after it was taken or last renewed:
+// two renewals fit before the lease lapses even if one fails.
+type renewer struct {
+	mu      sync.Mutex
+	head    *renewal // in-flight claims, an intrusive list
+	ticks   uint64
+	running bool
+}
+
+// renewal is one claim's renewal state. The middleware reuses it (it lives in the pooled per-request
+// state), so it is never overwritten wholesale: its claim is set and cleared under mu, which a Renew
+// holds. A renewal the loop collected for an earlier claim therefore either finds it stopped or acts
+// for the current claim of the same struct — a renewal of a live claim, which is harmless.
+type renewal struct {
+	prev, next *renewal
+	linked     bool
+	born       uint64 // the renewer's tick count at registration
+
+	mu      sync.Mutex // held during a Renew, so that stop waits for it
+	stopped bool
+
+	m      *Middleware
+	store  Store
+	key    Key
+	token  uint64
+	ctx    context.Context // the attempt's: its values are passed to the store, its cancellation is not
+	cancel context.CancelCauseFunc
+}
+
+// start registers a's claim for renewal, in rn when it is not nil.
+func (rw *renewer) start(m *Middleware, a *Attempt, rn *renewal) *renewal {
+	if rn == nil {
+		rn = new(renewal)
+	}
+	rn.mu.Lock()
+	rn.stopped = false
+	rn.m, rn.store, rn.key, rn.token, rn.ctx, rn.cancel = m, a.store, a.Key, a.Token, a.ctx, a.cancel
+	rn.mu.Unlock()
+	rw.mu.Lock()
+	rn.born = rw.ticks
+	rn.next = rw.head
+	if rw.head != nil {
+		rw.head.prev = rn
+	}
+	rw.head = rn
+	rn.linked = true
+	if !rw.running {
+		rw.running = true
+		go rw.loop(m)
+	}
+	rw.mu.Unlock()
+	return rn
+}
+
+// stop ends the renewal of rn and waits for a Renew in progress, so that no Renew follows Complete.
+func (rw *renewer) stop(rn *renewal) {
+	rn.mu.Lock()
+	rn.stopped = true
+	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, Key{}, nil, nil
+	rn.mu.Unlock()
+	rw.mu.Lock()
+	rw.unlink(rn)
+	rw.mu.Unlock()
+}
+
+func (rw *renewer) unlink(rn *renewal) {
+	if !rn.linked {
+		return
+	}
+	if rn.prev != nil {
+		rn.prev.next = rn.next
+	} else {
+		rw.head = rn.next
+	}
+	if rn.next != nil {
+		rn.next.prev = rn.prev
+	}
+	rn.prev, rn.next, rn.linked = nil, nil, false
+}
+
+func (rw *renewer) loop(m *Middleware) {
+	t := time.NewTimer(m.renewEvery / 2)
+	defer t.Stop()
+	var due []*renewal
+	var wg sync.WaitGroup
+	for {
+		<-t.C
+		rw.mu.Lock()
+		if rw.head == nil {
+			rw.running = false
+			rw.mu.Unlock()
+			return
+		}
+		rw.ticks++
+		due = due[:0]
+		for rn := rw.head; rn != nil; rn = rn.next {
+			if age := rw.ticks - rn.born; age > 0 && age%2 == 0 {
+				due = append(due, rn)
+			}
+		}
+		rw.mu.Unlock()
+		// Concurrently, so that one slow Renew does not delay the others past their leases.
+		for _, rn := range due {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if rn.renew() {
+					rw.mu.Lock()
+					rw.unlink(rn)
+					rw.mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		clear(due)
+		t.Reset(m.renewEvery / 2)
+	}
+}
+
+// renew extends the lease once; it reports whether the claim is lost and renewal should end.
+func (rn *renewal) renew() (lost bool) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.stopped {
+		return false
+	}
+	m := rn.m
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rn.ctx), m.renewEvery)
+	err := rn.store.Renew(ctx, rn.key, rn.token, m.now().Add(m.lease))
+	cancel()
+	switch {
+	case err == nil:
+		m.stats.renewals.Add(1)
+		return false
+	case errors.Is(err, ErrLeaseLost):
+		// Another claim owns the key now: whatever this handler does will not be stored. Tell it.
+		m.stats.leaseLost.Add(1)
+		m.log.LogAttrs(rn.ctx, slog.LevelWarn, "idempotency: lease lost while the handler runs; its result will not be stored",
+			slog.String("idempotency_key", rn.key.Key), slog.Uint64("token", rn.token))
+		if rn.cancel != nil {
+			rn.cancel(ErrLeaseLost)
+		}
+		rn.stopped = true
+		return true
+	default:
+		// Keep trying: another renewal fits in the lease before it lapses.
+		m.stats.storeErrors.Add(1)
+		m.log.LogAttrs(rn.ctx, slog.LevelWarn, "idempotency: lease renewal failed",
+			slog.String("idempotency_key", rn.key.Key), slog.Any("error", err))
+		return false
+	}
+}

@@ -1,0 +1,117 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Fingerprint identifies a request: SHA-256 over its method, path, canonical query and body hash.
+// A repeated key whose fingerprint differs is a different request reusing the key (422).
+type Fingerprint [32]byte
+
+// Key names one idempotency record: the client's Idempotency-Key within a scope (a credential:
+// licensee and environment). Stores keep scopes apart and may use Scope for placement (a Redis hash
+// tag, say), so that one client can never see another's record.
+type Key struct {
+	Scope string
+	Key   string
+}
+
+// Response is what a completed record replays: status, the allow-listed headers and the body.
+//
+// Ownership: Store.Complete must not keep resp's Header or Body after it returns (the middleware
+// reuses its buffers), and a Response that Claim or Lookup returns may be shared with the store, so
+// callers must treat it as read-only. A nil and an empty Header or Body are equivalent.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Status is what a Claim found.
+type Status int
+
+const (
+	// Claimed: the caller now owns the key under Claim.Token and must Complete or Release it.
+	Claimed Status = iota + 1
+	// InFlight: another claim holds a live lease on the key.
+	InFlight
+	// Completed: the key has a stored response.
+	Completed
+)
+
+func (s Status) String() string {
+	switch s {
+	case Claimed:
+		return "claimed"
+	case InFlight:
+		return "in_flight"
+	case Completed:
+		return "completed"
+	}
+	return "unknown"
+}
+
+// Claim is the result of Store.Claim.
+type Claim struct {
+	Status Status
+	// Token is the fencing token of the claim when Status is Claimed. Every claim of a key gets a token
+	// that no earlier claim of that key had.
+	Token uint64
+	// Fingerprint is the record's fingerprint. When it differs from the one passed to Claim, the store
+	// changed nothing and the caller must answer 422: the check runs on every path.
+	Fingerprint Fingerprint
+	// LeaseUntil is when the holder's lease ends (InFlight and Claimed).
+	LeaseUntil time.Time
+	// Response is the stored response when Status is Completed.
+	Response *Response
+}
+
+// Record is a stored record as Lookup returns it.
+type Record struct {
+	Fingerprint Fingerprint
+	Status      Status // InFlight or Completed
+	Token       uint64
+	LeaseUntil  time.Time
+	ExpiresAt   time.Time
+	Response    *Response
+}
+
+// Errors a Store returns. Implementations translate their drivers' errors into these.
+var (
+	// ErrLeaseLost: the token no longer owns the key (a newer claim took it over, or it was released
+	// or completed). The caller's result must not be stored.
+	ErrLeaseLost = errors.New("idempotency: lease lost to a newer claim")
+	// ErrNotFound: Lookup found no live record.
+	ErrNotFound = errors.New("idempotency: no record for key")
+)
+
+// Store keeps idempotency records. Every method is atomic on its key; implementations must be safe for
+// concurrent use by many goroutines and many processes sharing the backend. No method reads the clock:
+// the caller passes now and absolute deadlines.
+//
+// The conformance suite in idempotency/storetest states the contract as tests; every implementation
+// runs it.
+type Store interface {
+	// Claim atomically decides the fate of a request in one step (never check-then-lock):
+	//   - no live record (none, or ExpiresAt <= now): create an in-flight record owned by a new token,
+	//     leased until leaseUntil, kept until expiresAt → Claimed;
+	//   - a record with a different fingerprint: change nothing, report it (the caller answers 422);
+	//   - in flight with LeaseUntil > now → InFlight;
+	//   - in flight with LeaseUntil <= now (its owner crashed or stalled): take it over with a new token
+	//     → Claimed; the old token can no longer Renew, Complete or Release;
+	//   - completed → Completed with the stored Response.
+	Claim(ctx context.Context, key Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (Claim, error)
+	// Renew extends the lease of the claim that token owns. ErrLeaseLost if it no longer owns the key.
+	Renew(ctx context.Context, key Key, token uint64, leaseUntil time.Time) error
+	// Complete stores resp for the claim that token owns and keeps the record until expiresAt.
+	// ErrLeaseLost if the token no longer owns the key: nothing is stored.
+	Complete(ctx context.Context, key Key, token uint64, resp Response, expiresAt time.Time) error
+	// Release deletes the in-flight record that token owns, so a retry can claim the key at once.
+	// ErrLeaseLost if the token no longer owns it.
+	Release(ctx context.Context, key Key, token uint64) error
+	// Lookup returns the live record for key (ExpiresAt > now), or ErrNotFound.
+	Lookup(ctx context.Context, key Key, now time.Time) (Record, error)
+}

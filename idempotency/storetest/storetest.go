@@ -1,0 +1,753 @@
+// Package storetest is the conformance suite of idempotency.Store: the Store contract written as tests.
+// Every implementation runs it, the in-memory store and the PostgreSQL and Redis adapters alike:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) idempotency.Store {
+//			return mystore.New(connect(t))
+//		})
+//	}
+//
+//	func BenchmarkStore(b *testing.B) {
+//		storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
+//			return mystore.New(connect(b))
+//		})
+//	}
+//
+// The suite is safe against shared, long-lived servers: every test uses scopes and keys that are
+// random per run, times are a base near the real clock (truncated to the millisecond) plus fixed
+// offsets, and no test relies on the backend's own clock or TTLs: retention is checked by passing a
+// later now. Times are compared with a millisecond's tolerance, so a backend may store them at
+// millisecond precision or finer. newStore is called once per subtest; it may return the same store
+// each time. Subtests run in parallel.
+//
+// What the suite checks: claims are decided atomically (many goroutines racing on one key see exactly
+// one Claimed, also when taking over an expired lease); the fingerprint is checked on every path (in
+// flight, expired lease, completed) and a mismatch changes nothing; an expired lease is taken over with
+// a new token and the old token can no longer Renew, Complete or Release (fencing), nor can a token that
+// completed or released; records whose ExpiresAt <= now are absent to Claim and Lookup; Release frees a
+// key at once; status, headers and bodies up to 1 MiB round-trip; a cancelled context yields an error
+// and no claim; scopes never see each other's records.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/randid"
+)
+
+// Offsets from a test's base time.
+const (
+	lease     = 30 * time.Second
+	retention = 24 * time.Hour
+	// tolerance is how far a stored time may drift in a round trip.
+	tolerance = time.Millisecond
+)
+
+// Race sizes: enough goroutines to make a check-then-act window show up under -race on two cores,
+// few enough that a real server answers them in well under a second.
+const racers = 64
+
+// Run runs the conformance suite against the stores newStore returns.
+func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s idempotency.Store)
+	}{
+		{"ClaimNewKey", testClaimNewKey},
+		{"InFlightWhileLeaseLive", testInFlight},
+		{"LeaseBoundaryIsExpired", testLeaseBoundary},
+		{"CompleteThenReplay", testCompleteThenReplay},
+		{"FingerprintMismatchInFlight", testMismatchInFlight},
+		{"FingerprintMismatchExpiredLease", testMismatchExpiredLease},
+		{"FingerprintMismatchCompleted", testMismatchCompleted},
+		{"LeaseExpiryTakeOver", testTakeOver},
+		{"RenewExtendsLease", testRenew},
+		{"FencingAfterTakeOver", testFencingAfterTakeOver},
+		{"FencingAfterComplete", testFencingAfterComplete},
+		{"FencingAfterRelease", testFencingAfterRelease},
+		{"UnknownKeyOrToken", testUnknown},
+		{"TokensNeverRepeat", testTokensNeverRepeat},
+		{"RetentionCompleted", testRetentionCompleted},
+		{"RetentionInFlight", testRetentionInFlight},
+		{"CompleteSetsRetention", testCompleteSetsRetention},
+		{"Release", testRelease},
+		{"LargeBody", testLargeBody},
+		{"ResponseRoundTrip", testResponseRoundTrip},
+		{"ResponseNotAliased", testResponseNotAliased},
+		{"ContextCancelled", testContextCancelled},
+		{"ScopesIsolated", testScopesIsolated},
+		{"KeysWithSeparators", testKeysWithSeparators},
+		{"ClaimRace", testClaimRace},
+		{"TakeOverRace", testTakeOverRace},
+		{"CompletedRace", testCompletedRace},
+		{"ManyKeysConcurrently", testManyKeys},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// env is one test's base time, scope and helpers.
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	base  time.Time
+	scope string
+}
+
+func newEnv(t *testing.T) *env {
+	return &env{
+		t:     t,
+		ctx:   context.Background(),
+		base:  time.Now().UTC().Truncate(time.Millisecond),
+		scope: randid.New("scope_"),
+	}
+}
+
+func (e *env) key() idempotency.Key { return idempotency.Key{Scope: e.scope, Key: randid.New("key_")} }
+
+func (e *env) at(d time.Duration) time.Time { return e.base.Add(d) }
+
+func fp(s string) idempotency.Fingerprint { return sha256.Sum256([]byte(s)) }
+
+// claim claims key at base+off with the default lease and retention.
+func (e *env) claim(s idempotency.Store, key idempotency.Key, f idempotency.Fingerprint, off time.Duration) idempotency.Claim {
+	e.t.Helper()
+	c, err := s.Claim(e.ctx, key, f, e.at(off), e.at(off+lease), e.at(off+retention))
+	require.NoError(e.t, err)
+	return c
+}
+
+func (e *env) mustClaim(s idempotency.Store, key idempotency.Key, f idempotency.Fingerprint, off time.Duration) idempotency.Claim {
+	e.t.Helper()
+	c := e.claim(s, key, f, off)
+	require.Equal(e.t, idempotency.Claimed, c.Status, "claim at +%v", off)
+	require.Equal(e.t, f, c.Fingerprint)
+	requireTime(e.t, e.at(off+lease), c.LeaseUntil, "Claim.LeaseUntil")
+	return c
+}
+
+func (e *env) lookup(s idempotency.Store, key idempotency.Key, off time.Duration) idempotency.Record {
+	e.t.Helper()
+	rec, err := s.Lookup(e.ctx, key, e.at(off))
+	require.NoError(e.t, err, "Lookup at +%v", off)
+	return rec
+}
+
+func (e *env) absent(s idempotency.Store, key idempotency.Key, off time.Duration) {
+	e.t.Helper()
+	_, err := s.Lookup(e.ctx, key, e.at(off))
+	require.ErrorIs(e.t, err, idempotency.ErrNotFound, "Lookup at +%v", off)
+}
+
+func requireTime(t *testing.T, want, got time.Time, what string) {
+	t.Helper()
+	d := got.Sub(want)
+	if d < -tolerance || d > tolerance {
+		t.Fatalf("%s: got %s, want %s (±%s)", what, got.UTC().Format(time.RFC3339Nano), want.UTC().Format(time.RFC3339Nano), tolerance)
+	}
+}
+
+func requireResponse(t *testing.T, want idempotency.Response, got *idempotency.Response) {
+	t.Helper()
+	require.NotNil(t, got, "stored response")
+	require.Equal(t, want.Status, got.Status, "status")
+	require.True(t, bytes.Equal(want.Body, got.Body), "body: got %d bytes, want %d", len(got.Body), len(want.Body))
+	require.Len(t, got.Header, len(want.Header), "header: got %v, want %v", got.Header, want.Header)
+	for k, vs := range want.Header {
+		require.Equal(t, vs, got.Header[k], "header %q", k)
+	}
+}
+
+func sample() idempotency.Response {
+	return idempotency.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{
+			"Content-Type": {"application/json"},
+			"Location":     {"/v1/orders/ord_1"},
+		},
+		Body: []byte(`{"id":"ord_1","side":"buy"}`),
+	}
+}
+
+func testClaimNewKey(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	e.absent(s, key, 0)
+	c := e.mustClaim(s, key, fp("a"), 0)
+	require.Nil(t, c.Response)
+	rec := e.lookup(s, key, time.Second)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, fp("a"), rec.Fingerprint)
+	require.Equal(t, c.Token, rec.Token)
+	requireTime(t, e.at(lease), rec.LeaseUntil, "Record.LeaseUntil")
+	requireTime(t, e.at(retention), rec.ExpiresAt, "Record.ExpiresAt")
+	require.Nil(t, rec.Response)
+}
+
+func testInFlight(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	first := e.mustClaim(s, key, fp("a"), 0)
+	for _, off := range []time.Duration{0, time.Millisecond, lease / 2, lease - time.Millisecond} {
+		c := e.claim(s, key, fp("a"), off)
+		require.Equal(t, idempotency.InFlight, c.Status, "claim at +%v", off)
+		require.Equal(t, fp("a"), c.Fingerprint)
+		requireTime(t, e.at(lease), c.LeaseUntil, "InFlight LeaseUntil")
+		require.Nil(t, c.Response)
+	}
+	// Nothing changed: the first claim still owns the key.
+	require.Equal(t, first.Token, e.lookup(s, key, 0).Token)
+	require.NoError(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)))
+}
+
+func testLeaseBoundary(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	first := e.mustClaim(s, key, fp("a"), 0)
+	// LeaseUntil <= now is expired: a claim exactly at the lease's end takes over.
+	second := e.mustClaim(s, key, fp("a"), lease)
+	require.NotEqual(t, first.Token, second.Token)
+}
+
+func testCompleteThenReplay(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	want := sample()
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	// Replays come back at any time within retention, lease long over.
+	for _, off := range []time.Duration{time.Second, lease, 2 * lease, retention - time.Millisecond} {
+		got := e.claim(s, key, fp("a"), off)
+		require.Equal(t, idempotency.Completed, got.Status, "claim at +%v", off)
+		require.Equal(t, fp("a"), got.Fingerprint)
+		requireResponse(t, want, got.Response)
+	}
+	rec := e.lookup(s, key, time.Hour)
+	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, fp("a"), rec.Fingerprint)
+	requireTime(t, e.at(retention), rec.ExpiresAt, "Record.ExpiresAt")
+	requireResponse(t, want, rec.Response)
+}
+
+// requireMismatch asserts that a claim with another fingerprint reports the record's and changes nothing.
+func requireMismatch(t *testing.T, e *env, s idempotency.Store, key idempotency.Key, off time.Duration, wantStatus idempotency.Status) {
+	t.Helper()
+	before := e.lookup(s, key, off)
+	c := e.claim(s, key, fp("other request"), off)
+	require.Equal(t, fp("a"), c.Fingerprint, "a mismatch reports the record's fingerprint")
+	require.NotEqual(t, idempotency.Claimed, c.Status, "a different fingerprint must never claim")
+	require.Equal(t, wantStatus, c.Status)
+	after := e.lookup(s, key, off)
+	require.Equal(t, before.Status, after.Status)
+	require.Equal(t, before.Token, after.Token)
+	require.Equal(t, before.Fingerprint, after.Fingerprint)
+	requireTime(t, before.LeaseUntil, after.LeaseUntil, "LeaseUntil after a mismatch")
+	requireTime(t, before.ExpiresAt, after.ExpiresAt, "ExpiresAt after a mismatch")
+}
+
+func testMismatchInFlight(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	requireMismatch(t, e, s, key, time.Second, idempotency.InFlight)
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+}
+
+func testMismatchExpiredLease(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	// The lease is over, but another request must not take the key over: it still answers 422.
+	requireMismatch(t, e, s, key, 2*lease, idempotency.InFlight)
+	// The original owner was not fenced by the mismatching claim.
+	require.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(3*lease)))
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+}
+
+func testMismatchCompleted(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	want := sample()
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	requireMismatch(t, e, s, key, time.Minute, idempotency.Completed)
+	// The stored response is intact and still replays for the right request.
+	got := e.claim(s, key, fp("a"), time.Minute)
+	require.Equal(t, idempotency.Completed, got.Status)
+	requireResponse(t, want, got.Response)
+}
+
+func testTakeOver(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	first := e.mustClaim(s, key, fp("a"), 0)
+	second := e.mustClaim(s, key, fp("a"), lease+time.Second)
+	require.NotEqual(t, first.Token, second.Token, "a take-over gets a new token")
+	rec := e.lookup(s, key, lease+time.Second)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, second.Token, rec.Token)
+	requireTime(t, e.at(2*lease+time.Second), rec.LeaseUntil, "LeaseUntil after take-over")
+	// While the new lease lives, others see it in flight.
+	c := e.claim(s, key, fp("a"), lease+2*time.Second)
+	require.Equal(t, idempotency.InFlight, c.Status)
+	want := sample()
+	require.NoError(t, s.Complete(e.ctx, key, second.Token, want, e.at(retention)))
+	requireResponse(t, want, e.lookup(s, key, time.Hour).Response)
+}
+
+func testRenew(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	require.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(2*lease)))
+	requireTime(t, e.at(2*lease), e.lookup(s, key, 0).LeaseUntil, "LeaseUntil after Renew")
+	// Past the first lease but inside the renewed one, the key is still in flight.
+	got := e.claim(s, key, fp("a"), lease+time.Second)
+	require.Equal(t, idempotency.InFlight, got.Status)
+	requireTime(t, e.at(2*lease), got.LeaseUntil, "InFlight LeaseUntil after Renew")
+	// Renewing while the lease has already run out (nobody took over) still works: the token owns the key.
+	require.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(4*lease)))
+	require.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), 3*lease).Status)
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+}
+
+func testFencingAfterTakeOver(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	stale := e.mustClaim(s, key, fp("a"), 0)
+	owner := e.mustClaim(s, key, fp("a"), 2*lease)
+	require.ErrorIs(t, s.Renew(e.ctx, key, stale.Token, e.at(10*lease)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500, Body: []byte("stale")}, e.at(retention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(e.ctx, key, stale.Token), idempotency.ErrLeaseLost)
+	// Nothing the stale owner did had any effect.
+	rec := e.lookup(s, key, 2*lease)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, owner.Token, rec.Token)
+	requireTime(t, e.at(3*lease), rec.LeaseUntil, "LeaseUntil after a stale Renew")
+	require.Nil(t, rec.Response)
+	want := sample()
+	require.NoError(t, s.Complete(e.ctx, key, owner.Token, want, e.at(retention)))
+	requireResponse(t, want, e.lookup(s, key, 2*lease).Response)
+	// And after the owner completed, the stale token still cannot overwrite.
+	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500}, e.at(retention)), idempotency.ErrLeaseLost)
+	requireResponse(t, want, e.lookup(s, key, 2*lease).Response)
+}
+
+func testFencingAfterComplete(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	want := sample()
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	// A completed record is no one's to renew, complete again or release.
+	require.ErrorIs(t, s.Renew(e.ctx, key, c.Token, e.at(lease)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(e.ctx, key, c.Token, idempotency.Response{Status: 500}, e.at(retention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(e.ctx, key, c.Token), idempotency.ErrLeaseLost)
+	rec := e.lookup(s, key, time.Second)
+	require.Equal(t, idempotency.Completed, rec.Status)
+	requireResponse(t, want, rec.Response)
+}
+
+func testFencingAfterRelease(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	first := e.mustClaim(s, key, fp("a"), 0)
+	require.NoError(t, s.Release(e.ctx, key, first.Token))
+	require.ErrorIs(t, s.Release(e.ctx, key, first.Token), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Renew(e.ctx, key, first.Token, e.at(lease)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	e.absent(s, key, 0)
+	// The next claim gets a fresh token, and the released one cannot touch it.
+	second := e.mustClaim(s, key, fp("a"), time.Second)
+	require.NotEqual(t, first.Token, second.Token)
+	require.ErrorIs(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(e.ctx, key, first.Token), idempotency.ErrLeaseLost)
+	rec := e.lookup(s, key, time.Second)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, second.Token, rec.Token)
+}
+
+func testUnknown(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	require.ErrorIs(t, s.Renew(e.ctx, key, 1, e.at(lease)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(e.ctx, key, 1, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(e.ctx, key, 1), idempotency.ErrLeaseLost)
+	e.absent(s, key, 0)
+	// A wrong token on a live claim is refused too.
+	c := e.mustClaim(s, key, fp("a"), 0)
+	wrong := c.Token + 1
+	require.ErrorIs(t, s.Renew(e.ctx, key, wrong, e.at(lease)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(e.ctx, key, wrong, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(e.ctx, key, wrong), idempotency.ErrLeaseLost)
+	require.Equal(t, c.Token, e.lookup(s, key, 0).Token)
+}
+
+func testTokensNeverRepeat(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	seen := make(map[uint64]bool)
+	off := time.Duration(0)
+	for i := range 24 {
+		c := e.mustClaim(s, key, fp("a"), off)
+		require.False(t, seen[c.Token], "token %d handed out twice", c.Token)
+		seen[c.Token] = true
+		switch i % 3 {
+		case 0: // released
+			require.NoError(t, s.Release(e.ctx, key, c.Token))
+		case 1: // abandoned: the next claim takes over after the lease
+			off += lease
+		case 2: // completed, then expired
+			require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(off+time.Second)))
+			off += time.Second
+		}
+		off += time.Millisecond
+	}
+}
+
+func testRetentionCompleted(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(lease), e.at(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, c.Status)
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(time.Hour)))
+	require.Equal(t, idempotency.Completed, e.lookup(s, key, time.Hour-time.Millisecond).Status)
+	// ExpiresAt <= now is absent: at the instant, and after it.
+	e.absent(s, key, time.Hour)
+	e.absent(s, key, 2*time.Hour)
+	// An expired record is no obstacle, whatever fingerprint the new request has.
+	again := e.mustClaim(s, key, fp("b"), 2*time.Hour)
+	require.NotEqual(t, c.Token, again.Token)
+	rec := e.lookup(s, key, 2*time.Hour)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, fp("b"), rec.Fingerprint)
+	require.Nil(t, rec.Response)
+}
+
+func testRetentionInFlight(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(time.Minute), e.at(2*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, c.Status)
+	e.absent(s, key, 2*time.Minute)
+	got, err := s.Claim(e.ctx, key, fp("b"), e.at(3*time.Minute), e.at(3*time.Minute+lease), e.at(3*time.Minute+retention))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, got.Status)
+	require.Equal(t, fp("b"), got.Fingerprint)
+	require.ErrorIs(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+}
+
+func testCompleteSetsRetention(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	// A short retention at claim time (an in-flight record need not outlive its lease by much) is
+	// replaced by the one Complete passes.
+	c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(lease), e.at(2*lease))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, c.Status)
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+	rec := e.lookup(s, key, time.Hour)
+	require.Equal(t, idempotency.Completed, rec.Status)
+	requireTime(t, e.at(retention), rec.ExpiresAt, "ExpiresAt set by Complete")
+	e.absent(s, key, retention)
+}
+
+func testRelease(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	require.NoError(t, s.Release(e.ctx, key, c.Token))
+	e.absent(s, key, 0)
+	// A retry claims the key at once, lease or not, and with any fingerprint.
+	again := e.mustClaim(s, key, fp("b"), time.Millisecond)
+	require.NotEqual(t, c.Token, again.Token)
+}
+
+func testLargeBody(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	body := make([]byte, 1<<20)
+	for i := range body {
+		body[i] = byte(i*7 + i>>8) // every byte value, no runs: catches truncation and text mangling
+	}
+	want := idempotency.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
+	c := e.mustClaim(s, key, fp("a"), 0)
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	got := e.claim(s, key, fp("a"), time.Second)
+	require.Equal(t, idempotency.Completed, got.Status)
+	requireResponse(t, want, got.Response)
+	requireResponse(t, want, e.lookup(s, key, time.Second).Response)
+}
+
+func testResponseRoundTrip(t *testing.T, s idempotency.Store) {
+	cases := []struct {
+		name string
+		resp idempotency.Response
+	}{
+		{"created with headers", sample()},
+		{"server error", idempotency.Response{Status: http.StatusInternalServerError,
+			Header: http.Header{"Content-Type": {"application/problem+json"}},
+			Body:   []byte(`{"status":500,"code":"internal_error"}`)}},
+		{"no content", idempotency.Response{Status: http.StatusNoContent}},
+		{"multi-valued and odd headers", idempotency.Response{Status: http.StatusAccepted,
+			Header: http.Header{
+				"Link":          {`</a>; rel="next"`, `</b>; rel="prev"`},
+				"X-Quoted":      {`a "quoted" \ value, with comma`},
+				"X-Utf8":        {"café ☕"},
+				"X-Empty-Value": {""},
+			},
+			Body: []byte("line1\r\nline2\x00\xff")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			key := e.key()
+			c := e.mustClaim(s, key, fp("a"), 0)
+			require.NoError(t, s.Complete(e.ctx, key, c.Token, tc.resp, e.at(retention)))
+			got := e.claim(s, key, fp("a"), time.Second)
+			require.Equal(t, idempotency.Completed, got.Status)
+			requireResponse(t, tc.resp, got.Response)
+			requireResponse(t, tc.resp, e.lookup(s, key, time.Second).Response)
+		})
+	}
+}
+
+func testResponseNotAliased(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	resp := sample()
+	want := sample()
+	require.NoError(t, s.Complete(e.ctx, key, c.Token, resp, e.at(retention)))
+	// The caller reuses its buffers (the middleware pools them): the store must have copied.
+	for i := range resp.Body {
+		resp.Body[i] = 'x'
+	}
+	resp.Header.Set("Content-Type", "text/changed")
+	resp.Header["Location"][0] = "/changed"
+	requireResponse(t, want, e.lookup(s, key, time.Second).Response)
+}
+
+func testContextCancelled(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c, err := s.Claim(ctx, key, fp("a"), e.at(0), e.at(lease), e.at(retention))
+	require.Error(t, err, "Claim with a cancelled context")
+	require.NotEqual(t, idempotency.Claimed, c.Status, "a failed Claim must not report a claim")
+	_, err = s.Lookup(ctx, key, e.at(0))
+	require.Error(t, err, "Lookup with a cancelled context")
+	require.NotErrorIs(t, err, idempotency.ErrNotFound, "a cancelled Lookup must not claim the key is free")
+	// Nothing was claimed: a live context claims the key.
+	owner := e.mustClaim(s, key, fp("a"), 0)
+	require.Error(t, s.Renew(ctx, key, owner.Token, e.at(2*lease)), "Renew with a cancelled context")
+	require.Error(t, s.Complete(ctx, key, owner.Token, sample(), e.at(retention)), "Complete with a cancelled context")
+	require.Error(t, s.Release(ctx, key, owner.Token), "Release with a cancelled context")
+	rec := e.lookup(s, key, 0)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, owner.Token, rec.Token)
+	requireTime(t, e.at(lease), rec.LeaseUntil, "LeaseUntil after a cancelled Renew")
+}
+
+func testScopesIsolated(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	k := randid.New("key_")
+	a := idempotency.Key{Scope: randid.New("scope_a_"), Key: k}
+	b := idempotency.Key{Scope: randid.New("scope_b_"), Key: k}
+	ca := e.mustClaim(s, a, fp("a"), 0)
+	// The same key in another scope is another request: claimed, with any fingerprint.
+	cb := e.mustClaim(s, b, fp("b"), 0)
+	wantA := sample()
+	require.NoError(t, s.Complete(e.ctx, a, ca.Token, wantA, e.at(retention)))
+	// b is still in flight and has none of a's response; a's token does nothing to b.
+	require.ErrorIs(t, s.Complete(e.ctx, b, ca.Token, wantA, e.at(retention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(e.ctx, b, ca.Token), idempotency.ErrLeaseLost)
+	rb := e.lookup(s, b, time.Second)
+	require.Equal(t, idempotency.InFlight, rb.Status)
+	require.Equal(t, fp("b"), rb.Fingerprint)
+	require.Nil(t, rb.Response)
+	got := e.claim(s, b, fp("a"), time.Second)
+	require.NotEqual(t, idempotency.Completed, got.Status, "scope b must never see scope a's response")
+	require.Nil(t, got.Response)
+	require.NoError(t, s.Release(e.ctx, b, cb.Token))
+	e.absent(s, b, time.Second)
+	requireResponse(t, wantA, e.lookup(s, a, time.Second).Response)
+	// A third scope that was never used sees nothing.
+	e.absent(s, idempotency.Key{Scope: randid.New("scope_c_"), Key: k}, time.Second)
+}
+
+func testKeysWithSeparators(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	p := randid.New("p")
+	// Pairs that a naive "scope:key" concatenation would merge.
+	keys := []idempotency.Key{
+		{Scope: p + ":a", Key: "b"},
+		{Scope: p, Key: "a:b"},
+		{Scope: p + "{x}", Key: "k"},
+		{Scope: p, Key: "{x}k"},
+		{Scope: p + "|", Key: "k"},
+		{Scope: p, Key: "|k"},
+		{Scope: p + " ", Key: "k"},
+		{Scope: p, Key: " k"},
+		{Scope: p + "/", Key: "k"},
+		{Scope: p, Key: "/k"},
+	}
+	tokens := make([]uint64, len(keys))
+	for i, k := range keys {
+		c := e.claim(s, k, fp(strconv.Itoa(i)), 0)
+		require.Equal(t, idempotency.Claimed, c.Status, "key %q/%q collides with another", k.Scope, k.Key)
+		tokens[i] = c.Token
+	}
+	for i, k := range keys {
+		rec := e.lookup(s, k, 0)
+		require.Equal(t, fp(strconv.Itoa(i)), rec.Fingerprint)
+		require.Equal(t, tokens[i], rec.Token)
+	}
+}
+
+// race runs fn on n goroutines released at once and returns their results.
+func race[T any](n int, fn func(i int) T) []T {
+	out := make([]T, n)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			out[i] = fn(i)
+		}()
+	}
+	start.Done()
+	done.Wait()
+	return out
+}
+
+type raceResult struct {
+	c   idempotency.Claim
+	err error
+}
+
+func countStatus(t *testing.T, rs []raceResult) map[idempotency.Status]int {
+	t.Helper()
+	n := make(map[idempotency.Status]int)
+	for _, r := range rs {
+		require.NoError(t, r.err)
+		n[r.c.Status]++
+	}
+	return n
+}
+
+func testClaimRace(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	for round := range 5 {
+		key := e.key()
+		rs := race(racers, func(int) raceResult {
+			c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(lease), e.at(retention))
+			return raceResult{c, err}
+		})
+		n := countStatus(t, rs)
+		require.Equal(t, 1, n[idempotency.Claimed], "round %d: exactly one claim wins: %v", round, n)
+		require.Equal(t, racers-1, n[idempotency.InFlight], "round %d: %v", round, n)
+		var winner uint64
+		for _, r := range rs {
+			require.Equal(t, fp("a"), r.c.Fingerprint)
+			requireTime(t, e.at(lease), r.c.LeaseUntil, "LeaseUntil")
+			if r.c.Status == idempotency.Claimed {
+				winner = r.c.Token
+			}
+		}
+		require.Equal(t, winner, e.lookup(s, key, 0).Token)
+	}
+}
+
+func testTakeOverRace(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	stale := e.mustClaim(s, key, fp("a"), 0)
+	at := 2 * lease
+	rs := race(racers, func(int) raceResult {
+		c, err := s.Claim(e.ctx, key, fp("a"), e.at(at), e.at(at+lease), e.at(at+retention))
+		return raceResult{c, err}
+	})
+	n := countStatus(t, rs)
+	require.Equal(t, 1, n[idempotency.Claimed], "exactly one take-over wins: %v", n)
+	require.Equal(t, racers-1, n[idempotency.InFlight], "%v", n)
+	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+}
+
+func testCompletedRace(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	c := e.mustClaim(s, key, fp("a"), 0)
+	want := sample()
+	// Completion races with claims: every claim sees either the live claim or the stored response.
+	var completed atomic.Bool
+	rs := race(racers+1, func(i int) raceResult {
+		if i == racers {
+			err := s.Complete(e.ctx, key, c.Token, want, e.at(retention))
+			completed.Store(err == nil)
+			return raceResult{c: idempotency.Claim{Status: idempotency.InFlight}, err: err}
+		}
+		got, err := s.Claim(e.ctx, key, fp("a"), e.at(time.Second), e.at(time.Second+lease), e.at(time.Second+retention))
+		return raceResult{got, err}
+	})
+	require.True(t, completed.Load())
+	n := countStatus(t, rs)
+	require.Zero(t, n[idempotency.Claimed], "nobody may claim a key in flight or completed: %v", n)
+	for _, r := range rs[:racers] {
+		if r.c.Status == idempotency.Completed {
+			requireResponse(t, want, r.c.Response)
+		}
+	}
+}
+
+func testManyKeys(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	const n = 256
+	keys := make([]idempotency.Key, n)
+	for i := range keys {
+		keys[i] = e.key()
+	}
+	rs := race(n, func(i int) error {
+		c, err := s.Claim(e.ctx, keys[i], fp(strconv.Itoa(i)), e.at(0), e.at(lease), e.at(retention))
+		if err != nil {
+			return err
+		}
+		if c.Status != idempotency.Claimed {
+			return errors.New("storetest: a fresh key was not claimed: " + c.Status.String())
+		}
+		resp := idempotency.Response{Status: 200 + i%100, Body: []byte(strconv.Itoa(i))}
+		return s.Complete(e.ctx, keys[i], c.Token, resp, e.at(retention))
+	})
+	for _, err := range rs {
+		require.NoError(t, err)
+	}
+	for i, k := range keys {
+		rec := e.lookup(s, k, time.Second)
+		require.Equal(t, idempotency.Completed, rec.Status)
+		require.Equal(t, fp(strconv.Itoa(i)), rec.Fingerprint)
+		require.Equal(t, 200+i%100, rec.Response.Status)
+		require.Equal(t, strconv.Itoa(i), string(rec.Response.Body))
+	}
+}

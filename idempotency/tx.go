@@ -1,0 +1,113 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+)
+
+// Transactor runs work in one database transaction, for the middleware's transactional mode: the
+// claim, the handler's own writes and the stored response commit together or not at all. A crash
+// anywhere before the commit leaves nothing behind (no record, no side effect), so a retry simply
+// runs again, and no lease is needed: the transaction's lock on the record keeps concurrent claims of
+// the same key waiting (or answering InFlight, as the Store decides) until it ends.
+//
+// pgstore provides one for PostgreSQL. The handler finds the transaction in its request context,
+// where InTx put it (each Transactor documents how).
+type Transactor interface {
+	// InTx begins a transaction and calls fn with a context that carries it and a Store bound to it.
+	// When fn returns nil, InTx commits and returns the commit's error; otherwise it rolls back and
+	// returns fn's error. If fn panics, InTx must roll back (a deferred Rollback does) and let the
+	// panic continue. The store is used by fn's goroutine only.
+	InTx(ctx context.Context, fn func(ctx context.Context, store Store) error) error
+}
+
+// errRollback ends a transaction whose outcome was decided without committing anything.
+var errRollback = errors.New("idempotency: roll back")
+
+// txOutcome says how serveTx's transaction ended when it rolled back on purpose.
+type txOutcome int
+
+const (
+	txDecided  txOutcome = iota + 1 // replay, conflict or mismatch: the handler did not run
+	txTooLarge                      // the response was over MaxResponseBytes
+	txReleased                      // a 5xx under ReleaseServerErrors
+)
+
+// serveTx is serve's transactional mode. The response is buffered and reaches the client only after
+// the commit, so a client never sees the result of work that then failed to commit. FailOpen does
+// not apply: without the transaction there is nothing to run the handler in.
+func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, req Request) {
+	a := &x.attempt
+	rec := &x.rec
+	var outcome txOutcome
+	panicking := false
+	defer func() {
+		if panicking {
+			// The Transactor rolled back: nothing of this request remains, the key included.
+			m.stats.panics.Add(1)
+			m.stats.released.Add(1)
+			m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: handler panicked; transaction rolled back",
+				slog.String("idempotency_key", req.Key))
+		}
+	}()
+	err := m.tx.InTx(r.Context(), func(ctx context.Context, store Store) error {
+		req.Store, req.NoRenew = store, true
+		if err := m.begin(ctx, req, a, m.cancelOnLoss, nil); err != nil {
+			return err
+		}
+		if a.Decision != Execute {
+			outcome = txDecided
+			return errRollback
+		}
+		defer a.stop()
+		rec.reset(w, m, true)
+		x.body.reset(x.buf)
+		r2 := r.WithContext(a.ctx) // the transaction's context
+		r2.Body = &x.body
+		panicking = true
+		next.ServeHTTP(rec, r2)
+		panicking = false
+		rec.finalize()
+		switch {
+		case rec.overflow:
+			outcome = txTooLarge
+			return errRollback
+		case m.releaseServer && rec.status >= 500:
+			outcome = txReleased
+			return errRollback
+		}
+		return a.completeRecorded(ctx, rec, false)
+	})
+	switch {
+	case err == nil:
+		rec.flushTo(w)
+	case errors.Is(err, errRollback):
+		switch outcome {
+		case txDecided:
+			if a.Decision == Replay {
+				writeReplay(w, a.Response)
+			} else {
+				m.problems.Write(w, r, a.Problem())
+			}
+		case txTooLarge:
+			m.stats.released.Add(1)
+			m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: response over MaxResponseBytes in transactional mode; rolled back",
+				slog.String("idempotency_key", req.Key), slog.Int64("max_response_bytes", m.maxResponseBytes))
+			m.problems.Write(w, r, m.pRespTooLarge)
+		case txReleased:
+			m.stats.released.Add(1)
+			rec.flushTo(w)
+		}
+	default:
+		// The claim, the completion or the commit failed: nothing was committed, so the request was
+		// not carried out and a retry with the same key is safe.
+		if !errors.Is(err, ErrStore) {
+			m.stats.storeErrors.Add(1)
+		}
+		m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: transaction failed; nothing committed",
+			slog.String("idempotency_key", req.Key), slog.Any("error", err))
+		m.problems.Write(w, r, m.pUnavailable)
+	}
+}

@@ -1,0 +1,229 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/svcplatform/conventions/sandbox"
+)
+
+// DefaultCredentialTable is the table a CredentialStore uses when CredentialOptions.Table is empty.
+const DefaultCredentialTable = "sandbox_credentials"
+
+// CredentialOptions configures a CredentialStore and its migration. A nil *CredentialOptions and the
+// zero value mean the defaults.
+type CredentialOptions struct {
+	// Schema holds the table. Default "": the table name is unqualified and resolves through the
+	// connection's search_path.
+	Schema string
+	// Table is the table's name. Default DefaultCredentialTable.
+	Table string
+}
+
+// credConfig is CredentialOptions with the defaults applied and the names quoted.
+type credConfig struct {
+	CredentialOptions
+	qualified string
+}
+
+func credResolve(opts *CredentialOptions) credConfig {
+	var o credConfig
+	if opts != nil {
+		o.CredentialOptions = *opts
+	}
+	if o.Table == "" {
+		o.Table = DefaultCredentialTable
+	}
+	o.qualified = quoteIdent(o.Table)
+	if o.Schema != "" {
+		o.qualified = quoteIdent(o.Schema) + "." + o.qualified
+	}
+	return o
+}
+
+// CredentialMigration returns the SQL that creates the credentials table (and its schema, when one is
+// configured) for opts; nil opts mean the defaults. It is idempotent (IF NOT EXISTS throughout), so it
+// can run at every start or be copied into a migration tool's files.
+//
+// The table, for the defaults:
+//
+//	CREATE TABLE IF NOT EXISTS "sandbox_credentials" (
+//	    id          text        PRIMARY KEY,          -- key_…, what operators revoke by
+//	    hash        bytea       NOT NULL UNIQUE,      -- SHA-256 of the API key; the key is never stored
+//	    licensee    text        NOT NULL,
+//	    environment text        NOT NULL,             -- 'sandbox' or 'live'
+//	    created_at  timestamptz NOT NULL,
+//	    expires_at  timestamptz,                      -- NULL: never expires
+//	    revoked_at  timestamptz,                      -- NULL: not revoked
+//	    CHECK (octet_length(hash) = 32),
+//	    CHECK (environment IN ('sandbox', 'live'))
+//	);
+//	CREATE INDEX IF NOT EXISTS "sandbox_credentials_licensee_idx" ON "sandbox_credentials" (licensee, environment);
+func CredentialMigration(opts *CredentialOptions) string {
+	o := credResolve(opts)
+	var b strings.Builder
+	if o.Schema != "" {
+		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", quoteIdent(o.Schema))
+	}
+	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %[1]s (
+    id          text        PRIMARY KEY,
+    hash        bytea       NOT NULL UNIQUE,
+    licensee    text        NOT NULL,
+    environment text        NOT NULL,
+    created_at  timestamptz NOT NULL,
+    expires_at  timestamptz,
+    revoked_at  timestamptz,
+    CHECK (octet_length(hash) = 32),
+    CHECK (environment IN ('sandbox', 'live'))
+);
+CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (licensee, environment);
+`, o.qualified, quoteIdent(o.Table+"_licensee_idx"))
+	return b.String()
+}
+
+// MigrateCredentials creates the credentials table for opts if it does not exist (see
+// CredentialMigration). It runs in one transaction under an advisory lock, so replicas that start
+// together do not race each other's CREATE statements.
+func MigrateCredentials(ctx context.Context, db DB, opts *CredentialOptions) error {
+	o := credResolve(opts)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate credentials: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("pgstore.credentials.migrate\x00" + o.qualified))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
+		return fmt.Errorf("pgstore: migrate credentials: %w", err)
+	}
+	// Simple protocol: the migration is several statements.
+	if _, err := tx.Exec(ctx, CredentialMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("pgstore: migrate credentials: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate credentials: %w", err)
+	}
+	return nil
+}
+
+// CredentialStore is a sandbox.CredentialStore on PostgreSQL, one row per API key in the table that
+// CredentialMigration creates. Each method is one statement. Times are timestamptz, which keeps
+// microseconds: pass times at that precision if they must compare equal after a round trip.
+//
+// A CredentialStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is
+// not). It never closes the DB. Its zero value is not usable: call NewCredentialStore.
+type CredentialStore struct {
+	db                          DB
+	put, get, revoke, revokeAll string
+}
+
+var _ sandbox.CredentialStore = (*CredentialStore)(nil)
+
+// NewCredentialStore returns a store on db with opts (nil means the defaults). Run MigrateCredentials
+// (or CredentialMigration's SQL) first.
+func NewCredentialStore(db DB, opts *CredentialOptions) *CredentialStore {
+	if db == nil {
+		panic("pgstore: NewCredentialStore needs a DB")
+	}
+	o := credResolve(opts)
+	t := o.qualified
+	return &CredentialStore{
+		db: db,
+		put: `INSERT INTO ` + t + ` (id, hash, licensee, environment, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6)`,
+		get: `SELECT id, hash, licensee, environment, created_at, expires_at, revoked_at FROM ` + t + ` WHERE hash = $1`,
+		// LEAST ignores NULL, so an unrevoked key takes $2 and a revoked one keeps the earlier instant.
+		revoke: `UPDATE ` + t + ` SET revoked_at = LEAST(revoked_at, $2) WHERE id = $1`,
+		revokeAll: `UPDATE ` + t + ` SET revoked_at = $3
+WHERE licensee = $1 AND environment = $2 AND (revoked_at IS NULL OR revoked_at > $3)`,
+	}
+}
+
+// Put implements sandbox.CredentialStore.
+func (s *CredentialStore) Put(ctx context.Context, c sandbox.Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	_, err := s.db.Exec(ctx, s.put, c.ID, c.Hash[:], c.Licensee, string(c.Environment), c.CreatedAt, credNullTime(c.ExpiresAt))
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: the ID or the hash
+			return fmt.Errorf("%w: %s", sandbox.ErrDuplicateCredential, c.ID)
+		}
+		return fmt.Errorf("pgstore: put credential %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Get implements sandbox.CredentialStore.
+func (s *CredentialStore) Get(ctx context.Context, h sandbox.KeyHash) (sandbox.Credential, error) {
+	var (
+		c                sandbox.Credential
+		hash             []byte
+		env              string
+		expires, revoked *time.Time
+		createdAt        time.Time
+	)
+	err := s.db.QueryRow(ctx, s.get, h[:]).Scan(&c.ID, &hash, &c.Licensee, &env, &createdAt, &expires, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sandbox.Credential{}, sandbox.ErrCredentialNotFound
+	}
+	if err != nil {
+		return sandbox.Credential{}, fmt.Errorf("pgstore: get credential: %w", err)
+	}
+	if len(hash) != len(c.Hash) {
+		return sandbox.Credential{}, fmt.Errorf("pgstore: credential %s has a %d-byte hash", c.ID, len(hash))
+	}
+	copy(c.Hash[:], hash)
+	c.Environment = sandbox.Environment(env)
+	c.CreatedAt = createdAt.UTC()
+	if expires != nil {
+		c.ExpiresAt = expires.UTC()
+	}
+	if revoked != nil {
+		c.RevokedAt = revoked.UTC()
+	}
+	return c, nil
+}
+
+// Revoke implements sandbox.CredentialStore.
+func (s *CredentialStore) Revoke(ctx context.Context, id string, at time.Time) error {
+	if at.IsZero() {
+		return sandbox.ErrZeroRevocation
+	}
+	tag, err := s.db.Exec(ctx, s.revoke, id, at)
+	if err != nil {
+		return fmt.Errorf("pgstore: revoke credential %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sandbox.ErrCredentialNotFound
+	}
+	return nil
+}
+
+// RevokeAll implements sandbox.CredentialStore.
+func (s *CredentialStore) RevokeAll(ctx context.Context, licensee string, env sandbox.Environment, at time.Time) (int, error) {
+	if at.IsZero() {
+		return 0, sandbox.ErrZeroRevocation
+	}
+	tag, err := s.db.Exec(ctx, s.revokeAll, licensee, string(env), at)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: revoke credentials of %s: %w", licensee, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// credNullTime maps the zero time ("never") to NULL.
+func credNullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}

@@ -1,0 +1,56 @@
+package pgstore_test
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// The transactional outbox: the order and its webhook event commit together, or neither does, and the
+// event's sequence is gap-free either way. (Compiled, not run: it needs a PostgreSQL.)
+func ExampleNewEventLog() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	opts := &pgstore.EventLogOptions{Schema: "webhooks"}
+	if err := pgstore.MigrateEventLog(ctx, pool, opts); err != nil {
+		log.Fatal(err)
+	}
+	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
+		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{os.Getenv("WEBHOOK_SECRET")},
+	})
+	events := pgstore.NewEventLog(pool, opts) // shared by the Dispatcher and the RangeHandler
+	pub := producer.NewPublisher(events, eps, nil)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, qty) VALUES ($1, $2)`, "ord_1", 3); err != nil {
+		log.Fatal(err)
+	}
+	ev, err := pub.WithLog(pgstore.NewEventLog(tx, opts)).Publish(ctx, "we_123", "order.created",
+		map[string]any{"id": "ord_1", "qty": 3})
+	if err != nil {
+		log.Fatal(err) // the deferred rollback takes the order back too
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("order ord_1 is event %d of we_123", ev.Sequence)
+
+	d, err := producer.NewDispatcher(events, eps, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = d.Run(ctx) // in its own goroutine in a real service; stops when ctx is cancelled
+}

@@ -1,0 +1,153 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
+// per-stream counters live beside it in the same name with "_streams" appended.
+const DefaultEventLogTable = "webhook_events"
+
+// EventLogOptions configures an EventLog and its migration. A nil *EventLogOptions and the zero value
+// mean the defaults.
+type EventLogOptions struct {
+	// Schema holds the tables. Default "": the names are unqualified and resolve through the
+	// connection's search_path.
+	Schema string
+	// Table is the events table's name; the counters table is Table+"_streams". Default
+	// DefaultEventLogTable.
+	Table string
+}
+
+// evlogConfig is EventLogOptions with the defaults applied and the names quoted.
+type evlogConfig struct {
+	EventLogOptions
+	events  string // qualified, quoted
+	streams string
+}
+
+func evlogResolve(opts *EventLogOptions) evlogConfig {
+	var o evlogConfig
+	if opts != nil {
+		o.EventLogOptions = *opts
+	}
+	if o.Table == "" {
+		o.Table = DefaultEventLogTable
+	}
+	o.events = quoteIdent(o.Table)
+	o.streams = quoteIdent(o.Table + "_streams")
+	if o.Schema != "" {
+		o.events = quoteIdent(o.Schema) + "." + o.events
+		o.streams = quoteIdent(o.Schema) + "." + o.streams
+	}
+	return o
+}
+
+// EventLogMigration returns the SQL that creates the event log's tables (and its schema, when one is
+// configured) for opts; nil opts mean the defaults. It is idempotent (IF NOT EXISTS throughout), so it
+// can run at every start or be copied into a migration tool's files.
+//
+// The tables, for the defaults:
+//
+//	CREATE TABLE IF NOT EXISTS "webhook_events_streams" (
+//	    stream         text   PRIMARY KEY,       -- the webhook endpoint ID
+//	    last_seq       bigint NOT NULL,          -- the newest sequence handed out
+//	    pruned_through bigint NOT NULL DEFAULT 0 -- retention removed every sequence up to here
+//	);
+//	CREATE TABLE IF NOT EXISTS "webhook_events" (
+//	    stream          text        NOT NULL,
+//	    seq             bigint      NOT NULL,
+//	    id              text        NOT NULL,     -- evt_…
+//	    type            text        NOT NULL,
+//	    created         bigint      NOT NULL,     -- unix seconds, as in the envelope
+//	    api_version     text        NOT NULL,
+//	    data            bytea       NOT NULL,     -- the JSON exactly as appended
+//	    state           smallint    NOT NULL DEFAULT 0, -- 0 pending, 1 delivered, 2 abandoned
+//	    attempts        integer     NOT NULL DEFAULT 0, -- failed attempts
+//	    next_attempt_at timestamptz,
+//	    lease_until     timestamptz,
+//	    lease_token     bigint      NOT NULL DEFAULT 0, -- fencing token, +1 per claim
+//	    last_attempt_at timestamptz,
+//	    last_error      text        NOT NULL DEFAULT '',
+//	    delivered_at    timestamptz,
+//	    PRIMARY KEY (stream, seq)
+//	);
+//	CREATE INDEX IF NOT EXISTS "webhook_events_due_idx" ON "webhook_events" (next_attempt_at, stream, seq) WHERE state = 0;
+//	CREATE INDEX IF NOT EXISTS "webhook_events_created_idx" ON "webhook_events" (created, stream, seq);
+//
+// Sequences come from the counter row, never from a SEQUENCE: a sequence's values are handed out
+// outside the transaction, so a rollback leaves a gap and two transactions can commit out of order.
+// The counter row is updated in the same statement as the event insert, which holds its lock until the
+// transaction ends: the next append to the stream waits, and numbers commit in order with no gap.
+// Counter rows are never deleted, so retention never lets a sequence be reused.
+func EventLogMigration(opts *EventLogOptions) string {
+	o := evlogResolve(opts)
+	var b strings.Builder
+	if o.Schema != "" {
+		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", quoteIdent(o.Schema))
+	}
+	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s (
+    stream         text   PRIMARY KEY,
+    last_seq       bigint NOT NULL,
+    pruned_through bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS %s (
+    stream          text        NOT NULL,
+    seq             bigint      NOT NULL,
+    id              text        NOT NULL,
+    type            text        NOT NULL,
+    created         bigint      NOT NULL,
+    api_version     text        NOT NULL,
+    data            bytea       NOT NULL,
+    state           smallint    NOT NULL DEFAULT 0,
+    attempts        integer     NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz,
+    lease_until     timestamptz,
+    lease_token     bigint      NOT NULL DEFAULT 0,
+    last_attempt_at timestamptz,
+    last_error      text        NOT NULL DEFAULT '',
+    delivered_at    timestamptz,
+    PRIMARY KEY (stream, seq)
+);
+CREATE INDEX IF NOT EXISTS %s ON %s (next_attempt_at, stream, seq) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS %s ON %s (created, stream, seq);
+`, o.streams, o.events,
+		quoteIdent(o.Table+"_due_idx"), o.events,
+		quoteIdent(o.Table+"_created_idx"), o.events)
+	return b.String()
+}
+
+// MigrateEventLog creates the event log's tables for opts if they do not exist (see
+// EventLogMigration). It runs in one transaction under an advisory lock, so replicas that start
+// together do not race each other's CREATE statements.
+func MigrateEventLog(ctx context.Context, db DB, opts *EventLogOptions) error {
+	o := evlogResolve(opts)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate event log: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", evlogLockKey("migrate", o)); err != nil {
+		return fmt.Errorf("pgstore: migrate event log: %w", err)
+	}
+	// Simple protocol: the migration is several statements.
+	if _, err := tx.Exec(ctx, EventLogMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("pgstore: migrate event log: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate event log: %w", err)
+	}
+	return nil
+}
+
+// evlogLockKey names an advisory lock for one operation on one event log.
+func evlogLockKey(op string, o evlogConfig) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("pgstore.eventlog." + op + "\x00" + o.events))
+	return int64(h.Sum64())
+}

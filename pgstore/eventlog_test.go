@@ -1,0 +1,308 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/logtest"
+)
+
+var evlogT0 = time.Unix(1767225600, 0).UTC()
+
+// newEventLog migrates a fresh schema and returns an event log on it.
+func newEventLog(t testing.TB) (*pgstore.EventLog, *pgxpool.Pool, *pgstore.EventLogOptions) {
+	t.Helper()
+	pool, schema := pgtest.Pool(t)
+	opts := &pgstore.EventLogOptions{Schema: schema}
+	require.NoError(t, pgstore.MigrateEventLog(context.Background(), pool, opts))
+	return pgstore.NewEventLog(pool, opts), pool, opts
+}
+
+func TestEventLogConformance(t *testing.T) {
+	logtest.Run(t, func(t *testing.T) producer.Log {
+		_, _, opts := newEventLog(t)
+		return pgstore.NewEventLog(fastCommitPool(t), opts)
+	})
+}
+
+// fastCommitPool is a second pool on the test database whose sessions do not wait for the WAL flush
+// at commit (synchronous_commit = off). Visibility, locking and rollback are unchanged — only a crash
+// of the server could lose the last commits — so the suite checks the same behaviour, but the 8,000
+// appends that queue on one counter row no longer wait for 8,000 disk flushes under -race.
+func fastCommitPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func evlogEvent(typ string) webhook.Event {
+	return webhook.Event{Type: typ, Created: evlogT0.Unix(), APIVersion: "v1", Data: json.RawMessage(`{}`)}
+}
+
+func evlogSeqs(t *testing.T, l producer.Log, stream string) []uint64 {
+	t.Helper()
+	evs, _, err := l.Range(context.Background(), stream, 1, math.MaxUint64, producer.MaxRangeLimit)
+	require.NoError(t, err)
+	out := make([]uint64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Sequence
+	}
+	return out
+}
+
+// waitForLockWaiter returns once some other backend of the test database is waiting for a lock: the
+// second appender has reached the counter row. It polls the server, which answers at once; nothing
+// sleeps.
+func waitForLockWaiter(t *testing.T, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity
+			 WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, $1) > 0`, schema).Scan(&n))
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("the second append never waited for the first")
+}
+
+func TestEventLogTransactions(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a rolled-back append leaves no gap", func(t *testing.T) {
+		l, pool, opts := newEventLog(t)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), e.Sequence)
+		require.NoError(t, tx.Rollback(ctx))
+
+		e, err = l.Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), e.Sequence, "the number nobody saw is handed out again")
+		e, err = l.Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), e.Sequence)
+		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
+	})
+
+	t.Run("a racing append waits and takes the rolled-back number", func(t *testing.T) {
+		l, pool, opts := newEventLog(t)
+		_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), e.Sequence)
+
+		got := make(chan uint64, 1)
+		go func() {
+			e, err := l.Append(ctx, "we_a", evlogEvent("order.shipped"))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- e.Sequence
+		}()
+		waitForLockWaiter(t, pool, opts.Schema)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Equal(t, uint64(2), <-got)
+		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
+		evs, _, err := l.Range(ctx, "we_a", 2, 2, 1)
+		require.NoError(t, err)
+		require.Equal(t, "order.shipped", evs[0].Type)
+	})
+
+	t.Run("appends commit in sequence order", func(t *testing.T) {
+		l, pool, opts := newEventLog(t)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), e.Sequence)
+
+		got := make(chan uint64, 1)
+		go func() {
+			e, err := l.Append(ctx, "we_a", evlogEvent("order.shipped"))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- e.Sequence
+		}()
+		waitForLockWaiter(t, pool, opts.Schema)
+		// While the first transaction is open nobody can see event 2 without event 1: it waits.
+		require.Empty(t, evlogSeqs(t, l, "we_a"))
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, uint64(2), <-got)
+		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
+	})
+
+	t.Run("other streams do not wait", func(t *testing.T) {
+		l, pool, opts := newEventLog(t)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		e, err := l.Append(short, "we_b", evlogEvent("order.created"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), e.Sequence)
+	})
+}
+
+// TestEventLogOutbox is the transactional outbox: the business row and its event commit together or
+// not at all.
+func TestEventLogOutbox(t *testing.T) {
+	ctx := context.Background()
+	l, pool, opts := newEventLog(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`)
+	require.NoError(t, err)
+	eps, err := producer.NewMemoryEndpoints(producer.Endpoint{ID: "we_a", URL: "https://example.com/hook",
+		Secrets: []string{webhook.NewSecret()}, Owner: "lic_1"})
+	require.NoError(t, err)
+	pub := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }})
+
+	place := func(id string, commit bool) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `INSERT INTO orders (id) VALUES ($1)`, id)
+		require.NoError(t, err)
+		_, err = pub.WithLog(pgstore.NewEventLog(tx, opts)).Publish(ctx, "we_a", "order.created", map[string]string{"id": id})
+		require.NoError(t, err)
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+		}
+	}
+	place("ord_1", true)
+	place("ord_2", false)
+	place("ord_3", true)
+
+	var orders int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders))
+	require.Equal(t, 2, orders)
+	evs, _, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	require.JSONEq(t, `{"id":"ord_1"}`, string(evs[0].Data))
+	require.JSONEq(t, `{"id":"ord_3"}`, string(evs[1].Data))
+	require.Equal(t, []uint64{1, 2}, []uint64{evs[0].Sequence, evs[1].Sequence}, "the rolled-back order left no gap")
+}
+
+func TestEventLogMigration(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	opts := &pgstore.EventLogOptions{Schema: schema + "_x", Table: "hooks"}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+opts.Schema+`" CASCADE`) })
+
+	sql := pgstore.EventLogMigration(opts)
+	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "`+opts.Schema+`"`)
+	require.Contains(t, sql, `"`+opts.Schema+`"."hooks_streams"`)
+	require.NotContains(t, strings.ToUpper(sql), "SERIAL", "sequences come from the counter row, never a SEQUENCE")
+	require.NotContains(t, strings.ToUpper(sql), "IDENTITY")
+
+	for range 2 { // idempotent
+		require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
+	}
+	l := pgstore.NewEventLog(pool, opts)
+	e, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), e.Sequence)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+opts.Schema+`"."hooks"`).Scan(&n))
+	require.Equal(t, 1, n, "the configured schema and table hold the event")
+
+	// Replicas starting together migrate one at a time.
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- pgstore.MigrateEventLog(ctx, pool, opts) }()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+}
+
+func TestEventLogDefaultsToSearchPath(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.Pool(t) // search_path is the test's schema
+	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, nil))
+	l := pgstore.NewEventLog(pool, nil)
+	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM webhook_events_streams`).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// TestEventLogSimpleProtocol runs the log through a pool that uses the simple protocol (as behind
+// PgBouncer in transaction mode), where every value arrives in text format.
+func TestEventLogSimpleProtocol(t *testing.T) {
+	ctx := context.Background()
+	_, _, opts := newEventLog(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l := pgstore.NewEventLog(pool, opts)
+
+	datas := []string{`{}`, `{"note":"café ☕ \u0000 \\ \"q\"","n":-1.5e3}`, `[1, 2,   3]`, `"` + strings.Repeat("x", 70<<10) + `"`}
+	for i, d := range datas {
+		e, err := l.Append(ctx, "we_a", webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created", Created: evlogT0.Unix(),
+			APIVersion: "2026-01-01", Data: json.RawMessage(d)})
+		require.NoError(t, err)
+		require.Equal(t, uint64(i+1), e.Sequence)
+	}
+	evs, more, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, evs, len(datas))
+	for i, e := range evs {
+		require.Equal(t, fmt.Sprintf("evt_%d", i), e.ID)
+		require.Equal(t, uint64(i+1), e.Sequence)
+		require.Equal(t, evlogT0.Unix(), e.Created)
+		require.Equal(t, "2026-01-01", e.APIVersion)
+		require.Equal(t, datas[i], string(e.Data), "byte for byte")
+	}
+	ds, err := l.Claim(ctx, evlogT0, evlogT0.Add(time.Minute), 10)
+	require.NoError(t, err)
+	require.Len(t, ds, len(datas))
+	require.Equal(t, datas[1], string(ds[1].Event.Data))
+	require.NoError(t, l.Failed(ctx, ds[0].Lease, producer.Failure{At: evlogT0, RetryAt: evlogT0.Add(time.Hour), Reason: "status 500"}))
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Attempts)
+	require.True(t, st.NextAttempt.Equal(evlogT0.Add(time.Hour)))
+	n, err := l.Cleanup(ctx, evlogT0.Add(time.Second), 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	_, _, err = l.Range(ctx, "we_a", 1, 10, 10)
+	var pe *producer.PrunedError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, uint64(3), pe.FirstRetained)
+}

@@ -1,0 +1,385 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svcplatform/conventions/idempotency"
+)
+
+// IdempotencyOptions configures an IdempotencyStore and its migration. A nil *IdempotencyOptions and
+// the zero value mean the defaults.
+type IdempotencyOptions struct {
+	// Schema holds the table. Default "": the table name is unqualified and resolves through the
+	// connection's search_path.
+	Schema string
+	// Table is the table's name. Default DefaultIdempotencyTable.
+	Table string
+}
+
+// idemConfig is IdempotencyOptions with the defaults applied and the names quoted.
+type idemConfig struct {
+	IdempotencyOptions
+	qualified  string // the table
+	seq        string // the token sequence
+	seqLiteral string // the token sequence as a string literal, for nextval
+}
+
+func idemResolve(opts *IdempotencyOptions) idemConfig {
+	var o idemConfig
+	if opts != nil {
+		o.IdempotencyOptions = *opts
+	}
+	if o.Table == "" {
+		o.Table = DefaultIdempotencyTable
+	}
+	o.qualified = quoteIdent(o.Table)
+	o.seq = quoteIdent(o.Table + "_token_seq")
+	if o.Schema != "" {
+		o.qualified = quoteIdent(o.Schema) + "." + o.qualified
+		o.seq = quoteIdent(o.Schema) + "." + o.seq
+	}
+	o.seqLiteral = "'" + strings.ReplaceAll(o.seq, "'", "''") + "'"
+	return o
+}
+
+// idemMaxAttempts bounds Claim's retries. A retry happens only when another transaction changed the
+// row between the statement's snapshot and its row lock, so each one follows real progress elsewhere;
+// the bound turns a pathological storm into an error (a 503) instead of a spin.
+const idemMaxAttempts = 16
+
+// ErrClaimContention is returned by IdempotencyStore.Claim when the key's row kept changing under
+// it for every attempt. The middleware answers 503 with Retry-After; the handler does not run.
+var ErrClaimContention = errors.New("pgstore: idempotency claim kept racing concurrent changes")
+
+// IdempotencyStore is an idempotency.Store on PostgreSQL, one row per (scope, key) in the table that
+// IdempotencyMigration creates. Replicas that share the database share the records.
+//
+// Claim is one statement, one round trip, whatever it finds. Its parts, combined in a CTE:
+//
+//	INSERT … SELECT … WHERE NOT EXISTS (the row) ON CONFLICT (scope, key) DO NOTHING RETURNING token
+//	UPDATE … SET token = nextval(…), … WHERE the row is dead (retention over), or in flight under an
+//	         ended lease with the same fingerprint … RETURNING token
+//	SELECT the row, when neither wrote
+//
+// The decision to run a handler comes only from a write that succeeded (the unique index for a new
+// key; for a take-over, the row lock, under which PostgreSQL re-checks the UPDATE's condition on the
+// newest row version), never from a read followed by a write. A replay or an in-flight answer is a
+// plain index read: no row lock, no WAL, no new token. When the read's snapshot turns out older than
+// the row a racing transaction just committed, Claim runs the statement again (bounded; see
+// ErrClaimContention). Complete, Renew and Release are single UPDATE/DELETE statements that match only
+// the fencing token's in-flight row. DeleteExpired removes dead rows in bounded batches; nothing runs
+// in the background.
+//
+// Times are stored as timestamptz, to the microsecond; fencing tokens come from a sequence, so they
+// increase and are never reused. Scopes and keys are text, so they must be valid UTF-8 without NUL
+// bytes (the middleware's keys are visible ASCII and its default scopes hex); others are refused with
+// an error. The store works on a pool, a connection or a transaction; for the
+// middleware's transactional mode, where the claim and the stored response commit with the
+// handler's own writes, use Transactor. Transactions must be READ COMMITTED (PostgreSQL's default).
+//
+// An IdempotencyStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is
+// not). It never closes the DB. Its zero value is not usable: call NewIdempotencyStore.
+type IdempotencyStore struct {
+	db  DB
+	cfg idemConfig
+	sql idemSQL
+}
+
+var _ idempotency.Store = (*IdempotencyStore)(nil)
+
+// idemSQL holds the statements, built once per table name.
+type idemSQL struct {
+	claim, claimLocked, complete, renew, release, lookup, deleteExpired string
+}
+
+func idemBuildSQL(cfg idemConfig) idemSQL {
+	t := cfg.qualified
+	// The claim: $1 scope, $2 key, $3 fingerprint, $4 now, $5 lease_until, $6 expires_at.
+	//   - ins inserts the row when the statement's snapshot has none (a row committed meanwhile makes
+	//     it DO NOTHING, after waiting for the inserting transaction to end);
+	//   - upd takes an existing row over when its retention is over, or its lease ended and the
+	//     fingerprint matches; PostgreSQL re-checks that condition on the newest row version after
+	//     locking it, so two racing take-overs cannot both win;
+	//   - otherwise the last SELECT reads the row, with no lock and no write: a replay or an
+	//     in-flight answer is a plain index read.
+	// The read sees the statement's snapshot, which can be older than the version ins or upd met;
+	// Claim checks that the answer is consistent and runs the statement again when it is not.
+	// A new token is drawn only for a row actually written, so replays never touch the sequence.
+	const claim = `WITH ins AS (
+	INSERT INTO %[1]s (scope, key, fingerprint, lease_until, expires_at)
+	SELECT $1, $2, $3::bytea, $5::timestamptz, $6::timestamptz %[3]s
+	WHERE %[4]s NOT EXISTS (SELECT 1 FROM %[1]s WHERE scope = $1 AND key = $2)
+	ON CONFLICT (scope, key) DO NOTHING
+	RETURNING token
+), upd AS (
+	UPDATE %[1]s AS r
+	SET fingerprint = $3, token = nextval(%[2]s), completed = false, lease_until = $5, expires_at = $6,
+		status = NULL, header = NULL, body = NULL
+	WHERE r.scope = $1 AND r.key = $2 %[5]s
+		AND (r.expires_at <= $4 OR (NOT r.completed AND r.lease_until <= $4 AND r.fingerprint = $3))
+	RETURNING r.token
+)
+SELECT 1, token, NULL::bytea, NULL::boolean, NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::jsonb, NULL::bytea FROM ins
+UNION ALL
+SELECT 1, token, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
+UNION ALL
+SELECT 2, r.token, r.fingerprint, r.completed, r.lease_until, r.expires_at, r.status, r.header, r.body
+FROM %[1]s AS r
+WHERE r.scope = $1 AND r.key = $2 AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM upd)
+%[6]s`
+	plain := fmt.Sprintf(claim, t, cfg.seqLiteral, "", "", "", "")
+	// The transactional claim first tries a transaction-scoped advisory lock on the key ($7), so a
+	// duplicate of a request whose transaction is still open answers "in flight" at once instead of
+	// queueing behind the uncommitted row (and holding a connection while it waits).
+	locked := fmt.Sprintf(`WITH lk AS (SELECT pg_try_advisory_xact_lock($7) AS ok), `+claim[len("WITH "):],
+		t, cfg.seqLiteral, "FROM lk", "lk.ok AND", "AND (SELECT ok FROM lk)",
+		"UNION ALL\nSELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM lk WHERE NOT lk.ok")
+	return idemSQL{
+		claim:       plain,
+		claimLocked: locked,
+		complete: `UPDATE ` + t + ` SET completed = true, status = $4, header = $5, body = $6, expires_at = $7
+WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed`,
+		renew: `UPDATE ` + t + ` SET lease_until = $4
+WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed`,
+		release: `DELETE FROM ` + t + ` WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed`,
+		lookup: `SELECT fingerprint, token, completed, lease_until, expires_at, status, header, body
+FROM ` + t + ` WHERE scope = $1 AND key = $2 AND expires_at > $3`,
+		// SKIP LOCKED: a row some claim is deciding on right now is left for the next batch.
+		deleteExpired: `DELETE FROM ` + t + ` WHERE (scope, key) IN (
+	SELECT scope, key FROM ` + t + ` WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+	}
+}
+
+// NewIdempotencyStore returns a store on db, which the caller owns (a *pgxpool.Pool, *pgx.Conn or
+// pgx.Tx). The table must exist: run MigrateIdempotency or IdempotencyMigration's SQL first. It
+// panics when db is nil.
+func NewIdempotencyStore(db DB, opts *IdempotencyOptions) *IdempotencyStore {
+	if db == nil {
+		panic("pgstore: NewIdempotencyStore needs a DB")
+	}
+	cfg := idemResolve(opts)
+	return &IdempotencyStore{db: db, cfg: cfg, sql: idemBuildSQL(cfg)}
+}
+
+// idemRow is one row the claim statement returns.
+type idemRow struct {
+	kind       int32
+	token      *int64
+	fp         []byte
+	completed  *bool
+	leaseUntil *time.Time
+	expiresAt  *time.Time
+	status     *int32
+	header     []byte
+	body       []byte
+}
+
+// Claim implements idempotency.Store in one statement (see IdempotencyStore).
+func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+	return s.claim(ctx, s.sql.claim, nil, key, fp, now, leaseUntil, expiresAt)
+}
+
+// claim runs a claim statement until its answer is consistent. lockKey, when not nil, is the
+// advisory lock key of the transactional variant.
+func (s *IdempotencyStore) claim(ctx context.Context, sql string, lockKey *int64, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+	args := []any{key.Scope, key.Key, fp[:], now, leaseUntil, expiresAt}
+	if lockKey != nil {
+		args = append(args, *lockKey)
+	}
+	// PostgreSQL keeps microseconds; compare the re-read row the way the statement compared it.
+	pgNow := now.Truncate(time.Microsecond)
+	for range idemMaxAttempts {
+		c, settled, busy, err := s.claimOnce(ctx, sql, args, fp, pgNow, leaseUntil)
+		switch {
+		case err != nil:
+			return idempotency.Claim{}, err
+		case settled:
+			return c, nil
+		case busy:
+			// The transactional variant: another open transaction holds the key, and no committed
+			// row answers for it. That row is uncommitted, so its lease is not visible: the lease
+			// this claim asked for is the retry hint.
+			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+		}
+		// Otherwise the row another transaction just committed is newer than our snapshot: again.
+	}
+	return idempotency.Claim{}, ErrClaimContention
+}
+
+// claimOnce runs the claim statement once. It returns settled with the answer when a row decides
+// it, and busy when the transactional variant found the key's advisory lock taken. The statement
+// returns at most two rows: the claim or the row it read, and the busy marker. A committed row that
+// answers (a stored response to replay, a live lease, another fingerprint) wins over the marker, so
+// concurrent replays in transactional mode never answer 409 to each other.
+func (s *IdempotencyStore) claimOnce(ctx context.Context, sql string, args []any, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, settled, busy bool, err error) {
+	rows, err := s.db.Query(ctx, sql, args...)
+	if err != nil {
+		return c, false, false, fmt.Errorf("pgstore: idempotency claim: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r idemRow
+		if err := rows.Scan(&r.kind, &r.token, &r.fp, &r.completed, &r.leaseUntil, &r.expiresAt, &r.status, &r.header, &r.body); err != nil {
+			return c, false, false, fmt.Errorf("pgstore: idempotency claim: %w", err)
+		}
+		if r.kind == 3 {
+			busy = true
+			continue
+		}
+		if settled {
+			continue
+		}
+		if c, settled, err = idemDecide(r, fp, now, leaseUntil); err != nil {
+			return idempotency.Claim{}, false, false, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return idempotency.Claim{}, false, false, fmt.Errorf("pgstore: idempotency claim: %w", err)
+	}
+	return c, settled, busy, nil
+}
+
+// idemDecide turns a claim row into a Claim. settled is false when the row read is one the upsert
+// would have taken (so it changed under the statement) and the statement must run again.
+func idemDecide(r idemRow, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, settled bool, err error) {
+	switch r.kind {
+	case 1:
+		if r.token == nil || *r.token <= 0 {
+			return c, false, errors.New("pgstore: idempotency claim: no token returned")
+		}
+		return idempotency.Claim{Status: idempotency.Claimed, Token: uint64(*r.token), Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
+	case 2:
+	default:
+		return c, false, fmt.Errorf("pgstore: idempotency claim: unexpected row kind %d", r.kind)
+	}
+	if r.completed == nil || r.leaseUntil == nil || r.expiresAt == nil || len(r.fp) != len(c.Fingerprint) {
+		return c, false, errors.New("pgstore: idempotency claim: malformed row")
+	}
+	if !r.expiresAt.After(now) {
+		return c, false, nil
+	}
+	copy(c.Fingerprint[:], r.fp)
+	c.LeaseUntil = *r.leaseUntil
+	if c.Fingerprint != fp {
+		c.Status = idempotency.InFlight
+		if *r.completed {
+			c.Status = idempotency.Completed
+		}
+		return c, true, nil
+	}
+	if *r.completed {
+		resp, err := idemResponse(r.status, r.header, r.body)
+		if err != nil {
+			return c, false, err
+		}
+		c.Status, c.Response = idempotency.Completed, resp
+		return c, true, nil
+	}
+	if !r.leaseUntil.After(now) {
+		return c, false, nil
+	}
+	c.Status = idempotency.InFlight
+	return c, true, nil
+}
+
+func idemResponse(status *int32, header, body []byte) (*idempotency.Response, error) {
+	if status == nil {
+		return nil, errors.New("pgstore: idempotency: completed row without a status")
+	}
+	resp := &idempotency.Response{Status: int(*status), Body: body}
+	if header != nil {
+		if err := json.Unmarshal(header, &resp.Header); err != nil {
+			return nil, fmt.Errorf("pgstore: idempotency: decode stored header: %w", err)
+		}
+	}
+	return resp, nil
+}
+
+// Renew implements idempotency.Store.
+func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+	return s.exec(ctx, "renew", s.sql.renew, key.Scope, key.Key, int64(token), leaseUntil)
+}
+
+// Complete implements idempotency.Store: one UPDATE that matches only the token's in-flight row.
+func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+	var header []byte // NULL keeps a nil header nil
+	if resp.Header != nil {
+		var err error
+		if header, err = json.Marshal(resp.Header); err != nil {
+			return fmt.Errorf("pgstore: idempotency complete: encode header: %w", err)
+		}
+	}
+	return s.exec(ctx, "complete", s.sql.complete, key.Scope, key.Key, int64(token), int32(resp.Status), header, resp.Body, expiresAt)
+}
+
+// Release implements idempotency.Store.
+func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+	return s.exec(ctx, "release", s.sql.release, key.Scope, key.Key, int64(token))
+}
+
+// exec runs a statement guarded by the token: no row changed means the token lost the key.
+func (s *IdempotencyStore) exec(ctx context.Context, op, sql string, args ...any) error {
+	tag, err := s.db.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("pgstore: idempotency %s: %w", op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Lookup implements idempotency.Store.
+func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+	var (
+		fp                    []byte
+		token                 int64
+		completed             bool
+		leaseUntil, expiresAt time.Time
+		status                *int32
+		header, body          []byte
+	)
+	err := s.db.QueryRow(ctx, s.sql.lookup, key.Scope, key.Key, now).
+		Scan(&fp, &token, &completed, &leaseUntil, &expiresAt, &status, &header, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("pgstore: idempotency lookup: %w", err)
+	}
+	rec := idempotency.Record{Status: idempotency.InFlight, Token: uint64(token), LeaseUntil: leaseUntil, ExpiresAt: expiresAt}
+	if len(fp) != len(rec.Fingerprint) {
+		return idempotency.Record{}, errors.New("pgstore: idempotency lookup: stored fingerprint has the wrong length")
+	}
+	copy(rec.Fingerprint[:], fp)
+	if completed {
+		rec.Status = idempotency.Completed
+		if rec.Response, err = idemResponse(status, header, body); err != nil {
+			return idempotency.Record{}, err
+		}
+	}
+	return rec, nil
+}
+
+// DeleteExpired removes up to limit rows whose retention ended at or before now and reports how many
+// it removed. Call it from a job the application runs (a ticker, cron): repeat while it returns limit
+// to drain a backlog. Bounding the batch keeps each DELETE short, so it never holds many row locks or
+// a long transaction. Expired rows are already invisible to the store; this only frees the space.
+// limit must be positive.
+func (s *IdempotencyStore) DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("pgstore: DeleteExpired limit must be positive, got %d", limit)
+	}
+	tag, err := s.db.Exec(ctx, s.sql.deleteExpired, now, limit)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: idempotency delete expired: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

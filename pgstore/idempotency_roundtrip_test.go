@@ -1,0 +1,107 @@
+package pgstore_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+)
+
+// idemQueryCounter counts the statements a pool sends; with pgx's statement cache warm, each is one
+// round trip.
+type idemQueryCounter struct{ n atomic.Int64 }
+
+func (c *idemQueryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *idemQueryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestIdempotencyRoundTrips pins the cost of each operation: one statement per store call, and four
+// for a transactional claim and completion (BEGIN, claim, complete, COMMIT).
+func TestIdempotencyRoundTrips(t *testing.T) {
+	_, schema := pgtest.Pool(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	counter := &idemQueryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 1 // one connection, so the warm-up fills the statement cache every step uses
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ctx := context.Background()
+	opts := &pgstore.IdempotencyOptions{Table: "idem"}
+	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	s := pgstore.NewIdempotencyStore(pool, opts)
+	tr := pgstore.NewTransactor(pool, opts)
+	resp := idempotency.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
+	now := time.Now()
+	claim := func(k idempotency.Key) idempotency.Claim {
+		c, err := s.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
+		require.NoError(t, err)
+		return c
+	}
+	inTx := func(k idempotency.Key) {
+		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, ts idempotency.Store) error {
+			c, err := ts.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
+			require.NoError(t, err)
+			require.Equal(t, idempotency.Claimed, c.Status)
+			return ts.Complete(ctx, k, c.Token, resp, now.Add(idemRetention))
+		}))
+	}
+	// Warm the statement cache.
+	w := idempotency.Key{Scope: "s", Key: "warm"}
+	c := claim(w)
+	require.NoError(t, s.Renew(ctx, w, c.Token, now.Add(time.Hour)))
+	require.NoError(t, s.Complete(ctx, w, c.Token, resp, now.Add(idemRetention)))
+	claim(w)
+	_, err = s.Lookup(ctx, w, now)
+	require.NoError(t, err)
+	c = claim(idempotency.Key{Scope: "s", Key: "warm2"})
+	require.NoError(t, s.Release(ctx, idempotency.Key{Scope: "s", Key: "warm2"}, c.Token))
+	inTx(idempotency.Key{Scope: "s", Key: "warm3"})
+
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	stale := idempotency.Key{Scope: "s", Key: "stale"}
+	claim(stale) // its lease ends before the take-over step
+	steps := []struct {
+		name string
+		want int64
+		run  func(t *testing.T)
+	}{
+		{"claim", 1, func(t *testing.T) { c = claim(k) }},
+		{"in flight", 1, func(t *testing.T) { require.Equal(t, idempotency.InFlight, claim(k).Status) }},
+		{"renew", 1, func(t *testing.T) { require.NoError(t, s.Renew(ctx, k, c.Token, now.Add(time.Hour))) }},
+		{"complete", 1, func(t *testing.T) { require.NoError(t, s.Complete(ctx, k, c.Token, resp, now.Add(idemRetention))) }},
+		{"replay", 1, func(t *testing.T) { require.Equal(t, idempotency.Completed, claim(k).Status) }},
+		{"lookup", 1, func(t *testing.T) {
+			_, err := s.Lookup(ctx, k, now)
+			require.NoError(t, err)
+		}},
+		{"take-over", 1, func(t *testing.T) {
+			later := now.Add(idemLease)
+			c2, err := s.Claim(ctx, stale, idemFP1, later, later.Add(idemLease), later.Add(idemRetention))
+			require.NoError(t, err)
+			require.Equal(t, idempotency.Claimed, c2.Status)
+		}},
+		{"transactional claim and complete", 4, func(t *testing.T) { inTx(idempotency.Key{Scope: "s", Key: "tx"}) }},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			before := counter.n.Load()
+			st.run(t)
+			require.Equal(t, st.want, counter.n.Load()-before, "round trips")
+		})
+	}
+}

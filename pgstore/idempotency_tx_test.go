@@ -1,0 +1,462 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+)
+
+// idemTxEnv is one transactional-mode test: a schema with the idempotency table and the handler's
+// orders table (with a deferred unique constraint, to make commits fail on demand).
+type idemTxEnv struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	opts   *pgstore.IdempotencyOptions
+	clock  *idemClock
+	runs   atomic.Int32
+	status int // what the handler answers
+	body   string
+}
+
+func newIdemTxEnv(t *testing.T) *idemTxEnv {
+	pool, schema := pgtest.Pool(t)
+	ctx := context.Background()
+	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL,
+		CONSTRAINT orders_key_unique UNIQUE (key) DEFERRABLE INITIALLY DEFERRED)`)
+	require.NoError(t, err)
+	return &idemTxEnv{t: t, pool: pool, opts: opts, clock: &idemClock{t: time.Now().UTC()}, status: http.StatusCreated, body: `{"id":"ord_1"}`}
+}
+
+// middleware returns a transactional middleware on the env's pool; tweak adjusts its options.
+func (e *idemTxEnv) middleware(tweak func(*idempotency.Options)) *idempotency.Middleware {
+	o := &idempotency.Options{Transactor: pgstore.NewTransactor(e.pool, e.opts), Now: e.clock.Now}
+	if tweak != nil {
+		tweak(o)
+	}
+	return idempotency.New(o)
+}
+
+// orderHandler writes an order in the request's transaction, then runs then (if set) and answers.
+func (e *idemTxEnv) orderHandler(then func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.runs.Add(1)
+		tx, ok := pgstore.TxFromContext(r.Context())
+		if !ok {
+			e.t.Error("no transaction in the handler's context")
+			return
+		}
+		if _, err := tx.Exec(r.Context(), `INSERT INTO orders (key, run) VALUES ($1, $2)`,
+			r.Header.Get(idempotency.HeaderKey), fmt.Sprint(e.runs.Load())); err != nil {
+			e.t.Error(err)
+			return
+		}
+		if then != nil && !then(w, r, tx) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(e.status)
+		_, _ = io.WriteString(w, e.body)
+	})
+}
+
+func (e *idemTxEnv) do(h http.Handler, key string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"account":"acc_1","side":"buy"}`))
+	req.Header.Set("Authorization", "Bearer sk_sandbox_tx")
+	req.Header.Set(idempotency.HeaderKey, key)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func (e *idemTxEnv) orders(key string) int {
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE key = $1`, key).Scan(&n))
+	return n
+}
+
+func (e *idemTxEnv) record(key string) (idempotency.Record, error) {
+	return pgstore.NewIdempotencyStore(e.pool, e.opts).Lookup(context.Background(),
+		idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: key}, e.clock.Now())
+}
+
+func requireProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, code string) {
+	t.Helper()
+	require.Equal(t, status, rec.Code, rec.Body.String())
+	p, err := apierror.Parse(rec.Result())
+	require.NoError(t, err)
+	require.Equal(t, code, p.Code)
+}
+
+func TestTransactorCommitStoresResponseWithWrites(t *testing.T) {
+	e := newIdemTxEnv(t)
+	h := e.middleware(nil).Handler(e.orderHandler(nil))
+	rec := e.do(h, "k1")
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, e.body, rec.Body.String())
+	require.Equal(t, 1, e.orders("k1"))
+	stored, err := e.record("k1")
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Completed, stored.Status)
+	require.Equal(t, e.body, string(stored.Response.Body))
+	// Retries replay without running the handler or writing again.
+	for range 3 {
+		rec = e.do(h, "k1")
+		require.Equal(t, http.StatusCreated, rec.Code)
+		require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, e.body, rec.Body.String())
+	}
+	require.EqualValues(t, 1, e.runs.Load())
+	require.Equal(t, 1, e.orders("k1"))
+}
+
+// TestTransactorRollbackLeavesNothing: every way a request can end without a commit leaves no order
+// and no record, and the retry runs at once (no lease to wait for) and commits.
+func TestTransactorRollbackLeavesNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		tweak func(*idempotency.Options)
+		// fail makes the first attempt fail after its order was written; check inspects its answer.
+		fail  func(e *idemTxEnv, w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool
+		check func(t *testing.T, rec *httptest.ResponseRecorder)
+		// panics: the first attempt's handler panics through the middleware.
+		panics bool
+	}{
+		{
+			name: "handler panics",
+			fail: func(*idemTxEnv, http.ResponseWriter, *http.Request, pgx.Tx) bool {
+				panic("handler bug")
+			},
+			panics: true,
+		},
+		{
+			name: "commit fails",
+			fail: func(e *idemTxEnv, _ http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+				// A second order for the key: the deferred unique constraint fails at COMMIT.
+				_, err := tx.Exec(r.Context(), `INSERT INTO orders (key, run) VALUES ($1, 'dup')`, r.Header.Get(idempotency.HeaderKey))
+				require.NoError(e.t, err)
+				return true
+			},
+			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
+				requireProblem(t, rec, http.StatusServiceUnavailable, apierror.CodeUnavailable)
+				require.NotEmpty(t, rec.Header().Get("Retry-After"))
+			},
+		},
+		{
+			name: "handler statement aborts the transaction",
+			fail: func(e *idemTxEnv, _ http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+				_, err := tx.Exec(r.Context(), `SELECT 1/0`)
+				require.Error(e.t, err)
+				return true // and answers 201 anyway: the completion cannot be stored, so nothing is
+			},
+			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
+				requireProblem(t, rec, http.StatusServiceUnavailable, apierror.CodeUnavailable)
+			},
+		},
+		{
+			name:  "server error released",
+			tweak: func(o *idempotency.Options) { o.ReleaseServerErrors = true },
+			fail: func(_ *idemTxEnv, w http.ResponseWriter, _ *http.Request, _ pgx.Tx) bool {
+				http.Error(w, "downstream failed", http.StatusBadGateway)
+				return false
+			},
+			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
+				require.Equal(t, http.StatusBadGateway, rec.Code)
+			},
+		},
+		{
+			name:  "response too large",
+			tweak: func(o *idempotency.Options) { o.MaxResponseBytes = 8 },
+			fail:  func(*idemTxEnv, http.ResponseWriter, *http.Request, pgx.Tx) bool { return true },
+			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
+				requireProblem(t, rec, http.StatusInternalServerError, idempotency.CodeResponseTooLarge)
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newIdemTxEnv(t)
+			e.t = t
+			var failing atomic.Bool
+			failing.Store(true)
+			h := e.middleware(tc.tweak).Handler(e.orderHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+				if failing.Load() {
+					return tc.fail(e, w, r, tx)
+				}
+				return true
+			}))
+			if tc.panics {
+				require.Panics(t, func() { e.do(h, "k") })
+			} else {
+				tc.check(t, e.do(h, "k"))
+			}
+			require.Zero(t, e.orders("k"), "the first attempt's order must have rolled back")
+			_, err := e.record("k")
+			require.ErrorIs(t, err, idempotency.ErrNotFound, "the key must be free")
+
+			failing.Store(false)
+			e.body = `{"id":"o"}` // fits every case's response cap
+			if tc.tweak != nil {
+				h = e.middleware(nil).Handler(e.orderHandler(nil))
+			}
+			rec := e.do(h, "k")
+			require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+			require.EqualValues(t, 2, e.runs.Load())
+			require.Equal(t, 1, e.orders("k"))
+			rec = e.do(h, "k")
+			require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+			require.EqualValues(t, 2, e.runs.Load())
+		})
+	}
+}
+
+// TestTransactorSavepointRecovers: a handler that guards a statement that may fail with a savepoint
+// keeps the transaction, and its answer (here a 409 of its own) is stored with its other writes.
+func TestTransactorSavepointRecovers(t *testing.T) {
+	e := newIdemTxEnv(t)
+	h := e.middleware(nil).Handler(e.orderHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+		sp, err := tx.Begin(r.Context())
+		require.NoError(t, err)
+		_, err = sp.Exec(r.Context(), `SELECT 1/0`)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.NoError(t, sp.Rollback(r.Context()))
+		http.Error(w, "account frozen", http.StatusConflict)
+		return false
+	}))
+	rec := e.do(h, "k")
+	require.Equal(t, http.StatusConflict, rec.Code)
+	require.Equal(t, 1, e.orders("k"))
+	rec = e.do(h, "k")
+	require.Equal(t, http.StatusConflict, rec.Code)
+	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+	require.EqualValues(t, 1, e.runs.Load())
+}
+
+// TestTransactorDuplicateDoesNotWait: while a request's transaction is open, a duplicate (on another
+// replica, another connection) answers 409 at once instead of queueing behind the uncommitted row.
+func TestTransactorDuplicateDoesNotWait(t *testing.T) {
+	e := newIdemTxEnv(t)
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := e.middleware(nil).Handler(e.orderHandler(func(http.ResponseWriter, *http.Request, pgx.Tx) bool {
+		close(inside)
+		<-release
+		return true
+	}))
+	second := e.middleware(nil).Handler(e.orderHandler(nil))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- e.do(first, "k") }()
+	<-inside
+	rec := e.do(second, "k")
+	requireProblem(t, rec, http.StatusConflict, idempotency.CodeKeyInUse)
+	require.NotEmpty(t, rec.Header().Get("Retry-After"))
+	close(release)
+	require.Equal(t, http.StatusCreated, (<-done).Code)
+	rec = e.do(second, "k")
+	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+	require.EqualValues(t, 1, e.runs.Load())
+}
+
+// TestTransactorSharesRecordsWithStoreMode: both modes use the same rows, so replicas may mix them.
+func TestTransactorSharesRecordsWithStoreMode(t *testing.T) {
+	e := newIdemTxEnv(t)
+	plain := idempotency.New(&idempotency.Options{Store: pgstore.NewIdempotencyStore(e.pool, e.opts), Now: e.clock.Now})
+	txm := e.middleware(nil)
+	inside, release := make(chan struct{}), make(chan struct{})
+	var plainRuns atomic.Int32
+	hPlain := plain.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plainRuns.Add(1)
+		close(inside)
+		<-release
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"from":"store mode"}`)
+	}))
+	hTx := txm.Handler(e.orderHandler(nil))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- e.do(hPlain, "k") }()
+	<-inside
+	requireProblem(t, e.do(hTx, "k"), http.StatusConflict, idempotency.CodeKeyInUse)
+	close(release)
+	require.Equal(t, http.StatusCreated, (<-done).Code)
+	rec := e.do(hTx, "k")
+	require.Equal(t, `{"from":"store mode"}`, rec.Body.String())
+	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+	require.Zero(t, e.runs.Load())
+
+	// And the other way round.
+	require.Equal(t, http.StatusCreated, e.do(hTx, "k2").Code)
+	rec = e.do(hPlain, "k2")
+	require.Equal(t, e.body, rec.Body.String())
+	require.EqualValues(t, 1, plainRuns.Load())
+}
+
+// TestTransactorIsolation: the transaction is READ COMMITTED even where the server defaults to a
+// stricter level, since the claim's re-read needs each statement's fresh snapshot.
+func TestTransactorIsolation(t *testing.T) {
+	e := newIdemTxEnv(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
+	cfg.ConnConfig.RuntimeParams["search_path"] = e.opts.Schema
+	strict, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(strict.Close)
+	var level string
+	m := idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(strict, e.opts)})
+	rec := e.do(m.Handler(e.orderHandler(func(_ http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+		require.NoError(t, tx.QueryRow(r.Context(), `SHOW transaction_isolation`).Scan(&level))
+		return true
+	})), "k")
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, "read committed", level)
+}
+
+// TestTransactorInsideCallerTx: on a pgx.Tx the Transactor works in a savepoint of the caller's
+// transaction, which decides in the end.
+func TestTransactorInsideCallerTx(t *testing.T) {
+	e := newIdemTxEnv(t)
+	ctx := context.Background()
+	outer, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	tr := pgstore.NewTransactor(outer, e.opts)
+	err = tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+		tx, ok := pgstore.TxFromContext(ctx)
+		require.True(t, ok)
+		_, err := tx.Exec(ctx, `INSERT INTO orders (key, run) VALUES ('k', 'nested')`)
+		require.NoError(t, err)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Zero(t, e.orders("k"), "not visible before the caller commits")
+	require.NoError(t, outer.Rollback(ctx))
+	require.Zero(t, e.orders("k"))
+	_, ok := pgstore.TxFromContext(ctx)
+	require.False(t, ok)
+}
+
+// TestTransactorFnError: InTx returns fn's error and rolls back; Begin failing is wrapped.
+func TestTransactorFnError(t *testing.T) {
+	e := newIdemTxEnv(t)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := pgstore.NewTransactor(e.pool, e.opts).InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+		c, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, idemFP1, e.clock.Now(), e.clock.Now().Add(time.Minute), e.clock.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, idempotency.Claimed, c.Status)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = pgstore.NewIdempotencyStore(e.pool, e.opts).Lookup(ctx, idempotency.Key{Scope: "s", Key: "k"}, e.clock.Now())
+	require.ErrorIs(t, err, idempotency.ErrNotFound)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	err = pgstore.NewTransactor(e.pool, e.opts).InTx(cancelled, func(context.Context, idempotency.Store) error {
+		t.Error("fn must not run without a transaction")
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Contains(t, err.Error(), "pgstore:")
+	require.Panics(t, func() { pgstore.NewTransactor(nil, nil) })
+}
+
+// BenchmarkIdempotencyTransactor measures the transactional mode's own cost per request, in
+// parallel: BEGIN, claim, complete, COMMIT on distinct keys (ClaimComplete), and BEGIN, a claim that
+// finds the stored response, ROLLBACK on a few hot keys (Replay).
+func BenchmarkIdempotencyTransactor(b *testing.B) {
+	pool, schema := pgtest.Pool(b)
+	ctx := context.Background()
+	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	require.NoError(b, pgstore.MigrateIdempotency(ctx, pool, opts))
+	tr := pgstore.NewTransactor(pool, opts)
+	resp := idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 256)}
+	now := time.Now()
+	errReplay := errors.New("replayed: roll back")
+	// once runs one request in a transaction and reports what its claim found.
+	once := func(k idempotency.Key) (idempotency.Status, error) {
+		var st idempotency.Status
+		err := tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+			c, err := s.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
+			if err != nil {
+				return err
+			}
+			if st = c.Status; st != idempotency.Claimed {
+				return errReplay
+			}
+			return s.Complete(ctx, k, c.Token, resp, now.Add(idemRetention))
+		})
+		if errors.Is(err, errReplay) {
+			err = nil
+		}
+		return st, err
+	}
+	run := func(b *testing.B, want idempotency.Status, key func(i int64) idempotency.Key) {
+		var seq atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				st, err := once(key(seq.Add(1)))
+				if err != nil || st != want {
+					b.Errorf("%v %v", st, err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("ClaimCompleteParallel", func(b *testing.B) {
+		scope := randid.New("bench_")
+		run(b, idempotency.Claimed, func(i int64) idempotency.Key { return idempotency.Key{Scope: scope, Key: fmt.Sprint(i)} })
+	})
+	b.Run("ReplayParallel", func(b *testing.B) {
+		scope := randid.New("bench_")
+		for i := range 16 {
+			st, err := once(idempotency.Key{Scope: scope, Key: fmt.Sprint(i)})
+			require.NoError(b, err)
+			require.Equal(b, idempotency.Claimed, st)
+		}
+		run(b, idempotency.Completed, func(i int64) idempotency.Key { return idempotency.Key{Scope: scope, Key: fmt.Sprint(i % 16)} })
+	})
+}
+
+// TestTransactorConcurrentReplays: replays of a completed key in transactional mode all replay,
+// although they contend for the key's advisory lock: a committed answer wins over "lock busy".
+func TestTransactorConcurrentReplays(t *testing.T) {
+	e := newIdemTxEnv(t)
+	h := e.middleware(nil).Handler(e.orderHandler(nil))
+	require.Equal(t, http.StatusCreated, e.do(h, "k").Code)
+	var wg sync.WaitGroup
+	codes := make([]int, 48)
+	replayed := make([]string, len(codes))
+	for i := range codes {
+		wg.Go(func() {
+			rec := e.do(h, "k")
+			codes[i], replayed[i] = rec.Code, rec.Header().Get(idempotency.HeaderReplayed)
+		})
+	}
+	wg.Wait()
+	for i := range codes {
+		require.Equal(t, http.StatusCreated, codes[i])
+		require.Equal(t, "true", replayed[i])
+	}
+	require.EqualValues(t, 1, e.runs.Load())
+}

@@ -1,0 +1,266 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svcplatform/conventions/versioning"
+)
+
+// DefaultPinTable is the table a PinStore uses when PinStoreOptions.Table is empty.
+const DefaultPinTable = "version_pins"
+
+// pinMaxInsertAttempts bounds SetIfAbsent's insert-or-read loop; it only repeats when a pin is
+// deleted between the two statements, which a second attempt resolves.
+const pinMaxInsertAttempts = 4
+
+// PinStoreOptions configures a PinStore and its migration. A nil *PinStoreOptions and the zero value
+// mean the defaults.
+type PinStoreOptions struct {
+	// Schema holds the table. Default "": the name is unqualified and resolves through the
+	// connection's search_path.
+	Schema string
+	// Table is the table's name. Default DefaultPinTable.
+	Table string
+}
+
+// pinConfig is PinStoreOptions with the defaults applied and the names quoted.
+type pinConfig struct {
+	PinStoreOptions
+	table string // qualified, quoted
+}
+
+func pinResolve(opts *PinStoreOptions) pinConfig {
+	var o pinConfig
+	if opts != nil {
+		o.PinStoreOptions = *opts
+	}
+	if o.Table == "" {
+		o.Table = DefaultPinTable
+	}
+	o.table = quoteIdent(o.Table)
+	if o.Schema != "" {
+		o.table = quoteIdent(o.Schema) + "." + o.table
+	}
+	return o
+}
+
+// PinStoreMigration returns the SQL that creates the pin table (and its schema, when one is
+// configured) for opts; nil opts mean the defaults. It is idempotent (IF NOT EXISTS throughout), so
+// it can run at every start or be copied into a migration tool's files.
+//
+// The table, for the defaults:
+//
+//	CREATE TABLE IF NOT EXISTS "version_pins" (
+//	    licensee  text COLLATE "C" PRIMARY KEY, -- bytewise order, as List promises
+//	    version   text        NOT NULL,         -- "v2"
+//	    pinned_at timestamptz NOT NULL
+//	);
+//	CREATE INDEX IF NOT EXISTS "version_pins_version_idx" ON "version_pins" (version, licensee);
+//
+// The index serves List by version: who is still pinned to a deprecated version.
+func PinStoreMigration(opts *PinStoreOptions) string {
+	o := pinResolve(opts)
+	var b strings.Builder
+	if o.Schema != "" {
+		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", quoteIdent(o.Schema))
+	}
+	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s (
+    licensee  text COLLATE "C" PRIMARY KEY,
+    version   text        NOT NULL,
+    pinned_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS %s ON %s (version, licensee);
+`, o.table, quoteIdent(o.Table+"_version_idx"), o.table)
+	return b.String()
+}
+
+// MigratePinStore creates the pin table for opts if it does not exist (see PinStoreMigration). It
+// runs in one transaction under an advisory lock, so replicas that start together do not race each
+// other's CREATE statements.
+func MigratePinStore(ctx context.Context, db DB, opts *PinStoreOptions) error {
+	o := pinResolve(opts)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate pin store: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("pgstore.pins.migrate\x00" + o.table))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
+		return fmt.Errorf("pgstore: migrate pin store: %w", err)
+	}
+	// Simple protocol: the migration is several statements.
+	if _, err := tx.Exec(ctx, PinStoreMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("pgstore: migrate pin store: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate pin store: %w", err)
+	}
+	return nil
+}
+
+// PinStore is a versioning.PinStore on PostgreSQL: each licensee's pinned API version, shared by
+// every replica of the service, in the table PinStoreMigration creates.
+//
+// SetIfAbsent is an INSERT … ON CONFLICT DO NOTHING, so racing first requests of one licensee create
+// exactly one pin; when the insert finds a pin, a second statement reads it (a new snapshot, which
+// sees the row the conflict waited for). CompareAndSwap is one conditional UPDATE; only when it
+// changes nothing does a read tell ErrNotPinned from ErrPinConflict. Licensees are stored with the
+// "C" collation, so List pages in byte order whatever the database's locale.
+//
+// A PinStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It
+// never closes the DB and never reads the clock. Its zero value is not usable: call NewPinStore.
+type PinStore struct {
+	db  DB
+	sql pinSQL
+}
+
+var _ versioning.PinStore = (*PinStore)(nil)
+
+type pinSQL struct {
+	get, insert, swap, del, list, listVersion string
+}
+
+// NewPinStore returns a PinStore on db with the table named by opts (nil means the defaults). Run
+// MigratePinStore once first. It is cheap, so one can be built on a caller's transaction.
+func NewPinStore(db DB, opts *PinStoreOptions) *PinStore {
+	t := pinResolve(opts).table
+	return &PinStore{db: db, sql: pinSQL{
+		get: `SELECT version, pinned_at FROM ` + t + ` WHERE licensee = $1`,
+		insert: `INSERT INTO ` + t + ` (licensee, version, pinned_at) VALUES ($1, $2, $3)
+ON CONFLICT (licensee) DO NOTHING
+RETURNING version, pinned_at`,
+		swap: `UPDATE ` + t + ` SET version = $3, pinned_at = $4
+WHERE licensee = $1 AND version = $2
+RETURNING version, pinned_at`,
+		del:         `DELETE FROM ` + t + ` WHERE licensee = $1`,
+		list:        `SELECT licensee, version, pinned_at FROM ` + t + ` WHERE licensee > $1 ORDER BY licensee LIMIT $2`,
+		listVersion: `SELECT licensee, version, pinned_at FROM ` + t + ` WHERE version = $1 AND licensee > $2 ORDER BY licensee LIMIT $3`,
+	}}
+}
+
+// Get implements versioning.PinStore.
+func (s *PinStore) Get(ctx context.Context, licensee string) (versioning.Pin, error) {
+	if err := versioning.CheckLicensee(licensee); err != nil {
+		return versioning.Pin{}, err
+	}
+	p, err := s.get(ctx, licensee)
+	if err != nil {
+		return versioning.Pin{}, fmt.Errorf("pgstore: get pin: %w", err)
+	}
+	return p, nil
+}
+
+func (s *PinStore) get(ctx context.Context, licensee string) (versioning.Pin, error) {
+	p := versioning.Pin{Licensee: licensee}
+	err := s.db.QueryRow(ctx, s.sql.get, licensee).Scan(&p.Version, &p.PinnedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return versioning.Pin{}, versioning.ErrNotPinned
+	}
+	if err != nil {
+		return versioning.Pin{}, err
+	}
+	p.PinnedAt = p.PinnedAt.UTC()
+	return p, nil
+}
+
+// SetIfAbsent implements versioning.PinStore.
+func (s *PinStore) SetIfAbsent(ctx context.Context, licensee, version string, at time.Time) (versioning.Pin, bool, error) {
+	if err := versioning.CheckPin(licensee, version); err != nil {
+		return versioning.Pin{}, false, err
+	}
+	for range pinMaxInsertAttempts {
+		p := versioning.Pin{Licensee: licensee}
+		err := s.db.QueryRow(ctx, s.sql.insert, licensee, version, at).Scan(&p.Version, &p.PinnedAt)
+		if err == nil {
+			p.PinnedAt = p.PinnedAt.UTC()
+			return p, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return versioning.Pin{}, false, fmt.Errorf("pgstore: set pin: %w", err)
+		}
+		// The licensee has a pin: read it in a new statement, whose snapshot sees it.
+		p, err = s.get(ctx, licensee)
+		if errors.Is(err, versioning.ErrNotPinned) {
+			continue // deleted in between: try the insert again
+		}
+		if err != nil {
+			return versioning.Pin{}, false, fmt.Errorf("pgstore: set pin: %w", err)
+		}
+		return p, false, nil
+	}
+	return versioning.Pin{}, false, fmt.Errorf("pgstore: set pin: the pin kept changing under %d attempts", pinMaxInsertAttempts)
+}
+
+// CompareAndSwap implements versioning.PinStore.
+func (s *PinStore) CompareAndSwap(ctx context.Context, licensee, from, to string, at time.Time) (versioning.Pin, error) {
+	if err := versioning.CheckPin(licensee, to); err != nil {
+		return versioning.Pin{}, err
+	}
+	if _, ok := versioning.ParseName(from); !ok {
+		return versioning.Pin{}, fmt.Errorf("%w: version is not a well-formed name", versioning.ErrInvalidPin)
+	}
+	p := versioning.Pin{Licensee: licensee}
+	err := s.db.QueryRow(ctx, s.sql.swap, licensee, from, to, at).Scan(&p.Version, &p.PinnedAt)
+	if err == nil {
+		p.PinnedAt = p.PinnedAt.UTC()
+		return p, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return versioning.Pin{}, fmt.Errorf("pgstore: swap pin: %w", err)
+	}
+	cur, err := s.get(ctx, licensee)
+	switch {
+	case errors.Is(err, versioning.ErrNotPinned):
+		return versioning.Pin{}, versioning.ErrNotPinned
+	case err != nil:
+		return versioning.Pin{}, fmt.Errorf("pgstore: swap pin: %w", err)
+	}
+	return versioning.Pin{}, fmt.Errorf("%w: pinned to %s, not %s", versioning.ErrPinConflict, cur.Version, from)
+}
+
+// Delete implements versioning.PinStore.
+func (s *PinStore) Delete(ctx context.Context, licensee string) error {
+	if err := versioning.CheckLicensee(licensee); err != nil {
+		return err
+	}
+	if _, err := s.db.Exec(ctx, s.sql.del, licensee); err != nil {
+		return fmt.Errorf("pgstore: delete pin: %w", err)
+	}
+	return nil
+}
+
+// List implements versioning.PinStore.
+func (s *PinStore) List(ctx context.Context, version, after string, limit int) ([]versioning.Pin, error) {
+	if err := versioning.CheckList(version, after, limit); err != nil {
+		return nil, err
+	}
+	var rows pgx.Rows
+	var err error
+	if version == "" {
+		rows, err = s.db.Query(ctx, s.sql.list, after, limit)
+	} else {
+		rows, err = s.db.Query(ctx, s.sql.listVersion, version, after, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list pins: %w", err)
+	}
+	out := make([]versioning.Pin, 0, min(limit, 64))
+	var p versioning.Pin
+	_, err = pgx.ForEachRow(rows, []any{&p.Licensee, &p.Version, &p.PinnedAt}, func() error {
+		p.PinnedAt = p.PinnedAt.UTC()
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list pins: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,17 @@
+module github.com/svcplatform/conventions/redisstore
+
+go 1.25.0
+
+require (
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/svcplatform/conventions v0.0.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/stretchr/testify v1.11.1 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.30.0 // indirect
+)
+
+replace github.com/svcplatform/conventions => ../

@@ -1,0 +1,22 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/storetest"
+)
+
+// TestIdempotencyConformance runs the Store contract against a real Redis: one key prefix for the
+// whole suite, shared by its parallel subtests as replicas share one server.
+func TestIdempotencyConformance(t *testing.T) {
+	s, _ := newIdemStore(t)
+	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+}
+
+func BenchmarkIdempotencyStore(b *testing.B) {
+	storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
+		s, _ := newIdemStore(b)
+		return s
+	})
+}

@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+// HeaderAuthorization carries the API key: "Authorization: Bearer <API_KEY>".
+const HeaderAuthorization = "Authorization"
+
+// Codes of the problems the Authenticator writes.
+const (
+	CodeAPIKeyMissing   = "api_key_missing"   // 401: no Authorization header
+	CodeAPIKeyMalformed = "api_key_malformed" // 401: not "Bearer <key>", or the key fails ParseKey
+	CodeAPIKeyInvalid   = "api_key_invalid"   // 401: unknown, expired or revoked — never says which
+	CodeAuthUnavailable = "authentication_unavailable"
+)
+
+// Errors of Authenticator.Authenticate besides those of ParseKey and Resolve. Each error Authenticate
+// returns also wraps the *apierror.Error to answer with, so apierror.Write renders it directly.
+var (
+	// ErrNoCredentials: the request has no Authorization header (or an empty one).
+	ErrNoCredentials = errors.New("sandbox: no Authorization header")
+	// ErrNotBearer: the Authorization header is not a single "Bearer <token>".
+	ErrNotBearer = errors.New("sandbox: Authorization header is not Bearer <API key>")
+)
+
+// Resolver turns a well-formed key into the principal it authenticates, or ErrUnknownKey,
+// ErrKeyExpired or ErrKeyRevoked; any other error means the lookup itself failed. *Issuer implements
+// it. Implementations must be safe for concurrent use.
+type Resolver interface {
+	Resolve(ctx context.Context, k Key) (Principal, error)
+}
+
+// DefaultAuthRetryAfter is the Retry-After of the 503 written when the Resolver fails.
+const DefaultAuthRetryAfter = time.Second
+
+// AuthOptions tune an Authenticator. A nil *AuthOptions means the defaults.
+type AuthOptions struct {
+	// Writer renders the problems; its zero value is apierror's default.
+	Writer apierror.Writer
+	// Logger records refused credentials (the reason and a redacted key, never the key) at Info, and
+	// resolver failures at Error; nil logs nothing.
+	Logger *slog.Logger
+	// RetryAfter is sent with the 503 written when the Resolver fails; zero means
+	// DefaultAuthRetryAfter.
+	RetryAfter time.Duration
+}
+
+// Authenticator is the authentication middleware: it reads "Authorization: Bearer <key>", checks the
+// key's shape and checksum, resolves it, and puts the Principal in the request context. Missing or
+// malformed credentials get a 401 located at the Authorization header; unknown, expired and revoked
+// keys all get the same 401, which does not say which; a failing Resolver gets a 503, never a 401 that
+// would make a client discard a good key. No response or log line contains the key. Every 401 carries
+// "WWW-Authenticate: Bearer" (with RFC 6750's error parameter when a token was sent).
+//
+// An Authenticator is safe for concurrent use. Build one with NewAuthenticator; the zero value is not
+// usable.
+type Authenticator struct {
+	resolver   Resolver
+	writer     apierror.Writer
+	log        *slog.Logger
+	retryAfter time.Duration
+}
+
+// NewAuthenticator returns an Authenticator that resolves keys with r.
+func NewAuthenticator(r Resolver, opts *AuthOptions) *Authenticator {
+	if r == nil {
+		panic("sandbox: NewAuthenticator needs a Resolver")
+	}
+	a := &Authenticator{resolver: r, retryAfter: DefaultAuthRetryAfter}
+	if opts != nil {
+		a.writer, a.log = opts.Writer, opts.Logger
+		if opts.RetryAfter > 0 {
+			a.retryAfter = opts.RetryAfter
+		}
+	}
+	return a
+}
+
+// problemError carries both the condition (for errors.Is and logs) and the problem (for apierror.Write).
+type problemError struct {
+	cause   error
+	problem *apierror.Error
+}
+
+func (e *problemError) Error() string   { return e.cause.Error() }
+func (e *problemError) Unwrap() []error { return []error{e.cause, e.problem} }
+
+// The problems are built per call: an *apierror.Error is mutable, and sharing one between requests
+// would let one handler's change leak into another's response.
+func problemMissing() *apierror.Error {
+	return apierror.Unauthenticated(CodeAPIKeyMissing,
+		"header Authorization is required: send Authorization: Bearer <API key>",
+		apierror.Header(HeaderAuthorization, CodeAPIKeyMissing, "header Authorization is required"))
+}
+
+func problemMalformed(detail string) *apierror.Error {
+	return apierror.Unauthenticated(CodeAPIKeyMalformed, "header Authorization: "+detail,
+		apierror.Header(HeaderAuthorization, CodeAPIKeyMalformed, detail)).
+		WithHeader("WWW-Authenticate", `Bearer error="invalid_request"`)
+}
+
+func problemInvalid() *apierror.Error {
+	const detail = "the API key is not valid: it is unknown, expired or revoked"
+	return apierror.Unauthenticated(CodeAPIKeyInvalid, detail,
+		apierror.Header(HeaderAuthorization, CodeAPIKeyInvalid, detail)).
+		WithHeader("WWW-Authenticate", `Bearer error="invalid_token"`)
+}
+
+// Authenticate is the middleware's decision without HTTP: the principal r's credentials resolve to,
+// or an error. Errors wrap a condition (ErrNoCredentials, ErrNotBearer, ErrKeyMalformed,
+// ErrKeyChecksum, ErrUnknownKey, ErrKeyExpired, ErrKeyRevoked, or the resolver's failure) and the
+// *apierror.Error to answer with; neither contains the key.
+func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
+	token, err := bearerToken(r.Header)
+	if err != nil {
+		return Principal{}, err
+	}
+	k, err := ParseKey(token)
+	if err != nil {
+		detail := "the API key is malformed: want sk_sandbox_ or sk_live_ followed by 40 characters of a-z and 2-7"
+		if errors.Is(err, ErrKeyChecksum) {
+			detail = "the API key's checksum does not match: it was mistyped, truncated or altered"
+		}
+		return Principal{}, &problemError{cause: err, problem: problemMalformed(detail)}
+	}
+	p, err := a.resolver.Resolve(r.Context(), k)
+	switch {
+	case err == nil:
+		if !p.Valid() || p.Environment != k.Environment() {
+			// A resolver that answers for another environment than the key's would mix data.
+			return Principal{}, &problemError{cause: errors.New("sandbox: resolver returned a principal that does not match the key"),
+				problem: apierror.Internal()}
+		}
+		return p, nil
+	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrKeyExpired), errors.Is(err, ErrKeyRevoked):
+		return Principal{}, &problemError{cause: err, problem: problemInvalid()}
+	default:
+		return Principal{}, &problemError{cause: err, problem: apierror.Unavailable(a.retryAfter, CodeAuthUnavailable,
+			"credentials could not be checked just now; retry after the number of seconds in Retry-After")}
+	}
+}
+
+// bearerToken extracts the token of a single "Bearer <token>" header (the scheme is case-insensitive,
+// RFC 9110 §11.1).
+func bearerToken(h http.Header) (string, error) {
+	vals := h.Values(HeaderAuthorization)
+	if len(vals) == 0 || (len(vals) == 1 && strings.TrimSpace(vals[0]) == "") {
+		return "", &problemError{cause: ErrNoCredentials, problem: problemMissing()}
+	}
+	if len(vals) > 1 {
+		return "", &problemError{cause: ErrNotBearer, problem: problemMalformed("send exactly one Authorization header")}
+	}
+	v := strings.TrimSpace(vals[0])
+	scheme, token, ok := strings.Cut(v, " ")
+	token = strings.TrimLeft(token, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || strings.ContainsAny(token, " \t") {
+		return "", &problemError{cause: ErrNotBearer, problem: problemMalformed("must be Bearer followed by a space and an API key")}
+	}
+	return token, nil
+}
+
+// Handler returns middleware that authenticates every request before next runs, and answers with a
+// problem instead when authentication fails.
+func (a *Authenticator) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.Authenticate(r)
+		if err != nil {
+			a.logRefusal(r, err)
+			a.writer.Write(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), p)))
+	})
+}
+
+func (a *Authenticator) logRefusal(r *http.Request, err error) {
+	if a.log == nil {
+		return
+	}
+	var p *apierror.Error
+	if errors.As(err, &p) && p.Status >= 500 {
+		a.log.ErrorContext(r.Context(), "sandbox: authentication failed", "request_id", apierror.RequestIDFrom(r.Context()), "error", err)
+		return
+	}
+	attrs := []any{"request_id", apierror.RequestIDFrom(r.Context()), "reason", err.Error()}
+	// Only a well-formed key is logged, redacted: a malformed "key" may be some other secret pasted by
+	// mistake, and none of it belongs in a log.
+	if tok, tErr := bearerToken(r.Header); tErr == nil {
+		if k, kErr := ParseKey(tok); kErr == nil {
+			attrs = append(attrs, "key", k)
+		}
+	}
+	a.log.InfoContext(r.Context(), "sandbox: credentials refused", attrs...)
+}

@@ -1,0 +1,160 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+func TestAuthenticatorAdmits(t *testing.T) {
+	iss := NewIssuer(nil, nil)
+	auth := NewAuthenticator(iss, nil)
+	h := auth.Handler(echoPrincipal)
+	for _, env := range []Environment{Sandbox, Live} {
+		t.Run(string(env), func(t *testing.T) {
+			c := issue(t, iss, "lic_a", env)
+			for _, header := range []string{"Bearer " + c.APIKey, "bearer " + c.APIKey, "BEARER   " + c.APIKey} {
+				r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
+				r.Header.Set("Authorization", header)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+				var got map[string]string
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got))
+				require.Equal(t, map[string]string{"licensee": "lic_a", "environment": string(env), "key_id": c.KeyID}, got)
+			}
+		})
+	}
+}
+
+func TestAuthenticator401(t *testing.T) {
+	clk := newClock()
+	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now, SandboxTTL: time.Hour})
+	ctx := context.Background()
+	expired := issue(t, iss, "lic_a", Sandbox)
+	clk.Advance(2 * time.Hour)
+	revoked := issue(t, iss, "lic_a", Sandbox)
+	require.NoError(t, iss.Revoke(ctx, revoked.KeyID))
+	unknown, err := NewKey(Live)
+	require.NoError(t, err)
+	good := issue(t, iss, "lic_a", Sandbox).APIKey
+	typo := good[:len(good)-1] + map[bool]string{true: "b", false: "a"}[good[len(good)-1] == 'a']
+
+	logger, logs := logBuffer()
+	auth := NewAuthenticator(iss, &AuthOptions{Logger: logger})
+	h := auth.Handler(echoPrincipal)
+
+	tests := []struct {
+		name      string
+		headers   []string // Authorization values; nil sends none
+		code      string
+		challenge string
+		cause     error
+	}{
+		{"missing", nil, CodeAPIKeyMissing, "Bearer", ErrNoCredentials},
+		{"empty", []string{""}, CodeAPIKeyMissing, "Bearer", ErrNoCredentials},
+		{"blank", []string{"   "}, CodeAPIKeyMissing, "Bearer", ErrNoCredentials},
+		{"basic scheme", []string{"Basic dXNlcjpwYXNz"}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
+		{"scheme only", []string{"Bearer"}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
+		{"key without scheme", []string{good}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
+		{"two tokens", []string{"Bearer " + good + " " + good}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
+		{"two headers", []string{"Bearer " + good, "Bearer " + good}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
+		{"not a key", []string{"Bearer hunter2-my-password"}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrKeyMalformed},
+		{"typo", []string{"Bearer " + typo}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrKeyChecksum},
+		{"unknown", []string{"Bearer " + unknown.Reveal()}, CodeAPIKeyInvalid, `Bearer error="invalid_token"`, ErrUnknownKey},
+		{"expired", []string{"Bearer " + expired.APIKey}, CodeAPIKeyInvalid, `Bearer error="invalid_token"`, ErrKeyExpired},
+		{"revoked", []string{"Bearer " + revoked.APIKey}, CodeAPIKeyInvalid, `Bearer error="invalid_token"`, ErrKeyRevoked},
+	}
+	bodies := map[string]map[string]any{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
+			for _, v := range tc.headers {
+				r.Header.Add("Authorization", v)
+			}
+			_, err := auth.Authenticate(r)
+			require.ErrorIs(t, err, tc.cause)
+			var pe *apierror.Error
+			require.ErrorAs(t, err, &pe)
+
+			rec := httptest.NewRecorder()
+			apierror.WithRequestID(h).ServeHTTP(rec, r)
+			require.Equal(t, http.StatusUnauthorized, rec.Code)
+			require.Equal(t, tc.challenge, rec.Header().Get("WWW-Authenticate"))
+			requireConforms(t, rec)
+			p := problem(t, rec)
+			require.Equal(t, tc.code, p.Code)
+			require.Len(t, p.Errors, 1)
+			require.Equal(t, apierror.LocationHeader, p.Errors[0].Location)
+			require.Equal(t, "Authorization", p.Errors[0].Name)
+			require.Equal(t, tc.code, p.Errors[0].Code)
+			for _, v := range tc.headers {
+				if tok := strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); len(tok) > 8 {
+					require.NotContains(t, rec.Body.String(), tok, "the body must never echo the credential")
+					require.NotContains(t, err.Error(), tok)
+				}
+			}
+			bodies[tc.name] = withoutRequestID(t, rec.Body.Bytes())
+		})
+	}
+	t.Run("unknown, expired and revoked read the same", func(t *testing.T) {
+		require.Equal(t, bodies["unknown"], bodies["expired"])
+		require.Equal(t, bodies["unknown"], bodies["revoked"])
+	})
+	t.Run("logs carry no key", func(t *testing.T) {
+		out := logs.String()
+		require.Contains(t, out, "credentials refused")
+		for _, k := range []string{good, typo, unknown.Reveal(), expired.APIKey, revoked.APIKey, "hunter2"} {
+			require.NotContains(t, out, k)
+		}
+		require.Contains(t, out, Redact(expired.APIKey), "a well-formed refused key is logged redacted")
+	})
+}
+
+func TestAuthenticatorResolverFailure(t *testing.T) {
+	logger, logs := logBuffer()
+	auth := NewAuthenticator(NewIssuer(failingStore{}, nil), &AuthOptions{Logger: logger, RetryAfter: 3 * time.Second})
+	k, err := NewKey(Live)
+	require.NoError(t, err)
+	called := false
+	rec := do(t, auth.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })), http.MethodGet, "/v1/orders", k.Reveal(), "")
+	require.False(t, called)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a store outage must not read as a bad key")
+	require.Equal(t, "3", rec.Header().Get("Retry-After"))
+	require.Equal(t, CodeAuthUnavailable, problem(t, rec).Code)
+	require.NotContains(t, rec.Body.String(), errStoreDown.Error())
+	require.Contains(t, logs.String(), errStoreDown.Error())
+	require.NotContains(t, logs.String(), k.Reveal())
+}
+
+// wrongEnvResolver answers every key with a production principal.
+type wrongEnvResolver struct{}
+
+func (wrongEnvResolver) Resolve(context.Context, Key) (Principal, error) {
+	return Principal{Licensee: "lic_a", Environment: Live}, nil
+}
+
+func TestAuthenticatorRefusesAMismatchedResolver(t *testing.T) {
+	k, err := NewKey(Sandbox)
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer "+k.Reveal())
+	_, err = NewAuthenticator(wrongEnvResolver{}, nil).Authenticate(r)
+	require.Error(t, err)
+	var pe *apierror.Error
+	require.True(t, errors.As(err, &pe))
+	require.Equal(t, http.StatusInternalServerError, pe.Status)
+}
+
+func TestNewAuthenticatorNeedsAResolver(t *testing.T) {
+	require.Panics(t, func() { NewAuthenticator(nil, nil) })
+}

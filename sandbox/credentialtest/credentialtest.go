@@ -1,0 +1,288 @@
+// Package credentialtest is the conformance suite for sandbox.CredentialStore implementations. Every
+// implementation runs it under -race:
+//
+//	func TestCredentialStore(t *testing.T) {
+//		credentialtest.Run(t, func(t *testing.T) sandbox.CredentialStore {
+//			return mystore.New(…) // a fresh, empty store per call
+//		})
+//	}
+//
+// The suite passes times truncated to microseconds, the precision PostgreSQL keeps, and compares them
+// with time.Time.Equal, so a store may return them in any location.
+package credentialtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/sandbox"
+)
+
+// epoch is a fixed instant: the suite never reads the clock.
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+
+// Run runs the suite. newStore must return a fresh, empty store on every call.
+func Run(t *testing.T, newStore func(t *testing.T) sandbox.CredentialStore) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s sandbox.CredentialStore)
+	}{
+		{"PutGet", testPutGet},
+		{"NeverExpires", testNeverExpires},
+		{"GetUnknown", testGetUnknown},
+		{"DuplicateID", testDuplicateID},
+		{"DuplicateHash", testDuplicateHash},
+		{"InvalidCredential", testInvalid},
+		{"Revoke", testRevoke},
+		{"RevokeEarlierWins", testRevokeEarlierWins},
+		{"RevokeUnknown", testRevokeUnknown},
+		{"RevokeZeroTime", testRevokeZero},
+		{"RevokeAll", testRevokeAll},
+		{"ConcurrentPutSameID", testConcurrentPut},
+		{"ConcurrentRevoke", testConcurrentRevoke},
+		{"CanceledContext", testCanceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// Credential returns a valid credential for n: distinct IDs and hashes per n.
+func Credential(n int, licensee string, env sandbox.Environment) sandbox.Credential {
+	return sandbox.Credential{
+		ID:          fmt.Sprintf("key_test%04d", n),
+		Hash:        sandbox.HashKey(fmt.Sprintf("key-material-%d-%s-%s", n, licensee, env)),
+		Licensee:    licensee,
+		Environment: env,
+		CreatedAt:   epoch,
+		ExpiresAt:   epoch.Add(30 * 24 * time.Hour),
+	}
+}
+
+// RequireSame fails unless got and want are the same credential, times compared with Equal.
+func RequireSame(t testing.TB, want, got sandbox.Credential) {
+	t.Helper()
+	require.Equal(t, want.ID, got.ID)
+	require.Equal(t, want.Hash, got.Hash)
+	require.Equal(t, want.Licensee, got.Licensee)
+	require.Equal(t, want.Environment, got.Environment)
+	requireTime(t, "CreatedAt", want.CreatedAt, got.CreatedAt)
+	requireTime(t, "ExpiresAt", want.ExpiresAt, got.ExpiresAt)
+	requireTime(t, "RevokedAt", want.RevokedAt, got.RevokedAt)
+}
+
+func requireTime(t testing.TB, name string, want, got time.Time) {
+	t.Helper()
+	require.Equal(t, want.IsZero(), got.IsZero(), "%s: want %v, got %v", name, want, got)
+	require.True(t, want.Equal(got), "%s: want %v, got %v", name, want, got)
+}
+
+func testPutGet(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Sandbox)
+	b := Credential(2, "lic_a", sandbox.Live)
+	require.NoError(t, s.Put(ctx, a))
+	require.NoError(t, s.Put(ctx, b))
+	got, err := s.Get(ctx, a.Hash)
+	require.NoError(t, err)
+	RequireSame(t, a, got)
+	got, err = s.Get(ctx, b.Hash)
+	require.NoError(t, err)
+	RequireSame(t, b, got)
+}
+
+func testNeverExpires(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	c := Credential(1, "lic_a", sandbox.Live)
+	c.ExpiresAt = time.Time{}
+	require.NoError(t, s.Put(ctx, c))
+	got, err := s.Get(ctx, c.Hash)
+	require.NoError(t, err)
+	require.True(t, got.ExpiresAt.IsZero(), "a zero expiry must come back zero, got %v", got.ExpiresAt)
+	require.True(t, got.RevokedAt.IsZero())
+}
+
+func testGetUnknown(t *testing.T, s sandbox.CredentialStore) {
+	_, err := s.Get(context.Background(), sandbox.HashKey("nobody"))
+	require.ErrorIs(t, err, sandbox.ErrCredentialNotFound)
+}
+
+func testDuplicateID(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Sandbox)
+	require.NoError(t, s.Put(ctx, a))
+	b := Credential(2, "lic_b", sandbox.Sandbox)
+	b.ID = a.ID
+	require.ErrorIs(t, s.Put(ctx, b), sandbox.ErrDuplicateCredential)
+	_, err := s.Get(ctx, b.Hash)
+	require.ErrorIs(t, err, sandbox.ErrCredentialNotFound, "a refused Put must store nothing")
+}
+
+func testDuplicateHash(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Sandbox)
+	require.NoError(t, s.Put(ctx, a))
+	b := Credential(2, "lic_b", sandbox.Live)
+	b.Hash = a.Hash
+	require.ErrorIs(t, s.Put(ctx, b), sandbox.ErrDuplicateCredential)
+	got, err := s.Get(ctx, a.Hash)
+	require.NoError(t, err)
+	RequireSame(t, a, got)
+}
+
+func testInvalid(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	for name, mutate := range map[string]func(*sandbox.Credential){
+		"no ID":           func(c *sandbox.Credential) { c.ID = "" },
+		"no licensee":     func(c *sandbox.Credential) { c.Licensee = "" },
+		"no environment":  func(c *sandbox.Credential) { c.Environment = "" },
+		"bad environment": func(c *sandbox.Credential) { c.Environment = "test" },
+		"no hash":         func(c *sandbox.Credential) { c.Hash = sandbox.KeyHash{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := Credential(1, "lic_a", sandbox.Sandbox)
+			mutate(&c)
+			require.ErrorIs(t, s.Put(ctx, c), sandbox.ErrInvalidCredential)
+		})
+	}
+}
+
+func testRevoke(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Sandbox)
+	b := Credential(2, "lic_a", sandbox.Sandbox)
+	require.NoError(t, s.Put(ctx, a))
+	require.NoError(t, s.Put(ctx, b))
+	at := epoch.Add(time.Hour)
+	require.NoError(t, s.Revoke(ctx, a.ID, at))
+	got, err := s.Get(ctx, a.Hash)
+	require.NoError(t, err, "a revoked credential is still returned; the caller decides with its clock")
+	a.RevokedAt = at
+	RequireSame(t, a, got)
+	got, err = s.Get(ctx, b.Hash)
+	require.NoError(t, err)
+	RequireSame(t, b, got) // untouched
+}
+
+func testRevokeEarlierWins(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Live)
+	require.NoError(t, s.Put(ctx, a))
+	scheduled := epoch.Add(24 * time.Hour)
+	require.NoError(t, s.Revoke(ctx, a.ID, scheduled))
+	require.NoError(t, s.Revoke(ctx, a.ID, scheduled.Add(time.Hour)), "a later instant must not postpone")
+	got, err := s.Get(ctx, a.Hash)
+	require.NoError(t, err)
+	requireTime(t, "RevokedAt", scheduled, got.RevokedAt)
+	sooner := epoch.Add(time.Minute)
+	require.NoError(t, s.Revoke(ctx, a.ID, sooner), "an earlier instant brings the revocation forward")
+	got, err = s.Get(ctx, a.Hash)
+	require.NoError(t, err)
+	requireTime(t, "RevokedAt", sooner, got.RevokedAt)
+}
+
+func testRevokeUnknown(t *testing.T, s sandbox.CredentialStore) {
+	require.ErrorIs(t, s.Revoke(context.Background(), "key_nobody", epoch), sandbox.ErrCredentialNotFound)
+}
+
+func testRevokeZero(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Sandbox)
+	require.NoError(t, s.Put(ctx, a))
+	require.ErrorIs(t, s.Revoke(ctx, a.ID, time.Time{}), sandbox.ErrZeroRevocation)
+	_, err := s.RevokeAll(ctx, "lic_a", sandbox.Sandbox, time.Time{})
+	require.ErrorIs(t, err, sandbox.ErrZeroRevocation)
+	got, err := s.Get(ctx, a.Hash)
+	require.NoError(t, err)
+	require.True(t, got.RevokedAt.IsZero())
+}
+
+func testRevokeAll(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	creds := []sandbox.Credential{
+		Credential(1, "lic_a", sandbox.Sandbox),
+		Credential(2, "lic_a", sandbox.Sandbox),
+		Credential(3, "lic_a", sandbox.Live),
+		Credential(4, "lic_b", sandbox.Sandbox),
+		Credential(5, "lic_a", sandbox.Sandbox),
+	}
+	early := epoch.Add(time.Minute)
+	for _, c := range creds {
+		require.NoError(t, s.Put(ctx, c))
+	}
+	require.NoError(t, s.Revoke(ctx, creds[4].ID, early)) // already revoked earlier: unchanged
+	at := epoch.Add(time.Hour)
+	n, err := s.RevokeAll(ctx, "lic_a", sandbox.Sandbox, at)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "only lic_a's sandbox keys that changed")
+	want := []time.Time{at, at, {}, {}, early}
+	for i, c := range creds {
+		got, err := s.Get(ctx, c.Hash)
+		require.NoError(t, err)
+		requireTime(t, fmt.Sprintf("creds[%d].RevokedAt", i), want[i], got.RevokedAt)
+	}
+	n, err = s.RevokeAll(ctx, "lic_nobody", sandbox.Sandbox, at)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func testConcurrentPut(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	const n = 8
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			c := Credential(100+i, "lic_a", sandbox.Sandbox)
+			c.ID = "key_contended"
+			err := s.Put(ctx, c)
+			if err == nil {
+				wins.Add(1)
+				return
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	require.Equal(t, int32(1), wins.Load(), "exactly one Put of a contended ID succeeds")
+	for err := range errs {
+		require.ErrorIs(t, err, sandbox.ErrDuplicateCredential)
+	}
+}
+
+func testConcurrentRevoke(t *testing.T, s sandbox.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", sandbox.Sandbox)
+	require.NoError(t, s.Put(ctx, a))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			require.NoError(t, s.Revoke(ctx, a.ID, epoch.Add(time.Duration(8-i)*time.Minute)))
+		})
+	}
+	wg.Wait()
+	got, err := s.Get(ctx, a.Hash)
+	require.NoError(t, err)
+	requireTime(t, "RevokedAt", epoch.Add(time.Minute), got.RevokedAt) // the earliest, whatever the order
+}
+
+func testCanceled(t *testing.T, s sandbox.CredentialStore) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := Credential(1, "lic_a", sandbox.Sandbox)
+	require.Error(t, s.Put(ctx, c))
+	_, err := s.Get(ctx, c.Hash)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, sandbox.ErrCredentialNotFound, "a failed lookup must not read as an unknown key")
+}

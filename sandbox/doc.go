@@ -1,0 +1,119 @@
+// Package sandbox is the platform's credentials and environments: API keys that say which
+// environment they belong to, the issuer that hands them out when a technical evaluation starts, the
+// authentication middleware, environment-scoped storage, the production rate-limit hook (and the
+// sandbox's absence of one), the sandbox-only controls, and a transport that injects webhook faults so
+// consumer developers can prove their gap recovery. One build serves both environments: the
+// environment comes from the API key alone, and sandbox and production data never mix.
+//
+// # Keys and credentials
+//
+// An API key is "sk_sandbox_" or "sk_live_" followed by 40 characters of lowercase base32: 160 random
+// bits from crypto/rand and a 40-bit checksum (truncated SHA-256 over the prefix and the random part):
+//
+//	sk_sandbox_q3vbx2kfm7hd4w6yqzj5nrt2aoclp8…   (illustrative)
+//
+// A scanner finds leaked keys by the prefix; ParseKey rejects a typo, a truncation or a sandbox key
+// relabelled sk_live_ by its checksum before any lookup (ErrKeyMalformed, ErrKeyChecksum). Keys are
+// stored only as their SHA-256 (KeyHash) in a CredentialStore: MemoryCredentialStore here,
+// pgstore.CredentialStore on PostgreSQL, both checked by sandbox/credentialtest. A plain hash is
+// enough because the key is 160 random bits, not a password; the hash the store returns is compared
+// again in constant time. Key, Credentials and Redact keep keys and secrets out of logs.
+//
+// Issuer.Issue(ctx, Evaluation{Licensee: …}) returns Credentials: the API key, a webhook signing
+// secret ("whsec_…", webhook.NewSecret), the environment's base URL and the expiry (30 days by
+// default in the sandbox; production keys issued with Environment: Live do not expire unless told).
+// Issuer.Revoke revokes one key by its ID, EndEvaluation all of a licensee's sandbox keys.
+//
+// # Authentication
+//
+// Requests carry "Authorization: Bearer <API_KEY>". The Authenticator puts the resolved Principal
+// (licensee, environment, key ID) in the request context, where FromContext reads it; Principal.Scope
+// ("sandbox:lic_42") is what keeps idempotency records and version pins per credential. Failures are
+// RFC 9457 problems (package apierror), all 401 with WWW-Authenticate: Bearer:
+//
+//	missing header        api_key_missing    located at header Authorization
+//	not "Bearer <key>"    api_key_malformed  located at header Authorization, Bearer error="invalid_request"
+//	bad shape or checksum api_key_malformed  located at header Authorization, Bearer error="invalid_request"
+//	unknown/expired/revoked api_key_invalid  one identical body for all three, Bearer error="invalid_token"
+//
+// No response or log line contains the key. A failing CredentialStore is a 503 with Retry-After,
+// never a 401 that would make a client throw a good key away.
+//
+// # Environments
+//
+// Everything a product stores must be scoped by the principal: ScopedKey(p, "orders", id) gives
+// "sandbox/lic_42/orders/ord_1", and Scoped wraps a KV so that handlers pass their own keys and cannot
+// forget the environment. Data written with a sandbox key is invisible to a production key of the
+// same licensee, and the reverse; Scoped.Reset empties an evaluation and refuses production principals.
+//
+// # Limits
+//
+// The sandbox has no rate ceiling: RateLimit never consults its Limiter for a sandbox principal, so a
+// load test against the sandbox measures the build, not a throttle. In production the Limiter hook
+// decides — TokenBucket is one token bucket per licensee on golang.org/x/time/rate, bounded by an LRU —
+// and a refused request gets 429 rate_limited with Retry-After in seconds.
+//
+// # Sandbox controls
+//
+// Controls serve, for sandbox keys only:
+//
+//	POST   /v1/sandbox/events                          {"type":"order.created","endpoint":"we_…","data":{…}} (all optional)
+//	PUT    /v1/sandbox/webhook_endpoints/{id}/faults   {"drop":0.2,"duplicate":0.1,"reorder":0.1,"bad_signature":0.05,"delay":0.1,"delay_ms":2000}
+//	DELETE /v1/sandbox/webhook_endpoints/{id}/faults
+//	POST   /v1/sandbox/reset
+//
+// A production key gets exactly the 404 of an unknown route on every one of them. Fault rates are in
+// [0, 1] and delay_ms at most 30000; violations are 400 problems located at the member (/drop, …).
+// The application wires the controls through Hooks. FaultTransport, the webhook producer's transport,
+// applies the faults per endpoint: drop (answer 200, send nothing), duplicate, reorder (hold until
+// the endpoint's next delivery, HoldFor, Flush or Close), delay and bad signature (every v1
+// corrupted). Its randomness can be seeded for reproducible runs. Package sandbox/sandboxtest wraps
+// all of this in an in-process producer for consumers' own Go tests.
+//
+// # Example
+//
+// A server that issues an evaluation's credentials, authenticates, limits production only, scopes
+// its data and serves the controls:
+//
+//	issuer := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{SandboxBaseURL: "https://sandbox.example.com"})
+//	creds, err := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
+//	// hand creds.APIKey, creds.WebhookSecret, creds.BaseURL and creds.ExpiresAt to the evaluator
+//
+//	orders := sandbox.NewScoped[Order](&sandbox.MemoryKV[Order]{})
+//	faults := &sandbox.FaultTable{} // read by the webhook producer's FaultTransport
+//	notFound := sandbox.NotFoundHandler(apierror.Writer{})
+//
+//	mux := http.NewServeMux()
+//	mux.Handle("/", notFound)
+//	mux.HandleFunc("POST /v1/orders", func(w http.ResponseWriter, r *http.Request) {
+//		// … orders.Put(r.Context(), id, order): scoped to the caller's licensee and environment
+//	})
+//	mux.Handle("/v1/sandbox/", sandbox.NewControls(sandbox.Hooks{
+//		SetFaults: func(ctx context.Context, p sandbox.Principal, id string, f sandbox.Faults) error {
+//			if !ownsEndpoint(ctx, p, id) {
+//				return sandbox.ErrUnknownEndpoint
+//			}
+//			return faults.Set(id, f)
+//		},
+//		Reset: func(ctx context.Context, p sandbox.Principal) error {
+//			_, err := orders.Reset(ctx)
+//			return err
+//		},
+//	}, &sandbox.ControlsOptions{NotFound: notFound}))
+//
+//	limit := sandbox.NewRateLimit(sandbox.NewTokenBucket(100, 200, nil), nil)
+//	auth := sandbox.NewAuthenticator(issuer, nil)
+//	http.ListenAndServe(addr, apierror.WithRequestID(auth.Handler(limit.Handler(mux))))
+//
+// The idempotency and versioning middlewares, which do not import this package, take the principal
+// from the context through their hooks:
+//
+//	idempotency.Options{Scope: sandbox.RequestScope, …}
+//	versioning.Options{
+//		Licensee: func(r *http.Request) (string, bool) {
+//			p, ok := sandbox.FromContext(r.Context())
+//			return p.Scope(), ok // one pin per licensee and environment
+//		},
+//		AllowOverride: func(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) },
+//	}
+package sandbox

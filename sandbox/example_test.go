@@ -1,0 +1,204 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/sandbox"
+)
+
+// call serves one request with an API key and a fixed request ID, so the output is stable.
+func call(h http.Handler, method, path, key, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	r.Header.Set("X-Request-Id", "req_example")
+	rec := httptest.NewRecorder()
+	apierror.WithRequestID(h).ServeHTTP(rec, r)
+	return rec
+}
+
+// A service with both environments in one build: the key decides which data a request sees.
+func Example() {
+	ctx := context.Background()
+	issuer := sandbox.NewIssuer(nil, nil)
+	sandboxCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
+	liveCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
+
+	orders := sandbox.NewScoped[string](&sandbox.MemoryKV[string]{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if err := orders.Put(r.Context(), r.PathValue("id"), "buy"); err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	mux.HandleFunc("GET /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		side, err := orders.Get(r.Context(), r.PathValue("id"))
+		if errors.Is(err, sandbox.ErrNotFound) {
+			apierror.Write(w, r, apierror.NotFound("order_not_found", "no order has this ID",
+				apierror.Path("id", "order_not_found", "no order has this ID")))
+			return
+		}
+		_, _ = io.WriteString(w, side)
+	})
+	limit := sandbox.NewRateLimit(sandbox.NewTokenBucket(100, 100, nil), nil)
+	h := sandbox.NewAuthenticator(issuer, nil).Handler(limit.Handler(mux))
+
+	fmt.Println(strings.HasPrefix(sandboxCreds.APIKey, "sk_sandbox_"), strings.HasPrefix(liveCreds.APIKey, "sk_live_"))
+	fmt.Println("create with the sandbox key:", call(h, "PUT", "/v1/orders/ord_1", sandboxCreds.APIKey, "").Code)
+	fmt.Println("read with the sandbox key:  ", call(h, "GET", "/v1/orders/ord_1", sandboxCreds.APIKey, "").Code)
+	fmt.Println("read with the live key:     ", call(h, "GET", "/v1/orders/ord_1", liveCreds.APIKey, "").Code)
+	fmt.Println("no key:                     ", call(h, "GET", "/v1/orders/ord_1", "", "").Code)
+	// Output:
+	// true true
+	// create with the sandbox key: 201
+	// read with the sandbox key:   200
+	// read with the live key:      404
+	// no key:                      401
+}
+
+// The checksum catches a mistyped key before any lookup.
+func ExampleParseKey() {
+	k, _ := sandbox.NewKey(sandbox.Live)
+	s := k.Reveal()
+	typo := s[:len(s)-1] + map[bool]string{true: "b", false: "a"}[s[len(s)-1] == 'a']
+
+	_, err := sandbox.ParseKey(typo)
+	fmt.Println(errors.Is(err, sandbox.ErrKeyChecksum))
+	_, err = sandbox.ParseKey("sk_test_123")
+	fmt.Println(err)
+	parsed, _ := sandbox.ParseKey(s)
+	fmt.Println(parsed.Environment())
+	// Output:
+	// true
+	// sandbox: API key is malformed: want the prefix sk_sandbox_ or sk_live_
+	// live
+}
+
+// Issuing sandbox credentials when an evaluation starts.
+func ExampleIssuer_Issue() {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	issuer := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{
+		Now:            func() time.Time { return now },
+		SandboxBaseURL: "https://sandbox.example.com",
+	})
+	creds, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", TTL: 14 * 24 * time.Hour})
+	fmt.Println(creds.Environment, creds.BaseURL, creds.ExpiresAt.Format(time.DateOnly))
+	fmt.Println(strings.HasPrefix(creds.APIKey, "sk_sandbox_"), strings.HasPrefix(creds.WebhookSecret, "whsec_"))
+	// Printing credentials redacts the key and the secret.
+	fmt.Println(strings.Contains(fmt.Sprint(creds), creds.APIKey), strings.Contains(fmt.Sprint(creds), creds.WebhookSecret))
+	// Output:
+	// sandbox https://sandbox.example.com 2026-03-15
+	// true true
+	// false false
+}
+
+// A missing key is a 401 located at the Authorization header.
+func ExampleAuthenticator() {
+	auth := sandbox.NewAuthenticator(sandbox.NewIssuer(nil, nil), nil)
+	rec := call(auth.Handler(http.NotFoundHandler()), "GET", "/v1/orders", "", "")
+	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
+	fmt.Println(rec.Body.String())
+	// Output:
+	// 401 Bearer
+	// {"type":"https://svcplatform.dev/problems/api_key_missing","title":"Unauthorized","status":401,"detail":"header Authorization is required: send Authorization: Bearer <API key>","code":"api_key_missing","request_id":"req_example","errors":[{"location":"header","name":"Authorization","code":"api_key_missing","detail":"header Authorization is required"}]}
+}
+
+// The same limiter throttles production and never the sandbox.
+func ExampleRateLimit() {
+	issuer := sandbox.NewIssuer(nil, nil)
+	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
+	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
+	// 1 request per second; the clock stands still, so every request arrives in the same instant.
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	limit := sandbox.NewRateLimit(sandbox.NewTokenBucket(1, 1, nil), &sandbox.RateLimitOptions{Now: func() time.Time { return now }})
+	h := sandbox.NewAuthenticator(issuer, nil).Handler(limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+
+	sandboxOK := 0
+	for range 1000 {
+		if call(h, "GET", "/v1/orders", sb.APIKey, "").Code == http.StatusOK {
+			sandboxOK++
+		}
+	}
+	fmt.Println("sandbox:", sandboxOK, "of 1000")
+	fmt.Println("live:", call(h, "GET", "/v1/orders", live.APIKey, "").Code, call(h, "GET", "/v1/orders", live.APIKey, "").Code)
+	// Output:
+	// sandbox: 1000 of 1000
+	// live: 200 429
+}
+
+// ScopedKey puts the environment and licensee in every storage key.
+func ExampleScopedKey() {
+	p := sandbox.Principal{Licensee: "lic_42", Environment: sandbox.Sandbox}
+	fmt.Println(sandbox.ScopedKey(p, "orders", "ord_1"))
+	fmt.Println(sandbox.ScopedKey(p, "a/b"))
+	fmt.Println(p.Scope())
+	// Output:
+	// sandbox/lic_42/orders/ord_1
+	// sandbox/lic_42/a%2Fb
+	// sandbox:lic_42
+}
+
+// Production keys cannot reach, or even detect, the sandbox controls.
+func ExampleControls() {
+	issuer := sandbox.NewIssuer(nil, nil)
+	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
+	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
+	faults := &sandbox.FaultTable{}
+	controls := sandbox.NewControls(sandbox.Hooks{
+		SetFaults: func(_ context.Context, _ sandbox.Principal, id string, f sandbox.Faults) error {
+			if id != "we_1" {
+				return sandbox.ErrUnknownEndpoint
+			}
+			return faults.Set(id, f)
+		},
+	}, nil)
+	h := sandbox.NewAuthenticator(issuer, nil).Handler(controls)
+
+	rec := call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", sb.APIKey, `{"drop":0.2,"reorder":0.1}`)
+	fmt.Println(rec.Code, faults.FaultsFor("we_1").Drop)
+	rec = call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", sb.APIKey, `{"drop":1.5}`)
+	fmt.Println(rec.Code, rec.Body.String())
+	rec = call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", live.APIKey, `{"drop":0.2}`)
+	fmt.Println(rec.Code)
+	// Output:
+	// 200 0.2
+	// 400 {"type":"https://svcplatform.dev/problems/out_of_range","title":"Bad Request","status":400,"detail":"body /drop: must be a rate between 0 and 1","code":"out_of_range","request_id":"req_example","errors":[{"location":"body","pointer":"/drop","code":"out_of_range","detail":"must be a rate between 0 and 1"}]}
+	// 404
+}
+
+// FaultTransport drops a delivery: the producer sees 200, the consumer sees nothing.
+func ExampleFaultTransport() {
+	consumer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("consumer received", r.Header.Get("X-SVC-Sequence"))
+	}))
+	defer consumer.Close()
+	faults := &sandbox.FaultTable{}
+	_ = faults.Set("we_1", sandbox.Faults{Drop: 1})
+	tr := sandbox.NewFaultTransport(nil, faults, nil)
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+
+	for seq, endpoint := range []string{"we_1", "we_2"} {
+		ctx := sandbox.ContextWithEndpoint(context.Background(), endpoint)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, consumer.URL, strings.NewReader(`{}`))
+		req.Header.Set("X-SVC-Sequence", fmt.Sprint(seq+1))
+		resp, _ := client.Do(req)
+		resp.Body.Close()
+		fmt.Println(endpoint, resp.StatusCode, resp.Header.Get(sandbox.HeaderSandboxFault))
+	}
+	// Output:
+	// we_1 200 drop
+	// consumer received 2
+	// we_2 200
+}

@@ -1,0 +1,132 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+// FuzzAuthorization feeds arbitrary Authorization headers to the Authenticator: it must never panic,
+// never admit anything but the issued key, always answer a conforming 401, and never echo the header.
+func FuzzAuthorization(f *testing.F) {
+	iss := NewIssuer(nil, nil)
+	c, err := iss.Issue(context.Background(), Evaluation{Licensee: "lic_a"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	auth := NewAuthenticator(iss, nil)
+	f.Add("Bearer " + c.APIKey)
+	f.Add("bearer  " + c.APIKey)
+	f.Add("Bearer " + c.APIKey[:len(c.APIKey)-1])
+	f.Add("Basic dXNlcjpwYXNz")
+	f.Add("Bearer")
+	f.Add("")
+	f.Add("Bearer sk_live_" + strings.Repeat("a", 40))
+	f.Add("Bearer \x00\xff")
+	f.Fuzz(func(t *testing.T, header string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header["Authorization"] = []string{header}
+		p, err := auth.Authenticate(r)
+		if err == nil {
+			if strings.TrimSpace(strings.TrimSpace(header)[len("Bearer"):]) != c.APIKey || p.Licensee != "lic_a" {
+				t.Fatalf("admitted something other than the issued key")
+			}
+			return
+		}
+		var pe *apierror.Error
+		if !errors.As(err, &pe) || pe.Status != http.StatusUnauthorized {
+			t.Fatalf("not a 401 problem: %v", err)
+		}
+		rec := httptest.NewRecorder()
+		apierror.Write(rec, r, err)
+		if cErr := apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()); cErr != nil {
+			t.Fatalf("non-conforming 401: %v", cErr)
+		}
+		if tok := strings.TrimSpace(header); len(tok) >= 12 && (strings.Contains(rec.Body.String(), tok) || strings.Contains(err.Error(), tok)) {
+			t.Fatalf("the credential was echoed")
+		}
+	})
+}
+
+// FuzzFaultsBody feeds arbitrary bodies to PUT …/faults: the answer is 200 with valid faults, or a
+// conforming 400, and the hook sees only valid faults.
+func FuzzFaultsBody(f *testing.F) {
+	var table FaultTable
+	c := NewControls(Hooks{SetFaults: func(_ context.Context, _ Principal, id string, fl Faults) error {
+		if err := fl.Validate(); err != nil {
+			return errors.New("hook got invalid faults")
+		}
+		return table.Set(id, fl)
+	}}, nil)
+	sb := Principal{Licensee: "lic_a", Environment: Sandbox}
+	f.Add(`{"drop":0.2,"duplicate":0.1,"reorder":0.1,"bad_signature":0.05,"delay_ms":0}`)
+	f.Add(`{"delay":1,"delay_ms":30000}`)
+	f.Add(`{"drop":1e400}`)
+	f.Add(`{"drop":-0}`)
+	f.Add(`{"drop":"1"}`)
+	f.Add(`[]`)
+	f.Add(`{"drop":0.5}{}`)
+	f.Add(``)
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest(http.MethodPut, "/v1/sandbox/webhook_endpoints/we_1/faults", strings.NewReader(body))
+		r = r.WithContext(NewContext(r.Context(), sb))
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, r)
+		switch rec.Code {
+		case http.StatusOK:
+			var got Faults
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatalf("200 with an unreadable body: %v", err)
+			}
+			if err := got.Validate(); err != nil {
+				t.Fatalf("200 with invalid faults: %v", err)
+			}
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+			if err := apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+				t.Fatalf("non-conforming %d: %v", rec.Code, err)
+			}
+		default:
+			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+	})
+}
+
+// FuzzTriggerBody feeds arbitrary bodies to POST …/events: 201 with a valid event type and an object
+// for data, or a conforming 400.
+func FuzzTriggerBody(f *testing.F) {
+	c := NewControls(Hooks{Trigger: func(_ context.Context, _ Principal, req TriggerRequest) ([]Triggered, error) {
+		if !validEventType(req.Type) || !json.Valid(req.Data) || !strings.HasPrefix(strings.TrimSpace(string(req.Data)), "{") {
+			return nil, errors.New("hook got an invalid request")
+		}
+		return nil, nil
+	}}, nil)
+	sb := Principal{Licensee: "lic_a", Environment: Sandbox}
+	f.Add(``)
+	f.Add(`{}`)
+	f.Add(`{"type":"order.created","data":{"id":"ord_1"},"endpoint":"we_1"}`)
+	f.Add(`{"type":"a.b","data":null}`)
+	f.Add(`{"type":"A.b"}`)
+	f.Add(`{"data":"x"}`)
+	f.Add(`{"type":"order.created"`)
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/sandbox/events", strings.NewReader(body))
+		r = r.WithContext(NewContext(r.Context(), sb))
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, r)
+		switch rec.Code {
+		case http.StatusCreated:
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+			if err := apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+				t.Fatalf("non-conforming %d: %v", rec.Code, err)
+			}
+		default:
+			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+	})
+}

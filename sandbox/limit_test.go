@@ -1,0 +1,228 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+func TestTokenBucket(t *testing.T) {
+	clk := newClock()
+	ctx := context.Background()
+	tb := NewTokenBucket(2, 3, nil) // 2 requests/s, burst 3
+	a := Principal{Licensee: "lic_a", Environment: Live}
+	b := Principal{Licensee: "lic_b", Environment: Live}
+
+	for i := range 3 {
+		ok, _, err := tb.Allow(ctx, a, clk.Now())
+		require.NoError(t, err)
+		require.True(t, ok, "burst request %d", i)
+	}
+	ok, retry, err := tb.Allow(ctx, a, clk.Now())
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, 500*time.Millisecond, retry, "one token every 500ms")
+
+	ok, _, _ = tb.Allow(ctx, b, clk.Now())
+	require.True(t, ok, "licensees have their own buckets")
+
+	// Refused requests must not consume: after exactly retry, one request goes through.
+	for range 5 {
+		ok, _, _ = tb.Allow(ctx, a, clk.Now())
+		require.False(t, ok)
+	}
+	clk.Advance(retry)
+	ok, _, _ = tb.Allow(ctx, a, clk.Now())
+	require.True(t, ok)
+	ok, _, _ = tb.Allow(ctx, a, clk.Now())
+	require.False(t, ok)
+}
+
+func TestTokenBucketBoundsItsMemory(t *testing.T) {
+	clk := newClock()
+	tb := NewTokenBucket(1, 1, &TokenBucketOptions{MaxLicensees: 4})
+	for i := range 100 {
+		ok, _, err := tb.Allow(context.Background(), Principal{Licensee: fmt.Sprint("lic_", i), Environment: Live}, clk.Now())
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	require.Equal(t, 4, tb.Len())
+
+	// The most recently used licensee keeps its (empty) bucket while others come and go.
+	hot := Principal{Licensee: "lic_hot", Environment: Live}
+	ok, _, _ := tb.Allow(context.Background(), hot, clk.Now())
+	require.True(t, ok)
+	for i := range 10 {
+		ok, _, _ = tb.Allow(context.Background(), hot, clk.Now())
+		require.False(t, ok, "hot licensee must stay limited (%d)", i)
+		_, _, _ = tb.Allow(context.Background(), Principal{Licensee: fmt.Sprint("lic_cold", i), Environment: Live}, clk.Now())
+	}
+}
+
+func TestTokenBucketPerPrincipalLimits(t *testing.T) {
+	clk := newClock()
+	tb := NewTokenBucket(1, 1, &TokenBucketOptions{Limits: func(p Principal) (rate.Limit, int) {
+		if p.Licensee == "lic_big" {
+			return 100, 10
+		}
+		return 1, 0 // raised to 1
+	}})
+	count := func(p Principal) int {
+		n := 0
+		for range 50 {
+			if ok, _, _ := tb.Allow(context.Background(), p, clk.Now()); ok {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 10, count(Principal{Licensee: "lic_big", Environment: Live}))
+	require.Equal(t, 1, count(Principal{Licensee: "lic_small", Environment: Live}))
+	require.Panics(t, func() { NewTokenBucket(1, 0, nil) })
+}
+
+// countingLimiter wraps a Limiter and counts its calls.
+type countingLimiter struct {
+	Limiter
+	calls atomic.Int64
+}
+
+func (c *countingLimiter) Allow(ctx context.Context, p Principal, now time.Time) (bool, time.Duration, error) {
+	c.calls.Add(1)
+	return c.Limiter.Allow(ctx, p, now)
+}
+
+// The sandbox has no rate ceiling: with the clock frozen, 20,000 requests arrive "in the same
+// instant" through a limiter of 1 request per second, and not one is throttled — while the very same
+// middleware throttles a production key after its single token.
+func TestSandboxHasNoRateCeiling(t *testing.T) {
+	clk := newClock()
+	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
+	lim := &countingLimiter{Limiter: NewTokenBucket(1, 1, nil)}
+	var served atomic.Int64
+	h := NewAuthenticator(iss, nil).Handler(NewRateLimit(lim, &RateLimitOptions{Now: clk.Now}).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served.Add(1)
+			w.WriteHeader(http.StatusCreated)
+		})))
+	sandboxKey := issue(t, iss, "lic_a", Sandbox).APIKey
+	liveKey := issue(t, iss, "lic_a", Live).APIKey
+
+	const requests, workers = 20_000, 16
+	var throttled, other atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < requests; i += workers {
+				r := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
+				r.Header.Set("Authorization", "Bearer "+sandboxKey)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				switch rec.Code {
+				case http.StatusCreated:
+				case http.StatusTooManyRequests:
+					throttled.Add(1)
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, throttled.Load(), "sandbox requests throttled")
+	require.Zero(t, other.Load())
+	require.Equal(t, int64(requests), served.Load())
+	require.Zero(t, lim.calls.Load(), "the limiter is not even consulted in the sandbox")
+
+	// The same build, the same instant, a production key: one token, then 429.
+	rec := do(t, h, http.MethodPost, "/v1/orders", liveKey, "")
+	require.Equal(t, http.StatusCreated, rec.Code)
+	rec = do(t, h, http.MethodPost, "/v1/orders", liveKey, "")
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.Equal(t, int64(2), lim.calls.Load())
+}
+
+func TestRateLimit429(t *testing.T) {
+	clk := newClock()
+	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
+	h := NewAuthenticator(iss, nil).Handler(NewRateLimit(NewTokenBucket(0.25, 2, nil), &RateLimitOptions{Now: clk.Now}).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })))
+	live := issue(t, iss, "lic_a", Live).APIKey
+	otherLicensee := issue(t, iss, "lic_b", Live).APIKey
+
+	codes := make([]int, 0, 4)
+	var last *httptest.ResponseRecorder
+	for range 4 {
+		last = do(t, h, http.MethodGet, "/v1/orders", live, "")
+		codes = append(codes, last.Code)
+	}
+	require.Equal(t, []int{200, 200, 429, 429}, codes)
+	requireConforms(t, last)
+	require.Equal(t, apierror.CodeRateLimited, problem(t, last).Code)
+	require.Equal(t, "4", last.Header().Get("Retry-After"), "a token every 4 s")
+	require.Equal(t, http.StatusOK, do(t, h, http.MethodGet, "/v1/orders", otherLicensee, "").Code)
+
+	retry, err := strconv.Atoi(last.Header().Get("Retry-After"))
+	require.NoError(t, err)
+	clk.Advance(time.Duration(retry) * time.Second)
+	require.Equal(t, http.StatusOK, do(t, h, http.MethodGet, "/v1/orders", live, "").Code, "Retry-After is honest")
+}
+
+// failingLimiter fails every call.
+type failingLimiter struct{}
+
+func (failingLimiter) Allow(context.Context, Principal, time.Time) (bool, time.Duration, error) {
+	return false, 0, errors.New("limiter down")
+}
+
+func TestRateLimitFailures(t *testing.T) {
+	live := Principal{Licensee: "lic_a", Environment: Live}
+	req := func(p *Principal) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
+		if p != nil {
+			r = r.WithContext(NewContext(r.Context(), *p))
+		}
+		return r
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	serve := func(rl *RateLimit, r *http.Request) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		rl.Handler(ok).ServeHTTP(rec, r)
+		return rec
+	}
+	logger, logs := logBuffer()
+	tests := []struct {
+		name string
+		rl   *RateLimit
+		p    *Principal
+		code int
+	}{
+		{"fails open by default", NewRateLimit(failingLimiter{}, &RateLimitOptions{Logger: logger}), &live, http.StatusOK},
+		{"fails closed when told", NewRateLimit(failingLimiter{}, &RateLimitOptions{FailClosed: true}), &live, http.StatusServiceUnavailable},
+		{"nil limiter limits nothing", NewRateLimit(nil, nil), &live, http.StatusOK},
+		{"no principal is a wiring mistake", NewRateLimit(NewTokenBucket(1, 1, nil), &RateLimitOptions{Logger: logger}), nil, http.StatusInternalServerError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(tc.rl, req(tc.p))
+			require.Equal(t, tc.code, rec.Code)
+			if tc.code == http.StatusServiceUnavailable {
+				require.Equal(t, "1", rec.Header().Get("Retry-After"))
+			}
+		})
+	}
+	require.Contains(t, logs.String(), "limiter down")
+	require.Contains(t, logs.String(), "put it after the Authenticator")
+}

@@ -1,0 +1,210 @@
+package versioning
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxLicenseeLen bounds a licensee identifier in bytes.
+const MaxLicenseeLen = 256
+
+// MaxPinList is the largest page PinStore.List returns.
+const MaxPinList = 1000
+
+// Pin is the version a licensee is pinned to, and when it was pinned there. It is a plain value; the
+// zero Pin is "no pin".
+type Pin struct {
+	Licensee string
+	Version  string
+	PinnedAt time.Time
+}
+
+// PinStore keeps each licensee's pinned version. Implementations must be safe for concurrent use,
+// decide SetIfAbsent and CompareAndSwap atomically, never read the clock (the time is passed in),
+// and reject (with ErrInvalidPin) a licensee that CheckPin refuses, a version that is not a
+// well-formed name, and a List limit outside 1..MaxPinList. They do not know the registry: whether a
+// version is registered is the Router's business. Times round-trip with at least millisecond
+// precision. The conformance suite in versioning/pintest checks all of this.
+type PinStore interface {
+	// Get returns the licensee's pin, or an error wrapping ErrNotPinned.
+	Get(ctx context.Context, licensee string) (Pin, error)
+	// SetIfAbsent pins the licensee to version unless it already has a pin, and returns the pin in
+	// force: the new one (created true) or the one it already had (created false).
+	SetIfAbsent(ctx context.Context, licensee, version string, at time.Time) (pin Pin, created bool, err error)
+	// CompareAndSwap moves the licensee's pin from version from to version to, with PinnedAt at. An
+	// unpinned licensee is ErrNotPinned; a pin on another version than from is ErrPinConflict, and
+	// nothing changes. Swapping to the same version succeeds and refreshes PinnedAt.
+	CompareAndSwap(ctx context.Context, licensee, from, to string, at time.Time) (Pin, error)
+	// Delete removes the licensee's pin, if any (the sandbox's reset); the next request pins afresh.
+	Delete(ctx context.Context, licensee string) error
+	// List returns up to limit pins ordered by licensee (bytewise), starting after the licensee
+	// after ("" for the start; otherwise a valid licensee, not necessarily a pinned one). A non-empty version keeps only the pins on it: who still sits on a
+	// deprecated version, including licensees that only receive webhooks.
+	List(ctx context.Context, version, after string, limit int) ([]Pin, error)
+}
+
+// CheckPin reports whether a PinStore must accept licensee and version: a licensee of 1 to
+// MaxLicenseeLen bytes of valid UTF-8 without NUL, and a well-formed version name. The error wraps
+// ErrInvalidPin and does not echo the licensee.
+func CheckPin(licensee, version string) error {
+	if err := CheckLicensee(licensee); err != nil {
+		return err
+	}
+	if _, ok := ParseName(version); !ok {
+		return fmt.Errorf("%w: version is not a well-formed name", ErrInvalidPin)
+	}
+	return nil
+}
+
+// CheckLicensee reports whether a PinStore must accept licensee (see CheckPin).
+func CheckLicensee(licensee string) error {
+	switch {
+	case licensee == "":
+		return fmt.Errorf("%w: empty licensee", ErrInvalidPin)
+	case len(licensee) > MaxLicenseeLen:
+		return fmt.Errorf("%w: licensee longer than %d bytes", ErrInvalidPin, MaxLicenseeLen)
+	case !utf8.ValidString(licensee) || strings.IndexByte(licensee, 0) >= 0:
+		return fmt.Errorf("%w: licensee is not valid UTF-8 text", ErrInvalidPin)
+	}
+	return nil
+}
+
+// CheckList reports whether a PinStore must accept List's arguments: a well-formed version or "",
+// an after that is "" or a valid licensee, and a limit in 1..MaxPinList.
+func CheckList(version, after string, limit int) error {
+	if after != "" {
+		if err := CheckLicensee(after); err != nil {
+			return err
+		}
+	}
+	if version != "" {
+		if _, ok := ParseName(version); !ok {
+			return fmt.Errorf("%w: version is not a well-formed name", ErrInvalidPin)
+		}
+	}
+	if limit < 1 || limit > MaxPinList {
+		return fmt.Errorf("%w: list limit %d outside 1..%d", ErrInvalidPin, limit, MaxPinList)
+	}
+	return nil
+}
+
+// MemoryPinStore is the in-memory PinStore, the default of Options.Pins. Its pins live as long as
+// the process: a service with several replicas or restarts needs a shared store (pgstore.PinStore).
+// It is safe for concurrent use; the zero value is an empty store ready to use. It holds one small
+// entry per licensee and never evicts one (a pin is a contract, not a cache).
+type MemoryPinStore struct {
+	mu   sync.Mutex
+	pins map[string]Pin
+}
+
+var _ PinStore = (*MemoryPinStore)(nil)
+
+// NewMemoryPinStore returns an empty MemoryPinStore.
+func NewMemoryPinStore() *MemoryPinStore { return &MemoryPinStore{} }
+
+// Get implements PinStore.
+func (m *MemoryPinStore) Get(ctx context.Context, licensee string) (Pin, error) {
+	if err := ctx.Err(); err != nil {
+		return Pin{}, err
+	}
+	if err := CheckLicensee(licensee); err != nil {
+		return Pin{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pins[licensee]
+	if !ok {
+		return Pin{}, ErrNotPinned
+	}
+	return p, nil
+}
+
+// SetIfAbsent implements PinStore.
+func (m *MemoryPinStore) SetIfAbsent(ctx context.Context, licensee, version string, at time.Time) (Pin, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return Pin{}, false, err
+	}
+	if err := CheckPin(licensee, version); err != nil {
+		return Pin{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pins[licensee]; ok {
+		return p, false, nil
+	}
+	if m.pins == nil {
+		m.pins = make(map[string]Pin)
+	}
+	p := Pin{Licensee: licensee, Version: version, PinnedAt: at}
+	m.pins[licensee] = p
+	return p, true, nil
+}
+
+// CompareAndSwap implements PinStore.
+func (m *MemoryPinStore) CompareAndSwap(ctx context.Context, licensee, from, to string, at time.Time) (Pin, error) {
+	if err := ctx.Err(); err != nil {
+		return Pin{}, err
+	}
+	if err := CheckPin(licensee, to); err != nil {
+		return Pin{}, err
+	}
+	if _, ok := ParseName(from); !ok {
+		return Pin{}, fmt.Errorf("%w: version is not a well-formed name", ErrInvalidPin)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pins[licensee]
+	switch {
+	case !ok:
+		return Pin{}, ErrNotPinned
+	case p.Version != from:
+		return Pin{}, fmt.Errorf("%w: pinned to %s, not %s", ErrPinConflict, p.Version, from)
+	}
+	p = Pin{Licensee: licensee, Version: to, PinnedAt: at}
+	m.pins[licensee] = p
+	return p, nil
+}
+
+// Delete implements PinStore.
+func (m *MemoryPinStore) Delete(ctx context.Context, licensee string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := CheckLicensee(licensee); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.pins, licensee)
+	return nil
+}
+
+// List implements PinStore. It scans every pin, which is fine for the numbers of licensees a
+// process holds in memory.
+func (m *MemoryPinStore) List(ctx context.Context, version, after string, limit int) ([]Pin, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := CheckList(version, after, limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	out := make([]Pin, 0, min(limit, len(m.pins)))
+	for _, p := range m.pins {
+		if (version == "" || p.Version == version) && p.Licensee > after {
+			out = append(out, p)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Pin) int { return cmp.Compare(a.Licensee, b.Licensee) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

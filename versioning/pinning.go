@@ -1,0 +1,256 @@
+package versioning
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+// maxSwapAttempts bounds the compare-and-swap retries of Upgrade and Repin under contention.
+const maxSwapAttempts = 8
+
+// Pin returns the licensee's pin, or an error wrapping ErrNotPinned.
+func (rt *Router) Pin(ctx context.Context, licensee string) (Pin, error) {
+	return rt.pins.Get(ctx, licensee)
+}
+
+// Upgrade moves the licensee's pin to the version to: the explicit, documented upgrade path. The
+// target must be registered and answering now (ErrUnknownVersion, ErrVersionSunset), and not older
+// than the current pin (ErrDowngrade) unless the current pin has lapsed (sunset or removed).
+// Upgrading to the version already pinned succeeds without a change; an unpinned licensee is pinned
+// to to. Upgrade is safe against concurrent changes: it moves the pin by compare-and-swap.
+func (rt *Router) Upgrade(ctx context.Context, licensee, to string) (Pin, error) {
+	return rt.repin(ctx, licensee, to, false)
+}
+
+// Repin moves the licensee's pin to any version answering now, older ones included: the support
+// operation for a licensee who must roll an upgrade back. Otherwise it behaves as Upgrade.
+func (rt *Router) Repin(ctx context.Context, licensee, to string) (Pin, error) {
+	return rt.repin(ctx, licensee, to, true)
+}
+
+func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade bool) (Pin, error) {
+	now := rt.now()
+	if err := CheckLicensee(licensee); err != nil {
+		return Pin{}, err
+	}
+	v, ok := rt.reg.Lookup(to)
+	if !ok || !v.IsReleased(now) {
+		return Pin{}, fmt.Errorf("%w: %q", ErrUnknownVersion, to)
+	}
+	if v.IsSunset(now) {
+		return Pin{}, fmt.Errorf("%w: %s", ErrVersionSunset, to)
+	}
+	for range maxSwapAttempts {
+		cur, err := rt.pins.Get(ctx, licensee)
+		if errors.Is(err, ErrNotPinned) {
+			p, created, err := rt.pins.SetIfAbsent(ctx, licensee, to, now)
+			if err != nil {
+				return Pin{}, err
+			}
+			if !created {
+				continue // pinned concurrently: decide again on that pin
+			}
+			rt.cache.put(licensee, p, now)
+			rt.log.InfoContext(ctx, "versioning: pinned a licensee", "licensee", licensee, "version", to)
+			return p, nil
+		}
+		if err != nil {
+			return Pin{}, err
+		}
+		if cur.Version == to {
+			rt.cache.put(licensee, cur, now)
+			return cur, nil
+		}
+		if !allowDowngrade && !rt.pinLapsed(cur.Version, now) && rt.newer(cur.Version, to) {
+			return Pin{}, fmt.Errorf("%w: pinned to %s, asked for %s", ErrDowngrade, cur.Version, to)
+		}
+		p, err := rt.pins.CompareAndSwap(ctx, licensee, cur.Version, to, now)
+		if errors.Is(err, ErrPinConflict) || errors.Is(err, ErrNotPinned) {
+			continue
+		}
+		if err != nil {
+			return Pin{}, err
+		}
+		rt.cache.put(licensee, p, now)
+		rt.log.InfoContext(ctx, "versioning: moved a pin", "licensee", licensee, "from", cur.Version, "to", to)
+		return p, nil
+	}
+	return Pin{}, fmt.Errorf("%w: gave up after %d attempts", ErrPinConflict, maxSwapAttempts)
+}
+
+// Unpin removes the licensee's pin (the sandbox's reset): its next request pins afresh.
+func (rt *Router) Unpin(ctx context.Context, licensee string) error {
+	rt.cache.drop(licensee)
+	return rt.pins.Delete(ctx, licensee)
+}
+
+// RenderEvent renders a stored webhook event at the licensee's pinned version (Registry.RenderEvent):
+// the hook a webhook producer calls for each delivery. An unpinned licensee gets the event as stored:
+// its first request will pin it to the newest version, which is what events are produced at.
+func (rt *Router) RenderEvent(ctx context.Context, licensee string, ev EventShape) (EventShape, error) {
+	pin, err := rt.pins.Get(ctx, licensee)
+	switch {
+	case errors.Is(err, ErrNotPinned):
+		return ev, nil
+	case err != nil:
+		return EventShape{}, fmt.Errorf("%w: %w", ErrPinUnavailable, err)
+	}
+	return rt.reg.RenderEvent(ev, pin.Version)
+}
+
+// PinResource is the body of the pin endpoint's responses: a plain value for encoding/json.
+type PinResource struct {
+	Object    string   `json:"object"` // always "version_pin"
+	Version   string   `json:"version"`
+	PinnedAt  int64    `json:"pinned_at"` // Unix seconds
+	Newest    string   `json:"newest_version"`
+	Supported []string `json:"supported_versions"`
+}
+
+// PinHandler returns the licensee's own endpoint for its pin, to mount behind authentication and
+// the router (for example at "/{version}/version_pin"; a pinned licensee reaches it on its pinned
+// version):
+//
+//	GET  → 200 {"object":"version_pin","version":"v1","pinned_at":…,"newest_version":"v2","supported_versions":[…]}
+//	POST {"version":"v2"} → 200 with the new pin (Upgrade: forward only)
+//
+// A request without a licensee gets 401 licensee_required; an unknown, sunset or older target gets a
+// 400 located at the body member /version. The handler pins an unpinned licensee on GET as its first
+// request would.
+func (rt *Router) PinHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lic, ok := "", false
+		if rt.licensee != nil {
+			lic, ok = rt.licensee(r)
+		}
+		if !ok {
+			rt.writer.Write(w, r, apierror.Unauthenticated(CodeLicenseeRequired,
+				"the version pin belongs to a licensee: authenticate the request"))
+			return
+		}
+		var pin Pin
+		var err error
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			pin, err = rt.pins.Get(r.Context(), lic)
+			if errors.Is(err, ErrNotPinned) {
+				now := rt.now()
+				v, _ := rt.reg.NewestReleased(now)
+				pin, _, err = rt.pins.SetIfAbsent(r.Context(), lic, v.Name, now)
+			}
+		case http.MethodPost:
+			var in struct {
+				Version *string `json:"version"`
+			}
+			if err := apierror.Decode(r, &in, nil); err != nil {
+				rt.writer.Write(w, r, err)
+				return
+			}
+			if in.Version == nil {
+				rt.writer.Write(w, r, apierror.MissingField("/version"))
+				return
+			}
+			pin, err = rt.Upgrade(r.Context(), lic, *in.Version)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			rt.writer.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed",
+				"the version pin supports GET and POST"))
+			return
+		}
+		if err != nil {
+			rt.writer.Write(w, r, rt.pinProblem(r.Context(), lic, err))
+			return
+		}
+		now := rt.now()
+		body, _ := json.Marshal(PinResource{Object: "version_pin", Version: pin.Version, PinnedAt: pin.PinnedAt.Unix(),
+			Newest: newestOf(rt.reg.Supported(now)), Supported: rt.reg.Supported(now)})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(append(body, '\n'))
+	})
+}
+
+func (rt *Router) pinProblem(ctx context.Context, lic string, err error) error {
+	invalid := func(code, detail string) error {
+		return apierror.InvalidField("/version", code, detail)
+	}
+	switch {
+	case errors.Is(err, ErrUnknownVersion):
+		return invalid(CodeVersionUnknown, "must be a supported version: "+listOrNone(rt.reg.Supported(rt.now())))
+	case errors.Is(err, ErrVersionSunset):
+		return invalid(CodeVersionSunset, "the version is sunset; choose a supported one")
+	case errors.Is(err, ErrDowngrade):
+		return invalid(CodeVersionDowngrade, "must not be older than the pinned version: an upgrade only moves forward")
+	case errors.Is(err, ErrInvalidPin):
+		rt.log.ErrorContext(ctx, "versioning: the Licensee hook returned a licensee no store accepts", "error", err)
+		return apierror.Internal()
+	}
+	rt.log.ErrorContext(ctx, "versioning: pin store failed", "licensee", lic, "error", err)
+	return problemPinUnavailable(rt.retryAfter)
+}
+
+// pinCache keeps recently read pins. A nil *pinCache caches nothing.
+type pinCache struct {
+	ttl time.Duration
+	max int
+	mu  sync.Mutex
+	m   map[string]cachedPin
+}
+
+type cachedPin struct {
+	pin     Pin
+	expires time.Time
+}
+
+func newPinCache(ttl time.Duration, max int) *pinCache {
+	return &pinCache{ttl: ttl, max: max, m: make(map[string]cachedPin)}
+}
+
+func (c *pinCache) get(lic string, now time.Time) (Pin, bool) {
+	if c == nil {
+		return Pin{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[lic]
+	if !ok {
+		return Pin{}, false
+	}
+	if !now.Before(e.expires) {
+		delete(c.m, lic)
+		return Pin{}, false
+	}
+	return e.pin, true
+}
+
+func (c *pinCache) put(lic string, p Pin, now time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[lic]; !ok && len(c.m) >= c.max {
+		// Full: drop an arbitrary entry (map order is random). A miss only costs a store read.
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[lic] = cachedPin{pin: p, expires: now.Add(c.ttl)}
+}
+
+func (c *pinCache) drop(lic string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.m, lic)
+	c.mu.Unlock()
+}

@@ -1,0 +1,414 @@
+// Package pintest is the conformance suite of versioning.PinStore: the PinStore contract written as
+// tests. Every implementation runs it, the in-memory store and the PostgreSQL adapter alike:
+//
+//	func TestPinStore(t *testing.T) {
+//		pintest.Run(t, func(t *testing.T) versioning.PinStore {
+//			return mystore.New(connect(t))
+//		})
+//	}
+//
+// The suite is safe against shared, long-lived stores: every test uses licensees with a random
+// prefix, and the List tests use a random version number, so other data never shows up in what a
+// test checks. Times are a base near the real clock (truncated to the millisecond) plus fixed
+// offsets, compared with a millisecond's tolerance. newStore is called once per subtest; it may
+// return the same store each time. Subtests run in parallel.
+//
+// What the suite checks: an unpinned licensee is ErrNotPinned; SetIfAbsent creates exactly once,
+// also when many goroutines race on one licensee, and otherwise returns the pin in force unchanged;
+// CompareAndSwap moves a pin only from the expected version (ErrPinConflict otherwise, ErrNotPinned
+// for none), exactly once under a race; Delete removes (and is a no-op when there is nothing);
+// List filters by version and pages by licensee in byte order with an exclusive cursor; licensees
+// that differ only in case, accents, or LIKE and separator characters never see each other's pins;
+// invalid arguments are ErrInvalidPin; a cancelled context is an error and stores nothing.
+package pintest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/versioning"
+)
+
+// racers is enough goroutines for a check-then-act window to show under -race on two cores, few
+// enough for a real server to answer in well under a second.
+const racers = 32
+
+// tolerance is how far a stored time may drift in a round trip.
+const tolerance = time.Millisecond
+
+// Run runs the conformance suite against the stores newStore returns.
+func Run(t *testing.T, newStore func(t *testing.T) versioning.PinStore) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s versioning.PinStore)
+	}{
+		{"GetUnpinned", testGetUnpinned},
+		{"SetIfAbsentCreates", testSetIfAbsentCreates},
+		{"SetIfAbsentKeepsExisting", testSetIfAbsentKeeps},
+		{"SetIfAbsentRace", testSetIfAbsentRace},
+		{"CompareAndSwap", testCompareAndSwap},
+		{"CompareAndSwapConflict", testCompareAndSwapConflict},
+		{"CompareAndSwapUnpinned", testCompareAndSwapUnpinned},
+		{"CompareAndSwapSameVersion", testCompareAndSwapSame},
+		{"CompareAndSwapRace", testCompareAndSwapRace},
+		{"Delete", testDelete},
+		{"ListByVersion", testListByVersion},
+		{"ListPaging", testListPaging},
+		{"ListAllVersions", testListAll},
+		{"LicenseesIsolated", testIsolated},
+		{"InvalidArguments", testInvalid},
+		{"ContextCancelled", testCancelled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+type env struct {
+	ctx    context.Context
+	base   time.Time
+	prefix string
+}
+
+func newEnv() env {
+	return env{ctx: context.Background(), base: time.Now().UTC().Truncate(time.Millisecond), prefix: randid.New("lic_") + "/"}
+}
+
+func (e env) lic(name string) string { return e.prefix + name }
+
+// randomVersion is a version no other test uses, so List sees only this test's pins.
+func randomVersion() string { return versioning.FormatName(100_000_000 + rand.IntN(899_999_999)) }
+
+func requirePin(t *testing.T, want, got versioning.Pin) {
+	t.Helper()
+	require.Equal(t, want.Licensee, got.Licensee)
+	require.Equal(t, want.Version, got.Version)
+	require.WithinDuration(t, want.PinnedAt, got.PinnedAt, tolerance)
+}
+
+func testGetUnpinned(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	_, err := s.Get(e.ctx, e.lic("nobody"))
+	require.ErrorIs(t, err, versioning.ErrNotPinned)
+}
+
+func testSetIfAbsentCreates(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	p, created, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base)
+	require.NoError(t, err)
+	require.True(t, created)
+	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	require.NoError(t, err)
+	requirePin(t, want, got)
+}
+
+func testSetIfAbsentKeeps(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	require.NoError(t, err)
+	p, created, err := s.SetIfAbsent(e.ctx, lic, "v3", e.base.Add(time.Hour))
+	require.NoError(t, err)
+	require.False(t, created, "a second SetIfAbsent must not create")
+	want := versioning.Pin{Licensee: lic, Version: "v1", PinnedAt: e.base}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	require.NoError(t, err)
+	requirePin(t, want, got)
+}
+
+func testSetIfAbsentRace(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("race")
+	var created atomic.Int32
+	pins := make([]versioning.Pin, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			p, c, err := s.SetIfAbsent(e.ctx, lic, versioning.FormatName(1+i%4), e.base.Add(time.Duration(i)*time.Millisecond))
+			if err != nil {
+				t.Errorf("SetIfAbsent: %v", err)
+				return
+			}
+			if c {
+				created.Add(1)
+			}
+			pins[i] = p
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, created.Load(), "exactly one racer creates the pin")
+	final, err := s.Get(e.ctx, lic)
+	require.NoError(t, err)
+	for i, p := range pins {
+		require.Equal(t, final.Version, p.Version, "racer %d saw another pin than the one in force", i)
+	}
+}
+
+func testCompareAndSwap(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	require.NoError(t, err)
+	later := e.base.Add(48 * time.Hour)
+	p, err := s.CompareAndSwap(e.ctx, lic, "v1", "v2", later)
+	require.NoError(t, err)
+	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: later}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	require.NoError(t, err)
+	requirePin(t, want, got)
+	// Backwards is the store's business too: the router decides what is allowed.
+	p, err = s.CompareAndSwap(e.ctx, lic, "v2", "v1", later.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "v1", p.Version)
+}
+
+func testCompareAndSwapConflict(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base)
+	require.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v3", e.base.Add(time.Hour))
+	require.ErrorIs(t, err, versioning.ErrPinConflict)
+	got, err := s.Get(e.ctx, lic)
+	require.NoError(t, err)
+	requirePin(t, versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base}, got)
+}
+
+func testCompareAndSwapUnpinned(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, err := s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base)
+	require.ErrorIs(t, err, versioning.ErrNotPinned)
+	_, err = s.Get(e.ctx, lic)
+	require.ErrorIs(t, err, versioning.ErrNotPinned, "a failed swap must not create a pin")
+}
+
+func testCompareAndSwapSame(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base)
+	require.NoError(t, err)
+	p, err := s.CompareAndSwap(e.ctx, lic, "v2", "v2", e.base.Add(time.Minute))
+	require.NoError(t, err)
+	requirePin(t, versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base.Add(time.Minute)}, p)
+}
+
+func testCompareAndSwapRace(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("race")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	require.NoError(t, err)
+	var won atomic.Int32
+	var winner atomic.Value
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			to := versioning.FormatName(2 + i)
+			_, err := s.CompareAndSwap(e.ctx, lic, "v1", to, e.base.Add(time.Second))
+			switch {
+			case err == nil:
+				won.Add(1)
+				winner.Store(to)
+			case !errors.Is(err, versioning.ErrPinConflict):
+				t.Errorf("CompareAndSwap: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, won.Load(), "exactly one swap from v1 wins")
+	got, err := s.Get(e.ctx, lic)
+	require.NoError(t, err)
+	require.Equal(t, winner.Load(), got.Version)
+}
+
+func testDelete(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	require.NoError(t, s.Delete(e.ctx, lic), "deleting nothing is not an error")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(e.ctx, lic))
+	_, err = s.Get(e.ctx, lic)
+	require.ErrorIs(t, err, versioning.ErrNotPinned)
+	p, created, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base.Add(time.Hour))
+	require.NoError(t, err)
+	require.True(t, created, "after Delete the next SetIfAbsent creates")
+	require.Equal(t, "v2", p.Version)
+}
+
+func testListByVersion(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	ver, other := randomVersion(), randomVersion()
+	for _, name := range []string{"c", "a", "b"} {
+		_, _, err := s.SetIfAbsent(e.ctx, e.lic(name), ver, e.base)
+		require.NoError(t, err)
+	}
+	_, _, err := s.SetIfAbsent(e.ctx, e.lic("d"), other, e.base)
+	require.NoError(t, err)
+	got, err := s.List(e.ctx, ver, "", versioning.MaxPinList)
+	require.NoError(t, err)
+	require.Equal(t, []string{e.lic("a"), e.lic("b"), e.lic("c")}, licensees(got))
+	for _, p := range got {
+		require.Equal(t, ver, p.Version)
+		require.WithinDuration(t, e.base, p.PinnedAt, tolerance)
+	}
+	empty, err := s.List(e.ctx, randomVersion(), "", 10)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
+
+func testListPaging(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	ver := randomVersion()
+	// Byte order, not a locale's: "B" < "_" < "a" < "b" < "é".
+	names := []string{"é", "b", "a", "_", "B", "a0", "a-"}
+	for _, n := range names {
+		_, _, err := s.SetIfAbsent(e.ctx, e.lic(n), ver, e.base)
+		require.NoError(t, err)
+	}
+	want := []string{e.lic("B"), e.lic("_"), e.lic("a"), e.lic("a-"), e.lic("a0"), e.lic("b"), e.lic("é")}
+	var seen []string
+	after := ""
+	for range len(names) + 1 {
+		page, err := s.List(e.ctx, ver, after, 3)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 3)
+		if len(page) == 0 {
+			break
+		}
+		seen = append(seen, licensees(page)...)
+		after = page[len(page)-1].Licensee
+	}
+	require.Equal(t, want, seen)
+}
+
+func testListAll(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	v1, v2 := randomVersion(), randomVersion()
+	_, _, err := s.SetIfAbsent(e.ctx, e.lic("x"), v1, e.base)
+	require.NoError(t, err)
+	_, _, err = s.SetIfAbsent(e.ctx, e.lic("y"), v2, e.base)
+	require.NoError(t, err)
+	// Other tests' pins may be listed too; ours follow the prefix in order.
+	got, err := s.List(e.ctx, "", e.prefix, versioning.MaxPinList)
+	require.NoError(t, err)
+	var ours []versioning.Pin
+	for _, p := range got {
+		if strings.HasPrefix(p.Licensee, e.prefix) {
+			ours = append(ours, p)
+		}
+	}
+	require.Len(t, ours, 2)
+	require.Equal(t, v1, ours[0].Version)
+	require.Equal(t, v2, ours[1].Version)
+}
+
+func testIsolated(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	names := []string{"acme", "ACME", "acmé", "acm%", "acm_", "acme:sandbox", "acme:live", "ac'me", `ac\me`, "acme "}
+	for i, n := range names {
+		_, created, err := s.SetIfAbsent(e.ctx, e.lic(n), versioning.FormatName(i+1), e.base)
+		require.NoError(t, err)
+		require.True(t, created, "licensee %q collided with another", n)
+	}
+	for i, n := range names {
+		p, err := s.Get(e.ctx, e.lic(n))
+		require.NoError(t, err)
+		require.Equal(t, versioning.FormatName(i+1), p.Version, "licensee %q", n)
+		require.Equal(t, e.lic(n), p.Licensee)
+	}
+}
+
+func testInvalid(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	good := e.lic("a")
+	badLicensees := map[string]string{
+		"empty":    "",
+		"too long": strings.Repeat("x", versioning.MaxLicenseeLen+1),
+		"not utf8": "lic_\xff",
+		"nul":      "lic_\x00",
+	}
+	for name, lic := range badLicensees {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.Get(e.ctx, lic)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			_, _, err = s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			require.ErrorIs(t, s.Delete(e.ctx, lic), versioning.ErrInvalidPin)
+		})
+	}
+	_, _, err := s.SetIfAbsent(e.ctx, e.lic(strings.Repeat("y", versioning.MaxLicenseeLen-len(e.prefix))), "v1", e.base)
+	require.NoError(t, err, "a licensee of exactly MaxLicenseeLen bytes is valid")
+	for _, v := range []string{"", "1", "V1", "v01", "v1.2", "v1234567890"} {
+		t.Run(fmt.Sprintf("version %q", v), func(t *testing.T) {
+			_, _, err := s.SetIfAbsent(e.ctx, good, v, e.base)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			_, err = s.CompareAndSwap(e.ctx, good, "v1", v, e.base)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			_, err = s.CompareAndSwap(e.ctx, good, v, "v1", e.base)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			if v != "" {
+				_, err = s.List(e.ctx, v, "", 10)
+				require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			}
+		})
+	}
+	_, err = s.Get(e.ctx, good)
+	require.ErrorIs(t, err, versioning.ErrNotPinned, "rejected calls store nothing")
+	for _, limit := range []int{0, -1, versioning.MaxPinList + 1} {
+		_, err := s.List(e.ctx, "v1", "", limit)
+		require.ErrorIs(t, err, versioning.ErrInvalidPin, "limit %d", limit)
+	}
+	for _, after := range []string{"lic_\xff", "lic_\x00", strings.Repeat("x", versioning.MaxLicenseeLen+1)} {
+		_, err := s.List(e.ctx, "", after, 10)
+		require.ErrorIs(t, err, versioning.ErrInvalidPin, "after %q", after)
+	}
+}
+
+func testCancelled(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(ctx, lic, "v1", e.base)
+	require.Error(t, err)
+	_, err = s.Get(ctx, lic)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, versioning.ErrNotPinned, "a cancelled Get must not claim the licensee is unpinned")
+	_, err = s.CompareAndSwap(ctx, lic, "v1", "v2", e.base)
+	require.Error(t, err)
+	require.Error(t, s.Delete(ctx, lic))
+	_, err = s.List(ctx, "v1", "", 10)
+	require.Error(t, err)
+	_, err = s.Get(e.ctx, lic)
+	require.ErrorIs(t, err, versioning.ErrNotPinned, "a cancelled SetIfAbsent stores nothing")
+}
+
+func licensees(pins []versioning.Pin) []string {
+	out := make([]string, len(pins))
+	for i, p := range pins {
+		out[i] = p.Licensee
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+// Package webhook signs and verifies the platform's webhook deliveries and gives consumers a receiver
+// that never loses an event: it tracks each endpoint's sequence and fetches any gap from the
+// producer before going on.
+//
+// # Wire format
+//
+// A delivery is a POST whose body is one event envelope:
+//
+//	POST /your/webhook/url
+//	Content-Type: application/json
+//	X-SVC-Signature: t=1767225600,v1=5257a869e7ec…8bd[,v1=…]
+//	X-SVC-Sequence: 42
+//
+//	{"id":"evt_…","sequence":42,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//
+// v1 is the lowercase hex HMAC-SHA256 of "<t>.<raw body>", keyed with the signing secret's bytes exactly
+// as issued ("whsec_…", prefix included); t is the signing time in Unix seconds. While a secret
+// rotates, the producer sends one v1 per secret. This is Stripe's Stripe-Signature scheme byte for byte,
+// so any Stripe-compatible verifier accepts it. X-SVC-Sequence repeats the body's sequence: one gap-free
+// counter per webhook endpoint, starting at 1. The range endpoint
+//
+//	GET /v1/webhook_endpoints/{id}/events?from=<n>&to=<n>&limit=<n>
+//
+// returns {"object":"list","data":[events],"has_more":bool}, signed the same way.
+//
+// # Verifying
+//
+// A Verifier holds the endpoint's secrets (several during rotation), a tolerance (300 s by default,
+// checked in both directions) and a clock. It compares with hmac.Equal, streams "<t>", "." and the body
+// into a pooled HMAC instead of building the signed string, and allocates nothing:
+//
+//	v, err := webhook.NewVerifier([]string{secret}, nil) // an empty secret is an error, never "off"
+//	…
+//	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20)) // the raw bytes, before any JSON parsing
+//	if err := v.Verify(r.Header.Get(webhook.HeaderSignature), body); err != nil {
+//		// errors.Is: ErrMissingHeader, ErrMalformedHeader (ErrDuplicateTimestamp, ErrInvalidTimestamp,
+//		// ErrNoSignature), ErrSignatureMismatch, ErrTooOld, ErrTooNew. No message contains a
+//		// signature or a secret.
+//	}
+//	ev, err := webhook.DecodeEvent(body)
+//	err = webhook.CheckSequence(r.Header.Get(webhook.HeaderSequence), &ev) // header and body must agree
+//
+// # Consuming: Receiver, Tracker, CursorStore, RangeClient
+//
+// Most consumers mount a Receiver, which does all of the above and then applies the sequence rule
+// through a Tracker, keyed by stream (the endpoint ID) and backed by a CursorStore that remembers the
+// last sequence processed:
+//
+//   - sequence ≤ cursor: a duplicate — answered 200, not processed again;
+//   - sequence = cursor+1: processed, then the cursor advances;
+//   - sequence > cursor+1: the missing events are fetched with the RangeClient (signature checked),
+//     checked to cover the whole gap, processed in order, and then the delivered one. If the fetch
+//     fails, the delivery is answered 503 with Retry-After and the producer retries: nothing is
+//     skipped.
+//
+// Deliveries on one stream are processed one at a time, so out-of-order arrivals are never processed
+// twice. A failing ProcessFunc leaves the cursor where it was (503). Store choices: MemoryCursorStore
+// here; pgstore.CursorStore, which can advance the cursor in the same transaction as the consumer's own
+// writes (so processing and cursor commit together, exactly once even across replicas); and
+// redisstore.CursorStore. webhook/cursortest is their conformance suite.
+//
+//	v, _ := webhook.NewVerifier([]string{os.Getenv("WEBHOOK_SECRET")}, nil)
+//	fetch, _ := webhook.NewRangeClient("https://api.svcplatform.dev", os.Getenv("API_KEY"), v, nil)
+//	tracker, _ := webhook.NewTracker(cursors, fetch, func(ctx context.Context, s webhook.Step) error {
+//		return apply(ctx, s.Event) // in sequence order, once per event
+//	}, nil)
+//	rc, _ := webhook.NewReceiver("we_123", v, tracker, nil)
+//	http.Handle("POST /webhooks/svc", rc)
+//
+// Problems are RFC 9457 bodies (package apierror): 400 for a malformed X-SVC-Signature or
+// X-SVC-Sequence, a body that is not an event, or a sequence mismatch — located at the header or body
+// member; 401 when no signature matches or the timestamp is outside the tolerance (never saying which
+// secret); 413 over the body cap; 503 with Retry-After when recovery or processing failed.
+//
+// A consumer that was down, or whose last deliveries were lost for good, calls Tracker.CatchUp to
+// process everything the producer holds after its cursor.
+//
+// Package webhooktest signs test payloads, builds signed requests and runs an in-memory producer with
+// a range endpoint, for consumers' own tests.
+package webhook

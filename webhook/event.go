@@ -1,0 +1,30 @@
+package webhook
+
+import "encoding/json"
+
+// Headers of a delivery (and of a signed range response).
+const (
+	HeaderSignature = "X-SVC-Signature"
+	HeaderSequence  = "X-SVC-Sequence"
+)
+
+// Event is the envelope of every webhook delivery. Sequence is the same number as the delivery's
+// X-SVC-Sequence header; a verifier rejects a delivery where the two disagree.
+//
+//	{"id":"evt_…","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+type Event struct {
+	ID         string          `json:"id"`
+	Sequence   uint64          `json:"sequence"`
+	Type       string          `json:"type"`
+	Created    int64           `json:"created"`
+	APIVersion string          `json:"api_version"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// EventList is the body of a range retrieval response:
+// GET /v1/webhook_endpoints/{id}/events?from=&to=&limit= → {"object":"list","data":[…],"has_more":…}.
+type EventList struct {
+	Object  string  `json:"object"` // always "list"
+	Data    []Event `json:"data"`
+	HasMore bool    `json:"has_more"`
+}

@@ -1,0 +1,99 @@
+// Package producer is the sending half of the platform's webhooks (the spec's part 6, DECISIONS D3):
+// a durable event log with gap-free per-endpoint sequences, a dispatcher that delivers signed events
+// and retries them, and the range endpoint a consumer uses to fetch what it missed. The consumer half —
+// verifying, ordering, gap recovery — is package webhook.
+//
+// # The pieces
+//
+//   - Log stores the events of one stream per webhook endpoint, numbered 1, 2, 3, … with no gaps and no
+//     reuse, and the delivery state of each. MemoryLog is the default; pgstore.EventLog keeps events
+//     and delivery state in PostgreSQL, survives restarts, is shared by replicas, and can append inside
+//     the caller's transaction (the transactional outbox). logtest.Run is the conformance suite.
+//   - Endpoints looks up an endpoint: URL, signing secrets, owning licensee, pinned API version.
+//     MemoryEndpoints is an in-memory registry.
+//   - Publisher stamps and appends an event: Publish(ctx, endpointID, "order.created", order).
+//   - Dispatcher delivers due events, retries failures on a schedule, and applies the retention.
+//   - RangeHandler serves GET /v1/webhook_endpoints/{id}/events?from=&to=&limit=.
+//
+// # Delivery
+//
+// Each event is POSTed to its endpoint's URL:
+//
+//	POST /hooks/orders HTTP/1.1
+//	Content-Type: application/json
+//	X-SVC-Signature: t=1767225602,v1=5f1c…,v1=0b9e…
+//	X-SVC-Sequence: 7
+//
+//	{"id":"evt_…","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//
+// The signature is HMAC-SHA256 over "<t>.<body>" with one v1 per endpoint secret: while a secret
+// rotates the endpoint has two, and the consumer may hold either. The sequence header equals the
+// body's. Any 2xx is success. Anything else — another status (redirects are not followed), a transport
+// error, or the per-request timeout (10 s) — is a failed attempt, retried after the schedule's next
+// delay with ±20 % jitter; DefaultSchedule doubles from one minute to twelve hours, 72 hours in all,
+// then the delivery is abandoned (the event stays retrievable by range). Within a pass an endpoint's
+// events go in sequence order and the rest wait behind a failure; beyond that the order is best-effort
+// and the consumer's sequence check and range fetch restore it.
+//
+// Several Dispatchers may share one Log: a claim leases each delivery, so no two deliver the same
+// attempt at once, and a fencing token makes a stale holder's outcome fail with ErrLeaseLost. A
+// dispatcher that dies holds its deliveries only until the lease ends. Every delivery request's context
+// carries its endpoint ID (EndpointIDFromContext), for transports that act per endpoint — the sandbox's
+// fault injector, per-endpoint metrics.
+//
+// Events are stored at the version they were produced at and rendered at each endpoint's pinned
+// version on the way out, in deliveries and range responses alike, through the Render hook (a
+// RenderFunc, such as an adapter around the versioning package's RenderEvent).
+//
+// # Range retrieval
+//
+//	GET /v1/webhook_endpoints/we_123/events?from=5&to=7&limit=100
+//
+//	HTTP/1.1 200 OK
+//	Content-Type: application/json
+//	X-SVC-Signature: t=1767225700,v1=…
+//
+//	{"object":"list","data":[{"id":"evt_…","sequence":5,…},{…6…},{…7…}],"has_more":false}
+//
+// from is required; to defaults to the newest event; limit is 1–1000, default 100. The range is
+// inclusive and ascending, has_more says whether events in the range follow the page, and the body is
+// signed like a delivery. Bad parameters are 400 problems located at the parameter (not_an_integer,
+// out_of_range, range_inverted at to, query_repeated, query_missing). An unknown endpoint and another
+// licensee's endpoint are the same 404 webhook_endpoint_not_found. Events are kept 30 days; a range
+// starting below the retained window is:
+//
+//	HTTP/1.1 410 Gone
+//	Content-Type: application/problem+json
+//
+//	{"type":"https://svcplatform.dev/problems/events_pruned","title":"Gone","status":410,
+//	 "detail":"events 1–41 of webhook endpoint \"we_123\" are past the retention window and gone; the first retained sequence is 42",
+//	 "code":"events_pruned","request_id":"req_…",
+//	 "errors":[{"location":"query","name":"from","code":"events_pruned","detail":"must be at least 42, the first retained sequence"}],
+//	 "first_retained":42}
+//
+// # A complete producer
+//
+//	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
+//		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1",
+//		Secrets: []string{secret}, APIVersion: "v1",
+//	})
+//	log := pgstore.NewEventLog(pool, nil) // or producer.NewMemoryLog()
+//	pub := producer.NewPublisher(log, eps, nil)
+//
+//	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{Logger: logger})
+//	if err != nil { … }
+//	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
+//
+//	mux := http.NewServeMux()
+//	mux.Handle(producer.RangePattern, producer.NewRangeHandler(log, eps,
+//		func(r *http.Request) (string, error) { return licenseeOf(r) }, nil))
+//
+//	// In a handler, inside the transaction that creates the order (the outbox):
+//	tx, _ := pool.Begin(ctx)
+//	… INSERT the order …
+//	_, err = pub.WithLog(pgstore.NewEventLog(tx, nil)).Publish(ctx, "we_123", "order.created", order)
+//	… tx.Commit(ctx): the order and its event commit together, or neither does
+//
+// Example (the package example) runs the same with the in-memory log against a consumer built from
+// package webhook.
+package producer

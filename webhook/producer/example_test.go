@@ -1,0 +1,155 @@
+package producer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// A producer with the in-memory log delivers three events to a consumer that verifies each signature.
+func Example() {
+	ctx := context.Background()
+	secret := webhook.NewSecret()
+
+	// The consumer: verify the signature over the raw body, then read the event.
+	verifier, err := webhook.NewVerifier([]string{secret}, nil)
+	if err != nil {
+		panic(err)
+	}
+	got := make(chan string, 3)
+	consumer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := verifier.Verify(r.Header.Get(webhook.HeaderSignature), body); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		var ev webhook.Event
+		_ = json.Unmarshal(body, &ev)
+		got <- fmt.Sprintf("#%s %s %s", r.Header.Get(webhook.HeaderSequence), ev.Type, ev.Data)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer consumer.Close()
+
+	// The producer.
+	eps, err := producer.NewMemoryEndpoints(producer.Endpoint{
+		ID: "we_123", URL: consumer.URL, Owner: "lic_1", Secrets: []string{secret},
+	})
+	if err != nil {
+		panic(err)
+	}
+	log := producer.NewMemoryLog()
+	pub := producer.NewPublisher(log, eps, nil)
+	for _, id := range []string{"ord_1", "ord_2", "ord_3"} {
+		if _, err := pub.Publish(ctx, "we_123", "order.created", map[string]string{"id": id}); err != nil {
+			panic(err)
+		}
+	}
+	d, err := producer.NewDispatcher(log, eps, nil)
+	if err != nil {
+		panic(err)
+	}
+	st, err := d.DeliverDue(ctx) // Run(ctx) does this in a loop
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		fmt.Println(<-got)
+	}
+	fmt.Printf("delivered %d of %d\n", st.Delivered, st.Claimed)
+	// Output:
+	// #1 order.created {"id":"ord_1"}
+	// #2 order.created {"id":"ord_2"}
+	// #3 order.created {"id":"ord_3"}
+	// delivered 3 of 3
+}
+
+// The range endpoint serves a consumer the events it missed, signed; below the retained window it
+// answers 410 and says which events are gone.
+func ExampleRangeHandler() {
+	ctx := context.Background()
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
+		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()},
+	})
+	log := producer.NewMemoryLog()
+	for i := 1; i <= 5; i++ {
+		_, _ = log.Append(ctx, "we_123", webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created",
+			Created: created.Add(time.Duration(i) * time.Hour).Unix(), APIVersion: "v1", Data: json.RawMessage(`{}`)})
+	}
+	// Retention removes the events created before 02:30: sequences 1 and 2.
+	_, _ = log.Cleanup(ctx, created.Add(150*time.Minute), 100)
+
+	licensee := func(r *http.Request) (string, error) { return "lic_1", nil } // your authentication
+	mux := http.NewServeMux()
+	mux.Handle(producer.RangePattern, producer.NewRangeHandler(log, eps, licensee, nil))
+
+	for _, target := range []string{
+		"/v1/webhook_endpoints/we_123/events?from=3&to=4",
+		"/v1/webhook_endpoints/we_123/events?from=1",
+	} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+		fmt.Println(w.Code, w.Header().Get(webhook.HeaderSignature) != "")
+		var body struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+			HasMore bool   `json:"has_more"`
+			Detail  string `json:"detail"`
+		}
+		_ = json.Unmarshal(w.Body.Bytes(), &body)
+		if w.Code == http.StatusOK {
+			fmt.Println(body.Data, "has_more:", body.HasMore)
+		} else {
+			fmt.Println(body.Detail)
+		}
+	}
+	// Output:
+	// 200 true
+	// [{evt_3} {evt_4}] has_more: false
+	// 410 false
+	// events 1–2 of webhook endpoint "we_123" are past the retention window and gone; the first retained sequence is 3
+}
+
+// A range below the retained window fails with a *PrunedError that names the first retained event.
+func ExampleMemoryLog_Range() {
+	ctx := context.Background()
+	log := producer.NewMemoryLog()
+	var seqs []uint64
+	for i := range 4 {
+		ev, _ := log.Append(ctx, "we_123", webhook.Event{Type: "order.created", Created: int64(1000 + i), Data: json.RawMessage(`{}`)})
+		seqs = append(seqs, ev.Sequence)
+	}
+	fmt.Println(seqs)
+	events, more, _ := log.Range(ctx, "we_123", 2, 4, 2)
+	fmt.Println(len(events), events[0].Sequence, events[1].Sequence, more)
+
+	_, _ = log.Cleanup(ctx, time.Unix(1002, 0), 100) // events created before second 1002
+	_, _, err := log.Range(ctx, "we_123", 1, 4, 10)
+	var pruned *producer.PrunedError
+	fmt.Println(errors.Is(err, producer.ErrPruned), errors.As(err, &pruned) && pruned.FirstRetained == 3)
+	// Output:
+	// [1 2 3 4]
+	// 2 2 3 true
+	// true true
+}
+
+func ExampleExponentialSchedule() {
+	fmt.Println(producer.ExponentialSchedule(time.Second, 10*time.Second, time.Minute))
+	var total time.Duration
+	for _, d := range producer.DefaultSchedule() {
+		total += d
+	}
+	fmt.Println(len(producer.DefaultSchedule()), "retries over", total)
+	// Output:
+	// [1s 2s 4s 8s 10s 10s 10s 10s 5s]
+	// 15 retries over 72h0m0s
+}

@@ -1,0 +1,162 @@
+package producer_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+var t0 = time.Unix(1767225600, 0).UTC()
+
+// clock is a settable clock, safe for the dispatcher's workers to read concurrently.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: t0} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// delivery is one request a test endpoint received.
+type delivery struct {
+	Endpoint  string
+	Header    http.Header
+	Body      []byte
+	Event     webhook.Event
+	Signature string
+}
+
+// sink is a test webhook endpoint: it records every request and answers with the status its
+// respond function picks (200 when nil).
+type sink struct {
+	mu      sync.Mutex
+	got     []delivery
+	respond func(ev webhook.Event, n int) int // n: how many times this sequence was received so far
+}
+
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var ev webhook.Event
+	_ = json.Unmarshal(body, &ev)
+	s.mu.Lock()
+	n := 0
+	for _, d := range s.got {
+		if d.Event.Sequence == ev.Sequence && d.Endpoint == r.URL.Path {
+			n++
+		}
+	}
+	s.got = append(s.got, delivery{Endpoint: r.URL.Path, Header: r.Header.Clone(), Body: body, Event: ev,
+		Signature: r.Header.Get(webhook.HeaderSignature)})
+	respond := s.respond
+	s.mu.Unlock()
+	status := http.StatusOK
+	if respond != nil {
+		status = respond(ev, n)
+	}
+	w.WriteHeader(status)
+}
+
+func (s *sink) deliveries() []delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]delivery(nil), s.got...)
+}
+
+func (s *sink) seqs() []uint64 {
+	var out []uint64
+	for _, d := range s.deliveries() {
+		out = append(out, d.Event.Sequence)
+	}
+	return out
+}
+
+func startSink(t *testing.T, respond func(ev webhook.Event, n int) int) (*sink, *httptest.Server) {
+	s := &sink{respond: respond}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+func mustEndpoints(t testing.TB, eps ...producer.Endpoint) *producer.MemoryEndpoints {
+	m, err := producer.NewMemoryEndpoints(eps...)
+	require.NoError(t, err)
+	return m
+}
+
+func mustDispatcher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *producer.DispatcherOptions) *producer.Dispatcher {
+	d, err := producer.NewDispatcher(l, eps, opts)
+	require.NoError(t, err)
+	return d
+}
+
+func publishN(t testing.TB, l producer.Log, stream string, n int, created time.Time) {
+	for i := range n {
+		_, err := l.Append(context.Background(), stream, webhook.Event{Type: "order.created", Created: created.Unix(),
+			APIVersion: "v1", Data: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)})
+		require.NoError(t, err)
+	}
+}
+
+// checkSignature verifies a signature header independently of the webhook package: one v1 per secret,
+// each an HMAC-SHA256 of "<t>.<body>".
+func checkSignature(t *testing.T, header string, body []byte, at time.Time, secrets ...string) {
+	t.Helper()
+	parts := strings.Split(header, ",")
+	require.Equal(t, "t="+strconv.FormatInt(at.Unix(), 10), parts[0])
+	require.Len(t, parts, 1+len(secrets), "one v1 per secret")
+	for i, s := range secrets {
+		mac := hmac.New(sha256.New, []byte(s))
+		mac.Write([]byte(strconv.FormatInt(at.Unix(), 10) + "."))
+		mac.Write(body)
+		require.Equal(t, "v1="+hex.EncodeToString(mac.Sum(nil)), parts[1+i], "signature %d", i)
+	}
+}
+
+func status(t *testing.T, l producer.Log, stream string, seq uint64) producer.DeliveryStatus {
+	t.Helper()
+	st, err := l.Status(context.Background(), stream, seq)
+	require.NoError(t, err)
+	return st
+}
+
+// roundTripFunc lets a test answer requests in memory (inside a synctest bubble, where real sockets
+// would not let fake time advance).
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func respond(r *http.Request, status int) *http.Response {
+	return &http.Response{StatusCode: status, Body: http.NoBody, Header: http.Header{}, Request: r}
+}

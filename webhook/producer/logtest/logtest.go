@@ -1,0 +1,610 @@
+// Package logtest is the conformance suite for producer.Log implementations: every implementation runs
+// it, under -race, and so keeps the promises the Dispatcher, Publisher and RangeHandler rely on —
+// gap-free sequences under racing appends, inclusive ascending ranges with has_more, exclusive leases
+// with fencing, and retention that leaves a contiguous window and never reuses a sequence.
+//
+//	func TestMyLog(t *testing.T) {
+//		logtest.Run(t, func(t *testing.T) producer.Log { return mylog.New(…) })
+//	}
+package logtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// t0Unix is the instant the suite's events are created at, in whole seconds so that every backend
+// stores it exactly.
+const t0Unix = 1767225600
+
+func t0() time.Time { return time.Unix(t0Unix, 0).UTC() }
+
+// Racers and PerRacer size the concurrent append test: Racers goroutines append PerRacer events each
+// to one stream, and the stream must end up holding exactly 1..Racers×PerRacer.
+const (
+	Racers   = 8
+	PerRacer = 1000
+)
+
+// Run runs the suite. newLog must return an empty log for each call; each subtest gets its own.
+func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
+	t.Run("AppendNumbersEachStreamFrom1", func(t *testing.T) { testAppendNumbers(t, newLog(t)) })
+	t.Run("AppendKeepsFields", func(t *testing.T) { testAppendKeepsFields(t, newLog(t)) })
+	t.Run("AppendRejectsInvalid", func(t *testing.T) { testAppendRejectsInvalid(t, newLog(t)) })
+	t.Run("ConcurrentAppendsAreGapFree", func(t *testing.T) { testConcurrentAppends(t, newLog(t)) })
+	t.Run("Range", func(t *testing.T) { testRange(t, newLog(t)) })
+	t.Run("RangeRejectsInvalid", func(t *testing.T) { testRangeRejectsInvalid(t, newLog(t)) })
+	t.Run("ClaimDue", func(t *testing.T) { testClaimDue(t, newLog(t)) })
+	t.Run("ClaimOrderAndLimit", func(t *testing.T) { testClaimOrder(t, newLog(t)) })
+	t.Run("LeaseExpiryAndFencing", func(t *testing.T) { testLeaseFencing(t, newLog(t)) })
+	t.Run("FailedRetriesLater", func(t *testing.T) { testFailedRetries(t, newLog(t)) })
+	t.Run("FailedWithoutRetryAbandons", func(t *testing.T) { testAbandon(t, newLog(t)) })
+	t.Run("ReleaseCountsNoAttempt", func(t *testing.T) { testRelease(t, newLog(t)) })
+	t.Run("SettledLeaseIsLost", func(t *testing.T) { testSettledLease(t, newLog(t)) })
+	t.Run("ConcurrentClaimsAreDisjoint", func(t *testing.T) { testConcurrentClaims(t, newLog(t)) })
+	t.Run("Retention", func(t *testing.T) { testRetention(t, newLog(t)) })
+	t.Run("RetentionKeepsWindowContiguous", func(t *testing.T) { testRetentionContiguous(t, newLog(t)) })
+	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, newLog(t)) })
+	t.Run("EndToEndWithFaults", func(t *testing.T) { RunEndToEnd(t, newLog(t)) })
+}
+
+func ev(typ string, created time.Time, data string) webhook.Event {
+	return webhook.Event{Type: typ, Created: created.Unix(), APIVersion: "v1", Data: json.RawMessage(data)}
+}
+
+func appendN(t *testing.T, l producer.Log, stream string, n int, created func(i int) time.Time) []webhook.Event {
+	t.Helper()
+	out := make([]webhook.Event, n)
+	for i := range n {
+		e, err := l.Append(context.Background(), stream, ev("order.created", created(i), fmt.Sprintf(`{"n":%d}`, i)))
+		require.NoError(t, err)
+		out[i] = e
+	}
+	return out
+}
+
+func at(d time.Duration) func(int) time.Time { return func(int) time.Time { return t0().Add(d) } }
+
+func seqs[T any](xs []T, f func(T) uint64) []uint64 {
+	out := make([]uint64, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+func evSeq(e webhook.Event) uint64     { return e.Sequence }
+func dlSeq(d producer.Delivery) uint64 { return d.Sequence }
+func span(from, to uint64) (s []uint64) { // from..to inclusive
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+func testAppendNumbers(t *testing.T, l producer.Log) {
+	a := appendN(t, l, "we_a", 3, at(0))
+	b := appendN(t, l, "we_b", 2, at(0))
+	a = append(a, appendN(t, l, "we_a", 2, at(0))...)
+	require.Equal(t, span(1, 5), seqs(a, evSeq))
+	require.Equal(t, span(1, 2), seqs(b, evSeq))
+	got, more, err := l.Range(context.Background(), "we_a", 1, math.MaxUint64, 100)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, a, got)
+}
+
+func testAppendKeepsFields(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	data := []byte(`{"order": {"id":"ord_1", "qty": 3},  "note":"caf\u00e9 ☕"}`)
+	in := webhook.Event{ID: "evt_given", Sequence: 99, Type: "order.filled", Created: t0().Unix(), APIVersion: "2026-01-01", Data: data}
+	out, err := l.Append(ctx, "we_a", in)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), out.Sequence, "the log assigns the sequence, whatever the caller sent")
+	require.Equal(t, "evt_given", out.ID)
+	data[2] = 'X' // the log must not alias the caller's buffer
+
+	auto, err := l.Append(ctx, "we_a", ev("order.created", t0(), `{}`))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(auto.ID, "evt_"), "an empty ID gets evt_…, got %q", auto.ID)
+	other, err := l.Append(ctx, "we_a", ev("order.created", t0(), `{}`))
+	require.NoError(t, err)
+	require.NotEqual(t, auto.ID, other.ID)
+
+	got, _, err := l.Range(ctx, "we_a", 1, 1, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	want := in
+	want.Sequence = 1
+	want.Data = []byte(`{"order": {"id":"ord_1", "qty": 3},  "note":"caf\u00e9 ☕"}`)
+	require.Equal(t, want.ID, got[0].ID)
+	require.Equal(t, want.Sequence, got[0].Sequence)
+	require.Equal(t, want.Type, got[0].Type)
+	require.Equal(t, want.Created, got[0].Created)
+	require.Equal(t, want.APIVersion, got[0].APIVersion)
+	require.Equal(t, string(want.Data), string(got[0].Data), "data is stored byte for byte")
+}
+
+func testAppendRejectsInvalid(t *testing.T, l producer.Log) {
+	for _, tc := range []struct {
+		name   string
+		stream string
+		ev     webhook.Event
+	}{
+		{"empty stream", "", ev("order.created", t0(), `{}`)},
+		{"empty type", "we_a", ev("", t0(), `{}`)},
+		{"nil data", "we_a", webhook.Event{Type: "order.created", Created: t0().Unix()}},
+		{"invalid JSON", "we_a", ev("order.created", t0(), `{"a":`)},
+		{"trailing garbage", "we_a", ev("order.created", t0(), `{} x`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := l.Append(context.Background(), tc.stream, tc.ev)
+			require.ErrorIs(t, err, producer.ErrInvalidEvent)
+		})
+	}
+	// A rejected append consumed no sequence.
+	e, err := l.Append(context.Background(), "we_a", ev("order.created", t0(), `{}`))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), e.Sequence)
+}
+
+func testConcurrentAppends(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	got := make([][]uint64, Racers)
+	var wg sync.WaitGroup
+	errs := make(chan error, Racers)
+	for g := range Racers {
+		wg.Go(func() {
+			for i := range PerRacer {
+				e, err := l.Append(ctx, "we_hot", ev("order.created", t0(), fmt.Sprintf(`{"g":%d,"i":%d}`, g, i)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				got[g] = append(got[g], e.Sequence)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var all []uint64
+	for g, s := range got {
+		require.True(t, slices.IsSorted(s), "racer %d saw its own appends out of order", g)
+		all = append(all, s...)
+	}
+	slices.Sort(all)
+	require.Equal(t, span(1, Racers*PerRacer), all, "sequences must be exactly 1..%d", Racers*PerRacer)
+
+	// The log holds the same: read it back in pages and check every event is where its number says.
+	var read []uint64
+	for from := uint64(1); ; {
+		page, more, err := l.Range(ctx, "we_hot", from, math.MaxUint64, producer.MaxRangeLimit)
+		require.NoError(t, err)
+		read = append(read, seqs(page, evSeq)...)
+		if !more {
+			break
+		}
+		from = page[len(page)-1].Sequence + 1
+	}
+	require.Equal(t, span(1, Racers*PerRacer), read)
+}
+
+func testRange(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 10, at(0))
+	appendN(t, l, "we_b", 3, at(0))
+	for _, tc := range []struct {
+		name      string
+		stream    string
+		from, to  uint64
+		limit     int
+		want      []uint64
+		wantMore  bool
+		wantEmpty bool
+	}{
+		{name: "all", stream: "we_a", from: 1, to: 10, limit: 100, want: span(1, 10)},
+		{name: "inclusive middle", stream: "we_a", from: 3, to: 5, limit: 100, want: span(3, 5)},
+		{name: "single", stream: "we_a", from: 10, to: 10, limit: 1, want: span(10, 10)},
+		{name: "limited", stream: "we_a", from: 1, to: 10, limit: 4, want: span(1, 4), wantMore: true},
+		{name: "open end limited", stream: "we_a", from: 7, to: math.MaxUint64, limit: 3, want: span(7, 9), wantMore: true},
+		{name: "limit exactly reaches end", stream: "we_a", from: 8, to: math.MaxUint64, limit: 3, want: span(8, 10)},
+		{name: "limit exactly reaches to", stream: "we_a", from: 2, to: 5, limit: 4, want: span(2, 5)},
+		{name: "to past the end", stream: "we_a", from: 9, to: 1000, limit: 100, want: span(9, 10)},
+		{name: "from past the end", stream: "we_a", from: 11, to: 20, limit: 5, wantEmpty: true},
+		{name: "far past the end", stream: "we_a", from: math.MaxUint64, to: math.MaxUint64, limit: 5, wantEmpty: true},
+		{name: "other stream", stream: "we_b", from: 1, to: math.MaxUint64, limit: 100, want: span(1, 3)},
+		{name: "unknown stream", stream: "we_none", from: 1, to: 10, limit: 100, wantEmpty: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, more, err := l.Range(ctx, tc.stream, tc.from, tc.to, tc.limit)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantMore, more, "has_more")
+			if tc.wantEmpty {
+				require.Empty(t, got)
+				return
+			}
+			require.Equal(t, tc.want, seqs(got, evSeq))
+			for _, e := range got {
+				require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, e.Sequence-1), string(e.Data), "event %d holds its own data", e.Sequence)
+			}
+		})
+	}
+}
+
+func testRangeRejectsInvalid(t *testing.T, l producer.Log) {
+	appendN(t, l, "we_a", 3, at(0))
+	for _, tc := range []struct {
+		name     string
+		from, to uint64
+		limit    int
+	}{
+		{"from zero", 0, 3, 10},
+		{"to below from", 3, 2, 10},
+		{"limit zero", 1, 3, 0},
+		{"limit negative", 1, 3, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := l.Range(context.Background(), "we_a", tc.from, tc.to, tc.limit)
+			require.ErrorIs(t, err, producer.ErrInvalidRange)
+		})
+	}
+}
+
+func testClaimDue(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	a := appendN(t, l, "we_a", 3, at(0))
+	appendN(t, l, "we_b", 2, at(10*time.Second))
+
+	got, err := l.Claim(ctx, t0(), t0().Add(time.Minute), 100)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2, 3}, seqs(got, dlSeq), "only we_a is due at t0()")
+	for i, d := range got {
+		require.Equal(t, "we_a", d.Stream)
+		require.Equal(t, a[i], d.Event)
+		require.Zero(t, d.Attempts)
+		require.NotZero(t, d.Token)
+		require.True(t, d.LeaseUntil.Equal(t0().Add(time.Minute)))
+	}
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, producer.Pending, st.State)
+	require.True(t, st.LeaseUntil.Equal(t0().Add(time.Minute)), "lease until %v", st.LeaseUntil)
+
+	again, err := l.Claim(ctx, t0().Add(5*time.Second), t0().Add(time.Minute), 100)
+	require.NoError(t, err)
+	require.Empty(t, again, "leased deliveries are not handed out twice")
+
+	later, err := l.Claim(ctx, t0().Add(10*time.Second), t0().Add(time.Minute), 100)
+	require.NoError(t, err)
+	require.Len(t, later, 2)
+	require.Equal(t, "we_b", later[0].Stream)
+	require.Equal(t, []uint64{1, 2}, seqs(later, dlSeq))
+
+	none, err := l.Claim(ctx, t0().Add(10*time.Second), t0().Add(time.Minute), 0)
+	require.NoError(t, err)
+	require.Empty(t, none, "limit 0 claims nothing")
+}
+
+func testClaimOrder(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_b", 2, at(2*time.Second)) // due later
+	appendN(t, l, "we_c", 2, at(time.Second))
+	appendN(t, l, "we_a", 2, at(time.Second))
+	now := t0().Add(time.Minute)
+
+	first, err := l.Claim(ctx, now, now.Add(time.Minute), 3)
+	require.NoError(t, err)
+	type key struct {
+		s string
+		n uint64
+	}
+	keys := func(ds []producer.Delivery) (out []key) {
+		for _, d := range ds {
+			out = append(out, key{d.Stream, d.Sequence})
+		}
+		return out
+	}
+	require.Equal(t, []key{{"we_a", 1}, {"we_a", 2}, {"we_c", 1}}, keys(first),
+		"by next attempt, then stream, then sequence; at most limit")
+	rest, err := l.Claim(ctx, now, now.Add(time.Minute), 10)
+	require.NoError(t, err)
+	require.Equal(t, []key{{"we_c", 2}, {"we_b", 1}, {"we_b", 2}}, keys(rest))
+}
+
+func claimOne(t *testing.T, l producer.Log, now time.Time, lease time.Duration) producer.Delivery {
+	t.Helper()
+	got, err := l.Claim(context.Background(), now, now.Add(lease), 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	return got[0]
+}
+
+func testLeaseFencing(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 1, at(0))
+	old := claimOne(t, l, t0(), 30*time.Second)
+
+	none, err := l.Claim(ctx, t0().Add(29*time.Second), t0().Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, none, "the lease is live until it ends")
+
+	// The holder died; its lease ends and another dispatcher takes the delivery over.
+	fresh := claimOne(t, l, t0().Add(30*time.Second), 30*time.Second)
+	require.Equal(t, old.Sequence, fresh.Sequence)
+	require.NotEqual(t, old.Token, fresh.Token, "every claim gets a new fencing token")
+
+	require.ErrorIs(t, l.Delivered(ctx, old.Lease, t0().Add(31*time.Second)), producer.ErrLeaseLost)
+	require.ErrorIs(t, l.Failed(ctx, old.Lease, producer.Failure{At: t0(), RetryAt: t0().Add(time.Hour), Reason: "late"}), producer.ErrLeaseLost)
+	require.ErrorIs(t, l.Release(ctx, old.Lease, t0()), producer.ErrLeaseLost)
+
+	require.NoError(t, l.Delivered(ctx, fresh.Lease, t0().Add(40*time.Second)))
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, producer.Delivered, st.State)
+	require.True(t, st.DeliveredAt.Equal(t0().Add(40*time.Second)))
+	require.True(t, st.LeaseUntil.IsZero())
+	require.Zero(t, st.Attempts, "no failed attempts")
+
+	// A lease that ran out but was not taken over still settles: the delivery did happen.
+	appendN(t, l, "we_a", 1, at(0))
+	slow := claimOne(t, l, t0(), time.Second)
+	require.NoError(t, l.Delivered(ctx, slow.Lease, t0().Add(time.Hour)))
+
+	none, err = l.Claim(ctx, t0().Add(48*time.Hour), t0().Add(49*time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, none, "delivered events are never claimed again")
+}
+
+func testFailedRetries(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 1, at(0))
+	d := claimOne(t, l, t0(), time.Minute)
+	require.NoError(t, l.Failed(ctx, d.Lease, producer.Failure{At: t0().Add(time.Second), RetryAt: t0().Add(time.Minute), Reason: "status 503"}))
+
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, producer.Pending, st.State)
+	require.Equal(t, 1, st.Attempts)
+	require.Equal(t, "status 503", st.LastError)
+	require.True(t, st.NextAttempt.Equal(t0().Add(time.Minute)))
+	require.True(t, st.LastAttempt.Equal(t0().Add(time.Second)))
+	require.True(t, st.LeaseUntil.IsZero(), "a settled attempt ends the lease")
+
+	none, err := l.Claim(ctx, t0().Add(59*time.Second), t0().Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, none, "not due before its retry time")
+	d2 := claimOne(t, l, t0().Add(time.Minute), time.Minute)
+	require.Equal(t, 1, d2.Attempts)
+	require.NoError(t, l.Failed(ctx, d2.Lease, producer.Failure{At: t0().Add(61 * time.Second), RetryAt: t0().Add(5 * time.Minute), Reason: "timeout"}))
+	d3 := claimOne(t, l, t0().Add(5*time.Minute), time.Minute)
+	require.Equal(t, 2, d3.Attempts)
+	require.NoError(t, l.Delivered(ctx, d3.Lease, t0().Add(5*time.Minute)))
+	st, err = l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, producer.Delivered, st.State)
+	require.Equal(t, 2, st.Attempts)
+}
+
+func testAbandon(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 1, at(0))
+	d := claimOne(t, l, t0(), time.Minute)
+	require.NoError(t, l.Failed(ctx, d.Lease, producer.Failure{At: t0(), Reason: "endpoint not found"}))
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, producer.Abandoned, st.State)
+	require.Equal(t, 1, st.Attempts)
+	none, err := l.Claim(ctx, t0().Add(1000*time.Hour), t0().Add(1001*time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, none, "abandoned deliveries are never claimed")
+	got, _, err := l.Range(ctx, "we_a", 1, 1, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "an abandoned event stays retrievable by range")
+}
+
+func testRelease(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 1, at(0))
+	d := claimOne(t, l, t0(), time.Hour)
+	require.NoError(t, l.Release(ctx, d.Lease, t0().Add(time.Second)))
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Zero(t, st.Attempts)
+	require.True(t, st.NextAttempt.Equal(t0().Add(time.Second)))
+	none, err := l.Claim(ctx, t0(), t0().Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	again := claimOne(t, l, t0().Add(time.Second), time.Hour)
+	require.Zero(t, again.Attempts)
+	require.NotEqual(t, d.Token, again.Token)
+}
+
+func testSettledLease(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 1, at(0))
+	d := claimOne(t, l, t0(), time.Hour)
+	require.NoError(t, l.Delivered(ctx, d.Lease, t0()))
+	for name, err := range map[string]error{
+		"delivered twice": l.Delivered(ctx, d.Lease, t0()),
+		"failed after":    l.Failed(ctx, d.Lease, producer.Failure{At: t0(), RetryAt: t0().Add(time.Hour)}),
+		"released after":  l.Release(ctx, d.Lease, t0()),
+		"zero token":      l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 1}, t0()),
+		"unknown stream":  l.Delivered(ctx, producer.Lease{Stream: "we_x", Sequence: 1, Token: d.Token}, t0()),
+		"unknown seq":     l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 2, Token: d.Token}, t0()),
+	} {
+		require.ErrorIs(t, err, producer.ErrLeaseLost, name)
+	}
+	st, err := l.Status(ctx, "we_a", 1)
+	require.NoError(t, err)
+	require.Equal(t, producer.Delivered, st.State, "a stale settlement changes nothing")
+	_, err = l.Status(ctx, "we_a", 2)
+	require.ErrorIs(t, err, producer.ErrNotFound)
+	_, err = l.Status(ctx, "we_x", 1)
+	require.ErrorIs(t, err, producer.ErrNotFound)
+}
+
+func testConcurrentClaims(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	const streams, per = 5, 40
+	for s := range streams {
+		appendN(t, l, fmt.Sprintf("we_%d", s), per, at(0))
+	}
+	type key struct {
+		s string
+		n uint64
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[key]int{}
+		wg   sync.WaitGroup
+		errs = make(chan error, 8)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				got, err := l.Claim(ctx, t0(), t0().Add(time.Hour), 7)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range got {
+					seen[key{d.Stream, d.Sequence}]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, seen, streams*per, "every delivery claimed")
+	for k, n := range seen {
+		require.Equal(t, 1, n, "%v claimed %d times under one live lease", k, n)
+	}
+	rest, err := l.Claim(ctx, t0(), t0().Add(time.Hour), 100)
+	require.NoError(t, err)
+	require.Empty(t, rest)
+}
+
+func testRetention(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 10, func(i int) time.Time { return t0().Add(time.Duration(i) * time.Second) })
+	appendN(t, l, "we_b", 3, at(100*time.Second))
+
+	n, err := l.Cleanup(ctx, t0().Add(5*time.Second), 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "bounded by limit")
+
+	_, _, err = l.Range(ctx, "we_a", 1, 10, 100)
+	require.ErrorIs(t, err, producer.ErrPruned)
+	var pe *producer.PrunedError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, uint64(4), pe.FirstRetained)
+	require.Equal(t, "we_a", pe.Stream)
+	_, _, err = l.Range(ctx, "we_a", 3, 3, 1)
+	require.ErrorIs(t, err, producer.ErrPruned, "a range entirely below the window")
+	got, _, err := l.Range(ctx, "we_a", 4, 10, 100)
+	require.NoError(t, err)
+	require.Equal(t, span(4, 10), seqs(got, evSeq))
+	_, err = l.Status(ctx, "we_a", 3)
+	require.ErrorIs(t, err, producer.ErrNotFound)
+
+	n, err = l.Cleanup(ctx, t0().Add(5*time.Second), 100)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "events created at t0()+3s and t0()+4s; t0()+5s is not before the cutoff")
+	n, err = l.Cleanup(ctx, t0().Add(5*time.Second), 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left to clean")
+	n, err = l.Cleanup(ctx, t0().Add(5*time.Second+time.Millisecond), 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "an event created at second 5 is before 5.001")
+
+	got, _, err = l.Range(ctx, "we_b", 1, 3, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 3, "younger streams are untouched")
+
+	// Everything goes; the counters stay, so no sequence is ever handed out twice.
+	for {
+		n, err := l.Cleanup(ctx, t0().Add(time.Hour), 4)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	_, _, err = l.Range(ctx, "we_a", 1, math.MaxUint64, 100)
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, uint64(11), pe.FirstRetained)
+	got, more, err := l.Range(ctx, "we_a", 11, math.MaxUint64, 100)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.False(t, more)
+	e, err := l.Append(ctx, "we_a", ev("order.created", t0().Add(2*time.Hour), `{}`))
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), e.Sequence)
+	e, err = l.Append(ctx, "we_b", ev("order.created", t0().Add(2*time.Hour), `{}`))
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), e.Sequence)
+
+	n, err = l.Cleanup(ctx, t0().Add(time.Hour), 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "limit 0 removes nothing")
+}
+
+func testRetentionContiguous(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	// Racing appenders can commit a later timestamp under an earlier sequence.
+	created := []time.Duration{0, 50 * time.Second, time.Second, 60 * time.Second}
+	appendN(t, l, "we_a", len(created), func(i int) time.Time { return t0().Add(created[i]) })
+
+	n, err := l.Cleanup(ctx, t0().Add(10*time.Second), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the oldest event alone")
+	n, err = l.Cleanup(ctx, t0().Add(10*time.Second), 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "removing sequence 3 takes sequence 2 with it: the window stays contiguous")
+	var pe *producer.PrunedError
+	_, _, err = l.Range(ctx, "we_a", 2, 4, 10)
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, uint64(4), pe.FirstRetained)
+	got, _, err := l.Range(ctx, "we_a", 4, 4, 10)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{4}, seqs(got, evSeq))
+}
+
+func testCancelled(t *testing.T, l producer.Log) {
+	appendN(t, l, "we_a", 1, at(0))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Append(ctx, "we_a", ev("order.created", t0(), `{}`))
+	require.Error(t, err)
+	_, _, err = l.Range(ctx, "we_a", 1, 1, 1)
+	require.Error(t, err)
+	_, err = l.Claim(ctx, t0(), t0().Add(time.Hour), 1)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	got, _, err := l.Range(context.Background(), "we_a", 1, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the cancelled append stored nothing")
+}

@@ -1,0 +1,315 @@
+package producer
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/webhook"
+)
+
+// MemoryLog is the in-memory Log, the zero-configuration default: right for a single process, for
+// tests and for the sandbox, and lost when the process exits (use pgstore.EventLog to keep events and
+// delivery state across restarts and replicas).
+//
+// The zero value is an empty log ready to use. A MemoryLog is safe for concurrent use; it must not be
+// copied after first use.
+type MemoryLog struct {
+	mu      sync.Mutex
+	streams map[string]*memStream
+}
+
+var _ Log = (*MemoryLog)(nil)
+
+// NewMemoryLog returns an empty MemoryLog.
+func NewMemoryLog() *MemoryLog { return &MemoryLog{} }
+
+type memStream struct {
+	// events[i] has sequence first+i; everything below first was removed by Cleanup.
+	events []memEvent
+	first  uint64
+	last   uint64
+	// due is a lower bound of the index of the first Pending event, so that Claim skips the settled
+	// prefix of a long stream.
+	due int
+}
+
+type memEvent struct {
+	ev     webhook.Event
+	status DeliveryStatus
+	token  uint64
+}
+
+// Append implements Log.
+func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
+	if err := CheckEvent(stream, ev); err != nil {
+		return webhook.Event{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return webhook.Event{}, err
+	}
+	if ev.ID == "" {
+		ev.ID = randid.New("evt_")
+	}
+	// The caller keeps its slice; the log keeps its own copy.
+	ev.Data = append([]byte(nil), ev.Data...)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.streams == nil {
+		m.streams = make(map[string]*memStream)
+	}
+	s := m.streams[stream]
+	if s == nil {
+		s = &memStream{first: 1}
+		m.streams[stream] = s
+	}
+	s.last++
+	ev.Sequence = s.last
+	s.events = append(s.events, memEvent{ev: ev, status: DeliveryStatus{NextAttempt: time.Unix(ev.Created, 0)}})
+	return ev, nil
+}
+
+// Range implements Log.
+func (m *MemoryLog) Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
+	if err := CheckRange(from, to, limit); err != nil {
+		return nil, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.streams[stream]
+	if s == nil {
+		return nil, false, nil
+	}
+	if from < s.first {
+		return nil, false, &PrunedError{Stream: stream, FirstRetained: s.first}
+	}
+	if from > s.last {
+		return nil, false, nil
+	}
+	end := min(to, s.last) // inclusive
+	n := end - from + 1
+	more := false
+	if n > uint64(limit) {
+		n, more = uint64(limit), true
+	}
+	out := make([]webhook.Event, n)
+	page := s.events[from-s.first:][:n]
+	size := 0
+	for i := range page {
+		size += len(page[i].ev.Data)
+	}
+	// One buffer for all the copies; each event's Data is capped so an append cannot spill into the next.
+	buf := make([]byte, 0, size)
+	for i := range page {
+		out[i] = page[i].ev
+		start := len(buf)
+		buf = append(buf, page[i].ev.Data...)
+		out[i].Data = buf[start:len(buf):len(buf)]
+	}
+	return out, more, nil
+}
+
+func copyEvent(ev webhook.Event) webhook.Event {
+	ev.Data = append([]byte(nil), ev.Data...)
+	return ev
+}
+
+// Claim implements Log.
+func (m *MemoryLog) Claim(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Delivery, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type cand struct {
+		stream string
+		s      *memStream
+		i      int
+	}
+	var cands []cand
+	for name, s := range m.streams {
+		// Advance the settled prefix marker, then collect every due delivery after it.
+		for s.due < len(s.events) && s.events[s.due].status.State != Pending {
+			s.due++
+		}
+		for i := s.due; i < len(s.events); i++ {
+			st := &s.events[i].status
+			if st.State == Pending && !st.NextAttempt.After(now) && !st.LeaseUntil.After(now) {
+				cands = append(cands, cand{name, s, i})
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		ea, eb := &a.s.events[a.i], &b.s.events[b.i]
+		if c := ea.status.NextAttempt.Compare(eb.status.NextAttempt); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.stream, b.stream); c != 0 {
+			return c
+		}
+		return cmp.Compare(ea.ev.Sequence, eb.ev.Sequence)
+	})
+	if len(cands) > limit {
+		cands = cands[:limit]
+	}
+	out := make([]Delivery, len(cands))
+	for k, c := range cands {
+		e := &c.s.events[c.i]
+		e.token++
+		e.status.LeaseUntil = leaseUntil
+		out[k] = Delivery{
+			Lease:      Lease{Stream: c.stream, Sequence: e.ev.Sequence, Token: e.token},
+			Event:      copyEvent(e.ev),
+			Attempts:   e.status.Attempts,
+			LeaseUntil: leaseUntil,
+		}
+	}
+	return out, nil
+}
+
+// leased returns the event the lease names when the lease is still its latest claim and it is
+// pending. The caller holds m.mu.
+func (m *MemoryLog) leased(l Lease) *memEvent {
+	s := m.streams[l.Stream]
+	if s == nil || l.Sequence < s.first || l.Sequence > s.last {
+		return nil
+	}
+	e := &s.events[l.Sequence-s.first]
+	if e.token != l.Token || e.status.State != Pending || l.Token == 0 {
+		return nil
+	}
+	return e
+}
+
+// Delivered implements Log.
+func (m *MemoryLog) Delivered(ctx context.Context, l Lease, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.leased(l)
+	if e == nil {
+		return ErrLeaseLost
+	}
+	e.status.State = Delivered
+	e.status.DeliveredAt = at
+	e.status.LastAttempt = at
+	e.status.LeaseUntil = time.Time{}
+	e.status.NextAttempt = time.Time{}
+	return nil
+}
+
+// Failed implements Log.
+func (m *MemoryLog) Failed(ctx context.Context, l Lease, f Failure) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.leased(l)
+	if e == nil {
+		return ErrLeaseLost
+	}
+	e.status.Attempts++
+	e.status.LastAttempt = f.At
+	e.status.LastError = f.Reason
+	e.status.LeaseUntil = time.Time{}
+	e.status.NextAttempt = f.RetryAt
+	if f.RetryAt.IsZero() {
+		e.status.State = Abandoned
+	}
+	return nil
+}
+
+// Release implements Log.
+func (m *MemoryLog) Release(ctx context.Context, l Lease, retryAt time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.leased(l)
+	if e == nil {
+		return ErrLeaseLost
+	}
+	e.status.LeaseUntil = time.Time{}
+	e.status.NextAttempt = retryAt
+	return nil
+}
+
+// Status implements Log.
+func (m *MemoryLog) Status(ctx context.Context, stream string, seq uint64) (DeliveryStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return DeliveryStatus{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.streams[stream]
+	if s == nil || seq < s.first || seq > s.last {
+		return DeliveryStatus{}, ErrNotFound
+	}
+	return s.events[seq-s.first].status, nil
+}
+
+// Cleanup implements Log.
+func (m *MemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, nil
+	}
+	cutoff := CutoffUnix(before)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type old struct {
+		stream  string
+		created int64
+		seq     uint64
+	}
+	var olds []old
+	for name, s := range m.streams {
+		for _, e := range s.events {
+			if e.ev.Created < cutoff {
+				olds = append(olds, old{name, e.ev.Created, e.ev.Sequence})
+			}
+		}
+	}
+	slices.SortFunc(olds, func(a, b old) int {
+		if c := cmp.Compare(a.created, b.created); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.stream, b.stream); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	if len(olds) > limit {
+		olds = olds[:limit]
+	}
+	through := make(map[string]uint64)
+	for _, o := range olds {
+		through[o.stream] = max(through[o.stream], o.seq)
+	}
+	removed := 0
+	for name, seq := range through {
+		s := m.streams[name]
+		n := int(seq - s.first + 1)
+		removed += n
+		s.events = slices.Delete(s.events, 0, n)
+		s.first = seq + 1
+		s.due = max(0, s.due-n)
+	}
+	return removed, nil
+}

@@ -1,0 +1,16 @@
+package producer_test
+
+import (
+	"testing"
+
+	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/logtest"
+)
+
+func TestMemoryLogConformance(t *testing.T) {
+	logtest.Run(t, func(*testing.T) producer.Log { return producer.NewMemoryLog() })
+}
+
+func TestMemoryLogZeroValue(t *testing.T) {
+	logtest.Run(t, func(*testing.T) producer.Log { return &producer.MemoryLog{} })
+}

@@ -1,0 +1,88 @@
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/webhook"
+)
+
+// DefaultAPIVersion is the api_version Publisher stamps on events when Options leave it empty.
+const DefaultAPIVersion = "v1"
+
+// PublisherOptions configures a Publisher. The zero value (or nil) means the defaults.
+type PublisherOptions struct {
+	// APIVersion is the version events are produced at (normally the newest); the Render hook of the
+	// Dispatcher and RangeHandler turns them into each endpoint's pinned version. Empty means
+	// DefaultAPIVersion.
+	APIVersion string
+	// Now is the clock that stamps Created; nil means time.Now.
+	Now func() time.Time
+}
+
+// Publisher turns a business event into a webhook event on an endpoint's stream: it checks that the
+// endpoint exists, stamps the ID, creation time and API version, and appends to the Log. The Dispatcher
+// then delivers it. A Publisher is safe for concurrent use when its Log and Endpoints are; the zero
+// value is not usable: build one with NewPublisher.
+type Publisher struct {
+	log        Log
+	endpoints  Endpoints
+	apiVersion string
+	now        func() time.Time
+}
+
+// NewPublisher returns a Publisher appending to log for the endpoints in endpoints.
+func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) *Publisher {
+	p := &Publisher{log: log, endpoints: endpoints, apiVersion: DefaultAPIVersion, now: time.Now}
+	if opts != nil {
+		if opts.APIVersion != "" {
+			p.apiVersion = opts.APIVersion
+		}
+		if opts.Now != nil {
+			p.now = opts.Now
+		}
+	}
+	return p
+}
+
+// WithLog returns a copy of the Publisher that appends to log instead: the transactional outbox, where
+// log is a pgstore.EventLog on the caller's pgx.Tx so that the event commits (or rolls back) with the
+// business change that caused it.
+func (p *Publisher) WithLog(log Log) *Publisher {
+	cp := *p
+	cp.log = log
+	return &cp
+}
+
+// Publish appends an event of the given type to the endpoint's stream and returns it with its ID and
+// sequence. data is marshalled with encoding/json, except json.RawMessage and []byte, which must
+// already be JSON and are stored as they are.
+func (p *Publisher) Publish(ctx context.Context, endpointID, eventType string, data any) (webhook.Event, error) {
+	if _, err := p.endpoints.Lookup(ctx, endpointID); err != nil {
+		return webhook.Event{}, fmt.Errorf("producer: publish to %s: %w", endpointID, err)
+	}
+	var raw []byte
+	switch d := data.(type) {
+	case json.RawMessage:
+		raw = d
+	case []byte:
+		raw = d
+	default:
+		b, err := json.Marshal(data)
+		if err != nil {
+			return webhook.Event{}, fmt.Errorf("%w: marshal data: %w", ErrInvalidEvent, err)
+		}
+		raw = b
+	}
+	ev := webhook.Event{
+		ID:         randid.New("evt_"),
+		Type:       eventType,
+		Created:    p.now().Unix(),
+		APIVersion: p.apiVersion,
+		Data:       raw,
+	}
+	return p.log.Append(ctx, endpointID, ev)
+}

@@ -1,0 +1,71 @@
+package producer_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+func TestPublisher(t *testing.T) {
+	ctx := context.Background()
+	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+	clk := newClock()
+	l := producer.NewMemoryLog()
+	pub := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now})
+
+	t.Run("stamps the envelope", func(t *testing.T) {
+		ev, err := pub.Publish(ctx, "we_a", "order.created", struct {
+			ID  string `json:"id"`
+			Qty int    `json:"qty"`
+		}{"ord_1", 3})
+		require.NoError(t, err)
+		require.Regexp(t, `^evt_[a-z2-7]{26}$`, ev.ID)
+		require.Equal(t, uint64(1), ev.Sequence)
+		require.Equal(t, "order.created", ev.Type)
+		require.Equal(t, t0.Unix(), ev.Created)
+		require.Equal(t, producer.DefaultAPIVersion, ev.APIVersion)
+		require.JSONEq(t, `{"id":"ord_1","qty":3}`, string(ev.Data))
+	})
+	t.Run("raw JSON is stored as it is", func(t *testing.T) {
+		for _, data := range []any{json.RawMessage(`{"b": 1,  "a": 2}`), []byte(`{"b": 1,  "a": 2}`)} {
+			ev, err := pub.Publish(ctx, "we_a", "order.created", data)
+			require.NoError(t, err)
+			got, _, err := l.Range(ctx, "we_a", ev.Sequence, ev.Sequence, 1)
+			require.NoError(t, err)
+			require.Equal(t, `{"b": 1,  "a": 2}`, string(got[0].Data))
+		}
+	})
+	t.Run("refusals", func(t *testing.T) {
+		_, err := pub.Publish(ctx, "we_nope", "order.created", nil)
+		require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
+		_, err = pub.Publish(ctx, "we_a", "order.created", json.RawMessage(`{`))
+		require.ErrorIs(t, err, producer.ErrInvalidEvent)
+		_, err = pub.Publish(ctx, "we_a", "order.created", make(chan int))
+		require.ErrorIs(t, err, producer.ErrInvalidEvent)
+		_, err = pub.Publish(ctx, "we_a", "", map[string]int{})
+		require.ErrorIs(t, err, producer.ErrInvalidEvent)
+	})
+	t.Run("API version and another log", func(t *testing.T) {
+		other := producer.NewMemoryLog()
+		p2 := producer.NewPublisher(l, eps, &producer.PublisherOptions{APIVersion: "2026-01-01", Now: clk.Now}).WithLog(other)
+		clk.Advance(time.Hour)
+		ev, err := p2.Publish(ctx, "we_a", "order.filled", map[string]string{})
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), ev.Sequence, "a separate log has its own streams")
+		require.Equal(t, "2026-01-01", ev.APIVersion)
+		require.Equal(t, t0.Add(time.Hour).Unix(), ev.Created)
+		_, _, err = l.Range(ctx, "we_a", 1, 1, 1)
+		require.NoError(t, err)
+	})
+	t.Run("defaults", func(t *testing.T) {
+		ev, err := producer.NewPublisher(producer.NewMemoryLog(), eps, nil).Publish(ctx, "we_a", "order.created", 1)
+		require.NoError(t, err)
+		require.InDelta(t, time.Now().Unix(), ev.Created, 5)
+	})
+}

@@ -1,0 +1,254 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/webhook"
+)
+
+// RangePattern is the net/http ServeMux pattern of range retrieval; RangeHandler reads the endpoint ID
+// from its {id} wildcard unless RangeOptions.EndpointID says otherwise.
+const RangePattern = "GET /v1/webhook_endpoints/{id}/events"
+
+// Limits of the limit query parameter.
+const (
+	DefaultRangeLimit = 100
+	MaxRangeLimit     = 1000
+)
+
+// Problem codes of range retrieval.
+const (
+	CodeEndpointNotFound = "webhook_endpoint_not_found"
+	CodeEventsPruned     = "events_pruned"
+	CodeNotInteger       = "not_an_integer"
+	CodeOutOfRange       = "out_of_range"
+	CodeRangeInverted    = "range_inverted"
+	CodeRepeated         = "query_repeated"
+)
+
+// LicenseeFunc says which licensee a request is authenticated as. It must be safe for concurrent
+// use. An error is written as the response
+// (an *apierror.Error such as a 401 keeps its status); an empty licensee sees no endpoint at all.
+type LicenseeFunc func(r *http.Request) (string, error)
+
+// RangeOptions configures a RangeHandler. The zero value (or nil) means the defaults.
+type RangeOptions struct {
+	// EndpointID extracts the endpoint ID from the request; nil means r.PathValue("id"), for
+	// RangePattern on a net/http ServeMux. Other routers pass their own.
+	EndpointID func(r *http.Request) string
+	// Render renders each event for the endpoint, as the Dispatcher's Render does, so that a fetched
+	// event reads exactly as its delivery; nil returns events as stored.
+	Render RenderFunc
+	// Now is the clock that stamps the response signature; nil means time.Now.
+	Now func() time.Time
+	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
+	Logger *slog.Logger
+}
+
+// RangeHandler serves range retrieval (the spec's part 6, rule 5):
+//
+//	GET /v1/webhook_endpoints/{id}/events?from=<n>&to=<n>&limit=<n>
+//
+// from is required (≥ 1); to defaults to the newest event; limit defaults to 100 and may be 1–1000.
+// The answer is {"object":"list","data":[events],"has_more":bool}: events from..to inclusive,
+// ascending, each rendered at the endpoint's pinned version, and the body signed with X-SVC-Signature
+// like a delivery. Bad parameters are 400 problems located at the query parameter; a range starting
+// below the retained window is 410 events_pruned naming the sequences that are gone and the first
+// retained one; an unknown endpoint and another licensee's endpoint are the same 404.
+//
+// A RangeHandler is safe for concurrent use. The zero value is not usable: build one with
+// NewRangeHandler.
+type RangeHandler struct {
+	log        Log
+	endpoints  Endpoints
+	licensee   LicenseeFunc
+	endpointID func(r *http.Request) string
+	render     RenderFunc
+	now        func() time.Time
+	errs       apierror.Writer
+}
+
+// NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
+// endpoints. licensee is required: it maps each request to the licensee it is authenticated as, and
+// only that licensee's endpoints are visible.
+func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *RangeOptions) *RangeHandler {
+	if log == nil || endpoints == nil || licensee == nil {
+		panic("producer: NewRangeHandler needs a Log, Endpoints and a LicenseeFunc")
+	}
+	h := &RangeHandler{log: log, endpoints: endpoints, licensee: licensee, now: time.Now,
+		endpointID: func(r *http.Request) string { return r.PathValue("id") }}
+	if opts != nil {
+		if opts.EndpointID != nil {
+			h.endpointID = opts.EndpointID
+		}
+		h.render = opts.Render
+		if opts.Now != nil {
+			h.now = opts.Now
+		}
+		h.errs.Logger = opts.Logger
+	}
+	return h
+}
+
+// RangeQuery is a parsed range request, a plain value.
+type RangeQuery struct {
+	From, To uint64 // inclusive; To is math.MaxUint64 when the request named none
+	Limit    int
+}
+
+// ParseRangeQuery reads from, to and limit, returning a 400 *apierror.Error that lists every bad
+// parameter, each located at its name. An empty parameter counts as absent.
+func ParseRangeQuery(q url.Values) (RangeQuery, error) {
+	rq := RangeQuery{To: math.MaxUint64, Limit: DefaultRangeLimit}
+	var c apierror.Collector
+	from, fromState := queryUint(&c, q, "from")
+	to, toState := queryUint(&c, q, "to")
+	limit, limitState := queryUint(&c, q, "limit")
+	switch fromState {
+	case paramAbsent:
+		c.Add(apierror.Query("from", apierror.CodeQueryMissing, "query parameter from is required"))
+	case paramSet:
+		if c.Check(from >= 1, apierror.Query("from", CodeOutOfRange, "must be at least 1")) {
+			rq.From = from
+		}
+	}
+	if toState == paramSet {
+		rq.To = to
+		if rq.From >= 1 {
+			c.Check(to >= rq.From, apierror.Query("to", CodeRangeInverted,
+				"must not be below from ("+strconv.FormatUint(rq.From, 10)+")"))
+		}
+	}
+	if limitState == paramSet {
+		if c.Check(limit >= 1 && limit <= MaxRangeLimit, apierror.Query("limit", CodeOutOfRange,
+			fmt.Sprintf("must be between 1 and %d", MaxRangeLimit))) {
+			rq.Limit = int(limit)
+		}
+	}
+	if err := c.Err(); err != nil {
+		return RangeQuery{}, err
+	}
+	return rq, nil
+}
+
+type paramState int
+
+const (
+	paramAbsent paramState = iota
+	paramSet
+	paramBad // a violation was recorded
+)
+
+// queryUint reads one decimal query parameter. Absent and empty are paramAbsent (the caller decides
+// whether that is allowed); a repeated, non-numeric or overflowing value records a violation.
+func queryUint(c *apierror.Collector, q url.Values, name string) (uint64, paramState) {
+	vs := q[name]
+	switch {
+	case len(vs) == 0 || (len(vs) == 1 && vs[0] == ""):
+		return 0, paramAbsent
+	case len(vs) > 1:
+		c.Add(apierror.Query(name, CodeRepeated, "must be given once"))
+		return 0, paramBad
+	}
+	n, err := strconv.ParseUint(vs[0], 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			c.Add(apierror.Query(name, CodeOutOfRange, "is too large"))
+		} else {
+			// The value is not echoed: a client may have put anything there.
+			c.Add(apierror.Query(name, CodeNotInteger, "must be a non-negative decimal integer"))
+		}
+		return 0, paramBad
+	}
+	return n, paramSet
+}
+
+// ServeHTTP implements http.Handler.
+func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.errs.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", "use GET"))
+		return
+	}
+	ctx := r.Context()
+	id := h.endpointID(r)
+	licensee, err := h.licensee(r)
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	ep, err := h.endpoints.Lookup(ctx, id)
+	switch {
+	case errors.Is(err, ErrUnknownEndpoint) || (err == nil && (licensee == "" || ep.Owner != licensee)):
+		// Another licensee's endpoint reads exactly like one that does not exist.
+		h.errs.Write(w, r, notFound(id))
+		return
+	case err != nil:
+		h.errs.Write(w, r, err)
+		return
+	}
+	rq, err := ParseRangeQuery(r.URL.Query())
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	events, more, err := h.log.Range(ctx, ep.ID, rq.From, rq.To, rq.Limit)
+	var pe *PrunedError
+	switch {
+	case errors.As(err, &pe):
+		h.errs.Write(w, r, pruned(ep.ID, rq, pe.FirstRetained))
+		return
+	case err != nil:
+		h.errs.Write(w, r, err)
+		return
+	}
+	if h.render != nil {
+		for i := range events {
+			if events[i], err = render(ctx, h.render, ep, events[i]); err != nil {
+				h.errs.Write(w, r, err)
+				return
+			}
+		}
+	}
+	body := encodeList(events, more)
+	sig, err := webhook.Sign(body, h.now(), ep.Secrets...)
+	if err != nil {
+		h.errs.Write(w, r, fmt.Errorf("producer: sign range of %s: %w", ep.ID, err))
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	hd.Set(webhook.HeaderSignature, sig)
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+func notFound(id string) *apierror.Error {
+	return apierror.NotFound(CodeEndpointNotFound, "no webhook endpoint "+strconv.Quote(id),
+		apierror.Path("id", CodeEndpointNotFound, "names no webhook endpoint of yours"))
+}
+
+func pruned(id string, rq RangeQuery, first uint64) *apierror.Error {
+	last := min(rq.To, first-1)
+	gone := strconv.FormatUint(rq.From, 10)
+	if last > rq.From {
+		gone += "–" + strconv.FormatUint(last, 10)
+	}
+	detail := fmt.Sprintf("events %s of webhook endpoint %s are past the retention window and gone; the first retained sequence is %d",
+		gone, strconv.Quote(id), first)
+	return apierror.Gone(CodeEventsPruned, detail,
+		apierror.Query("from", CodeEventsPruned, fmt.Sprintf("must be at least %d, the first retained sequence", first))).
+		With("first_retained", first)
+}
