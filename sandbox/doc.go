@@ -50,7 +50,7 @@
 //
 // The sandbox has no rate ceiling: RateLimit never consults its Limiter for a sandbox principal, so a
 // load test against the sandbox measures the build, not a throttle. In production the Limiter hook
-// decides — TokenBucket is one token bucket per licensee on golang.org/x/time/rate, bounded by an LRU —
+// decides — TokenBucket is one token bucket per licensee, bounded by an LRU —
 // and a refused request gets 429 rate_limited with Retry-After in seconds.
 //
 // # Sandbox controls

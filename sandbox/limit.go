@@ -5,11 +5,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/svcplatform/conventions/apierror"
 )
@@ -35,16 +34,15 @@ type TokenBucketOptions struct {
 	MaxLicensees int
 	// Limits, when set, chooses the rate and burst per principal (a licensee's plan, say); it is
 	// called once when a licensee's bucket is created. A burst below 1 is raised to 1.
-	Limits func(p Principal) (rate.Limit, int)
+	Limits func(p Principal) (perSecond float64, burst int)
 }
 
-// TokenBucket is a Limiter with one token bucket (golang.org/x/time/rate) per licensee and
-// environment, kept in a bounded LRU map. It is safe for concurrent use. Build one with
+// TokenBucket is a Limiter with one token bucket per licensee and environment, kept in a bounded LRU map. It is safe for concurrent use. Build one with
 // NewTokenBucket; the zero value is not usable.
 type TokenBucket struct {
-	limit  rate.Limit
+	limit  float64
 	burst  int
-	limits func(Principal) (rate.Limit, int)
+	limits func(Principal) (float64, int)
 	max    int
 
 	mu      sync.Mutex
@@ -54,18 +52,53 @@ type TokenBucket struct {
 
 type bucket struct {
 	scope string
-	lim   *rate.Limiter
+	rate  float64 // tokens per second; +Inf admits everything, 0 never refills
+	burst float64
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time // when tokens was last brought up to date; zero until first use
+}
+
+// take refills the bucket up to now and takes one token. When none is there it reports how long until
+// one is; a refused request takes nothing, so refusals never push the next admission further out.
+// A clock that steps backwards refills nothing.
+func (b *bucket) take(now time.Time) (bool, time.Duration) {
+	if math.IsInf(b.rate, 1) {
+		return true, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.tokens, b.last = b.burst, now
+	} else if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(b.burst, b.tokens+elapsed.Seconds()*b.rate)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	if b.rate <= 0 {
+		return false, time.Hour // never refills: tell the client to stop for a long while
+	}
+	wait := time.Duration(math.Ceil((1 - b.tokens) / b.rate * float64(time.Second)))
+	return false, max(wait, time.Nanosecond)
 }
 
 var _ Limiter = (*TokenBucket)(nil)
 
-// NewTokenBucket returns a TokenBucket that lets each licensee make r requests per second on average
-// and up to burst at once. It panics when burst is below 1, since such a bucket refuses everything.
-func NewTokenBucket(r rate.Limit, burst int, opts *TokenBucketOptions) *TokenBucket {
+// NewTokenBucket returns a TokenBucket that lets each licensee make perSecond requests per second on
+// average and up to burst at once; math.Inf(1) admits everything. It panics when burst is below 1,
+// since such a bucket refuses everything, or when perSecond is negative or NaN.
+func NewTokenBucket(perSecond float64, burst int, opts *TokenBucketOptions) *TokenBucket {
 	if burst < 1 {
 		panic("sandbox: NewTokenBucket needs a burst of at least 1")
 	}
-	tb := &TokenBucket{limit: r, burst: burst, max: DefaultMaxLicensees, buckets: make(map[string]*list.Element)}
+	if !(perSecond >= 0) {
+		panic("sandbox: NewTokenBucket needs a rate of zero or more")
+	}
+	tb := &TokenBucket{limit: perSecond, burst: burst, max: DefaultMaxLicensees, buckets: make(map[string]*list.Element)}
 	if opts != nil {
 		if opts.MaxLicensees > 0 {
 			tb.max = opts.MaxLicensees
@@ -77,40 +110,34 @@ func NewTokenBucket(r rate.Limit, burst int, opts *TokenBucketOptions) *TokenBuc
 
 // Allow implements Limiter.
 func (tb *TokenBucket) Allow(ctx context.Context, p Principal, now time.Time) (bool, time.Duration, error) {
-	lim := tb.bucket(p)
-	res := lim.ReserveN(now, 1)
-	if !res.OK() {
-		return false, time.Second, nil // unreachable with burst ≥ 1; refuse rather than admit
-	}
-	if d := res.DelayFrom(now); d > 0 {
-		// Give the token back: a refused request must not push the next allowed one further out.
-		res.CancelAt(now)
-		return false, d, nil
-	}
-	return true, 0, nil
+	ok, wait := tb.bucket(p).take(now)
+	return ok, wait, nil
 }
 
-func (tb *TokenBucket) bucket(p Principal) *rate.Limiter {
+func (tb *TokenBucket) bucket(p Principal) *bucket {
 	scope := p.Scope()
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if el, ok := tb.buckets[scope]; ok {
 		tb.lru.MoveToFront(el)
-		return el.Value.(*bucket).lim
+		return el.Value.(*bucket)
 	}
 	r, b := tb.limit, tb.burst
 	if tb.limits != nil {
 		r, b = tb.limits(p)
 		b = max(b, 1)
+		if !(r >= 0) {
+			r = 0 // a negative or NaN rate from the hook refills nothing rather than admitting all
+		}
 	}
-	bk := &bucket{scope: scope, lim: rate.NewLimiter(r, b)}
+	bk := &bucket{scope: scope, rate: r, burst: float64(b)}
 	tb.buckets[scope] = tb.lru.PushFront(bk)
 	for tb.lru.Len() > tb.max {
 		old := tb.lru.Back()
 		tb.lru.Remove(old)
 		delete(tb.buckets, old.Value.(*bucket).scope)
 	}
-	return bk.lim
+	return bk
 }
 
 // Len returns the number of buckets kept.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
 
 	"github.com/svcplatform/conventions/apierror"
 )
@@ -73,7 +73,7 @@ func TestTokenBucketBoundsItsMemory(t *testing.T) {
 
 func TestTokenBucketPerPrincipalLimits(t *testing.T) {
 	clk := newClock()
-	tb := NewTokenBucket(1, 1, &TokenBucketOptions{Limits: func(p Principal) (rate.Limit, int) {
+	tb := NewTokenBucket(1, 1, &TokenBucketOptions{Limits: func(p Principal) (float64, int) {
 		if p.Licensee == "lic_big" {
 			return 100, 10
 		}
@@ -225,4 +225,65 @@ func TestRateLimitFailures(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "limiter down")
 	require.Contains(t, logs.String(), "put it after the Authenticator")
+}
+
+func TestTokenBucketEdgeRates(t *testing.T) {
+	clk := newClock()
+	ctx := context.Background()
+	p := Principal{Licensee: "lic_a", Environment: Live}
+
+	unlimited := NewTokenBucket(math.Inf(1), 1, nil)
+	for range 1000 {
+		ok, _, _ := unlimited.Allow(ctx, p, clk.Now())
+		require.True(t, ok)
+	}
+
+	never := NewTokenBucket(0, 2, nil)
+	for range 2 {
+		ok, _, _ := never.Allow(ctx, p, clk.Now())
+		require.True(t, ok)
+	}
+	clk.Advance(24 * time.Hour)
+	ok, retry, _ := never.Allow(ctx, p, clk.Now())
+	require.False(t, ok, "a zero rate never refills")
+	require.Positive(t, retry)
+
+	// A clock that steps backwards refills nothing and takes nothing extra.
+	back := NewTokenBucket(1, 1, nil)
+	ok, _, _ = back.Allow(ctx, p, clk.Now())
+	require.True(t, ok)
+	ok, _, _ = back.Allow(ctx, p, clk.Now().Add(-time.Hour))
+	require.False(t, ok)
+	ok, _, _ = back.Allow(ctx, p, clk.Now().Add(time.Second))
+	require.True(t, ok, "one second after the last take, one token is back")
+
+	// Fractional rates round Retry-After up, never down to zero.
+	slow := NewTokenBucket(3, 1, nil)
+	_, _, _ = slow.Allow(ctx, p, clk.Now())
+	ok, retry, _ = slow.Allow(ctx, p, clk.Now())
+	require.False(t, ok)
+	require.Equal(t, time.Duration(333333334), retry)
+
+	require.Panics(t, func() { NewTokenBucket(-1, 1, nil) })
+	require.Panics(t, func() { NewTokenBucket(math.NaN(), 1, nil) })
+}
+
+// Concurrent callers on one bucket never get more than the burst plus what the elapsed time refills.
+func TestTokenBucketConcurrentAdmissionsAreExact(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tb := NewTokenBucket(10, 50, nil)
+	p := Principal{Licensee: "lic_a", Environment: Live}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 100 {
+				if ok, _, _ := tb.Allow(context.Background(), p, now); ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 50, admitted.Load())
 }
