@@ -251,3 +251,36 @@ func TestParse(t *testing.T) {
 	_, err = apierror.Parse(broken)
 	require.Error(t, err)
 }
+
+// The type URI is TypeBase and the code, both escaped, whether or not the writer's base needs escaping.
+func TestWriteTypeURIFromBaseAndCode(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
+	apierror.Writer{TypeBase: `https://example.test/"p"/`}.Write(rec, req, apierror.NotFound("order_not_found", "no such order"))
+	m := decodeBody(t, rec.Result())
+	require.Equal(t, `https://example.test/"p"/order_not_found`, m["type"])
+
+	p := apierror.NotFound("order_not_found", "no such order")
+	p.Type = "https://example.test/own"
+	m = decodeBody(t, render(t, p))
+	require.Equal(t, "https://example.test/own", m["type"], "an explicit Type wins over the base")
+}
+
+// The request ID on the response header is always the one in the body: a stale header value set
+// before Write is replaced, and the value WithRequestID already set is kept.
+func TestWriteRequestIDHeaderMatchesBody(t *testing.T) {
+	for _, preset := range []string{"", "req_stale", "req_ctx"} {
+		rec := httptest.NewRecorder()
+		if preset != "" {
+			rec.Header().Set(apierror.HeaderRequestID, preset)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
+		req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_ctx"))
+		apierror.Write(rec, req, apierror.NotFound("order_not_found", "no such order"))
+		resp := rec.Result()
+		require.Equal(t, []string{"req_ctx"}, resp.Header.Values(apierror.HeaderRequestID), "preset %q", preset)
+		require.Equal(t, "req_ctx", decodeBody(t, resp)["request_id"])
+		require.Equal(t, apierror.MediaType, resp.Header.Get("Content-Type"))
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	}
+}

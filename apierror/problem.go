@@ -185,16 +185,20 @@ func (e *Error) UnmarshalJSON(data []byte) error {
 
 // appendJSON appends the body; requestID overrides e.RequestID so that Write never copies or mutates e.
 func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error) {
-	typ := e.Type
-	if typ == "" {
-		typ = typeBase + e.Code
-	}
 	title := e.Title
 	if title == "" {
 		title = http.StatusText(e.Status)
 	}
 	b = append(b, `{"type":`...)
-	b = appendString(b, typ)
+	if e.Type != "" {
+		b = appendString(b, e.Type)
+	} else {
+		// typeBase + Code, escaped without building the joined string.
+		b = append(b, '"')
+		b = appendStringBody(b, typeBase)
+		b = appendStringBody(b, e.Code)
+		b = append(b, '"')
+	}
 	b = append(b, `,"title":`...)
 	b = appendString(b, title)
 	b = append(b, `,"status":`...)
@@ -264,6 +268,12 @@ const hexDigits = "0123456789abcdef"
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	b = appendStringBody(b, s)
+	return append(b, '"')
+}
+
+// appendStringBody appends s escaped for the inside of a JSON string, without the quotes.
+func appendStringBody(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -306,8 +316,7 @@ func appendString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
 
 // Pointer builds an RFC 6901 JSON Pointer from reference tokens, escaping "~" and "/":

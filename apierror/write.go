@@ -32,8 +32,11 @@ func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w
 
 // Write is the package-level Write with this Writer's settings.
 func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
-	var p *Error
-	if !errors.As(err, &p) || p == nil {
+	p, _ := err.(*Error) // the common case, checked first so that no pointer escapes for errors.As
+	if p == nil {
+		p = asError(err)
+	}
+	if p == nil {
 		p = Internal()
 		if wr.Logger != nil {
 			wr.Logger.ErrorContext(r.Context(), "apierror: internal error", "request_id", requestID(w, r), "error", err)
@@ -60,15 +63,28 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	for k, vs := range headers {
 		h[k] = vs
 	}
-	// One allocation for the three header values; each slice is capped so an Add cannot overwrite.
-	vals := [...]string{MediaType, "nosniff", reqID}
-	vs := vals[:]
-	h["Content-Type"] = vs[0:1:1]
-	h["X-Content-Type-Options"] = vs[1:2:2]
-	h[HeaderRequestID] = vs[2:3:3]
-	h.Del("Content-Length")
+	// One allocation for the header values; each slice is capped so an Add cannot overwrite a
+	// neighbour. WithRequestID has usually set X-Request-Id already, and then it is left as it is.
+	if cur := h[HeaderRequestID]; len(cur) == 1 && cur[0] == reqID {
+		vals := [...]string{MediaType, "nosniff"}
+		h["Content-Type"], h["X-Content-Type-Options"] = vals[0:1:1], vals[1:2:2]
+	} else {
+		vals := [...]string{MediaType, "nosniff", reqID}
+		h["Content-Type"], h["X-Content-Type-Options"], h[HeaderRequestID] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
+	}
+	delete(h, "Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// asError finds an *Error in err's chain; it is apart from Write so that its pointer's escape costs
+// only the callers that wrap.
+func asError(err error) *Error {
+	var p *Error
+	if errors.As(err, &p) {
+		return p
+	}
+	return nil
 }
 
 // bufPool recycles body buffers; bodies over 64 KiB are not kept, so one huge problem cannot pin memory.

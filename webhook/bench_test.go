@@ -152,3 +152,21 @@ func BenchmarkReceiver(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkSigner(b *testing.B) {
+	s, err := NewSigner(testSecret)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sz := range benchSizes {
+		body := benchBody(sz.size)
+		now := time.Unix(testTS, 0)
+		b.Run(sz.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				_ = s.Sign(body, now)
+			}
+		})
+	}
+}

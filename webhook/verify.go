@@ -89,7 +89,7 @@ type verifierKey struct {
 type macState struct {
 	mac  hash.Hash
 	sum  [sha256.Size]byte
-	text [16]byte // "<t>." — t has at most 12 digits
+	text [24]byte // "<t>." — any int64 t with its sign, and the dot
 }
 
 func newVerifierKey(secret string) *verifierKey {

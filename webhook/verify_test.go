@@ -385,3 +385,50 @@ func TestHexValueTable(t *testing.T) {
 		require.Equal(t, want, hexValue[c], "byte %#x", c)
 	}
 }
+
+// A Signer writes exactly what Sign writes, for any body size, any number of secrets (past what fits
+// on its stack), any timestamp an int64 holds, and from many goroutines sharing its pools.
+func TestSignerMatchesSign(t *testing.T) {
+	secrets := []string{NewSecret(), NewSecret(), NewSecret()}
+	times := []time.Time{time.Unix(testTS, 0), time.Unix(0, 0), time.Unix(-62135596800, 0), time.Unix(1<<62, 0), time.Unix(-1<<62, 0)}
+	for n := 1; n <= len(secrets); n++ {
+		s, err := NewSigner(secrets[:n]...)
+		require.NoError(t, err)
+		for _, size := range []int{0, 1, 64, 70_000} {
+			body := make([]byte, size)
+			for i := range body {
+				body[i] = byte(i * 13)
+			}
+			for _, now := range times {
+				want, err := Sign(body, now, secrets[:n]...)
+				require.NoError(t, err)
+				require.Equal(t, want, s.Sign(body, now), "secrets %d, size %d, t %d", n, size, now.Unix())
+			}
+		}
+	}
+	got, err := NewSigner(testSecret)
+	require.NoError(t, err)
+	require.Equal(t, "t=1767225600,v1="+testSigSecret, got.Sign([]byte(testBody), time.Unix(testTS, 0)))
+
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				body := []byte(strconv.Itoa(g*1000 + i))
+				want, _ := Sign(body, time.Unix(testTS, 0), testSecret)
+				if h := got.Sign(body, time.Unix(testTS, 0)); h != want {
+					t.Errorf("goroutine %d message %d: %s != %s", g, i, h, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestNewSignerRejectsMissingSecrets(t *testing.T) {
+	_, err := NewSigner()
+	require.ErrorIs(t, err, ErrNoSecret)
+	_, err = NewSigner(testSecret, "")
+	require.ErrorIs(t, err, ErrNoSecret)
+}
