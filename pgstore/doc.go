@@ -2,7 +2,18 @@
 // that run several replicas: every replica that shares the database shares idempotency records,
 // webhook event logs and cursors, version pins and credentials.
 //
+//   - IdempotencyStore (idempotency.Store): claims with INSERT … ON CONFLICT and a lease, completion
+//     guarded by a fencing token, DeleteExpired for bounded cleanup. Transactor runs the claim, the
+//     handler's own writes (TxFromContext) and the stored response in one transaction.
+//   - EventLog (producer.Log): per-endpoint streams with gap-free sequences, delivery leases shared by
+//     every replica's Dispatcher, range reads; Append joins the caller's transaction as an outbox.
+//   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx
+//     commit the consumer's own effects with the cursor, exactly once.
+//   - PinStore (versioning.PinStore) and CredentialStore (sandbox.CredentialStore).
+//
 // Stores take a DB the caller owns — a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx — and never close it.
-// Each store's tables live in a configurable schema; Migrate creates them. No store reads the clock:
-// times are passed in by the packages that call it, so tests control time completely.
+// Each store's tables live in a configurable schema and table; Migrate creates every store's tables,
+// and each MigrateX function (or the SQL of XMigration, for a team's own migration tool) creates one
+// store's. No store reads the clock: times are passed in by the packages that call it, so tests control
+// time completely.
 package pgstore
