@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/svcplatform/conventions/internal/jsonstr"
 )
 
 // MediaType is the media type of every problem body (RFC 9457 §3).
@@ -191,31 +192,31 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 	}
 	b = append(b, `{"type":`...)
 	if e.Type != "" {
-		b = appendString(b, e.Type)
+		b = jsonstr.Append(b, e.Type)
 	} else {
 		// typeBase + Code, escaped without building the joined string.
 		b = append(b, '"')
-		b = appendStringBody(b, typeBase)
-		b = appendStringBody(b, e.Code)
+		b = jsonstr.AppendContent(b, typeBase, false)
+		b = jsonstr.AppendContent(b, e.Code, false)
 		b = append(b, '"')
 	}
 	b = append(b, `,"title":`...)
-	b = appendString(b, title)
+	b = jsonstr.Append(b, title)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	if e.Detail != "" {
 		b = append(b, `,"detail":`...)
-		b = appendString(b, e.Detail)
+		b = jsonstr.Append(b, e.Detail)
 	}
 	if e.Instance != "" {
 		b = append(b, `,"instance":`...)
-		b = appendString(b, e.Instance)
+		b = jsonstr.Append(b, e.Instance)
 	}
 	b = append(b, `,"code":`...)
-	b = appendString(b, e.Code)
+	b = jsonstr.Append(b, e.Code)
 	if requestID != "" {
 		b = append(b, `,"request_id":`...)
-		b = appendString(b, requestID)
+		b = jsonstr.Append(b, requestID)
 	}
 	if len(e.Errors) > 0 {
 		b = append(b, `,"errors":[`...)
@@ -224,19 +225,19 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 				b = append(b, ',')
 			}
 			b = append(b, `{"location":`...)
-			b = appendString(b, string(v.Location))
+			b = jsonstr.Append(b, string(v.Location))
 			if v.Location == LocationBody {
 				// The pointer is always present for body violations: "" means the whole body.
 				b = append(b, `,"pointer":`...)
-				b = appendString(b, v.Pointer)
+				b = jsonstr.Append(b, v.Pointer)
 			} else {
 				b = append(b, `,"name":`...)
-				b = appendString(b, v.Name)
+				b = jsonstr.Append(b, v.Name)
 			}
 			b = append(b, `,"code":`...)
-			b = appendString(b, v.Code)
+			b = jsonstr.Append(b, v.Code)
 			b = append(b, `,"detail":`...)
-			b = appendString(b, v.Detail)
+			b = jsonstr.Append(b, v.Detail)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -255,68 +256,12 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 				return nil, fmt.Errorf("apierror: extension %q: %w", k, err)
 			}
 			b = append(b, ',')
-			b = appendString(b, k)
+			b = jsonstr.Append(b, k)
 			b = append(b, ':')
 			b = append(b, v...)
 		}
 	}
 	return append(b, '}'), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendStringBody(b, s)
-	return append(b, '"')
-}
-
-// appendStringBody appends s escaped for the inside of a JSON string, without the quotes.
-func appendStringBody(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
 }
 
 // Pointer builds an RFC 6901 JSON Pointer from reference tokens, escaping "~" and "/":

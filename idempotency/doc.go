@@ -88,7 +88,9 @@
 // With Options.Transactor the claim, the handler's own database writes and the stored response
 // commit in one transaction (pgstore provides the Transactor): a crash before the commit leaves
 // nothing behind, and the response is buffered until the commit so that a client never sees the
-// result of work that then failed to commit.
+// result of work that then failed to commit. The transaction runs under the request's context, so a
+// client that goes away before the commit rolls it back as well: nothing was done, and its retry with
+// the same key runs the operation once, as a crash would.
 //
 // # Without net/http
 //

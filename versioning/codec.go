@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/svcplatform/conventions/internal/jsonstr"
 )
 
 // The transforms see JSON as map[string]any, []any, string, json.Number, bool and nil, exactly what
@@ -297,7 +299,7 @@ func (e *jsonEncoder) append(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, "false"...), nil
 	case string:
-		return appendQuoted(b, x), nil
+		return jsonstr.Append(b, x), nil
 	case json.Number:
 		s := string(x)
 		if s == "" {
@@ -323,7 +325,7 @@ func (e *jsonEncoder) append(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendQuoted(b, k)
+			b = jsonstr.Append(b, k)
 			b = append(b, ':')
 			var err error
 			if b, err = e.append(b, x[k]); err != nil {
@@ -355,62 +357,6 @@ func (e *jsonEncoder) append(b []byte, v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendQuoted is encoding/json's string encoding without HTML escaping: control characters
-// escaped, invalid UTF-8 replaced by U+FFFD, and U+2028 and U+2029 escaped for JavaScript.
-func appendQuoted(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // validNumber reports whether s is a JSON number literal.

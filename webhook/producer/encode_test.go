@@ -3,7 +3,6 @@ package producer
 import (
 	"encoding/json"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,24 +27,4 @@ func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 	want, err = json.Marshal(webhook.EventList{Object: "list", Data: []webhook.Event{}})
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(encodeList(nil, false)))
-}
-
-// FuzzAppendString checks the hand-written JSON string encoder against encoding/json byte for byte.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote\"back\\slash", "<&>", "\u2028\u2029", "\xff", "\x00\x1f\x7f", "é☕😀"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := appendString(nil, s)
-		if string(got) != string(want) {
-			t.Fatalf("appendString(%q) = %s, encoding/json gives %s", s, got, want)
-		}
-		if !utf8.Valid(got) {
-			t.Fatalf("invalid UTF-8 out: %q", got)
-		}
-	})
 }
