@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -41,10 +40,7 @@ func credResolve(opts *CredentialOptions) credConfig {
 	if o.Table == "" {
 		o.Table = DefaultCredentialTable
 	}
-	o.qualified = quoteIdent(o.Table)
-	if o.Schema != "" {
-		o.qualified = quoteIdent(o.Schema) + "." + o.qualified
-	}
+	o.qualified = qualify(o.Schema, o.Table)
 	return o
 }
 
@@ -93,24 +89,7 @@ CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (licensee, environment);
 // together do not race each other's CREATE statements.
 func MigrateCredentials(ctx context.Context, db DB, opts *CredentialOptions) error {
 	o := credResolve(opts)
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate credentials: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("pgstore.credentials.migrate\x00" + o.qualified))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
-		return fmt.Errorf("pgstore: migrate credentials: %w", err)
-	}
-	// Simple protocol: the migration is several statements.
-	if _, err := tx.Exec(ctx, CredentialMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgstore: migrate credentials: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate credentials: %w", err)
-	}
-	return nil
+	return migrate(ctx, db, "credentials", "pgstore.credentials.migrate\x00"+o.qualified, CredentialMigration(opts))
 }
 
 // CredentialStore is a sandbox.CredentialStore on PostgreSQL, one row per API key in the table that

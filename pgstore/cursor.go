@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -43,10 +42,7 @@ func cursorResolve(opts *CursorOptions) cursorConfig {
 	if c.Table == "" {
 		c.Table = DefaultCursorTable
 	}
-	c.qualified = quoteIdent(c.Table)
-	if c.Schema != "" {
-		c.qualified = quoteIdent(c.Schema) + "." + c.qualified
-	}
+	c.qualified = qualify(c.Schema, c.Table)
 	c.get = "SELECT last_sequence FROM " + c.qualified + " WHERE stream = $1"
 	c.lock = c.get + " FOR UPDATE"
 	// A stream's first advance. A concurrent first advance blocks on the primary key until this one
@@ -84,23 +80,7 @@ func CursorMigration(opts *CursorOptions) string {
 // transaction under an advisory lock so that replicas starting together do not race.
 func MigrateCursors(ctx context.Context, db DB, opts *CursorOptions) error {
 	c := cursorResolve(opts)
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate cursors: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("pgstore.cursor.migrate\x00" + c.qualified))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
-		return fmt.Errorf("pgstore: migrate cursors: %w", err)
-	}
-	if _, err := tx.Exec(ctx, CursorMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgstore: migrate cursors: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate cursors: %w", err)
-	}
-	return nil
+	return migrate(ctx, db, "cursors", "pgstore.cursor.migrate\x00"+c.qualified, CursorMigration(opts))
 }
 
 // CursorStore is a webhook.CursorStore on PostgreSQL: one row per stream holding the last sequence

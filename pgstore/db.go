@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,3 +20,40 @@ type DB interface {
 
 // quoteIdent quotes a schema or table name for use in SQL.
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// qualify returns table's quoted name, qualified by schema when schema is not empty.
+func qualify(schema, table string) string {
+	if schema == "" {
+		return quoteIdent(table)
+	}
+	return quoteIdent(schema) + "." + quoteIdent(table)
+}
+
+// lockKey names a transaction-scoped advisory lock.
+func lockKey(name string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
+// migrate runs a migration's statements in one transaction that first takes the advisory lock named
+// lock, so that replicas starting together create the tables one at a time. what names the migration
+// in errors.
+func migrate(ctx context.Context, db DB, what, lock, sql string) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(lock)); err != nil {
+		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
+	}
+	// Simple protocol: a migration is several statements.
+	if _, err := tx.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
+	}
+	return nil
+}

@@ -381,7 +381,7 @@ func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (in
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", evlogLockKey("cleanup", l.cfg)); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(evlogLockName("cleanup", l.cfg))); err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
 	rows, err := tx.Query(ctx, l.sql.cleanupPick, producer.CutoffUnix(before), int64(limit))

@@ -3,10 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
@@ -39,12 +36,8 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 	if o.Table == "" {
 		o.Table = DefaultEventLogTable
 	}
-	o.events = quoteIdent(o.Table)
-	o.streams = quoteIdent(o.Table + "_streams")
-	if o.Schema != "" {
-		o.events = quoteIdent(o.Schema) + "." + o.events
-		o.streams = quoteIdent(o.Schema) + "." + o.streams
-	}
+	o.events = qualify(o.Schema, o.Table)
+	o.streams = qualify(o.Schema, o.Table+"_streams")
 	return o
 }
 
@@ -127,27 +120,10 @@ CREATE INDEX IF NOT EXISTS %s ON %s (created, stream, seq);
 // together do not race each other's CREATE statements.
 func MigrateEventLog(ctx context.Context, db DB, opts *EventLogOptions) error {
 	o := evlogResolve(opts)
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate event log: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", evlogLockKey("migrate", o)); err != nil {
-		return fmt.Errorf("pgstore: migrate event log: %w", err)
-	}
-	// Simple protocol: the migration is several statements.
-	if _, err := tx.Exec(ctx, EventLogMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgstore: migrate event log: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate event log: %w", err)
-	}
-	return nil
+	return migrate(ctx, db, "event log", evlogLockName("migrate", o), EventLogMigration(opts))
 }
 
-// evlogLockKey names an advisory lock for one operation on one event log.
-func evlogLockKey(op string, o evlogConfig) int64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("pgstore.eventlog." + op + "\x00" + o.events))
-	return int64(h.Sum64())
+// evlogLockName names an advisory lock for one operation on one event log.
+func evlogLockName(op string, o evlogConfig) string {
+	return "pgstore.eventlog." + op + "\x00" + o.events
 }

@@ -39,12 +39,8 @@ func idemResolve(opts *IdempotencyOptions) idemConfig {
 	if o.Table == "" {
 		o.Table = DefaultIdempotencyTable
 	}
-	o.qualified = quoteIdent(o.Table)
-	o.seq = quoteIdent(o.Table + "_token_seq")
-	if o.Schema != "" {
-		o.qualified = quoteIdent(o.Schema) + "." + o.qualified
-		o.seq = quoteIdent(o.Schema) + "." + o.seq
-	}
+	o.qualified = qualify(o.Schema, o.Table)
+	o.seq = qualify(o.Schema, o.Table+"_token_seq")
 	o.seqLiteral = "'" + strings.ReplaceAll(o.seq, "'", "''") + "'"
 	return o
 }

@@ -3,10 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DefaultIdempotencyTable is the table an IdempotencyStore uses when IdempotencyOptions.Table is empty.
@@ -70,22 +67,5 @@ CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (expires_at);
 // together do not race each other's CREATE statements.
 func MigrateIdempotency(ctx context.Context, db DB, opts *IdempotencyOptions) error {
 	o := idemResolve(opts)
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate idempotency: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("pgstore.idempotency.migrate\x00" + o.qualified))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
-		return fmt.Errorf("pgstore: migrate idempotency: %w", err)
-	}
-	// Simple protocol: the migration is several statements.
-	if _, err := tx.Exec(ctx, IdempotencyMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgstore: migrate idempotency: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate idempotency: %w", err)
-	}
-	return nil
+	return migrate(ctx, db, "idempotency", "pgstore.idempotency.migrate\x00"+o.qualified, IdempotencyMigration(opts))
 }

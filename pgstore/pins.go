@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -44,10 +43,7 @@ func pinResolve(opts *PinStoreOptions) pinConfig {
 	if o.Table == "" {
 		o.Table = DefaultPinTable
 	}
-	o.table = quoteIdent(o.Table)
-	if o.Schema != "" {
-		o.table = quoteIdent(o.Schema) + "." + o.table
-	}
+	o.table = qualify(o.Schema, o.Table)
 	return o
 }
 
@@ -86,24 +82,7 @@ CREATE INDEX IF NOT EXISTS %s ON %s (version, licensee);
 // other's CREATE statements.
 func MigratePinStore(ctx context.Context, db DB, opts *PinStoreOptions) error {
 	o := pinResolve(opts)
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate pin store: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("pgstore.pins.migrate\x00" + o.table))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
-		return fmt.Errorf("pgstore: migrate pin store: %w", err)
-	}
-	// Simple protocol: the migration is several statements.
-	if _, err := tx.Exec(ctx, PinStoreMigration(opts), pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgstore: migrate pin store: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate pin store: %w", err)
-	}
-	return nil
+	return migrate(ctx, db, "pin store", "pgstore.pins.migrate\x00"+o.table, PinStoreMigration(opts))
 }
 
 // PinStore is a versioning.PinStore on PostgreSQL: each licensee's pinned API version, shared by
