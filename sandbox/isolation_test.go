@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/versioning"
 )
 
 func TestScopedKey(t *testing.T) {
@@ -192,4 +193,34 @@ func TestRequestHelpers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "live:lic_a", s)
 	require.False(t, InSandbox(live))
+}
+
+// Every licensee the Issuer accepts must get a version pin through the wiring the package documents
+// (versioning.Options.Licensee returning the principal's Scope): the scope is the licensee plus up
+// to 8 bytes of environment, and a PinStore bound tighter than that answered a 500 to every request
+// of a licensee with a long identifier.
+func TestScopeFitsVersionPins(t *testing.T) {
+	reg, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}}, nil)
+	require.NoError(t, err)
+	pins := versioning.NewMemoryPinStore()
+	router := versioning.New(reg, &versioning.Options{Pins: pins,
+		Licensee: func(r *http.Request) (string, bool) {
+			scope, err := RequestScope(r)
+			return scope, err == nil
+		}})
+	iss := NewIssuer(nil, nil)
+	h := NewAuthenticator(iss, nil).Handler(router.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	longest := strings.Repeat("l", MaxLicenseeLen)
+	for _, env := range []Environment{Sandbox, Live} {
+		t.Run(string(env), func(t *testing.T) {
+			key := issue(t, iss, longest, env).APIKey
+			rec := do(t, h, http.MethodGet, "/v1/orders", key, "")
+			require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+			p, err := pins.Get(context.Background(), Principal{Licensee: longest, Environment: env}.Scope())
+			require.NoError(t, err)
+			require.Equal(t, "v1", p.Version)
+		})
+	}
 }

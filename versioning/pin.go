@@ -11,8 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// MaxLicenseeLen bounds a licensee identifier in bytes.
-const MaxLicenseeLen = 256
+// MaxLicenseeLen bounds a licensee identifier in bytes. It leaves room for an environment-scoped
+// identifier, the shape the Licensee hook is meant to return: sandbox.Principal.Scope is up to
+// len("sandbox:") + 255 bytes, and a bound below that refused every request of a licensee the
+// issuer had accepted.
+const MaxLicenseeLen = 512
 
 // MaxPinList is the largest page PinStore.List returns.
 const MaxPinList = 1000

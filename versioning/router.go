@@ -1,6 +1,7 @@
 package versioning
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -80,7 +81,8 @@ type Options struct {
 	// stripped included.
 	SuccessorLink func(r *http.Request, successor string) string
 	// MaxRequestBody caps a request body that must be transformed to the newest shape; larger ones
-	// get 413. Zero means DefaultMaxRequestBody. Bodies that need no transform are not read.
+	// get 413. Zero means DefaultMaxRequestBody. Bodies that need no transform are not read, nor
+	// (beyond their first bytes) bodies that are not JSON objects, whatever their Content-Type.
 	MaxRequestBody int64
 	// MaxResponseBody caps a response body buffered for transformation; a handler that writes more
 	// gets ErrResponseTooLarge from Write and the client a 500, because the body cannot be shaped
@@ -471,6 +473,37 @@ func stripVersion(r *http.Request) {
 	}
 }
 
+// peekSize is how much of a body not declared as JSON is looked at to find its first significant byte.
+const peekSize = 512
+
+// peekedBody is a request body with its first bytes buffered, closing the original.
+type peekedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// mayBeObject reports whether the body in br may be a JSON object: its first byte that is not JSON
+// whitespace is '{', or none was found within peekSize bytes. It consumes nothing. A read error
+// other than the end of the body reports true, so that the caller's full read meets the error again
+// and answers it.
+func mayBeObject(br *bufio.Reader) bool {
+	for k := 1; k <= br.Size(); k++ {
+		b, err := br.Peek(k)
+		if len(b) < k {
+			return err != nil && !errors.Is(err, io.EOF)
+		}
+		switch b[k-1] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // isJSON reports whether a Content-Type is application/json, parameters aside. Only plain JSON is
 // shaped: problem+json bodies are the same in every version.
 func isJSON(ct string) bool {
@@ -482,11 +515,26 @@ func isJSON(ct string) bool {
 
 // shapeRequest rewrites a JSON request body from r's version to the newest shape. It reports false
 // after writing a problem.
+//
+// The Content-Type does not decide: handlers' JSON decoders (apierror.Decode among them) read the
+// body whatever it declares, and clients send JSON as application/x-www-form-urlencoded (curl -d),
+// application/merge-patch+json or nothing at all. A body declared as JSON is read; any other is
+// read only when its first significant byte opens a JSON object, the only thing a transform
+// shapes, and otherwise reaches the handler untouched and unbounded (an upload, a form).
 func (rt *Router) shapeRequest(w http.ResponseWriter, r *http.Request, i int) bool {
-	if r.Body == nil || r.Body == http.NoBody || !isJSON(r.Header.Get("Content-Type")) {
+	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, rt.maxReq+1))
+	var src io.Reader = r.Body
+	if !isJSON(r.Header.Get("Content-Type")) {
+		br := bufio.NewReaderSize(r.Body, peekSize)
+		if !mayBeObject(br) {
+			r.Body = peekedBody{Reader: br, Closer: r.Body}
+			return true
+		}
+		src = br
+	}
+	body, err := io.ReadAll(io.LimitReader(src, rt.maxReq+1))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
