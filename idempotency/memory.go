@@ -311,6 +311,13 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, l
 		return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 	}
 	sh.expire(nowNs)
+	if len(sh.queue)-sh.head >= 2*s.shardRecords {
+		// Records that left early (released, or met expired by Claim or Lookup) stay queued behind a
+		// live head until the queue reaches them; compact before they outnumber the records the shard
+		// may hold. After a sweep the queue holds at most shardRecords, so this costs O(1) per claim,
+		// amortized, and bounds the queue at twice MaxRecords.
+		sh.sweep(nowNs)
+	}
 	if sh.count >= s.shardRecords {
 		if nowNs >= sh.nextSweep {
 			sh.sweep(nowNs)

@@ -120,11 +120,7 @@ func (rw *renewer) loop(m *Middleware) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if rn.renew() {
-					rw.mu.Lock()
-					rw.unlink(rn)
-					rw.mu.Unlock()
-				}
+				rn.renew(rw)
 			}()
 		}
 		wg.Wait()
@@ -133,8 +129,9 @@ func (rw *renewer) loop(m *Middleware) {
 	}
 }
 
-// renew extends the lease once; it reports whether the claim is lost and renewal should end.
-func (rn *renewal) renew() (lost bool) {
+// renew extends the lease once; it reports whether the claim is lost, in which case it has already
+// taken rn off rw's list.
+func (rn *renewal) renew(rw *renewer) (lost bool) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	if rn.stopped {
@@ -157,6 +154,13 @@ func (rn *renewal) renew() (lost bool) {
 			rn.cancel(ErrLeaseLost)
 		}
 		rn.stopped = true
+		// Unlinked while rn.mu is still held (lock order rn.mu, then rw.mu; nothing takes them the
+		// other way round). Once rn.mu is released the attempt may finish and its pooled renewal be
+		// registered again for the next request's claim: an unlink after that point would silently
+		// end the renewal of that new claim, whose lease would then lapse under a live handler.
+		rw.mu.Lock()
+		rw.unlink(rn)
+		rw.mu.Unlock()
 		return true
 	default:
 		// Keep trying: another renewal fits in the lease before it lapses.

@@ -57,8 +57,12 @@ func (s Status) String() string {
 // Claim is the result of Store.Claim.
 type Claim struct {
 	Status Status
-	// Token is the fencing token of the claim when Status is Claimed. Every claim of a key gets a token
-	// that no earlier claim of that key had.
+	// Token is the fencing token of the claim when Status is Claimed. Tokens are unique per key across
+	// all scopes: every claim of a key gets a token that no earlier claim of that key had (after a
+	// release, a take-over or the end of retention too), and that no claim of the same key in another
+	// scope holds, so a token only ever owns the record it was handed out for. storetest checks both
+	// (TokensNeverRepeat, ScopesIsolated). A store may hand out tokens that are unique across all keys
+	// (a global counter or sequence) or only per key or per scope with random starting points.
 	Token uint64
 	// Fingerprint is the record's fingerprint. When it differs from the one passed to Claim, the store
 	// changed nothing and the caller must answer 422: the check runs on every path.

@@ -2,130 +2,64 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
-	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
 
-// The exactly-once test: idemKeys keys, each sent idemDups times at once, spread over two replicas
-// (two http servers, each with its own middleware) that share one PostgreSQL.
-const (
-	idemKeys = 100
-	idemDups = 50
-	// idemWave keys are in flight at a time: 500 concurrent requests, enough to race every key hard
-	// while the transactional handlers' connections still leave the pool room for their duplicates.
-	idemWave = 10
-)
-
-// idemClock is the replicas' shared, injected clock: leases end when the test says so.
-type idemClock struct {
-	mu sync.Mutex
-	t  time.Time
+// TestIdempotencyReplicas runs the exactly-once-across-replicas tests (storetest.RunReplicas) on a
+// real PostgreSQL, in both modes: replicas with an IdempotencyStore, and replicas in transactional
+// mode whose handlers write their orders in the request's transaction.
+func TestIdempotencyReplicas(t *testing.T) {
+	storetest.RunReplicas(t, storetest.ReplicaConfig{Modes: []storetest.ReplicaMode{
+		{Name: "store", Setup: func(t *testing.T) storetest.ReplicaBackend {
+			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
+				return &idempotency.Options{Store: pgstore.NewIdempotencyStore(pool, opts)}
+			})
+		}, Unreachable: func(t *testing.T) *idempotency.Options {
+			return &idempotency.Options{Store: pgstore.NewIdempotencyStore(idemUnreachablePool(t), nil)}
+		}},
+		{Name: "transactional", Setup: func(t *testing.T) storetest.ReplicaBackend {
+			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
+				return &idempotency.Options{Transactor: pgstore.NewTransactor(pool, opts)}
+			})
+		}, Unreachable: func(t *testing.T) *idempotency.Options {
+			return &idempotency.Options{Transactor: pgstore.NewTransactor(idemUnreachablePool(t), nil)}
+		}},
+	}})
 }
 
-func (c *idemClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *idemClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// idemMode is how a replica's middleware is built on the shared database.
-type idemMode struct {
-	name string
-	// options returns one replica's middleware options on pool.
-	options func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options
-	// tx says the handler writes its order in the request's transaction.
-	tx bool
-}
-
-var idemModes = []idemMode{
-	{"store", func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
-		return &idempotency.Options{Store: pgstore.NewIdempotencyStore(pool, opts)}
-	}, false},
-	{"transactional", func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
-		return &idempotency.Options{Transactor: pgstore.NewTransactor(pool, opts)}
-	}, true},
-}
-
-// idemResult is what a client saw.
-type idemResult struct {
-	status   int
-	body     string
-	replayed bool
-	code     string // problem code
-	retry    string // Retry-After
-	err      error
-}
-
-// idemPost sends the order request for key i to url.
-func idemPost(ctx context.Context, client *http.Client, url string, i int) idemResult {
-	body := fmt.Sprintf(`{"account":"acc_%d","side":"buy"}`, i)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/orders", strings.NewReader(body))
-	if err != nil {
-		return idemResult{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer sk_sandbox_replicas")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotency.HeaderKey, idemKeyName(i))
-	resp, err := client.Do(req)
-	if err != nil {
-		return idemResult{err: err}
-	}
-	defer resp.Body.Close()
-	r := idemResult{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true", retry: resp.Header.Get("Retry-After")}
-	if resp.Header.Get("Content-Type") == apierror.MediaType {
-		p, err := apierror.Parse(resp)
-		if err != nil {
-			return idemResult{err: err}
-		}
-		r.code = p.Code
-		return r
-	}
-	b, err := io.ReadAll(resp.Body)
-	r.body, r.err = string(b), err
-	return r
-}
-
-func idemKeyName(i int) string { return fmt.Sprintf("order-%03d", i) }
-
-func idemKeyIndex(t *testing.T, r *http.Request) int {
-	i, err := strconv.Atoi(strings.TrimPrefix(r.Header.Get(idempotency.HeaderKey), "order-"))
-	if err != nil || i < 0 || i >= idemKeys {
-		t.Errorf("unexpected key %q", r.Header.Get(idempotency.HeaderKey))
-		return 0
-	}
-	return i
-}
-
-// idemOrders creates the handler's own table.
-func idemOrders(t *testing.T, pool *pgxpool.Pool) {
-	_, err := pool.Exec(context.Background(), `CREATE TABLE orders (key text NOT NULL, run text NOT NULL)`)
+// idemReplicaBackend migrates a fresh schema with the idempotency table and the handler's own orders
+// table; options builds one replica's middleware options on it.
+func idemReplicaBackend(t *testing.T, options func(*pgxpool.Pool, *pgstore.IdempotencyOptions) *idempotency.Options) storetest.ReplicaBackend {
+	pool, schema := pgtest.Pool(t)
+	ctx := context.Background()
+	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL)`)
 	require.NoError(t, err)
+	return storetest.ReplicaBackend{
+		Options:     func() *idempotency.Options { return options(pool, opts) },
+		Store:       pgstore.NewIdempotencyStore(pool, opts),
+		WriteOrder:  idemOrderWrite,
+		OrderCounts: func(t *testing.T) map[string]int { return idemOrderCounts(t, pool) },
+	}
+}
+
+// idemUnreachablePool points at a closed port, so the shared server is left alone.
+func idemUnreachablePool(t *testing.T) *pgxpool.Pool {
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // idemOrderWrite writes the order in the request's transaction (transactional mode).
@@ -151,370 +85,4 @@ func idemOrderCounts(t *testing.T, pool *pgxpool.Pool) map[string]int {
 	}
 	require.NoError(t, rows.Err())
 	return out
-}
-
-func idemHTTPClient(t *testing.T) *http.Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: 2 * idemWave * idemDups}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-// TestIdempotencyExactlyOnceAcrossReplicas: every key's handler runs once although its duplicates
-// arrive together at two replicas; every answer is the original response or 409 in use; afterwards
-// every retry, at either replica, replays the identical body.
-func TestIdempotencyExactlyOnceAcrossReplicas(t *testing.T) {
-	for _, mode := range idemModes {
-		t.Run(mode.name, func(t *testing.T) {
-			pool, schema := pgtest.Pool(t)
-			ctx := context.Background()
-			opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-			require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
-			idemOrders(t, pool)
-			clock := &idemClock{t: time.Now().UTC()}
-
-			var (
-				runs     [idemKeys]atomic.Int32
-				original [idemKeys]atomic.Pointer[string]
-				answered [idemKeys]atomic.Int32
-				others   [idemKeys]chan struct{} // closed when every duplicate but the owner's is answered
-			)
-			for i := range others {
-				others[i] = make(chan struct{})
-			}
-			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				i := idemKeyIndex(t, r)
-				runs[i].Add(1)
-				run := randid.New("run_")
-				if mode.tx {
-					if err := idemOrderWrite(r, idemKeyName(i), run); err != nil {
-						t.Error(err)
-						http.Error(w, "order write failed", http.StatusInternalServerError)
-						return
-					}
-				}
-				// Even keys hold the claim until all their duplicates were answered, so every one of
-				// them meets it in flight; odd keys finish at once, so duplicates also meet the record
-				// completed. The timeout only turns a bug into a failure instead of a hang.
-				if i%2 == 0 {
-					select {
-					case <-others[i]:
-					case <-time.After(20 * time.Second):
-						t.Errorf("key %d: duplicates were not all answered while the owner held the claim", i)
-					}
-				}
-				body := fmt.Sprintf(`{"id":"ord_%d","run":%q}`, i, run)
-				original[i].Store(&body)
-				w.Header().Set("Content-Type", "application/json")
-				w.Header().Set("Location", "/v1/orders/ord_"+strconv.Itoa(i))
-				w.WriteHeader(http.StatusCreated)
-				_, _ = io.WriteString(w, body)
-			})
-			var servers [2]*httptest.Server
-			for n := range servers {
-				o := mode.options(pool, opts)
-				o.Now = clock.Now
-				servers[n] = httptest.NewServer(idempotency.New(o).Handler(handler))
-				t.Cleanup(servers[n].Close)
-			}
-			client := idemHTTPClient(t)
-
-			results := make([][]idemResult, idemKeys)
-			for wave := 0; wave < idemKeys; wave += idemWave {
-				var wg sync.WaitGroup
-				for i := wave; i < wave+idemWave; i++ {
-					results[i] = make([]idemResult, idemDups)
-					for j := range idemDups {
-						wg.Go(func() {
-							res := idemPost(ctx, client, servers[j%2].URL, i)
-							results[i][j] = res
-							if res.status != http.StatusCreated || res.replayed {
-								if answered[i].Add(1) == idemDups-1 {
-									close(others[i])
-								}
-							}
-						})
-					}
-				}
-				wg.Wait()
-			}
-
-			for i := range idemKeys {
-				require.EqualValues(t, 1, runs[i].Load(), "key %d: handler runs", i)
-				body := original[i].Load()
-				require.NotNil(t, body)
-				fresh := 0
-				for _, res := range results[i] {
-					require.NoError(t, res.err)
-					switch res.status {
-					case http.StatusCreated:
-						require.Equal(t, *body, res.body, "key %d: a 201 that is not the original", i)
-						if !res.replayed {
-							fresh++
-						}
-					case http.StatusConflict:
-						require.Equal(t, idempotency.CodeKeyInUse, res.code)
-						require.NotEmpty(t, res.retry)
-					default:
-						t.Fatalf("key %d: unexpected answer %+v", i, res)
-					}
-				}
-				require.Equal(t, 1, fresh, "key %d: exactly one fresh answer", i)
-				if i%2 == 0 {
-					require.EqualValues(t, idemDups-1, answered[i].Load(), "key %d: all duplicates met the claim in flight", i)
-				}
-			}
-			// After completion every retry, at either replica, replays the identical body.
-			for i := range idemKeys {
-				for _, srv := range servers {
-					res := idemPost(ctx, client, srv.URL, i)
-					require.NoError(t, res.err)
-					require.Equal(t, http.StatusCreated, res.status)
-					require.True(t, res.replayed)
-					require.Equal(t, *original[i].Load(), res.body)
-				}
-				require.EqualValues(t, 1, runs[i].Load())
-			}
-			if mode.tx {
-				counts := idemOrderCounts(t, pool)
-				require.Len(t, counts, idemKeys)
-				for k, n := range counts {
-					require.Equal(t, 1, n, "orders committed for %s", k)
-				}
-			}
-		})
-	}
-}
-
-// idemKillStore stands for a replica that dies after claiming: once killed, nothing it does reaches
-// the database any more.
-type idemKillStore struct {
-	idempotency.Store
-	killed  atomic.Bool
-	token   atomic.Uint64
-	stopped chan struct{} // closed at the first store call after the kill
-	once    sync.Once
-}
-
-var errIdemKilled = errors.New("replica killed")
-
-func (k *idemKillStore) dead() bool {
-	if !k.killed.Load() {
-		return false
-	}
-	k.once.Do(func() { close(k.stopped) })
-	return true
-}
-
-func (k *idemKillStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
-	c, err := k.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
-	if c.Status == idempotency.Claimed {
-		k.token.Store(c.Token)
-	}
-	return c, err
-}
-
-func (k *idemKillStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
-	if k.dead() {
-		return errIdemKilled
-	}
-	return k.Store.Renew(ctx, key, token, leaseUntil)
-}
-
-func (k *idemKillStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
-	if k.dead() {
-		return errIdemKilled
-	}
-	return k.Store.Complete(ctx, key, token, resp, expiresAt)
-}
-
-func (k *idemKillStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
-	if k.dead() {
-		return errIdemKilled
-	}
-	return k.Store.Release(ctx, key, token)
-}
-
-// idemKillTx stands for a replica that dies before its transaction commits.
-type idemKillTx struct {
-	idempotency.Transactor
-	killed  atomic.Bool
-	stopped chan struct{} // closed when a killed transaction has rolled back
-	once    sync.Once
-}
-
-func (k *idemKillTx) InTx(ctx context.Context, fn func(context.Context, idempotency.Store) error) error {
-	err := k.Transactor.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
-		if err := fn(ctx, s); err != nil {
-			return err
-		}
-		if k.killed.Load() {
-			return errIdemKilled
-		}
-		return nil
-	})
-	if k.killed.Load() {
-		k.once.Do(func() { close(k.stopped) })
-	}
-	return err
-}
-
-// TestIdempotencyOwnerKilled: the replica that owns a key dies mid-request, without completing. Until
-// its claim is over (the lease, or in transactional mode the rollback) duplicates get 409; then
-// concurrent retries at the surviving replicas run the handler exactly once, and everybody gets that
-// response. The dead owner's late completion is refused.
-func TestIdempotencyOwnerKilled(t *testing.T) {
-	const lease = 30 * time.Second
-	for _, mode := range idemModes {
-		t.Run(mode.name, func(t *testing.T) {
-			pool, schema := pgtest.Pool(t)
-			ctx := context.Background()
-			opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-			require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
-			idemOrders(t, pool)
-			clock := &idemClock{t: time.Now().UTC()}
-			store := pgstore.NewIdempotencyStore(pool, opts)
-
-			started := make(chan struct{})
-			var doomedRuns, runs atomic.Int32
-			doomed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				doomedRuns.Add(1)
-				if mode.tx {
-					if err := idemOrderWrite(r, "order-000", "doomed"); err != nil {
-						t.Error(err)
-					}
-				}
-				close(started)
-				<-r.Context().Done() // the replica is going down; it never answers
-			})
-			var original atomic.Pointer[string]
-			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				runs.Add(1)
-				run := randid.New("run_")
-				if mode.tx {
-					if err := idemOrderWrite(r, "order-000", run); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-				body := `{"id":"ord_0","run":"` + run + `"}`
-				original.Store(&body)
-				w.WriteHeader(http.StatusCreated)
-				_, _ = io.WriteString(w, body)
-			})
-			newServer := func(o *idempotency.Options, h http.Handler) *httptest.Server {
-				o.Now, o.Lease = clock.Now, lease
-				srv := httptest.NewServer(idempotency.New(o).Handler(h))
-				t.Cleanup(srv.Close)
-				return srv
-			}
-
-			// Replica A claims and dies.
-			var killStore *idemKillStore
-			var killTx *idemKillTx
-			var stopped chan struct{}
-			aOpts := mode.options(pool, opts)
-			if mode.tx {
-				killTx = &idemKillTx{Transactor: aOpts.Transactor, stopped: make(chan struct{})}
-				aOpts.Transactor, stopped = killTx, killTx.stopped
-			} else {
-				killStore = &idemKillStore{Store: aOpts.Store, stopped: make(chan struct{})}
-				aOpts.Store, stopped = killStore, killStore.stopped
-			}
-			a := newServer(aOpts, doomed)
-			b := newServer(mode.options(pool, opts), handler)
-			client := idemHTTPClient(t)
-
-			actx, kill := context.WithCancel(ctx)
-			aDone := make(chan idemResult, 1)
-			go func() { aDone <- idemPost(actx, client, a.URL, 0) }()
-			<-started
-			res := idemPost(ctx, client, b.URL, 0)
-			require.Equal(t, http.StatusConflict, res.status, "%+v", res)
-			require.Equal(t, idempotency.CodeKeyInUse, res.code)
-
-			if mode.tx {
-				killTx.killed.Store(true)
-			} else {
-				killStore.killed.Store(true)
-			}
-			kill()
-			require.Error(t, (<-aDone).err)
-			<-stopped
-
-			if !mode.tx {
-				// The dead owner's claim holds until its lease ends, never longer.
-				res = idemPost(ctx, client, b.URL, 0)
-				require.Equal(t, http.StatusConflict, res.status, "%+v", res)
-				clock.Advance(lease)
-			}
-			// Concurrent retries at two surviving replicas (B and a restarted A): one execution.
-			c := newServer(mode.options(pool, opts), handler)
-			var wg sync.WaitGroup
-			retries := make([]idemResult, 20)
-			for j := range retries {
-				wg.Go(func() { retries[j] = idemPost(ctx, client, []string{b.URL, c.URL}[j%2], 0) })
-			}
-			wg.Wait()
-			require.EqualValues(t, 1, runs.Load(), "handler runs after the owner died")
-			require.EqualValues(t, 1, doomedRuns.Load())
-			for _, r := range retries {
-				require.NoError(t, r.err)
-				if r.status == http.StatusConflict {
-					continue
-				}
-				require.Equal(t, http.StatusCreated, r.status)
-				require.Equal(t, *original.Load(), r.body)
-			}
-			for _, url := range []string{b.URL, c.URL} {
-				r := idemPost(ctx, client, url, 0)
-				require.Equal(t, http.StatusCreated, r.status)
-				require.True(t, r.replayed)
-				require.Equal(t, *original.Load(), r.body)
-			}
-			require.EqualValues(t, 1, runs.Load())
-			key := idempotency.Key{Scope: idemScope("Bearer sk_sandbox_replicas"), Key: "order-000"}
-			if mode.tx {
-				// The dead owner's order rolled back with its claim: one order exists.
-				require.Equal(t, map[string]int{"order-000": 1}, idemOrderCounts(t, pool))
-			} else {
-				// Had the dead owner come back, its completion would be refused.
-				err := store.Complete(ctx, key, killStore.token.Load(), idempotency.Response{Status: 500}, clock.Now().Add(time.Hour))
-				require.ErrorIs(t, err, idempotency.ErrLeaseLost)
-			}
-			rec, err := store.Lookup(ctx, key, clock.Now())
-			require.NoError(t, err)
-			require.Equal(t, idempotency.Completed, rec.Status)
-			require.Equal(t, *original.Load(), string(rec.Response.Body))
-		})
-	}
-}
-
-// idemScope is the middleware's default scope for an Authorization value.
-func idemScope(auth string) string {
-	sum := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(sum[:])
-}
-
-// TestIdempotencyStoreOutage: with the database unreachable the answer is 503 with Retry-After, and
-// the handler does not run. The shared server is left alone: the pool points at a closed port.
-func TestIdempotencyStoreOutage(t *testing.T) {
-	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	for _, mode := range idemModes {
-		t.Run(mode.name, func(t *testing.T) {
-			var runs atomic.Int32
-			h := idempotency.New(mode.options(pool, nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				runs.Add(1)
-			}))
-			srv := httptest.NewServer(h)
-			t.Cleanup(srv.Close)
-			res := idemPost(context.Background(), idemHTTPClient(t), srv.URL, 1)
-			require.NoError(t, res.err)
-			require.Equal(t, http.StatusServiceUnavailable, res.status)
-			require.Equal(t, apierror.CodeUnavailable, res.code)
-			require.NotEmpty(t, res.retry)
-			require.Zero(t, runs.Load())
-		})
-	}
 }

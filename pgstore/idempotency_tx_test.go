@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -459,4 +461,28 @@ func TestTransactorConcurrentReplays(t *testing.T) {
 		require.Equal(t, "true", replayed[i])
 	}
 	require.EqualValues(t, 1, e.runs.Load())
+}
+
+// idemClock is an injected clock shared by a test's middlewares: leases end when the test says so.
+type idemClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *idemClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *idemClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// idemScope is the middleware's default scope for an Authorization value.
+func idemScope(auth string) string {
+	sum := sha256.Sum256([]byte(auth))
+	return hex.EncodeToString(sum[:])
 }

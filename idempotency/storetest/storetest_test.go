@@ -1,6 +1,10 @@
 package storetest_test
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	"testing"
 
 	"github.com/svcplatform/conventions/idempotency"
@@ -21,4 +25,30 @@ func TestRunOnSharedStore(t *testing.T) {
 
 func BenchmarkRunOnMemoryStore(b *testing.B) {
 	storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store { return idempotency.NewMemoryStore(nil) })
+}
+
+func TestRunRacingClaimsOnMemoryStore(t *testing.T) {
+	storetest.RunRacingClaims(t, idempotency.NewMemoryStore(nil))
+}
+
+// failingStore is a store whose backend cannot be reached.
+type failingStore struct{ idempotency.Store }
+
+func (failingStore) Claim(context.Context, idempotency.Key, idempotency.Fingerprint, time.Time, time.Time, time.Time) (idempotency.Claim, error) {
+	return idempotency.Claim{}, errors.New("connection refused")
+}
+
+// The replica harness on replicas that share one MemoryStore, so that a change to the harness is
+// checked without a server.
+func TestRunReplicasOnSharedMemoryStore(t *testing.T) {
+	storetest.RunReplicas(t, storetest.ReplicaConfig{Modes: []storetest.ReplicaMode{{
+		Name: "memory",
+		Setup: func(*testing.T) storetest.ReplicaBackend {
+			s := idempotency.NewMemoryStore(nil)
+			return storetest.ReplicaBackend{Options: func() *idempotency.Options { return &idempotency.Options{Store: s} }, Store: s}
+		},
+		Unreachable: func(*testing.T) *idempotency.Options {
+			return &idempotency.Options{Store: failingStore{idempotency.NewMemoryStore(nil)}}
+		},
+	}}})
 }

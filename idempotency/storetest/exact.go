@@ -1,0 +1,234 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/idempotency"
+)
+
+// ExactConfig describes a backend to RunExact.
+type ExactConfig struct {
+	// Resolution is the finest time step the backend keeps: a lease that ends one Resolution after
+	// now is still live. PostgreSQL keeps microseconds, Redis (as redisstore encodes times)
+	// nanoseconds.
+	Resolution time.Duration
+}
+
+var (
+	exactT0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	exactFP1 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {1}")))
+	exactFP2 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
+)
+
+const (
+	exactLease     = 30 * time.Second
+	exactRetention = 24 * time.Hour
+)
+
+func exactClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp idempotency.Fingerprint, now time.Time) idempotency.Claim {
+	t.Helper()
+	c, err := s.Claim(context.Background(), k, fp, now, now.Add(exactLease), now.Add(exactRetention))
+	require.NoError(t, err)
+	return c
+}
+
+// RunExact checks the Store contract at the backend's full time resolution, with fixed instants,
+// keys and fingerprints, and exact comparisons where Run allows a millisecond: claims, replays that
+// keep nil and empty headers and bodies distinct, fingerprint mismatches, take-over and fencing with
+// increasing tokens, renewal, release, retention and scopes. Its keys are fixed (scope
+// "lic_1:sandbox"), so s must not have been used for them before: give it a fresh schema or key
+// prefix. Each case runs as a subtest.
+func RunExact(t *testing.T, s idempotency.Store, cfg ExactConfig) {
+	t.Helper()
+	require.Positive(t, cfg.Resolution, "storetest: ExactConfig.Resolution")
+	unit := cfg.Resolution.String()
+	switch cfg.Resolution {
+	case time.Nanosecond:
+		unit = "nanosecond"
+	case time.Microsecond:
+		unit = "microsecond"
+	case time.Millisecond:
+		unit = "millisecond"
+	}
+	ctx := context.Background()
+	resp := idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/orders/1"}}, Body: []byte(`{"id":"ord_1"}`)}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, s idempotency.Store, k idempotency.Key)
+	}{
+		{"claim then in flight", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.Equal(t, idempotency.Claimed, c.Status)
+			require.NotZero(t, c.Token)
+			again := exactClaim(t, s, k, exactFP1, exactT0.Add(time.Second))
+			require.Equal(t, idempotency.InFlight, again.Status)
+			require.True(t, again.LeaseUntil.Equal(exactT0.Add(exactLease)))
+			require.Zero(t, again.Token)
+		}},
+		{"complete then replay exactly", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			r := exactClaim(t, s, k, exactFP1, exactT0.Add(time.Hour))
+			require.Equal(t, idempotency.Completed, r.Status)
+			require.Equal(t, resp, *r.Response)
+			require.Equal(t, exactFP1, r.Fingerprint)
+		}},
+		{"nil and empty stay distinct", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 204}, exactT0.Add(exactRetention)))
+			r := exactClaim(t, s, k, exactFP1, exactT0)
+			require.Nil(t, r.Response.Header)
+			require.Nil(t, r.Response.Body)
+			k2 := idempotency.Key{Scope: k.Scope, Key: k.Key + "-2"}
+			c = exactClaim(t, s, k2, exactFP1, exactT0)
+			require.NoError(t, s.Complete(ctx, k2, c.Token, idempotency.Response{Status: 200, Header: http.Header{}, Body: []byte{}}, exactT0.Add(exactRetention)))
+			r = exactClaim(t, s, k2, exactFP1, exactT0)
+			require.NotNil(t, r.Response.Header)
+			require.NotNil(t, r.Response.Body)
+			require.Empty(t, r.Response.Body)
+		}},
+		{"other fingerprint changes nothing", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			// Even past the lease a different request may not take the key over.
+			m := exactClaim(t, s, k, exactFP2, exactT0.Add(time.Hour))
+			require.Equal(t, exactFP1, m.Fingerprint)
+			require.Equal(t, idempotency.InFlight, m.Status)
+			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			m = exactClaim(t, s, k, exactFP2, exactT0.Add(time.Hour))
+			require.Equal(t, exactFP1, m.Fingerprint)
+			require.Equal(t, idempotency.Completed, m.Status)
+			rec, err := s.Lookup(ctx, k, exactT0.Add(time.Hour))
+			require.NoError(t, err)
+			require.Equal(t, exactFP1, rec.Fingerprint)
+		}},
+		{"ended lease is taken over and the stale owner fenced", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			old := exactClaim(t, s, k, exactFP1, exactT0)
+			at := exactT0.Add(exactLease) // lease_until <= now: ended
+			nu := exactClaim(t, s, k, exactFP1, at)
+			require.Equal(t, idempotency.Claimed, nu.Status)
+			require.Greater(t, nu.Token, old.Token)
+			require.ErrorIs(t, s.Complete(ctx, k, old.Token, resp, at.Add(exactRetention)), idempotency.ErrLeaseLost)
+			require.ErrorIs(t, s.Renew(ctx, k, old.Token, at.Add(time.Hour)), idempotency.ErrLeaseLost)
+			require.ErrorIs(t, s.Release(ctx, k, old.Token), idempotency.ErrLeaseLost)
+			require.NoError(t, s.Complete(ctx, k, nu.Token, resp, at.Add(exactRetention)))
+		}},
+		{"lease one " + unit + " short is still live", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			exactClaim(t, s, k, exactFP1, exactT0)
+			c := exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease-cfg.Resolution))
+			require.Equal(t, idempotency.InFlight, c.Status)
+		}},
+		{"renew keeps the key", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.NoError(t, s.Renew(ctx, k, c.Token, exactT0.Add(2*exactLease)))
+			again := exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease+time.Second))
+			require.Equal(t, idempotency.InFlight, again.Status)
+			require.True(t, again.LeaseUntil.Equal(exactT0.Add(2*exactLease)))
+		}},
+		{"release frees the key and never reuses a token", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.ErrorIs(t, s.Release(ctx, k, c.Token+1000), idempotency.ErrLeaseLost)
+			require.NoError(t, s.Release(ctx, k, c.Token))
+			_, err := s.Lookup(ctx, k, exactT0)
+			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			n := exactClaim(t, s, k, exactFP2, exactT0)
+			require.Equal(t, idempotency.Claimed, n.Status)
+			require.NotEqual(t, c.Token, n.Token)
+			require.ErrorIs(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)), idempotency.ErrLeaseLost)
+		}},
+		{"completed cannot be released or completed twice", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			require.ErrorIs(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)), idempotency.ErrLeaseLost)
+			require.ErrorIs(t, s.Release(ctx, k, c.Token), idempotency.ErrLeaseLost)
+			require.ErrorIs(t, s.Renew(ctx, k, c.Token, exactT0.Add(time.Hour)), idempotency.ErrLeaseLost)
+		}},
+		{"retention over frees the key for any request", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(time.Hour)))
+			_, err := s.Lookup(ctx, k, exactT0.Add(time.Hour))
+			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			n := exactClaim(t, s, k, exactFP2, exactT0.Add(time.Hour))
+			require.Equal(t, idempotency.Claimed, n.Status)
+			require.Greater(t, n.Token, c.Token)
+		}},
+		{"lookup reports in flight and completed", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			_, err := s.Lookup(ctx, k, exactT0)
+			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			rec, err := s.Lookup(ctx, k, exactT0)
+			require.NoError(t, err)
+			require.Equal(t, idempotency.InFlight, rec.Status)
+			require.Equal(t, c.Token, rec.Token)
+			require.True(t, rec.LeaseUntil.Equal(exactT0.Add(exactLease)))
+			require.True(t, rec.ExpiresAt.Equal(exactT0.Add(exactRetention)))
+			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(2*exactRetention)))
+			rec, err = s.Lookup(ctx, k, exactT0.Add(exactRetention))
+			require.NoError(t, err)
+			require.Equal(t, idempotency.Completed, rec.Status)
+			require.Equal(t, resp, *rec.Response)
+			require.True(t, rec.ExpiresAt.Equal(exactT0.Add(2*exactRetention)))
+		}},
+		{"scopes never share a record", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
+			c := exactClaim(t, s, k, exactFP1, exactT0)
+			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			other := idempotency.Key{Scope: k.Scope + "x", Key: k.Key}
+			o := exactClaim(t, s, other, exactFP1, exactT0)
+			require.Equal(t, idempotency.Claimed, o.Status)
+			_, err := s.Lookup(ctx, idempotency.Key{Scope: "", Key: k.Key}, exactT0)
+			require.ErrorIs(t, err, idempotency.ErrNotFound)
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, s, idempotency.Key{Scope: "lic_1:sandbox", Key: "key-" + string(rune('a'+i))})
+		})
+	}
+}
+
+// RunRacingClaims races claims on fresh keys and on keys whose lease ended (odd rounds, a
+// take-over): exactly one of 24 wins each round, the others see the key in flight. It uses fixed keys
+// under the scope "lic_race", so s must not have been used for it before (a fresh schema or key
+// prefix). On PostgreSQL the take-over race is the one where a claim's snapshot can be older than the
+// row it locks, so it exercises Claim's re-read.
+func RunRacingClaims(t *testing.T, s idempotency.Store) {
+	t.Helper()
+	ctx := context.Background()
+	for round := range 10 {
+		k := idempotency.Key{Scope: "lic_race", Key: "k" + string(rune('a'+round))}
+		now := exactT0
+		if round%2 == 1 {
+			exactClaim(t, s, k, exactFP1, exactT0)
+			now = exactT0.Add(exactLease)
+		}
+		var claimed, inFlight atomic.Int32
+		var wg sync.WaitGroup
+		for range 24 {
+			wg.Go(func() {
+				c, err := s.Claim(ctx, k, exactFP1, now, now.Add(exactLease), now.Add(exactRetention))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch c.Status {
+				case idempotency.Claimed:
+					claimed.Add(1)
+				case idempotency.InFlight:
+					inFlight.Add(1)
+				default:
+					t.Errorf("unexpected status %v", c.Status)
+				}
+			})
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, claimed.Load())
+		require.EqualValues(t, 23, inFlight.Load())
+	}
+}

@@ -1,0 +1,525 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/randid"
+)
+
+// The exactly-once test: replicaKeys keys, each sent replicaDups times at once, spread over two
+// replicas (two http servers, each with its own middleware) that share one backend.
+const (
+	replicaKeys = 100
+	replicaDups = 50
+	// replicaWave keys are in flight at a time: 500 concurrent requests, enough to race every key
+	// hard while transactional handlers' connections still leave a pool room for their duplicates.
+	replicaWave = 10
+	// replicaLease is the lease of the owner-killed test.
+	replicaLease = 30 * time.Second
+)
+
+// ReplicaConfig describes a real backend to RunReplicas.
+type ReplicaConfig struct {
+	// Modes are the ways a replica's middleware can use the backend (a Store; a Transactor). Every
+	// test runs once per mode, as a subtest named after it.
+	Modes []ReplicaMode
+}
+
+// ReplicaMode is one way replicas use the backend.
+type ReplicaMode struct {
+	// Name names the mode's subtests.
+	Name string
+	// Setup prepares an empty shared backend for one test (its own schema or key prefix, cleaned up
+	// by the test) and returns it.
+	Setup func(t *testing.T) ReplicaBackend
+	// Unreachable returns one replica's options on a backend that cannot be reached (a closed port),
+	// for the store-outage test. It must leave the real server alone.
+	Unreachable func(t *testing.T) *idempotency.Options
+}
+
+// ReplicaBackend is one test's shared backend.
+type ReplicaBackend struct {
+	// Options returns a fresh Options for one more replica on the shared backend: Store set, or
+	// Transactor for a transactional mode. The tests set Now and Lease themselves.
+	Options func() *idempotency.Options
+	// Store reads and writes the shared records directly: the tests look records up and present a
+	// dead owner's token with it.
+	Store idempotency.Store
+	// WriteOrder is the handler's own write in a transactional mode: it records one order for key in
+	// the request's transaction (found in r's context). Required when Options sets a Transactor.
+	WriteOrder func(r *http.Request, key, run string) error
+	// OrderCounts returns the committed orders per key. Required with WriteOrder.
+	OrderCounts func(t *testing.T) map[string]int
+}
+
+// RunReplicas runs the exactly-once tests against a real backend shared by several replicas:
+//
+//   - ExactlyOnceAcrossReplicas: 100 keys × 50 concurrent requests over two replicas; every key's
+//     handler runs exactly once, every answer is the original response or 409 in use, and afterwards
+//     every retry at either replica replays the identical body (in a transactional mode, exactly one
+//     order per key committed);
+//   - OwnerKilled: the replica that owns a key dies mid-request; duplicates get 409 until its claim
+//     is over (the lease, or the rollback), then concurrent retries at the survivors run the handler
+//     exactly once, and the dead owner's late completion is refused;
+//   - StoreOutage: with the backend unreachable the answer is 503 with Retry-After and the handler
+//     does not run.
+//
+// Replicas share an injected clock, so leases end when the test says so; nothing sleeps.
+func RunReplicas(t *testing.T, cfg ReplicaConfig) {
+	t.Helper()
+	require.NotEmpty(t, cfg.Modes, "storetest: ReplicaConfig.Modes is empty")
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, mode ReplicaMode)
+	}{
+		{"ExactlyOnceAcrossReplicas", testExactlyOnceAcrossReplicas},
+		{"OwnerKilled", testOwnerKilled},
+		{"StoreOutage", testStoreOutage},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, mode := range cfg.Modes {
+				t.Run(mode.Name, func(t *testing.T) { tc.fn(t, mode) })
+			}
+		})
+	}
+}
+
+// setup prepares a mode's backend and reports whether it is transactional.
+func (mode ReplicaMode) setup(t *testing.T) (ReplicaBackend, bool) {
+	t.Helper()
+	b := mode.Setup(t)
+	require.NotNil(t, b.Options, "storetest: ReplicaBackend.Options")
+	require.NotNil(t, b.Store, "storetest: ReplicaBackend.Store")
+	tx := b.Options().Transactor != nil
+	if tx {
+		require.NotNil(t, b.WriteOrder, "storetest: a transactional mode needs ReplicaBackend.WriteOrder")
+		require.NotNil(t, b.OrderCounts, "storetest: a transactional mode needs ReplicaBackend.OrderCounts")
+	}
+	return b, tx
+}
+
+// replicaClock is the replicas' shared, injected clock: leases end when the test says so.
+type replicaClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *replicaClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *replicaClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// replicaResult is what a client saw.
+type replicaResult struct {
+	status   int
+	body     string
+	replayed bool
+	code     string // problem code
+	retry    string // Retry-After
+	err      error
+}
+
+// replicaAuth is the credential every test request carries.
+const replicaAuth = "Bearer sk_sandbox_replicas"
+
+// replicaPost sends the order request for key i to url.
+func replicaPost(ctx context.Context, client *http.Client, url string, i int) replicaResult {
+	body := fmt.Sprintf(`{"account":"acc_%d","side":"buy"}`, i)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/orders", strings.NewReader(body))
+	if err != nil {
+		return replicaResult{err: err}
+	}
+	req.Header.Set("Authorization", replicaAuth)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(idempotency.HeaderKey, replicaKeyName(i))
+	resp, err := client.Do(req)
+	if err != nil {
+		return replicaResult{err: err}
+	}
+	defer resp.Body.Close()
+	r := replicaResult{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true", retry: resp.Header.Get("Retry-After")}
+	if resp.Header.Get("Content-Type") == apierror.MediaType {
+		p, err := apierror.Parse(resp)
+		if err != nil {
+			return replicaResult{err: err}
+		}
+		r.code = p.Code
+		return r
+	}
+	b, err := io.ReadAll(resp.Body)
+	r.body, r.err = string(b), err
+	return r
+}
+
+func replicaKeyName(i int) string { return fmt.Sprintf("order-%03d", i) }
+
+func replicaKeyIndex(t *testing.T, r *http.Request) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(r.Header.Get(idempotency.HeaderKey), "order-"))
+	if err != nil || i < 0 || i >= replicaKeys {
+		t.Errorf("unexpected key %q", r.Header.Get(idempotency.HeaderKey))
+		return 0
+	}
+	return i
+}
+
+func replicaHTTPClient(t *testing.T) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 2 * replicaWave * replicaDups}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// replicaScope is the middleware's default scope for an Authorization value.
+func replicaScope(auth string) string {
+	sum := sha256.Sum256([]byte(auth))
+	return hex.EncodeToString(sum[:])
+}
+
+func testExactlyOnceAcrossReplicas(t *testing.T, mode ReplicaMode) {
+	b, tx := mode.setup(t)
+	ctx := context.Background()
+	clock := &replicaClock{t: time.Now().UTC()}
+
+	var (
+		runs     [replicaKeys]atomic.Int32
+		original [replicaKeys]atomic.Pointer[string]
+		answered [replicaKeys]atomic.Int32
+		others   [replicaKeys]chan struct{} // closed when every duplicate but the owner's is answered
+	)
+	for i := range others {
+		others[i] = make(chan struct{})
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := replicaKeyIndex(t, r)
+		runs[i].Add(1)
+		run := randid.New("run_")
+		if tx {
+			if err := b.WriteOrder(r, replicaKeyName(i), run); err != nil {
+				t.Error(err)
+				http.Error(w, "order write failed", http.StatusInternalServerError)
+				return
+			}
+		}
+		// Even keys hold the claim until all their duplicates were answered, so every one of them
+		// meets it in flight; odd keys finish at once, so duplicates also meet the record completed.
+		// The timeout only turns a bug into a failure instead of a hang.
+		if i%2 == 0 {
+			select {
+			case <-others[i]:
+			case <-time.After(20 * time.Second):
+				t.Errorf("key %d: duplicates were not all answered while the owner held the claim", i)
+			}
+		}
+		body := fmt.Sprintf(`{"id":"ord_%d","run":%q}`, i, run)
+		original[i].Store(&body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", "/v1/orders/ord_"+strconv.Itoa(i))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, body)
+	})
+	var servers [2]*httptest.Server
+	for n := range servers {
+		o := b.Options()
+		o.Now = clock.Now
+		servers[n] = httptest.NewServer(idempotency.New(o).Handler(handler))
+		t.Cleanup(servers[n].Close)
+	}
+	client := replicaHTTPClient(t)
+
+	results := make([][]replicaResult, replicaKeys)
+	for wave := 0; wave < replicaKeys; wave += replicaWave {
+		var wg sync.WaitGroup
+		for i := wave; i < wave+replicaWave; i++ {
+			results[i] = make([]replicaResult, replicaDups)
+			for j := range replicaDups {
+				wg.Go(func() {
+					res := replicaPost(ctx, client, servers[j%2].URL, i)
+					results[i][j] = res
+					if res.status != http.StatusCreated || res.replayed {
+						if answered[i].Add(1) == replicaDups-1 {
+							close(others[i])
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+	}
+
+	for i := range replicaKeys {
+		require.EqualValues(t, 1, runs[i].Load(), "key %d: handler runs", i)
+		body := original[i].Load()
+		require.NotNil(t, body)
+		fresh := 0
+		for _, res := range results[i] {
+			require.NoError(t, res.err)
+			switch res.status {
+			case http.StatusCreated:
+				require.Equal(t, *body, res.body, "key %d: a 201 that is not the original", i)
+				if !res.replayed {
+					fresh++
+				}
+			case http.StatusConflict:
+				require.Equal(t, idempotency.CodeKeyInUse, res.code)
+				require.NotEmpty(t, res.retry)
+			default:
+				t.Fatalf("key %d: unexpected answer %+v", i, res)
+			}
+		}
+		require.Equal(t, 1, fresh, "key %d: exactly one fresh answer", i)
+		if i%2 == 0 {
+			require.EqualValues(t, replicaDups-1, answered[i].Load(), "key %d: all duplicates met the claim in flight", i)
+		}
+	}
+	// After completion every retry, at either replica, replays the identical body.
+	for i := range replicaKeys {
+		for _, srv := range servers {
+			res := replicaPost(ctx, client, srv.URL, i)
+			require.NoError(t, res.err)
+			require.Equal(t, http.StatusCreated, res.status)
+			require.True(t, res.replayed)
+			require.Equal(t, *original[i].Load(), res.body)
+		}
+		require.EqualValues(t, 1, runs[i].Load())
+	}
+	if tx {
+		counts := b.OrderCounts(t)
+		require.Len(t, counts, replicaKeys)
+		for k, n := range counts {
+			require.Equal(t, 1, n, "orders committed for %s", k)
+		}
+	}
+}
+
+// killStore stands for a replica that dies after claiming: once killed, nothing it does reaches the
+// backend any more.
+type killStore struct {
+	idempotency.Store
+	killed  atomic.Bool
+	token   atomic.Uint64
+	stopped chan struct{} // closed at the first store call after the kill
+	once    sync.Once
+}
+
+var errKilled = errors.New("replica killed")
+
+func (k *killStore) dead() bool {
+	if !k.killed.Load() {
+		return false
+	}
+	k.once.Do(func() { close(k.stopped) })
+	return true
+}
+
+func (k *killStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+	c, err := k.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
+	if c.Status == idempotency.Claimed {
+		k.token.Store(c.Token)
+	}
+	return c, err
+}
+
+func (k *killStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+	if k.dead() {
+		return errKilled
+	}
+	return k.Store.Renew(ctx, key, token, leaseUntil)
+}
+
+func (k *killStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+	if k.dead() {
+		return errKilled
+	}
+	return k.Store.Complete(ctx, key, token, resp, expiresAt)
+}
+
+func (k *killStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+	if k.dead() {
+		return errKilled
+	}
+	return k.Store.Release(ctx, key, token)
+}
+
+// killTx stands for a replica that dies before its transaction commits.
+type killTx struct {
+	idempotency.Transactor
+	killed  atomic.Bool
+	stopped chan struct{} // closed when a killed transaction has rolled back
+	once    sync.Once
+}
+
+func (k *killTx) InTx(ctx context.Context, fn func(context.Context, idempotency.Store) error) error {
+	err := k.Transactor.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+		if err := fn(ctx, s); err != nil {
+			return err
+		}
+		if k.killed.Load() {
+			return errKilled
+		}
+		return nil
+	})
+	if k.killed.Load() {
+		k.once.Do(func() { close(k.stopped) })
+	}
+	return err
+}
+
+func testOwnerKilled(t *testing.T, mode ReplicaMode) {
+	b, tx := mode.setup(t)
+	ctx := context.Background()
+	clock := &replicaClock{t: time.Now().UTC()}
+
+	started := make(chan struct{})
+	var doomedRuns, runs atomic.Int32
+	doomed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		doomedRuns.Add(1)
+		if tx {
+			if err := b.WriteOrder(r, "order-000", "doomed"); err != nil {
+				t.Error(err)
+			}
+		}
+		close(started)
+		<-r.Context().Done() // the replica is going down; it never answers
+	})
+	var original atomic.Pointer[string]
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		run := randid.New("run_")
+		if tx {
+			if err := b.WriteOrder(r, "order-000", run); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		body := `{"id":"ord_0","run":"` + run + `"}`
+		original.Store(&body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, body)
+	})
+	newServer := func(o *idempotency.Options, h http.Handler) *httptest.Server {
+		o.Now, o.Lease = clock.Now, replicaLease
+		srv := httptest.NewServer(idempotency.New(o).Handler(h))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+
+	// Replica A claims and dies.
+	var (
+		kStore  *killStore
+		kTx     *killTx
+		stopped chan struct{}
+	)
+	aOpts := b.Options()
+	if tx {
+		kTx = &killTx{Transactor: aOpts.Transactor, stopped: make(chan struct{})}
+		aOpts.Transactor, stopped = kTx, kTx.stopped
+	} else {
+		kStore = &killStore{Store: aOpts.Store, stopped: make(chan struct{})}
+		aOpts.Store, stopped = kStore, kStore.stopped
+	}
+	a := newServer(aOpts, doomed)
+	bSrv := newServer(b.Options(), handler)
+	client := replicaHTTPClient(t)
+
+	actx, kill := context.WithCancel(ctx)
+	aDone := make(chan replicaResult, 1)
+	go func() { aDone <- replicaPost(actx, client, a.URL, 0) }()
+	<-started
+	res := replicaPost(ctx, client, bSrv.URL, 0)
+	require.Equal(t, http.StatusConflict, res.status, "%+v", res)
+	require.Equal(t, idempotency.CodeKeyInUse, res.code)
+
+	if tx {
+		kTx.killed.Store(true)
+	} else {
+		kStore.killed.Store(true)
+	}
+	kill()
+	require.Error(t, (<-aDone).err)
+	<-stopped
+
+	if !tx {
+		// The dead owner's claim holds until its lease ends, never longer: advance the shared clock.
+		res = replicaPost(ctx, client, bSrv.URL, 0)
+		require.Equal(t, http.StatusConflict, res.status, "%+v", res)
+		clock.Advance(replicaLease)
+	}
+	// Concurrent retries at two surviving replicas (B and a restarted A): one execution.
+	c := newServer(b.Options(), handler)
+	var wg sync.WaitGroup
+	retries := make([]replicaResult, 20)
+	for j := range retries {
+		wg.Go(func() { retries[j] = replicaPost(ctx, client, []string{bSrv.URL, c.URL}[j%2], 0) })
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, runs.Load(), "handler runs after the owner died")
+	require.EqualValues(t, 1, doomedRuns.Load())
+	for _, r := range retries {
+		require.NoError(t, r.err)
+		if r.status == http.StatusConflict {
+			continue
+		}
+		require.Equal(t, http.StatusCreated, r.status)
+		require.Equal(t, *original.Load(), r.body)
+	}
+	for _, url := range []string{bSrv.URL, c.URL} {
+		r := replicaPost(ctx, client, url, 0)
+		require.Equal(t, http.StatusCreated, r.status)
+		require.True(t, r.replayed)
+		require.Equal(t, *original.Load(), r.body)
+	}
+	require.EqualValues(t, 1, runs.Load())
+	key := idempotency.Key{Scope: replicaScope(replicaAuth), Key: "order-000"}
+	if tx {
+		// The dead owner's order rolled back with its claim: one order exists.
+		require.Equal(t, map[string]int{"order-000": 1}, b.OrderCounts(t))
+	} else {
+		// Had the dead owner come back, its completion would be refused.
+		err := b.Store.Complete(ctx, key, kStore.token.Load(), idempotency.Response{Status: 500}, clock.Now().Add(time.Hour))
+		require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	}
+	rec, err := b.Store.Lookup(ctx, key, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, *original.Load(), string(rec.Response.Body))
+}
+
+func testStoreOutage(t *testing.T, mode ReplicaMode) {
+	require.NotNil(t, mode.Unreachable, "storetest: ReplicaMode.Unreachable")
+	var runs atomic.Int32
+	h := idempotency.New(mode.Unreachable(t)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+	}))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	res := replicaPost(context.Background(), replicaHTTPClient(t), srv.URL, 1)
+	require.NoError(t, res.err)
+	require.Equal(t, http.StatusServiceUnavailable, res.status)
+	require.Equal(t, apierror.CodeUnavailable, res.code)
+	require.NotEmpty(t, res.retry)
+	require.Zero(t, runs.Load())
+}
