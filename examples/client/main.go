@@ -29,7 +29,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed, which is what was asked for
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
@@ -44,13 +48,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	side := fs.String("side", "buy", "buy or sell")
 	orders := fs.Int("orders", 3, "orders to create")
 	lose := fs.Float64("lose", 0.3, "share of responses lost on the way back, to show retries (0 to 1)")
-	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the lost responses")
+	seed := fs.Uint64("seed", 0, "seed of the lost responses (0: a fresh one each run)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *apiKey == "" {
 		fs.Usage()
 		return errors.New("-api-key is required")
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -40,4 +41,12 @@ func TestClientNeedsAKey(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Error(t, run(nil, &out, &errOut))
 	require.Contains(t, errOut.String(), "-api-key")
+}
+
+func TestClientHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run([]string{"-h"}, &out, &errOut)
+	require.ErrorIs(t, err, flag.ErrHelp, "main exits 0 on it")
+	require.Contains(t, errOut.String(), "-seed")
+	require.NotContains(t, errOut.String(), "(default 1", "no random number posing as the default seed")
 }

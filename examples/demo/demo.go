@@ -89,6 +89,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	if err != nil {
 		return report{}, err
 	}
+	say("seed %d: run with -seed %d to draw the same faults and lost responses", opts.Seed, opts.Seed)
 	say("order server listening on %s; sandbox key issued for %s", baseURL, creds.Licensee)
 
 	// The client: an idempotency.Transport retries with the same key, over a link that loses some

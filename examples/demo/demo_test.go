@@ -33,6 +33,12 @@ func TestDemo(t *testing.T) {
 			t.Log("\n" + progress.String() + out.String())
 
 			require.True(t, rep.OK(), "the demo's verdict")
+			require.Contains(t, progress.String(), fmt.Sprintf("seed %d: run with -seed %d", seed, seed),
+				"the seed is printed, so that a run can be repeated")
+			require.Contains(t, out.String(), "a corrupted delivery that is also duplicated is rejected twice",
+				"the report explains why rejections can outnumber bad_signature injections")
+			require.LessOrEqual(t, rep.RejectedDeliveries, 2*rep.Faults["bad_signature"],
+				"each injected bad signature is rejected once, or twice when the delivery was also duplicated")
 			require.False(t, rep.TimedOut)
 			require.Zero(t, rep.RequestErrors, "first error: %v", rep.FirstError)
 			require.Equal(t, int64(opts.Orders), rep.OrdersCreated, "each logical order is created exactly once")

@@ -25,8 +25,11 @@ func main() {
 	opts := defaultOptions()
 	flag.IntVar(&opts.Orders, "orders", opts.Orders, "orders to create")
 	flag.IntVar(&opts.Workers, "workers", opts.Workers, "clients creating orders at once")
-	flag.Uint64Var(&opts.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the injected faults and lost responses")
+	flag.Uint64Var(&opts.Seed, "seed", 0, "seed of the injected faults and lost responses (0: a fresh one, printed at start)")
 	flag.Parse()
+	if opts.Seed == 0 {
+		opts.Seed = uint64(time.Now().UnixNano())
+	}
 	opts.Progress = os.Stdout
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -27,10 +27,13 @@ type report struct {
 	EventsProcessed     int64
 	Recovered           int64 // processed after a range fetch filled a gap
 	DuplicateDeliveries int64 // deliveries of events already processed, acknowledged and ignored
-	RejectedDeliveries  int64 // deliveries refused (bad signatures), then retried by the producer
-	Faults              map[string]int64
-	ProcessedTwice      int64
-	MissingOrders       int // created orders whose event was never processed
+	// RejectedDeliveries counts deliveries refused (bad signatures), then retried by the producer. It
+	// can exceed Faults["bad_signature"]: the duplicate fault copies a corrupted delivery as it is, so
+	// one injection can be rejected twice.
+	RejectedDeliveries int64
+	Faults             map[string]int64
+	ProcessedTwice     int64
+	MissingOrders      int // created orders whose event was never processed
 
 	Elapsed  time.Duration
 	TimedOut bool
@@ -68,8 +71,10 @@ func (r report) print(w io.Writer) {
 	fmt.Fprintf(w, "  replays served        %d (and %d answered 409 while their first was running)\n", r.ReplaysServed, r.Conflicts)
 	fmt.Fprintf(w, "  faults injected       %s\n", strings.Join(faults, ", "))
 	fmt.Fprintf(w, "  events emitted        %d\n", r.EventsEmitted)
-	fmt.Fprintf(w, "  events processed      %d (recovered by range fetch %d; duplicate deliveries ignored %d; bad signatures rejected %d)\n",
-		r.EventsProcessed, r.Recovered, r.DuplicateDeliveries, r.RejectedDeliveries)
+	fmt.Fprintf(w, "  events processed      %d (recovered by range fetch %d; duplicate deliveries ignored %d)\n",
+		r.EventsProcessed, r.Recovered, r.DuplicateDeliveries)
+	fmt.Fprintf(w, "  deliveries rejected   %d (bad signatures; a corrupted delivery that is also duplicated is rejected twice)\n",
+		r.RejectedDeliveries)
 	fmt.Fprintf(w, "  lost                  %d\n", r.Lost())
 	fmt.Fprintf(w, "  done twice            %d\n", r.DoneTwice())
 	if r.RequestErrors > 0 {

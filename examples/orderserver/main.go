@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,7 +27,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed, which is what was asked for
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "orderserver:", err)
 		os.Exit(1)
 	}
@@ -36,8 +41,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orderserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
-	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: credentials, orders, endpoints, events, pins and idempotency records live there, shared by every replica started with it")
-	redisURL := fs.String("redis", "", "Redis URL: idempotency records live there instead")
+	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: credentials, orders, endpoints, events, pins and idempotency records live there, shared by every replica started with it; tables are created at start in the DSN's search_path")
+	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): idempotency records live there instead of in memory or PostgreSQL")
 	redisPrefix := fs.String("redis-prefix", "svc:", "prefix of every Redis key the server writes")
 	adminToken := fs.String("admin-token", "", "token that authorises POST /v1/sandbox/credentials (default: a fresh one)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

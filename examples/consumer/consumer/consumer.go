@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/svcplatform/conventions/examples/internal/graceful"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -57,8 +58,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// CatchUpInterval is how often Serve catches up; 0 means DefaultCatchUpInterval, negative never.
 	CatchUpInterval time.Duration
-	// Logger receives one line per processed event, and the reasons for refused deliveries. Nil
-	// means none.
+	// Logger receives one line per processed event (Info), and one per refused delivery with the
+	// status, code and reason (Warn). Nil means none.
 	Logger *slog.Logger
 }
 
@@ -169,6 +170,15 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.unavailable.Add(1)
 	case rec.status >= 400:
 		c.rejected.Add(1)
+		// The producer retries a refused delivery; say why it was refused, so that an evaluator who
+		// turned on the bad_signature fault sees it here. Problems never hold a signature or secret.
+		var p struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		}
+		_ = json.Unmarshal(rec.body, &p)
+		c.log.WarnContext(r.Context(), "delivery refused; the producer will retry it", "status", rec.status,
+			"code", p.Code, "sequence", r.Header.Get(webhook.HeaderSequence), "detail", p.Detail)
 	default:
 		var res struct {
 			Outcome string `json:"outcome"`
@@ -195,6 +205,7 @@ func (c *Consumer) Stats() Stats {
 func (c *Consumer) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
+	conns := graceful.Track(hs)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var tick <-chan time.Time
@@ -208,7 +219,7 @@ func (c *Consumer) Serve(ctx context.Context, ln net.Listener) error {
 		case <-ctx.Done():
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			return hs.Shutdown(shutdownCtx)
+			return graceful.Shutdown(shutdownCtx, hs, conns)
 		case err := <-served:
 			return err
 		case <-tick:
@@ -220,6 +231,10 @@ func (c *Consumer) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 }
+
+// maxRecorded is how much of a response body the recorder keeps: enough for any problem the
+// Receiver writes.
+const maxRecorded = 4 << 10
 
 // recorder passes a response through and keeps its status and the start of its body.
 type recorder struct {
@@ -239,7 +254,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	if room := 256 - len(r.body); room > 0 {
+	if room := maxRecorded - len(r.body); room > 0 {
 		r.body = append(r.body, p[:min(room, len(p))]...)
 	}
 	return r.ResponseWriter.Write(p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -24,7 +25,8 @@ const (
 // to see what protects what:
 //
 //   - every response gets an X-Request-Id, which every problem repeats (apierror.WithRequestID);
-//   - API routes authenticate the Bearer key and rate-limit production keys (sandbox);
+//   - API routes authenticate the Bearer key and rate-limit production keys (sandbox); their refusals
+//     echo X-SVC-Version like every other answer on a known version (echoVersion);
 //   - the versioning router takes the version from the path, pins each licensee to one, refuses
 //     unknown and sunset versions, and strips the version so one mux serves them all;
 //   - every mutating route requires an Idempotency-Key, scoped by credential (idempotency);
@@ -43,6 +45,9 @@ func (s *Server) routes() http.Handler {
 			r2.Method = http.MethodPut
 			s.controls.ServeHTTP(w, r2)
 		}))))
+	// PUT and DELETE (clear) stay the controls' own; any other method is told that POST is allowed too,
+	// not only the PUT and DELETE the controls would list.
+	api.Handle("/sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.faultsOtherMethods(s.idem.Handler(s.controls))))
 	api.Handle("/sandbox/", s.sandboxOnly(s.idem.Handler(s.controls)))
 	api.Handle("/", s.fallback(api))
 
@@ -51,7 +56,7 @@ func (s *Server) routes() http.Handler {
 	// it is versioned like everything else, with no licensee to pin.
 	root.Handle("POST /{version}/sandbox/credentials",
 		s.versions.Handler(s.adminOnly(s.idem.Handler(http.HandlerFunc(s.issueCredentials)))))
-	root.Handle("/", s.auth.Handler(s.limit.Handler(s.versions.Handler(api))))
+	root.Handle("/", s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(api)))))
 	return apierror.WithRequestID(root)
 }
 
@@ -75,6 +80,36 @@ func (s *Server) fallback(mux *http.ServeMux) http.Handler {
 		list := strings.Join(allow, ", ")
 		s.problems.Write(w, r, apierror.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
 			r.Method+" is not allowed here; this path accepts "+list).WithHeader("Allow", list))
+	})
+}
+
+// echoVersion sets X-SVC-Version on every answer to a path on a supported version, so that the
+// refusals written before the versioning router runs — authentication (401) and the production rate
+// limit (429), which the router's pinning depends on — carry it like every other answer. The router
+// sets it again for the requests it serves. An unknown segment is never echoed: it is untrusted input.
+func (s *Server) echoVersion(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if slices.Contains(s.versions.Registry().Supported(s.now()), seg) {
+			w.Header().Set(versioning.HeaderVersion, seg)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// faultsAllow lists the methods of the faults control: POST, the contract's, and the controls' own.
+const faultsAllow = "POST, PUT, DELETE"
+
+// faultsOtherMethods passes PUT and DELETE of the faults control to next and answers any other
+// method but POST (which has its own route) 405 with the full Allow list.
+func (s *Server) faultsOtherMethods(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut || r.Method == http.MethodDelete {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.problems.Write(w, r, apierror.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			r.Method+" is not allowed here; this path accepts "+faultsAllow).WithHeader("Allow", faultsAllow))
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/examples/internal/graceful"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
@@ -248,15 +249,17 @@ func (s *Server) DeliverDue(ctx context.Context) (producer.Stats, error) {
 }
 
 // Serve answers HTTP on ln and delivers webhooks until ctx is cancelled, then shuts down gracefully:
-// it stops accepting connections and lets requests in flight finish, stops the dispatcher (deliveries
-// in flight are handed back, to be retried, never lost), and sends any delivery the reorder fault still
-// holds. It returns nil after a clean shutdown.
+// it stops accepting connections and lets requests in flight finish (a connection that has not sent
+// a request yet is closed after a short grace instead of being waited on: see package graceful),
+// stops the dispatcher (deliveries in flight are handed back, to be retried, never lost), and sends
+// any delivery the reorder fault still holds. It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second, // a slow client cannot hold a connection open forever
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	conns := graceful.Track(hs)
 	dispatchCtx, stopDispatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopDispatch()
 	var wg sync.WaitGroup
@@ -271,7 +274,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
 	defer cancel()
-	err := hs.Shutdown(shutdownCtx)
+	err := graceful.Shutdown(shutdownCtx, hs, conns)
 	stopDispatch()
 	wg.Wait()
 	if cerr := s.transport.Close(); cerr != nil && !errors.Is(cerr, sandbox.ErrTransportClosed) {
