@@ -93,8 +93,16 @@ func (c Credentials) LogValue() slog.Value {
 		slog.String("api_key", Redact(c.APIKey)),
 		slog.String("licensee", c.Licensee),
 		slog.String("environment", string(c.Environment)),
-		slog.Time("expires_at", c.ExpiresAt),
+		expiresAttr(c.ExpiresAt),
 	)
+}
+
+// expiresAttr logs an expiry, or "never" for a credential without one (the zero time).
+func expiresAttr(t time.Time) slog.Attr {
+	if t.IsZero() {
+		return slog.String("expires_at", "never")
+	}
+	return slog.Time("expires_at", t)
 }
 
 // Issuer issues API keys and resolves them back to principals. It is safe for concurrent use. Build
@@ -178,7 +186,7 @@ func (i *Issuer) Issue(ctx context.Context, ev Evaluation) (Credentials, error) 
 	}
 	if i.log != nil {
 		i.log.InfoContext(ctx, "sandbox: credentials issued", "key_id", c.ID, "licensee", c.Licensee,
-			"environment", string(env), "expires_at", c.ExpiresAt)
+			"environment", string(env), expiresAttr(c.ExpiresAt))
 	}
 	return Credentials{
 		KeyID:         c.ID,

@@ -232,3 +232,17 @@ func TestIssuerLogsNoSecrets(t *testing.T) {
 	require.NotContains(t, out, c.APIKey)
 	require.NotContains(t, out, c.WebhookSecret)
 }
+
+// A production key without an expiry is logged as never expiring, not as the year 1.
+func TestIssuerLogsNeverExpiring(t *testing.T) {
+	logger, buf := logBuffer()
+	clk := newClock()
+	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now, Logger: logger})
+	live := issue(t, iss, "lic_a", Live)
+	sb := issue(t, iss, "lic_a", Sandbox)
+	out := buf.String()
+	require.Contains(t, out, `"expires_at":"never"`)
+	require.NotContains(t, out, "0001-01-01")
+	require.Contains(t, out, `"expires_at":"`+sb.ExpiresAt.Format(time.RFC3339))
+	require.Equal(t, "never", live.LogValue().Group()[4].Value.String())
+}
