@@ -144,6 +144,7 @@ type Dispatcher struct {
 	userAgent string
 	retention time.Duration // 0: never
 	cleanup   time.Duration
+	signers   signerCache
 }
 
 // NewDispatcher returns a Dispatcher for the deliveries of log to the endpoints in endpoints. It fails
@@ -375,7 +376,14 @@ func (d *Dispatcher) deliverStream(ctx context.Context, group []Delivery) Stats 
 		}
 		return st
 	case err != nil:
-		retry := d.now().Add(d.schedule[0])
+		// Our own outage, not the endpoint's failure: no attempt is counted, and the deliveries wait
+		// as long as a first retry would. An empty Schedule (no retries) has no first delay; waiting
+		// a poll interval then keeps the dispatcher from re-claiming them at once.
+		wait := d.poll
+		if len(d.schedule) > 0 {
+			wait = d.schedule[0]
+		}
+		retry := d.now().Add(wait)
 		if ctx.Err() != nil {
 			retry = d.now()
 		}
@@ -385,14 +393,23 @@ func (d *Dispatcher) deliverStream(ctx context.Context, group []Delivery) Stats 
 	}
 
 	for i, dl := range group {
-		now := d.now()
-		if ctx.Err() != nil || now.Add(d.timeout).After(dl.LeaseUntil) {
+		if ctx.Err() != nil {
+			st.Released += d.release(settle, group[i:], d.now())
+			return st
+		}
+		body, sig, reason := d.prepare(ctx, ep, dl)
+		// Checked after rendering, which may take any time, and right before the request, which
+		// takes up to Timeout: the lease must outlast the request, or another replica could re-claim
+		// the delivery and send it while ours is still in flight.
+		if now := d.now(); ctx.Err() != nil || now.Add(d.timeout).After(dl.LeaseUntil) {
 			// Stopping, or the lease would run out during the request: hand the rest back for the next
 			// pass (or another replica) instead of racing a re-claim.
 			st.Released += d.release(settle, group[i:], now)
 			return st
 		}
-		reason := d.attempt(ctx, ep, dl)
+		if reason == "" {
+			reason = d.send(ctx, ep, dl, body, sig)
+		}
 		at := d.now()
 		if reason == "" {
 			d.settleErr(settle, dl, d.log.Delivered(settle, dl.Lease, at))
@@ -455,17 +472,22 @@ func (d *Dispatcher) settleErr(ctx context.Context, dl Delivery, err error) {
 	}
 }
 
-// attempt makes one delivery request and returns "" on success or why it failed.
-func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl Delivery) string {
+// prepare renders and signs one delivery: the body and its X-SVC-Signature, or why it cannot be sent.
+func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl Delivery) (body []byte, sig, reason string) {
 	body, err := encodeEvent(ctx, d.render, ep, dl.Event)
 	if err != nil {
 		d.logger.ErrorContext(ctx, "producer: cannot render event", "endpoint", ep.ID, "sequence", dl.Sequence, "error", err)
-		return "render failed"
+		return nil, "", "render failed"
 	}
-	sig, err := webhook.Sign(body, d.now(), ep.Secrets...)
+	signer, err := d.signers.get(ep)
 	if err != nil {
-		return "no signing secret"
+		return nil, "", "no signing secret"
 	}
+	return body, signer.Sign(body, d.now()), ""
+}
+
+// send makes one delivery request and returns "" on success or why it failed.
+func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []byte, sig string) string {
 	rctx, cancel := context.WithTimeout(WithEndpointID(ctx, ep.ID), d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, ep.URL, bytes.NewReader(body))

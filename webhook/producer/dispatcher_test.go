@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -358,16 +359,17 @@ func TestDispatcherTimeout(t *testing.T) {
 
 func TestDispatcherTimeoutOverHTTP(t *testing.T) {
 	// The same on a real socket: the server hangs until the client gives up.
-	_, srv := startSink(t, nil)
+	// The handler is the server's from the start: replacing a running server's Handler is a data race.
 	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) }) // runs before the server's Close
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // the server notices a gone client only once the body is read
 		select {
 		case <-r.Context().Done():
 		case <-stop:
 		}
-	})
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: Close waits for the handler, which waits for this
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	l := producer.NewMemoryLog()
 	publishN(t, l, "we_a", 1, t0)
@@ -637,4 +639,101 @@ func TestDispatcherRunAppliesRetention(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	})
+}
+
+func TestDispatcherEndpointLookupFailureWithoutRetries(t *testing.T) {
+	// An empty Schedule means "no retries", not "the default": an endpoint registry outage must still
+	// hand the deliveries back (without counting an attempt) instead of crashing a worker.
+	l := producer.NewMemoryLog()
+	publishN(t, l, "we_a", 1, t0)
+	d := mustDispatcher(t, l, failingEndpoints{}, &producer.DispatcherOptions{Now: newClock().Now,
+		Schedule: []time.Duration{}, PollInterval: 5 * time.Second})
+	st, err := d.DeliverDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, producer.Stats{Claimed: 1, Released: 1}, st)
+	s := status(t, l, "we_a", 1)
+	require.Equal(t, producer.Pending, s.State)
+	require.Zero(t, s.Attempts)
+	require.True(t, s.NextAttempt.Equal(t0.Add(5*time.Second)), "retried after a poll interval, not at once")
+}
+
+func TestDispatcherSlowRenderNeverOutlivesTheLease(t *testing.T) {
+	// The lease must cover the whole request, however long rendering took before it: otherwise a
+	// replica re-claims the delivery while the first request is still running, and the endpoint gets
+	// the same attempt twice at once.
+	clk := newClock()
+	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+	l := producer.NewMemoryLog()
+	publishN(t, l, "we_a", 1, t0)
+
+	var inFlight, maxInFlight, sent atomic.Int32
+	enter := func() func() {
+		n := inFlight.Add(1)
+		sent.Add(1)
+		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+		}
+		return func() { inFlight.Add(-1) }
+	}
+	replica := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Timeout: time.Second, Lease: 3 * time.Second,
+		Client: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			defer enter()()
+			return respond(r, http.StatusOK), nil
+		})}})
+	slow := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Timeout: time.Second, Lease: 3 * time.Second,
+		Render: func(_ context.Context, _ producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
+			clk.Advance(2500 * time.Millisecond) // a slow Render hook: only 0.5 s of the lease is left
+			return ev, nil
+		},
+		Client: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			defer enter()()
+			clk.Advance(time.Second) // the endpoint takes the whole timeout; the lease ends meanwhile
+			_, err := replica.DeliverDue(context.Background())
+			require.NoError(t, err)
+			return respond(r, http.StatusOK), nil
+		})}})
+
+	st, err := slow.DeliverDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, producer.Stats{Claimed: 1, Released: 1}, st, "too little lease left after rendering: handed back")
+	st, err = replica.DeliverDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Delivered)
+	require.EqualValues(t, 1, maxInFlight.Load(), "never the same delivery twice at once")
+	require.EqualValues(t, 1, sent.Load())
+}
+
+func TestDispatcherRotatedSecretTakesEffectOnNextDelivery(t *testing.T) {
+	// Signers are cached per endpoint; a changed secret list must never be signed with the old one.
+	ctx := context.Background()
+	sk, srv := startSink(t, nil)
+	oldSecret, newSecret := webhook.NewSecret(), webhook.NewSecret()
+	ep := producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{oldSecret}}
+	eps := mustEndpoints(t, ep)
+	clk := newClock()
+	l := producer.NewMemoryLog()
+	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now})
+	deliver := func(secrets ...string) {
+		t.Helper()
+		publishN(t, l, "we_a", 1, t0)
+		st, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Delivered)
+		got := sk.deliveries()
+		last := got[len(got)-1]
+		checkSignature(t, last.Signature, last.Body, t0, secrets...)
+	}
+	deliver(oldSecret)
+	deliver(oldSecret) // cached
+
+	ep.Secrets = []string{newSecret, oldSecret} // rotation starts: both sign
+	require.NoError(t, eps.Put(ep))
+	deliver(newSecret, oldSecret)
+
+	ep.Secrets = []string{newSecret} // rotation ends: the old secret signs nothing any more
+	require.NoError(t, eps.Put(ep))
+	deliver(newSecret)
+
+	ep.Secrets = []string{webhook.NewSecret()} // replaced outright (a leaked secret)
+	require.NoError(t, eps.Put(ep))
+	deliver(ep.Secrets[0])
 }

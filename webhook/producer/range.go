@@ -74,6 +74,7 @@ type RangeHandler struct {
 	render     RenderFunc
 	now        func() time.Time
 	errs       apierror.Writer
+	signers    signerCache
 }
 
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
@@ -219,11 +220,12 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body := encodeList(events, more)
-	sig, err := webhook.Sign(body, h.now(), ep.Secrets...)
+	signer, err := h.signers.get(ep)
 	if err != nil {
 		h.errs.Write(w, r, fmt.Errorf("producer: sign range of %s: %w", ep.ID, err))
 		return
 	}
+	sig := signer.Sign(body, h.now())
 	hd := w.Header()
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Cache-Control", "no-store")

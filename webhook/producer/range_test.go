@@ -364,3 +364,19 @@ func TestRangeOverHTTP(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &list))
 	require.Equal(t, []uint64{4, 5, 6}, listSeqs(list))
 }
+
+func TestRangeRotatedSecretTakesEffectOnNextRequest(t *testing.T) {
+	f := newRangeFixture(t, nil)
+	target := "/v1/webhook_endpoints/we_a/events?from=1&to=2"
+	check := func(secrets ...string) {
+		t.Helper()
+		w := f.get(t, "lic_1", target)
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+		checkSignature(t, w.Header().Get(webhook.HeaderSignature), w.Body.Bytes(), t0, secrets...)
+	}
+	check(f.secrets...)
+	check(f.secrets...) // cached
+	next := webhook.NewSecret()
+	require.NoError(t, f.eps.Put(producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{next}, APIVersion: "v1"}))
+	check(next)
+}
