@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -283,4 +284,48 @@ func TestWriteRequestIDHeaderMatchesBody(t *testing.T) {
 		require.Equal(t, apierror.MediaType, resp.Header.Get("Content-Type"))
 		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
 	}
+}
+
+// Without WithRequestID in front, the request ID in the log line is the one the client gets, so that an
+// operator can find the cause from what the client reports.
+func TestWriteLogsTheRequestIDItSends(t *testing.T) {
+	var logs strings.Builder
+	wr := apierror.Writer{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	rec := httptest.NewRecorder()
+	wr.Write(rec, httptest.NewRequest(http.MethodPost, "/v1/orders", nil), errors.New("db down"))
+	var line struct {
+		RequestID string `json:"request_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(logs.String()), &line))
+	require.Equal(t, rec.Header().Get(apierror.HeaderRequestID), line.RequestID)
+	require.Equal(t, line.RequestID, decodeBody(t, rec.Result())["request_id"])
+
+	// A nil request (tolerated for the ID) does not make the logging path panic.
+	require.NotPanics(t, func() { wr.Write(httptest.NewRecorder(), nil, errors.New("x")) })
+}
+
+// A problem without a valid error status is a programming error: it becomes the opaque 500 instead of a
+// panic in WriteHeader (status 0) or a "problem" sent with a 2xx or 3xx status.
+func TestWriteInvalidStatusIsInternal(t *testing.T) {
+	for _, status := range []int{0, 99, 200, 302, 600, 1000} {
+		var resp *http.Response
+		require.NotPanics(t, func() { resp = render(t, &apierror.Error{Status: status, Code: "x", Detail: "d"}) }, "status %d", status)
+		require.Equal(t, 500, resp.StatusCode, "status %d", status)
+		require.Equal(t, "internal_error", decodeBody(t, resp)["code"])
+	}
+}
+
+// Parse refuses what is not a problem object, and odd responses do not make it panic.
+func TestParseRefusesNonProblems(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/problem+json"}}
+	for _, body := range []string{`null`, `[]`, `"x"`, `1`, ``, `{"type":"x"} {}`} {
+		_, err := apierror.Parse(&http.Response{StatusCode: 400, Header: h, Body: io.NopCloser(strings.NewReader(body))})
+		require.Error(t, err, "%q", body)
+	}
+	require.NotPanics(t, func() {
+		_, err := apierror.Parse(&http.Response{StatusCode: 400, Header: h})
+		require.Error(t, err)
+		_, err = apierror.Parse(&http.Response{StatusCode: 400})
+		require.ErrorIs(t, err, apierror.ErrNotProblem)
+	})
 }

@@ -1,6 +1,7 @@
 package apierror
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +23,16 @@ func Parse(resp *http.Response) (*Error, error) {
 	if mt != MediaType {
 		return nil, fmt.Errorf("%w (status %d, Content-Type %q)", ErrNotProblem, resp.StatusCode, mt)
 	}
+	if resp.Body == nil {
+		return nil, errors.New("apierror: problem response without a body")
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
 	if err != nil {
 		return nil, fmt.Errorf("apierror: reading problem body: %w", err)
+	}
+	// A problem is a JSON object (RFC 9457 §3); "null" would otherwise decode as an empty one.
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return nil, errors.New("apierror: decoding problem body: not a JSON object")
 	}
 	var p Error
 	if err := p.UnmarshalJSON(body); err != nil {

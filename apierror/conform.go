@@ -77,7 +77,10 @@ func Check(status int, header http.Header, body []byte) error {
 	}
 	if p.RequestID == "" {
 		fail("member request_id is missing")
-	} else if h := header.Get(HeaderRequestID); h != "" && h != p.RequestID {
+	}
+	if h := header.Get(HeaderRequestID); h == "" {
+		fail("header X-Request-Id is missing")
+	} else if p.RequestID != "" && h != p.RequestID {
 		fail("member request_id does not match the X-Request-Id header")
 	}
 	for i, v := range p.Errors {
@@ -87,7 +90,7 @@ func Check(status int, header http.Header, body []byte) error {
 		switch Location(loc) {
 		case LocationBody:
 			ptr, ok := v["pointer"].(string)
-			if !ok || (ptr != "" && !strings.HasPrefix(ptr, "/")) {
+			if !ok || !validPointer(ptr) {
 				fail("errors[%d]: body violation without an RFC 6901 pointer", i)
 			}
 		case LocationQuery, LocationHeader, LocationPath:
@@ -108,11 +111,29 @@ func Check(status int, header http.Header, body []byte) error {
 		if genericCodes[p.Code] {
 			fail("no located violation, and code %q names no failing input", p.Code)
 		}
-		if d := strings.ToLower(strings.TrimRight(strings.TrimSpace(p.Detail), ".")); genericDetails[d] {
+		d := strings.ToLower(strings.TrimRight(strings.TrimSpace(p.Detail), "."))
+		if genericDetails[d] || d == strings.ToLower(http.StatusText(status)) {
 			fail("no located violation, and detail %q does not say what failed and why", p.Detail)
 		}
 	}
 	return joinProblems(problems)
+}
+
+// validPointer reports whether ptr is an RFC 6901 JSON Pointer: empty, or "/"-separated tokens in which
+// "~" is only ever followed by "0" or "1".
+func validPointer(ptr string) bool {
+	if ptr == "" {
+		return true
+	}
+	if ptr[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(ptr); i++ {
+		if ptr[i] == '~' && (i+1 == len(ptr) || ptr[i+1] != '0' && ptr[i+1] != '1') {
+			return false
+		}
+	}
+	return true
 }
 
 func snakeCase(s string) bool {

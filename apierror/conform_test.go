@@ -50,3 +50,30 @@ func TestCheckPassesAndIgnoresNon4xx(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(body), `"pointer":"/account"`))
 }
+
+// D1: every response carries X-Request-Id and the body repeats it; a body whose pointer is not an
+// RFC 6901 pointer, or whose detail is just the status text, does not conform.
+func TestCheckRejectsMoreNonConforming(t *testing.T) {
+	problem := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req_1"}}
+	tests := []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		want   string
+	}{
+		{"no request id header", 404, http.Header{"Content-Type": {"application/problem+json"}},
+			`{"type":"x","title":"t","status":404,"detail":"no such order","code":"order_not_found","request_id":"req_1"}`, "X-Request-Id"},
+		{"bad pointer escape", 400, problem,
+			`{"type":"x","title":"t","status":400,"code":"validation_failed","request_id":"req_1","errors":[{"location":"body","pointer":"/a~2b","code":"x","detail":"y"}]}`, "pointer"},
+		{"status text detail", 404, problem,
+			`{"type":"x","title":"Not Found","status":404,"detail":"Not Found","code":"not_found","request_id":"req_1"}`, "does not say"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := apierror.Check(tt.status, tt.header, []byte(tt.body))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

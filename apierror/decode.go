@@ -3,12 +3,14 @@ package apierror
 import (
 	"bytes"
 	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -123,8 +125,11 @@ func mapDecodeError(err error, data []byte, dst any, allowUnknown bool) error {
 		return UnknownField(Pointer(name))
 	}
 	// A custom UnmarshalJSON or UnmarshalText refused a value it found; its message is the reason.
-	return Invalid(Body("", "invalid_value", err.Error()))
+	return Invalid(Body("", codeInvalidValue, err.Error()))
 }
+
+// codeInvalidValue is the code of a value a custom UnmarshalJSON or UnmarshalText refused.
+const codeInvalidValue = "invalid_value"
 
 // fieldPointer turns encoding/json's dotted field path into a JSON Pointer.
 func fieldPointer(field string) string {
@@ -168,16 +173,15 @@ func (l *locator) wrong(t reflect.Type, got string) *Violation {
 
 // value consumes one JSON value and reports the first problem found in it.
 func (l *locator) value(t reflect.Type) (*Violation, error) {
-	tok, err := l.dec.Token()
-	if err != nil {
-		return nil, err
-	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	custom := reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)
-	if custom && t != numberType {
-		return nil, l.skip(tok)
+	if t != numberType && (reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)) {
+		return l.custom(t)
+	}
+	tok, err := l.dec.Token()
+	if err != nil {
+		return nil, err
 	}
 	switch tok := tok.(type) {
 	case nil:
@@ -188,7 +192,15 @@ func (l *locator) value(t reflect.Type) (*Violation, error) {
 		}
 		return l.wrong(t, "boolean"), nil
 	case string:
-		if t.Kind() == reflect.String || t.Kind() == reflect.Interface || t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			// encoding/json decodes a string into []byte as standard base64.
+			if _, err := base64.StdEncoding.DecodeString(tok); err != nil {
+				v := Body(l.pointer(), CodeWrongType, "must be a base64 string, got a string that is not valid base64")
+				return &v, nil
+			}
+			return nil, nil
+		}
+		if t.Kind() == reflect.String || t.Kind() == reflect.Interface {
 			return nil, nil
 		}
 		return l.wrong(t, "string"), nil
@@ -205,11 +217,76 @@ func (l *locator) value(t reflect.Type) (*Violation, error) {
 	return nil, fmt.Errorf("unexpected token %v", tok)
 }
 
+// custom consumes one value for a type with its own UnmarshalJSON or UnmarshalText, and reports it
+// when the type refuses it: encoding/json returns such errors without saying where they happened.
+func (l *locator) custom(t reflect.Type) (*Violation, error) {
+	var raw json.RawMessage
+	if err := l.dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if string(raw) == "null" {
+		return nil, nil // encoding/json leaves the value as it is
+	}
+	err := json.Unmarshal(raw, reflect.New(t).Interface())
+	if err == nil {
+		return nil, nil
+	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		v := Body(l.pointer(), CodeWrongType, "must be a string, got "+typ.Value)
+		return &v, nil
+	}
+	v := Body(l.pointer(), codeInvalidValue, err.Error())
+	return &v, nil
+}
+
+// quoted consumes one value for a field with the ",string" option, which encoding/json expects as a
+// JSON string holding the field's own JSON encoding ("42", "true").
+func (l *locator) quoted(t reflect.Type) (*Violation, error) {
+	tok, err := l.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	s, isString := tok.(string)
+	if tok == nil || isString && (s == "null" || s != "" && !isSpace(s[0]) && !isSpace(s[len(s)-1]) &&
+		json.Unmarshal([]byte(s), reflect.New(t).Interface()) == nil) {
+		return nil, nil
+	}
+	got := "a string that does not hold one"
+	if !isString {
+		got = jsonTokenKind(tok)
+	}
+	v := Body(l.pointer(), CodeWrongType, "must be a string holding "+jsonKind(t)+", got "+got)
+	return &v, l.skip(tok)
+}
+
+// jsonTokenKind names the JSON type of the value that tok starts.
+func jsonTokenKind(tok json.Token) string {
+	switch tok := tok.(type) {
+	case bool:
+		return "boolean"
+	case json.Number, float64:
+		return "number"
+	case string:
+		return "string"
+	case json.Delim:
+		if tok == '[' {
+			return "array"
+		}
+		return "object"
+	}
+	return "null"
+}
+
 func (l *locator) number(t reflect.Type, n json.Number) *Violation {
 	s := string(n)
 	switch t.Kind() {
 	case reflect.Interface:
-		return nil
+		// encoding/json stores a number in an interface as a float64.
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			v := Body(l.pointer(), CodeWrongType, "must be a number in range, got "+s)
+			return &v
+		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if _, err := strconv.ParseInt(s, 10, t.Bits()); err != nil {
 			v := Body(l.pointer(), CodeWrongType, "must be an integer that fits in "+strconv.Itoa(t.Bits())+" bits, got "+s)
@@ -237,7 +314,7 @@ func (l *locator) number(t reflect.Type, n json.Number) *Violation {
 }
 
 func (l *locator) object(t reflect.Type) (*Violation, error) {
-	var fields map[string]field
+	var fields *structInfo
 	switch t.Kind() {
 	case reflect.Struct:
 		fields = structFields(t)
@@ -254,7 +331,7 @@ func (l *locator) object(t reflect.Type) (*Violation, error) {
 		var elem reflect.Type
 		switch t.Kind() {
 		case reflect.Struct:
-			f, ok := lookupField(fields, key)
+			f, ok := fields.lookup(key)
 			if !ok {
 				if !l.allowUnknown {
 					v := Body(Pointer(append(l.path, key)...), CodeUnknownField, "is not a known field")
@@ -266,19 +343,22 @@ func (l *locator) object(t reflect.Type) (*Violation, error) {
 				continue
 			}
 			if f.quoted {
-				if err := l.skipValue(); err != nil {
-					return nil, err
+				l.path = append(l.path, key)
+				v, err := l.quoted(f.typ)
+				if v != nil || err != nil {
+					return v, err
 				}
+				l.path = l.path[:len(l.path)-1]
 				continue
 			}
 			elem = f.typ
 		case reflect.Map:
+			if v := l.mapKey(t.Key(), key); v != nil {
+				return v, nil
+			}
 			elem = t.Elem()
 		default:
-			if err := l.skipValue(); err != nil {
-				return nil, err
-			}
-			continue
+			elem = t // a member of an interface{} value goes into an interface{} too
 		}
 		l.path = append(l.path, key)
 		v, err := l.value(elem)
@@ -291,17 +371,51 @@ func (l *locator) object(t reflect.Type) (*Violation, error) {
 	return nil, err
 }
 
+// mapKey reports a member name that encoding/json cannot turn into a key of type kt.
+func (l *locator) mapKey(kt reflect.Type, key string) *Violation {
+	var err error
+	switch {
+	case reflect.PointerTo(kt).Implements(textUnmarshalerType):
+		err = reflect.New(kt).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(key))
+		if err != nil {
+			v := Body(Pointer(append(l.path, key)...), codeInvalidValue, "member name: "+err.Error())
+			return &v
+		}
+		return nil
+	case kt.Kind() == reflect.String:
+		return nil
+	case kt.Kind() >= reflect.Int && kt.Kind() <= reflect.Int64:
+		_, err = strconv.ParseInt(key, 10, kt.Bits())
+	case kt.Kind() >= reflect.Uint && kt.Kind() <= reflect.Uintptr:
+		_, err = strconv.ParseUint(key, 10, kt.Bits())
+	}
+	if err != nil {
+		v := Body(Pointer(append(l.path, key)...), CodeWrongType, "member name must be "+jsonKind(kt)+" that fits in "+strconv.Itoa(kt.Bits())+" bits")
+		return &v
+	}
+	return nil
+}
+
 func (l *locator) array(t reflect.Type) (*Violation, error) {
 	switch t.Kind() {
-	case reflect.Slice, reflect.Array:
-	case reflect.Interface:
-		return nil, l.skip(json.Delim('['))
+	case reflect.Slice, reflect.Array, reflect.Interface:
 	default:
 		return l.wrong(t, "array"), l.skip(json.Delim('['))
 	}
+	elem := t // an element of an interface{} value goes into an interface{} too
+	if t.Kind() != reflect.Interface {
+		elem = t.Elem()
+	}
 	for i := 0; l.dec.More(); i++ {
+		if t.Kind() == reflect.Array && i >= t.Len() {
+			// encoding/json ignores elements past a Go array's length.
+			if err := l.skipValue(); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		l.path = append(l.path, strconv.Itoa(i))
-		v, err := l.value(t.Elem())
+		v, err := l.value(elem)
 		if v != nil || err != nil {
 			return v, err
 		}
@@ -342,56 +456,126 @@ func (l *locator) skipValue() error {
 }
 
 type field struct {
+	name   string
+	index  []int
+	tagged bool
 	typ    reflect.Type
 	quoted bool // the ",string" option: the JSON value is a string that holds the Go value
 }
 
-// structFields lists a struct's JSON member names by the rules of encoding/json: tags, "-", and the
-// fields of embedded structs promoted.
-func structFields(t reflect.Type) map[string]field {
-	out := map[string]field{}
-	var walk func(t reflect.Type, depth int)
-	walk = func(t reflect.Type, depth int) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			tag := f.Tag.Get("json")
-			if tag == "-" {
-				continue
-			}
-			name, opts, _ := strings.Cut(tag, ",")
-			ft := f.Type
-			if f.Anonymous && name == "" {
-				et := ft
-				if et.Kind() == reflect.Pointer {
-					et = et.Elem()
-				}
-				if et.Kind() == reflect.Struct && depth < 8 {
-					walk(et, depth+1)
+// structInfo is a struct's JSON members in encoding/json's order, with an index by exact name.
+type structInfo struct {
+	list   []field
+	byName map[string]int
+}
+
+// structFields lists a struct's JSON member names by the rules of encoding/json's typeFields: tags, "-",
+// the fields of embedded structs promoted, a shallower field hiding deeper ones of the same name, a
+// tagged one winning at equal depth, and names that stay ambiguous dropped.
+func structFields(t reflect.Type) *structInfo {
+	var all []field
+	type level struct {
+		typ   reflect.Type
+		index []int
+	}
+	next := []level{{typ: t}}
+	// Types walked at a shallower depth are not walked again; one embedded twice at the same depth is,
+	// so that its fields come out ambiguous, as in encoding/json.
+	visited := map[reflect.Type]bool{}
+	for len(next) > 0 {
+		current := slices.DeleteFunc(next, func(lv level) bool { return visited[lv.typ] })
+		next = nil
+		for _, lv := range current {
+			visited[lv.typ] = true
+		}
+		for _, lv := range current {
+			for i := range lv.typ.NumField() {
+				f := lv.typ.Field(i)
+				if f.Anonymous {
+					et := f.Type
+					if et.Kind() == reflect.Pointer {
+						et = et.Elem()
+					}
+					if !f.IsExported() && et.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !f.IsExported() {
 					continue
 				}
-			}
-			if !f.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if _, dup := out[name]; !dup || depth == 0 {
-				out[name] = field{typ: ft, quoted: strings.Contains(opts, "string")}
+				tag := f.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, opts, _ := strings.Cut(tag, ",")
+				index := append(slices.Clip(lv.index), i)
+				ft := f.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if name == "" && f.Anonymous && ft.Kind() == reflect.Struct {
+					next = append(next, level{typ: ft, index: index})
+					continue
+				}
+				quoted := false
+				if slices.Contains(strings.Split(opts, ","), "string") {
+					switch ft.Kind() {
+					case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+						reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+						reflect.Float32, reflect.Float64, reflect.String:
+						quoted = true
+					}
+				}
+				tagged := name != ""
+				if !tagged {
+					name = f.Name
+				}
+				all = append(all, field{name: name, index: index, tagged: tagged, typ: f.Type, quoted: quoted})
 			}
 		}
 	}
-	walk(t, 0)
-	return out
+	// Per name: keep the shallowest; at equal depth a single tagged field wins, otherwise none does.
+	slices.SortStableFunc(all, func(a, b field) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		if c := len(a.index) - len(b.index); c != 0 {
+			return c
+		}
+		if a.tagged != b.tagged {
+			if a.tagged {
+				return -1
+			}
+			return 1
+		}
+		return slices.Compare(a.index, b.index)
+	})
+	var out []field
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].name == all[i].name {
+			j++
+		}
+		if j-i == 1 || len(all[i].index) != len(all[i+1].index) || all[i].tagged != all[i+1].tagged {
+			out = append(out, all[i])
+		}
+		i = j
+	}
+	slices.SortFunc(out, func(a, b field) int { return slices.Compare(a.index, b.index) })
+	info := &structInfo{list: out, byName: make(map[string]int, len(out))}
+	for i, f := range out {
+		info.byName[f.name] = i
+	}
+	return info
 }
 
-// lookupField matches a key as encoding/json does: exactly first, then case-insensitively.
-func lookupField(fields map[string]field, key string) (field, bool) {
-	if f, ok := fields[key]; ok {
-		return f, true
+// lookup matches a key as encoding/json does: exactly first, then the first field, in field order, whose
+// name matches case-insensitively.
+func (s *structInfo) lookup(key string) (field, bool) {
+	if i, ok := s.byName[key]; ok {
+		return s.list[i], true
 	}
-	for name, f := range fields {
-		if strings.EqualFold(name, key) {
+	for _, f := range s.list {
+		if strings.EqualFold(f.name, key) {
 			return f, true
 		}
 	}

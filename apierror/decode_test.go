@@ -1,9 +1,12 @@
 package apierror_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +82,7 @@ func TestDecodeLocatesEveryFailure(t *testing.T) {
 		{"unknown nested", `{"items":[{"sku":"a"},{"sku":"b","colour":"red"}]}`, "unknown_field", "/items/1/colour", 400, "not a known"},
 		{"unknown after skip", `{"extra":{"deep":[1,{"x":2}]},"nope":1}`, "unknown_field", "/nope", 400, ""},
 		{"dash field is unknown", `{"Ignored":"x"}`, "unknown_field", "/Ignored", 400, ""},
-		{"custom unmarshaler", `{"when":"yesterday"}`, "invalid_value", "", 400, "yesterday"},
+		{"custom unmarshaler", `{"when":"yesterday"}`, "invalid_value", "/when", 400, "yesterday"},
 		{"root not object", `[1,2]`, "wrong_type", "", 400, "must be an object, got array"},
 	}
 	for _, tt := range tests {
@@ -162,35 +165,175 @@ func TestDecodeNilBody(t *testing.T) {
 }
 
 // FuzzDecode feeds arbitrary bodies to the strict decoder: it must never panic, and every failure must be
-// a located 4xx problem that conforms.
+// a located 4xx problem that conforms, whose pointer names a member the body has, and whose syntax-error
+// offset is the byte encoding/json stopped at.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"account":"a","side":"buy"}`, `{"items":[{"qty":"x"}]}`, `{"a":1}`, `[`, `{"meta":{"k":"v"}}`,
 		`{"account":1e400}`, `{"count":256}`, `{"when":1}`, `{"legacy":"x"}`, `"\ud800"`, `{"extra":[[[[]]]]}`, `nul`,
+		`{"flag":"true","addr":"::1","blob":"AQI=","fixed":[1,2],"any":[{"a~b/c":1e999}]}`, `{"intmap":{"x":"y"}}`,
+		`{"AddrMap":{"1.2.3.4":1}}`, `{"dom":{"x":"s"},"amb":{"Y":1}}`, `{"legacy":" 1"}`, `{"ACCOUNT":1}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var o order
-		err := apierror.DecodeBytes(body, &o, nil)
-		if err == nil {
-			return
-		}
-		var p *apierror.Error
-		if !errors.As(err, &p) {
-			t.Fatalf("non-problem error for client input %q: %v", body, err)
-		}
-		if p.Status < 400 || p.Status > 499 || len(p.Errors) == 0 {
-			t.Fatalf("unlocated failure for %q: %+v", body, p)
-		}
-		v := p.Errors[0]
-		if v.Location != apierror.LocationBody || (v.Pointer != "" && v.Pointer[0] != '/') || v.Code == "" || v.Detail == "" {
-			t.Fatalf("bad violation for %q: %+v", body, v)
-		}
-		rec := httptest.NewRecorder()
-		apierror.Write(rec, httptest.NewRequest(http.MethodPost, "/", nil), err)
-		if cerr := apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()); cerr != nil {
-			t.Fatalf("non-conforming problem for %q: %v", body, cerr)
+		for _, dst := range []any{new(order), new(awkward), new(any), new([]item)} {
+			err := apierror.DecodeBytes(body, dst, nil)
+			if err == nil {
+				continue
+			}
+			var p *apierror.Error
+			if !errors.As(err, &p) {
+				t.Fatalf("non-problem error for client input %q: %v", body, err)
+			}
+			if p.Status < 400 || p.Status > 499 || len(p.Errors) == 0 {
+				t.Fatalf("unlocated failure for %q: %+v", body, p)
+			}
+			v := p.Errors[0]
+			if v.Location != apierror.LocationBody || (v.Pointer != "" && v.Pointer[0] != '/') || v.Code == "" || v.Detail == "" {
+				t.Fatalf("bad violation for %q: %+v", body, v)
+			}
+			var syn *json.SyntaxError
+			if uerr := json.Unmarshal(body, new(any)); errors.As(uerr, &syn) && v.Code == "malformed_json" {
+				want := syn.Offset - 1
+				if atEOF := syn.Offset == int64(len(body)); atEOF && (syn.Error() == "unexpected end of JSON input" ||
+					strings.HasPrefix(syn.Error(), "invalid character ' '") && body[len(body)-1] != ' ') {
+					want = int64(len(body)) // the input ended inside a value; encoding/json blames a space it imagines there
+				}
+				if got := p.Extensions["offset"]; got != want {
+					t.Fatalf("syntax error in %q reported at offset %v, encoding/json says %d", body, got, want)
+				}
+			} else if v.Code != "malformed_json" && v.Code != "body_missing" && v.Code != "trailing_data" {
+				if v.Pointer == "" && v.Code != "wrong_type" && v.Code != "invalid_value" {
+					t.Fatalf("%s for %q not located by a pointer: %+v", v.Code, body, v)
+				}
+				if !pointerExists(body, v.Pointer) {
+					t.Fatalf("pointer %q names nothing in %q (%+v)", v.Pointer, body, v)
+				}
+			}
+			rec := httptest.NewRecorder()
+			apierror.Write(rec, httptest.NewRequest(http.MethodPost, "/", nil), err)
+			if cerr := apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()); cerr != nil {
+				t.Fatalf("non-conforming problem for %q: %v", body, cerr)
+			}
 		}
 	})
+}
+
+// pointerExists reports whether an RFC 6901 pointer names a value in the first JSON value of data.
+func pointerExists(data []byte, pointer string) bool {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return false
+	}
+	if pointer == "" {
+		return true
+	}
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch node := doc.(type) {
+		case map[string]any:
+			var ok bool
+			if doc, ok = node[tok]; !ok {
+				return false
+			}
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(node) || strconv.Itoa(i) != tok {
+				return false
+			}
+			doc = node[i]
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+type deepX struct {
+	X string `json:"x"`
+}
+type midX struct{ deepX }
+type nearX struct {
+	X int `json:"x"`
+}
+
+// dominant mirrors encoding/json's rule: the shallower embedded field wins whatever the walk order.
+type dominant struct {
+	midX
+	nearX
+}
+
+type ambY1 struct{ Y int }
+type ambY2 struct{ Y string }
+
+// ambiguous has two fields named Y at the same depth: encoding/json drops both, so Y is unknown.
+type ambiguous struct {
+	ambY1
+	ambY2
+}
+
+// midX2 embeds deepX like midX, so a struct embedding both has x twice at one depth: ambiguous.
+type midX2 struct{ deepX }
+
+type awkward struct {
+	Legacy  int            `json:"legacy,string"`
+	Flag    bool           `json:"flag,omitempty,string"`
+	When    time.Time      `json:"when"`
+	Addr    netip.Addr     `json:"addr"`
+	Blob    []byte         `json:"blob"`
+	Fixed   [1]int         `json:"fixed"`
+	Any     any            `json:"any"`
+	IntMap  map[int]string `json:"intmap"`
+	AddrMap map[netip.Addr]int
+	Dom     dominant  `json:"dom"`
+	Amb     ambiguous `json:"amb"`
+	Twice   struct {
+		midX
+		midX2
+	} `json:"twice"`
+	Other bool `json:"other"`
+}
+
+// Every failure names the member that failed, whatever the tag options, custom unmarshalers, map key
+// types, array lengths and embedding rules in the destination.
+func TestDecodeLocatesAwkwardTypes(t *testing.T) {
+	tests := []struct{ name, body, code, pointer string }{
+		{"string option, bad content", `{"legacy":"x"}`, "wrong_type", "/legacy"},
+		{"string option, unquoted", `{"legacy":12}`, "wrong_type", "/legacy"},
+		{"string option, fraction", `{"legacy":"1.5"}`, "wrong_type", "/legacy"},
+		{"string option after other options", `{"flag":"yes"}`, "wrong_type", "/flag"},
+		{"custom unmarshaler refuses", `{"when":"yesterday"}`, "invalid_value", "/when"},
+		{"custom unmarshaler wrong type", `{"when":1}`, "invalid_value", "/when"},
+		{"text unmarshaler refuses", `{"addr":"nope"}`, "invalid_value", "/addr"},
+		{"text unmarshaler wrong type", `{"addr":1}`, "wrong_type", "/addr"},
+		{"bytes not base64", `{"blob":"!!"}`, "wrong_type", "/blob"},
+		{"array elements past its length are ignored", `{"fixed":[1,"x"],"other":1}`, "wrong_type", "/other"},
+		{"number out of range inside any", `{"any":[1,{"k":1e400}]}`, "wrong_type", "/any/1/k"},
+		{"int map key", `{"intmap":{"1":"a","b~/":"c"}}`, "wrong_type", "/intmap/b~0~1"},
+		{"text map key", `{"AddrMap":{"nope":1}}`, "invalid_value", "/AddrMap/nope"},
+		{"shallower embedded field wins", `{"dom":{"x":"s"}}`, "wrong_type", "/dom/x"},
+		{"ambiguous embedded field is unknown", `{"amb":{"Y":1}}`, "unknown_field", "/amb/Y"},
+		{"field embedded twice at one depth is unknown", `{"twice":{"x":"s"}}`, "unknown_field", "/twice/x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var dst awkward
+			err := apierror.DecodeBytes([]byte(tt.body), &dst, nil)
+			var p *apierror.Error
+			require.ErrorAs(t, err, &p)
+			require.Len(t, p.Errors, 1)
+			require.Equal(t, tt.code, p.Errors[0].Code, p.Errors[0].Detail)
+			require.Equal(t, tt.pointer, p.Errors[0].Pointer, p.Errors[0].Detail)
+			require.Contains(t, p.Detail, "body "+tt.pointer+":", "the detail names the member")
+		})
+	}
+	var ok awkward
+	require.NoError(t, apierror.DecodeBytes([]byte(`{"legacy":"7","flag":"true","when":null,"addr":"10.0.0.1",
+		"blob":"AQI=","fixed":[1,"ignored"],"any":[1,{"k":2}],"intmap":{"1":"a"},"AddrMap":{"::1":1},
+		"dom":{"x":3}}`), &ok, nil))
+	require.Equal(t, 7, ok.Legacy)
+	require.Equal(t, 3, ok.Dom.nearX.X)
 }

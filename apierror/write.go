@@ -26,8 +26,8 @@ type Writer struct {
 }
 
 // Write writes err to w as an application/problem+json response. An *Error anywhere in err's chain is
-// written as it is (with the request ID filled in); anything else becomes the opaque 500, and the
-// original error is logged, never sent.
+// written as it is (with the request ID filled in); anything else, and an *Error whose Status is not a
+// 4xx or 5xx, becomes the opaque 500, and the original error is logged, never sent.
 func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w, r, err) }
 
 // Write is the package-level Write with this Writer's settings.
@@ -36,14 +36,21 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	if p == nil {
 		p = asError(err)
 	}
-	if p == nil {
+	// Found once, so that the log line, the header and the body all carry the same ID.
+	reqID := requestID(w, r)
+	if p == nil || p.Status < 400 || p.Status > 599 {
+		// Not a problem, or one without an error status (0 would make WriteHeader panic): a programming
+		// error, answered with the opaque 500.
 		p = Internal()
 		if wr.Logger != nil {
-			wr.Logger.ErrorContext(r.Context(), "apierror: internal error", "request_id", requestID(w, r), "error", err)
+			ctx := context.Background()
+			if r != nil {
+				ctx = r.Context()
+			}
+			wr.Logger.ErrorContext(ctx, "apierror: internal error", "request_id", reqID, "error", err)
 		}
 	}
 	// The problem is never copied or mutated: the caller may reuse it (a package-level value, say).
-	reqID := requestID(w, r)
 	base := wr.TypeBase
 	if base == "" {
 		base = DefaultTypeBase
