@@ -231,7 +231,17 @@ func parseHeader(header string, h *sigHeader) error {
 	for rest, more := header, true; more; {
 		var item string
 		item, rest, more = strings.Cut(rest, ",")
-		key, val, ok := strings.Cut(item, "=")
+		// The two items every header has are split without a search; anything else goes the general way.
+		var key, val string
+		ok := true
+		switch {
+		case len(item) > 3 && item[:3] == "v1=":
+			key, val = "v1", item[3:]
+		case len(item) > 2 && item[:2] == "t=":
+			key, val = "t", item[2:]
+		default:
+			key, val, ok = strings.Cut(item, "=")
+		}
 		switch {
 		case item == "":
 			return errEmptyItem
@@ -292,9 +302,10 @@ func decodeHex64(dst *[sha256.Size]byte, s string) bool {
 	if len(s) != 2*sha256.Size {
 		return false
 	}
+	s = s[:2*sha256.Size] // lets the compiler drop the bounds checks below
 	bad := byte(0)
 	for i := range dst {
-		hi, lo := hexValue[s[2*i]], hexValue[s[2*i+1]]
+		hi, lo := hexTable[s[2*i]], hexTable[s[2*i+1]]
 		bad |= hi | lo // 0xff for a non-hex byte
 		dst[i] = hi<<4 | lo
 	}
@@ -303,6 +314,9 @@ func decodeHex64(dst *[sha256.Size]byte, s string) bool {
 
 // hexValue maps a byte to its value as a hex digit, or to 0xff. A constant string rather than a table
 // variable: it cannot be modified, and indexing it is a single load.
+// hexTable is hexValue as an array: indexed by a byte, it needs no bounds check.
+var hexTable = [256]byte([]byte(hexValue))
+
 const hexValue = "" +
 	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
 	"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff" +
