@@ -19,27 +19,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
-// clock is an injectable clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the shared injectable test clock.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return testclock.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)) }
 
 // logBuffer collects log output safely across goroutines.
 type logBuffer struct {

@@ -16,24 +16,9 @@ import (
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
-
-type evlogClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *evlogClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *evlogClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // evlogEndpoint is a webhook endpoint that fails chosen attempts and notices any delivery of an
 // event that arrives while another delivery of the same event is still in flight.
@@ -103,7 +88,7 @@ func TestEventLogDispatcherReplicas(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	clk := &evlogClock{t: evlogT0}
+	clk := testclock.New(evlogT0)
 	var dispatchers []*producer.Dispatcher
 	for i := range 4 {
 		d, err := producer.NewDispatcher(logs[i%2], eps, &producer.DispatcherOptions{Now: clk.Now, BatchSize: 9,
@@ -166,7 +151,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 	defer srv.Close()
 	eps := &producer.MemoryEndpoints{}
 	require.NoError(t, eps.Put(producer.Endpoint{ID: "we_a", URL: srv.URL + "/we_a", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
-	clk := &evlogClock{t: evlogT0}
+	clk := testclock.New(evlogT0)
 	dopts := &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Lease: time.Minute, Schedule: []time.Duration{time.Hour, 2 * time.Hour}}
 
 	// First process: event 1 is claimed by a dispatcher that then crashes; event 2 fails once.

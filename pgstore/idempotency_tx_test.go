@@ -25,6 +25,8 @@ import (
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // idemTxEnv is one transactional-mode test: a schema with the idempotency table and the handler's
@@ -39,6 +41,9 @@ type idemTxEnv struct {
 	body   string
 }
 
+// idemClock is the shared injectable test clock.
+type idemClock = testclock.Clock
+
 func newIdemTxEnv(t *testing.T) *idemTxEnv {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
@@ -47,7 +52,7 @@ func newIdemTxEnv(t *testing.T) *idemTxEnv {
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL,
 		CONSTRAINT orders_key_unique UNIQUE (key) DEFERRABLE INITIALLY DEFERRED)`)
 	require.NoError(t, err)
-	return &idemTxEnv{t: t, pool: pool, opts: opts, clock: &idemClock{t: time.Now().UTC()}, status: http.StatusCreated, body: `{"id":"ord_1"}`}
+	return &idemTxEnv{t: t, pool: pool, opts: opts, clock: testclock.New(time.Now().UTC()), status: http.StatusCreated, body: `{"id":"ord_1"}`}
 }
 
 // middleware returns a transactional middleware on the env's pool; tweak adjusts its options.
@@ -461,24 +466,6 @@ func TestTransactorConcurrentReplays(t *testing.T) {
 		require.Equal(t, "true", replayed[i])
 	}
 	require.EqualValues(t, 1, e.runs.Load())
-}
-
-// idemClock is an injected clock shared by a test's middlewares: leases end when the test says so.
-type idemClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *idemClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *idemClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // idemScope is the middleware's default scope for an Authorization value.

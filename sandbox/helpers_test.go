@@ -15,27 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
-// clock is an injectable clock for the tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the shared injectable test clock.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // failingStore is a CredentialStore whose every call fails, as a database that is down.
 type failingStore struct{}

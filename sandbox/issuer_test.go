@@ -112,9 +112,7 @@ func TestResolveExpiry(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.at.Sub(c.ExpiresAt).String(), func(t *testing.T) {
-			clk.mu.Lock()
-			clk.t = tc.at
-			clk.mu.Unlock()
+			clk.Set(tc.at)
 			_, err := iss.Resolve(context.Background(), k)
 			if tc.want == nil {
 				require.NoError(t, err)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/versioning"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // The fixture's lifecycle: v1 is deprecated and will be sunset; v2's deprecation is announced but
@@ -112,24 +114,9 @@ func fixtureRegistry(t testing.TB) *versioning.Registry {
 }
 
 // clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testclock.Clock
 
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
+func newClock(t time.Time) *clock { return testclock.New(t) }
 
 // licenseeHeader is how the tests name a request's licensee; in a service the hook reads the
 // authenticated principal instead.

@@ -21,6 +21,8 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/internal/randid"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // The exactly-once test: replicaKeys keys, each sent replicaDups times at once, spread over two
@@ -116,24 +118,6 @@ func (mode ReplicaMode) setup(t *testing.T) (ReplicaBackend, bool) {
 	return b, tx
 }
 
-// replicaClock is the replicas' shared, injected clock: leases end when the test says so.
-type replicaClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *replicaClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *replicaClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // replicaResult is what a client saw.
 type replicaResult struct {
 	status   int
@@ -202,7 +186,7 @@ func replicaScope(auth string) string {
 func testExactlyOnceAcrossReplicas(t *testing.T, mode ReplicaMode) {
 	b, tx := mode.setup(t)
 	ctx := context.Background()
-	clock := &replicaClock{t: time.Now().UTC()}
+	clock := testclock.New(time.Now().UTC())
 
 	var (
 		runs     [replicaKeys]atomic.Int32
@@ -391,7 +375,7 @@ func (k *killTx) InTx(ctx context.Context, fn func(context.Context, idempotency.
 func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	b, tx := mode.setup(t)
 	ctx := context.Background()
-	clock := &replicaClock{t: time.Now().UTC()}
+	clock := testclock.New(time.Now().UTC())
 
 	started := make(chan struct{})
 	var doomedRuns, runs atomic.Int32

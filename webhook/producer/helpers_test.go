@@ -19,35 +19,16 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 var t0 = time.Unix(1767225600, 0).UTC()
 
-// clock is a settable clock, safe for the dispatcher's workers to read concurrently.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the shared injectable test clock.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
+func newClock() *clock { return testclock.New(t0) }
 
 // delivery is one request a test endpoint received.
 type delivery struct {

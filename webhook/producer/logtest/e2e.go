@@ -20,6 +20,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+
+	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // E2E sizes the end-to-end test: E2EStreams endpoints receive E2EEvents events each.
@@ -35,7 +37,7 @@ const (
 // recorded as delivered.
 func RunEndToEnd(t *testing.T, l producer.Log) {
 	ctx := context.Background()
-	clk := &e2eClock{t: t0()}
+	clk := testclock.New(t0())
 	rng := rand.New(rand.NewPCG(7, 11))
 	var rngMu sync.Mutex
 	roll := func() float64 {
@@ -177,23 +179,6 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 	}
 	require.Positive(t, f["duplicate acknowledged"], "the consumer saw duplicates")
 	require.Positive(t, done.fetched, "gaps were filled by range retrieval")
-}
-
-type e2eClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *e2eClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *e2eClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // faultyNetwork sits between the Dispatchers and the consumer. Per delivery it drops the request,
