@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -70,7 +71,7 @@ func (t *Transport) mutating(method string) bool {
 		}
 		return false
 	}
-	return contains(t.Methods, method)
+	return slices.Contains(t.Methods, method)
 }
 
 func orDefault[T int | int64 | time.Duration](v, def T) T {

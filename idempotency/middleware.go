@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,7 +193,7 @@ func New(opts *Options) *Middleware {
 	m.replayHeaders = []string{"Content-Type", "Location"}
 	for _, h := range o.ReplayHeaders {
 		h = textproto.CanonicalMIMEHeaderKey(h)
-		if !contains(m.replayHeaders, h) {
+		if !slices.Contains(m.replayHeaders, h) {
 			m.replayHeaders = append(m.replayHeaders, h)
 		}
 	}
@@ -231,15 +232,6 @@ func New(opts *Options) *Middleware {
 	return m
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 func (m *Middleware) methodList() string {
 	if m.methods == nil {
 		return "POST, PUT, PATCH and DELETE"
@@ -267,7 +259,7 @@ func (m *Middleware) governs(method string) bool {
 		}
 		return false
 	}
-	return contains(m.methods, method)
+	return slices.Contains(m.methods, method)
 }
 
 // credentialScope is the default Scope: the credential's hash, never the credential.

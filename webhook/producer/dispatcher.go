@@ -2,6 +2,7 @@ package producer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -157,19 +158,19 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		log:       log,
 		endpoints: endpoints,
 		client:    opts.Client,
-		timeout:   cmpOr(opts.Timeout, DefaultTimeout),
+		timeout:   cmp.Or(opts.Timeout, DefaultTimeout),
 		schedule:  slices.Clone(opts.Schedule),
 		jitter:    opts.Jitter,
 		rand:      opts.Rand,
-		batch:     cmpOr(opts.BatchSize, DefaultBatchSize),
-		workers:   cmpOr(opts.Workers, DefaultWorkers),
-		poll:      cmpOr(opts.PollInterval, DefaultPollInterval),
+		batch:     cmp.Or(opts.BatchSize, DefaultBatchSize),
+		workers:   cmp.Or(opts.Workers, DefaultWorkers),
+		poll:      cmp.Or(opts.PollInterval, DefaultPollInterval),
 		now:       opts.Now,
 		logger:    opts.Logger,
 		render:    opts.Render,
-		userAgent: cmpOr(opts.UserAgent, DefaultUserAgent),
-		retention: cmpOr(opts.Retention, DefaultRetention),
-		cleanup:   cmpOr(opts.CleanupInterval, DefaultCleanupInterval),
+		userAgent: cmp.Or(opts.UserAgent, DefaultUserAgent),
+		retention: cmp.Or(opts.Retention, DefaultRetention),
+		cleanup:   cmp.Or(opts.CleanupInterval, DefaultCleanupInterval),
 	}
 	switch {
 	case log == nil || endpoints == nil:
@@ -215,14 +216,6 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		d.logger = slog.New(slog.DiscardHandler)
 	}
 	return d, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Stats counts what one DeliverDue pass did. It is a plain value; the zero value is a pass that did

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -53,7 +54,7 @@ func (c *signerCache) get(ep Endpoint) (*webhook.Signer, error) {
 	if c.m == nil {
 		c.m = make(map[string]cachedSigner)
 	}
-	if _, ok := c.m[ep.ID]; !ok && len(c.m) >= cmpOr(c.max, signerCacheSize) {
+	if _, ok := c.m[ep.ID]; !ok && len(c.m) >= cmp.Or(c.max, signerCacheSize) {
 		for id := range c.m {
 			delete(c.m, id)
 			break
