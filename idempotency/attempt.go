@@ -118,8 +118,10 @@ type Attempt struct {
 // is lost to a newer claim while the operation runs. Failing to call Complete or Release leaves the key
 // in flight until its lease ends, and leaks the renewal until then.
 //
-// Begin returns an error wrapping ErrStore when the store fails, ErrKeyInvalid for a malformed key,
-// ErrScopeEmpty for an empty scope; the Attempt is then nil.
+// Begin returns an error wrapping ErrStore when the store fails (or does not answer within
+// Options.StoreTimeout), ErrQuotaExceeded when the scope holds as many records as the store allows
+// one scope (answer 429), ErrKeyInvalid for a malformed key, ErrScopeEmpty for an empty scope; the
+// Attempt is then nil.
 func (m *Middleware) Begin(ctx context.Context, req Request) (*Attempt, error) {
 	if !ValidKey(req.Key) {
 		return nil, ErrKeyInvalid
@@ -143,8 +145,15 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	}
 	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store}
 	now := m.now()
-	c, err := store.Claim(ctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
+	cctx, cancel := context.WithTimeout(ctx, m.storeTimeout)
+	c, err := store.Claim(cctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
+	cancel()
 	if err != nil {
+		if errors.Is(err, ErrQuotaExceeded) {
+			m.stats.quotaExceeded.Add(1)
+			m.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: scope over its quota of records", slog.String("idempotency_key", req.Key))
+			return fmt.Errorf("idempotency: claim: %w", err)
+		}
 		m.stats.storeErrors.Add(1)
 		m.log.LogAttrs(ctx, slog.LevelError, "idempotency: claim failed", slog.String("idempotency_key", req.Key), slog.Any("error", err))
 		return fmt.Errorf("%w: claim: %w", ErrStore, err)
@@ -157,7 +166,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		m.stats.reused.Add(1)
 	case c.Status == Completed && c.Response != nil:
 		a.Decision = Replay
-		a.Response = c.Response
+		a.Response = m.unseal(ctx, a.Key, c.Response)
 		m.stats.replayed.Add(1)
 	case c.Status == InFlight:
 		a.Decision = InProgress
@@ -210,16 +219,22 @@ func (a *Attempt) Problem() *apierror.Error {
 var errNotOwner = errors.New("idempotency: attempt does not own its key (decision is not Execute)")
 
 // Complete stores resp as the key's response, kept for Options.Retention from now, and ends the
-// attempt. The store copies resp. It returns ErrLeaseLost (errors.Is) when a newer claim took the key
-// over: resp is then not stored, and the newer claim's result is what retries get.
+// attempt. The store copies resp; with Options.Sealer its body is stored sealed. It returns
+// ErrLeaseLost (errors.Is) when a newer claim took the key over: resp is then not stored, and the
+// newer claim's result is what retries get. Any other error means the store failed (or did not answer
+// within Options.StoreTimeout): the attempt still owns the key, its lease is still renewed, and the
+// caller should call Complete again (with backoff) until it returns nil or ErrLeaseLost — giving up
+// lets a retry run the operation again once the lease and the extra lease are over.
 func (a *Attempt) Complete(ctx context.Context, resp Response) error {
 	if a.Decision != Execute {
 		return errNotOwner
 	}
-	a.stop()
-	err := a.store.Complete(ctx, a.Key, a.Token, resp, a.m.now().Add(a.m.retention))
-	a.finished(err)
-	return err
+	if a.m.sealer != nil && len(resp.Body) > 0 {
+		resp = a.m.seal(a.Key, resp)
+	}
+	return a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
+		return a.store.Complete(ctx, a.Key, a.Token, resp, expiresAt)
+	})
 }
 
 // completeRecorded is Complete for the middleware: the response comes from the recorder, and a
@@ -228,16 +243,42 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 	if a.Decision != Execute {
 		return errNotOwner
 	}
-	a.stop()
-	expiresAt := a.m.now().Add(a.m.retention)
-	var err error
-	if ms, ok := a.store.(*MemoryStore); ok {
+	if ms, ok := a.store.(*MemoryStore); ok && a.m.sealer == nil {
 		status, fs, body := rec.storedFields(omitted)
-		err = ms.complete(ctx, a.Key, a.Token, status, fs, true, body, expiresAt)
+		return a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
+			return ms.complete(ctx, a.Key, a.Token, status, fs, true, body, expiresAt)
+		})
+	}
+	resp := rec.response(omitted)
+	if a.m.sealer != nil && len(resp.Body) > 0 {
+		resp = a.m.seal(a.Key, resp)
+	}
+	return a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
+		return a.store.Complete(ctx, a.Key, a.Token, resp, expiresAt)
+	})
+}
+
+// complete runs one completion under Options.StoreTimeout with the lease's renewal held off, and ends
+// the attempt unless the store failed: then the claim is kept, and renewed, for another try.
+func (a *Attempt) complete(ctx context.Context, fn func(ctx context.Context, expiresAt time.Time) error) error {
+	call := func() error {
+		cctx, cancel := context.WithTimeout(ctx, a.m.storeTimeout)
+		defer cancel()
+		return fn(cctx, a.m.now().Add(a.m.retention))
+	}
+	var err error
+	if a.renewal != nil {
+		err = a.m.renewer.finish(a.renewal, call)
+	} else if !a.done {
+		err = call()
 	} else {
-		err = a.store.Complete(ctx, a.Key, a.Token, rec.response(omitted), expiresAt)
+		err = ErrLeaseLost
 	}
 	a.finished(err)
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		a.renewal = nil
+		a.stop()
+	}
 	return err
 }
 
@@ -249,7 +290,9 @@ func (a *Attempt) Release(ctx context.Context) error {
 		return errNotOwner
 	}
 	a.stop()
-	err := a.store.Release(ctx, a.Key, a.Token)
+	cctx, cancel := context.WithTimeout(ctx, a.m.storeTimeout)
+	err := a.store.Release(cctx, a.Key, a.Token)
+	cancel()
 	a.finished(err)
 	a.m.stats.released.Add(1)
 	return err

@@ -118,7 +118,9 @@ func TestLeaseExpiryTakeOverAndFencing(t *testing.T) {
 	clk.Advance(time.Hour - time.Second)
 	requireProblem(t, serve(mw, req("POST", "/v1/orders", "k1", authA, order)), http.StatusConflict, idempotency.CodeKeyInUse)
 
-	clk.Advance(time.Second) // the lease is over
+	clk.Advance(time.Second) // the lease is over: the first retry marks the key and waits one more lease
+	requireProblem(t, serve(mw, req("POST", "/v1/orders", "k1", authA, order)), http.StatusConflict, idempotency.CodeKeyInUse)
+	clk.Advance(time.Hour)
 	b := serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	require.Equal(t, http.StatusCreated, b.Code)
 	require.Equal(t, "from execution 2", b.Body.String())
@@ -202,7 +204,9 @@ func TestLeaseRenewalSurvivesStoreErrors(t *testing.T) {
 		m := idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second})
 		require.Equal(t, 201, serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order)).Code)
 		st := m.Stats()
-		require.EqualValues(t, 1, st.StoreErrors)
+		// The failed renewal is tried again at the next tick, which may still fall in the fault.
+		require.GreaterOrEqual(t, st.StoreErrors, uint64(1))
+		require.LessOrEqual(t, st.StoreErrors, uint64(2))
 		require.GreaterOrEqual(t, st.Renewals, uint64(4))
 		idle(t, m)
 	})

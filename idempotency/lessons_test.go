@@ -73,6 +73,8 @@ func TestLesson_ReleaseNeedsOwnership(t *testing.T) {
 		serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	}()
 	<-started
+	clk.Advance(time.Hour) // the lease lapsed: the first retry marks the key, one after the extra lease takes it
+	requireProblem(t, serve(mw, req("POST", "/v1/orders", "k1", authA, order)), 409, idempotency.CodeKeyInUse)
 	clk.Advance(time.Hour)
 	second := make(chan int)
 	go func() { second <- serve(mw, req("POST", "/v1/orders", "k1", authA, order)).Code }()
@@ -100,9 +102,13 @@ func TestLesson_LeaseIsNotRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, idempotency.InProgress, a.Decision)
 	clk.Advance(time.Second)
+	mark, err := m.Begin(context.Background(), idempotency.Request{Scope: "s", Key: "k1"})
+	require.NoError(t, err)
+	require.Equal(t, idempotency.InProgress, mark.Decision, "the first retry after the lease marks the key")
+	clk.Advance(30 * time.Second)
 	b, err := m.Begin(context.Background(), idempotency.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Execute, b.Decision, "the retry takes over after the lease, not after a day")
+	require.Equal(t, idempotency.Execute, b.Decision, "the retry takes over after the lease and one more, not after a day")
 	require.NoError(t, b.Complete(context.Background(), idempotency.Response{Status: 201}))
 	require.ErrorIs(t, crashed.Complete(context.Background(), idempotency.Response{Status: 201}), idempotency.ErrLeaseLost)
 }

@@ -13,7 +13,8 @@ import (
 
 // ErrStoreFull is returned by a MemoryStore that holds its maximum number of live records (Claim) or
 // bytes of stored responses (Complete). The middleware answers 503 (fail closed): evicting a live
-// record instead would let a retry run the handler a second time.
+// record instead would let a retry run the handler a second time. Per-scope quotas
+// (MemoryOptions.MaxRecordsPerScope) keep one scope from bringing the whole store there.
 var ErrStoreFull = errors.New("idempotency: memory store is full")
 
 // Defaults of MemoryOptions.
@@ -31,15 +32,24 @@ const smallResponse = 2 << 10
 // that expiry costs every claim a little and none of them a lot.
 const expireBatch = 4
 
-// fullSweepEvery is how often (in the callers' time) a full shard may scan all its records for expired
-// ones before refusing a claim; the scan is the fallback for records the queue has not reached yet.
+// fullSweepEvery is how often (in the callers' time) a full store, or a scope at its quota, may scan
+// every record for expired ones before refusing a claim; the scan is the fallback for records the
+// expiry queues have not reached yet.
 const fullSweepEvery = time.Second
+
+// compactAt is the expiry-queue length below which a shard never compacts its queue.
+const compactAt = 64
 
 // MemoryOptions configures a MemoryStore. A nil *MemoryOptions and the zero value mean the defaults.
 type MemoryOptions struct {
-	// MaxRecords bounds the live records (in flight and completed). Default DefaultMemoryMaxRecords.
-	// The bound is kept per shard (MaxRecords/Shards each), so the store may refuse a little earlier.
+	// MaxRecords bounds the live records (in flight and completed) of the whole store, exactly: the
+	// claim that would hold one more gets ErrStoreFull. Default DefaultMemoryMaxRecords.
 	MaxRecords int
+	// MaxRecordsPerScope bounds the live records of one scope (a credential: licensee and
+	// environment), so that one tenant cannot fill the store that every tenant shares: a claim over
+	// it gets ErrQuotaExceeded (the middleware answers 429), and other scopes are untouched. Default
+	// MaxRecords/10 (at least 1); a negative value turns the quota off.
+	MaxRecordsPerScope int
 	// MaxBytes bounds the bytes of stored responses (bodies, header names and values). Default
 	// DefaultMemoryMaxBytes. Responses under 2 KiB are accepted even over the budget, so that a claim
 	// can always be completed with a short answer; MaxRecords bounds those.
@@ -59,20 +69,33 @@ type MemoryOptions struct {
 // refuses a claim.
 //
 // When full, Claim returns ErrStoreFull rather than evicting a live record: an evicted record would let
-// a retry execute twice. Size MaxRecords for retention × rate of mutating requests: the default
-// 100,000 records at the default 24 h retention hold about 1.1 requests per second, sustained. A
-// record costs about 400 bytes plus its response.
+// a retry execute twice; a scope at its quota gets ErrQuotaExceeded. Size MaxRecords for retention ×
+// rate of mutating requests: the default 100,000 records at the default 24 h retention hold about 1.1
+// requests per second, sustained. A record costs about 280 bytes of heap plus its key, scope and
+// response (measured by TestMemoryRecordHeap).
 //
 // Responses returned by Claim and Lookup are shared with the store and must not be modified.
 //
 // A MemoryStore is safe for concurrent use. Its zero value is not usable: call NewMemoryStore.
 type MemoryStore struct {
-	seed         maphash.Seed
-	shards       []memShard
-	mask         uint64
-	shardRecords int
-	shardBytes   int64
-	tokens       atomic.Uint64
+	seed       maphash.Seed
+	shards     []memShard
+	mask       uint64
+	maxRecords int64
+	perScope   int // 0: no quota
+	shardBytes int64
+	tokens     atomic.Uint64
+	records    atomic.Int64 // live records in every shard
+	nextSweep  atomic.Int64 // earliest next full scan of every shard, Unix ns
+	scopes     []scopeStripe
+}
+
+// scopeStripe counts the records of the scopes that hash to it. Lock order: a shard's mu, then a
+// stripe's; nothing takes them the other way round.
+type scopeStripe struct {
+	mu     sync.Mutex
+	counts map[string]int
+	_      [48]byte // keeps neighbouring stripes' locks off one cache line
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -81,13 +104,13 @@ type memShard struct {
 	mu sync.Mutex
 	// records indexes records by the hash of their key; keys whose hashes collide chain through
 	// memRecord.next. One hash serves both the shard choice and the lookup.
-	records   map[uint64]*memRecord
-	count     int
-	bytes     int64
-	queue     []*memRecord // expiry queue: queue[head:] in creation order
-	head      int
-	nextSweep int64    // earliest next full scan, Unix ns
-	_         [64]byte // keeps neighbouring shards' locks off one cache line
+	records map[uint64]*memRecord
+	store   *MemoryStore
+	count   int
+	bytes   int64
+	queue   []*memRecord // expiry queue: queue[head:] in creation order
+	head    int
+	_       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // memRecord is one record. It is kept light for the garbage collector, which otherwise spends more
@@ -99,6 +122,7 @@ type memRecord struct {
 	next       *memRecord // hash collision chain
 	stored     bool       // in the shard's index (false once dropped)
 	requeue    bool       // expiresAt moved later since the record was queued
+	suspect    bool       // a claim found the lease lapsed and extended it once (see Store.Claim)
 	hasHeader  bool       // the response had a (possibly empty) header
 	status     Status
 	fp         Fingerprint
@@ -152,6 +176,12 @@ func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
 	if o.Shards <= 0 {
 		o.Shards = DefaultMemoryShards
 	}
+	switch {
+	case o.MaxRecordsPerScope == 0:
+		o.MaxRecordsPerScope = max(1, o.MaxRecords/10)
+	case o.MaxRecordsPerScope < 0:
+		o.MaxRecordsPerScope = 0
+	}
 	n := 1
 	for n < o.Shards {
 		n <<= 1
@@ -163,17 +193,21 @@ func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
 		}
 	}
 	s := &MemoryStore{
-		seed:         maphash.MakeSeed(),
-		shards:       make([]memShard, n),
-		mask:         uint64(n - 1),
-		shardRecords: o.MaxRecords / n,
-		shardBytes:   o.MaxBytes / int64(n),
+		seed:       maphash.MakeSeed(),
+		shards:     make([]memShard, n),
+		mask:       uint64(n - 1),
+		maxRecords: int64(o.MaxRecords),
+		perScope:   o.MaxRecordsPerScope,
+		shardBytes: o.MaxBytes / int64(n),
+		scopes:     make([]scopeStripe, n),
 	}
 	if s.shardBytes < 1 {
 		s.shardBytes = 1
 	}
 	for i := range s.shards {
 		s.shards[i].records = make(map[uint64]*memRecord)
+		s.shards[i].store = s
+		s.scopes[i].counts = make(map[string]int)
 	}
 	return s
 }
@@ -220,6 +254,7 @@ func (sh *memShard) drop(rec *memRecord) {
 	if !rec.stored {
 		return
 	}
+	sh.store.forget(rec.key.Scope)
 	first := sh.records[rec.hash]
 	if first == rec {
 		if rec.next == nil {
@@ -269,7 +304,7 @@ func (sh *memShard) expire(now int64) {
 	}
 }
 
-// sweep scans every record for expired ones and rebuilds the queue from the survivors.
+// sweep scans every record of the shard for expired ones and rebuilds the queue from the survivors.
 func (sh *memShard) sweep(now int64) {
 	q := sh.queue[:0]
 	for _, rec := range sh.queue[sh.head:] {
@@ -282,7 +317,69 @@ func (sh *memShard) sweep(now int64) {
 	}
 	clear(sh.queue[len(q):])
 	sh.queue, sh.head = q, 0
-	sh.nextSweep = now + int64(fullSweepEvery)
+}
+
+// sweepAll sweeps every shard, at most once per fullSweepEvery of the callers' time, and reports
+// whether it ran. The caller holds no shard lock.
+func (s *MemoryStore) sweepAll(now int64) bool {
+	next := s.nextSweep.Load()
+	if now < next || !s.nextSweep.CompareAndSwap(next, now+int64(fullSweepEvery)) {
+		return false
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.sweep(now)
+		sh.mu.Unlock()
+	}
+	return true
+}
+
+func (s *MemoryStore) stripe(scope string) *scopeStripe {
+	return &s.scopes[maphash.String(s.seed, scope)&s.mask]
+}
+
+// reserve takes a place for one more record of scope, in the scope's quota and in the store.
+func (s *MemoryStore) reserve(scope string) error {
+	if s.perScope > 0 {
+		st := s.stripe(scope)
+		st.mu.Lock()
+		if st.counts[scope] >= s.perScope {
+			st.mu.Unlock()
+			return ErrQuotaExceeded
+		}
+		st.counts[scope]++
+		st.mu.Unlock()
+	}
+	for {
+		n := s.records.Load()
+		if n >= s.maxRecords {
+			s.unreserve(scope)
+			return ErrStoreFull
+		}
+		if s.records.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+// unreserve gives back a scope's place taken by reserve when the store itself was full.
+func (s *MemoryStore) unreserve(scope string) {
+	if s.perScope <= 0 {
+		return
+	}
+	st := s.stripe(scope)
+	st.mu.Lock()
+	if st.counts[scope]--; st.counts[scope] <= 0 {
+		delete(st.counts, scope)
+	}
+	st.mu.Unlock()
+}
+
+// forget gives back the places of a record that left the store.
+func (s *MemoryStore) forget(scope string) {
+	s.unreserve(scope)
+	s.records.Add(-1)
 }
 
 // Claim implements Store.
@@ -293,6 +390,18 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, l
 	h := s.hash(key)
 	sh := s.shard(h)
 	nowNs := now.UnixNano()
+	for swept := false; ; swept = true {
+		c, err := s.claim(sh, key, h, fp, nowNs, leaseUntil, expiresAt)
+		if err == nil || swept || !s.sweepAll(nowNs) {
+			return c, err
+		}
+		// Full, or the scope at its quota: expired records the queues have not reached yet may be
+		// what fills it. The sweep dropped them; decide again (the key's record may have changed).
+	}
+}
+
+// claim is one attempt of Claim, under the shard's lock.
+func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, nowNs int64, leaseUntil, expiresAt time.Time) (Claim, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if rec := sh.live(key, h, nowNs); rec != nil {
@@ -303,28 +412,31 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, l
 			return Claim{Status: Completed, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil), Response: rec.response()}, nil
 		case rec.leaseUntil > nowNs:
 			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+		case !rec.suspect:
+			// The lease lapsed, but the owner may only have been cut off from the store: one more
+			// lease for it to renew or complete before anyone takes over.
+			rec.suspect = true
+			rec.leaseUntil = leaseUntil.UnixNano()
+			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: leaseUntil}, nil
 		}
-		// The owner's lease ended: take the key over under a new token, which fences the old one.
+		// The owner let the extra lease pass too: take the key over under a new token, which fences
+		// the old one.
 		rec.token = s.tokens.Add(1)
+		rec.suspect = false
 		rec.leaseUntil = leaseUntil.UnixNano()
 		rec.setExpiry(expiresAt.UnixNano())
 		return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 	}
 	sh.expire(nowNs)
-	if len(sh.queue)-sh.head >= 2*s.shardRecords {
+	if queued := len(sh.queue) - sh.head; queued >= compactAt && queued >= 2*sh.count {
 		// Records that left early (released, or met expired by Claim or Lookup) stay queued behind a
-		// live head until the queue reaches them; compact before they outnumber the records the shard
-		// may hold. After a sweep the queue holds at most shardRecords, so this costs O(1) per claim,
-		// amortized, and bounds the queue at twice MaxRecords.
+		// live head until the queue reaches them; compact before they outnumber the shard's records.
+		// After a sweep the queue holds only live records, so this costs O(1) per claim, amortized,
+		// and bounds the queue at twice the shard's records.
 		sh.sweep(nowNs)
 	}
-	if sh.count >= s.shardRecords {
-		if nowNs >= sh.nextSweep {
-			sh.sweep(nowNs)
-		}
-		if sh.count >= s.shardRecords {
-			return Claim{}, ErrStoreFull
-		}
+	if err := s.reserve(key.Scope); err != nil {
+		return Claim{}, err
 	}
 	rec := &memRecord{key: key, hash: h, fp: fp, status: InFlight, token: s.tokens.Add(1),
 		leaseUntil: leaseUntil.UnixNano(), expiresAt: expiresAt.UnixNano()}
@@ -355,6 +467,7 @@ func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUnt
 		return ErrLeaseLost
 	}
 	rec.leaseUntil = leaseUntil.UnixNano()
+	rec.suspect = false
 	return nil
 }
 

@@ -33,5 +33,5 @@ func TestMemoryStoreQueueBounded(t *testing.T) {
 	sh.mu.Lock()
 	queued := len(sh.queue) - sh.head
 	sh.mu.Unlock()
-	require.LessOrEqual(t, queued, 2*s.shardRecords+expireBatch, "expiry queue holds %d entries for 1 live record", queued)
+	require.LessOrEqual(t, queued, compactAt+expireBatch, "expiry queue holds %d entries for 1 live record", queued)
 }

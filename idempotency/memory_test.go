@@ -35,7 +35,7 @@ func TestMemoryStoreBounds(t *testing.T) {
 	key := func(i int) idempotency.Key { return idempotency.Key{Scope: "s", Key: strconv.Itoa(i)} }
 
 	t.Run("records: full refuses, never evicts a live record", func(t *testing.T) {
-		s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 4, Shards: 1})
+		s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 4, MaxRecordsPerScope: -1, Shards: 1})
 		for i := range 4 {
 			c, err := s.Claim(ctx, key(i), fp, base, base.Add(time.Minute), base.Add(time.Hour))
 			require.NoError(t, err)

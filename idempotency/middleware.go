@@ -23,6 +23,8 @@ const (
 	DefaultMaxRequestBytes  = 1 << 20
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultRetryAfter       = time.Second
+	DefaultStoreTimeout     = 5 * time.Second
+	DefaultQuotaRetryAfter  = time.Minute
 )
 
 // Problem codes the middleware answers with. They are stable: clients may switch on them.
@@ -38,6 +40,9 @@ const (
 	// CodeResponseTooLarge is the 500 of transactional mode for a response over MaxResponseBytes: the
 	// transaction was rolled back, so nothing was carried out.
 	CodeResponseTooLarge = "idempotency_response_too_large"
+	// CodeQuotaExceeded is the 429 for a scope that holds as many idempotency records as the store
+	// allows one scope (located at header Idempotency-Key, with Retry-After).
+	CodeQuotaExceeded = "idempotency_quota_exceeded"
 )
 
 // Options configures a Middleware. A nil *Options and the zero value mean the defaults.
@@ -92,6 +97,22 @@ type Options struct {
 	FailOpen bool
 	// RetryAfter is the Retry-After of 409 idempotency_key_in_use and of 503. Default 1 s.
 	RetryAfter time.Duration
+	// QuotaRetryAfter is the Retry-After of 429 idempotency_quota_exceeded: places free up as the
+	// scope's records reach the end of their retention. Default DefaultQuotaRetryAfter (1 min).
+	QuotaRetryAfter time.Duration
+
+	// StoreTimeout bounds every store call the middleware makes (claim, renewal, completion,
+	// release): a store that does not answer within it counts as failed, so a partitioned database
+	// costs a client a 503 with Retry-After after StoreTimeout, not a hang. Default
+	// DefaultStoreTimeout (5 s). Renewals are also bounded by a third of the lease.
+	StoreTimeout time.Duration
+
+	// Sealer, when set, seals every stored response body with AES-256-GCM (bound to its scope and
+	// key), so that no stored body is readable at rest, and opens it on replay. A body whose key is no
+	// longer in the ring replays without its body (HeaderBodyOmitted), and is logged; the handler
+	// never runs again. Without a Sealer, bodies are stored as they are, except those a handler marked
+	// with Secret, which are not stored at all. See Secret and Sealer.
+	Sealer *Sealer
 
 	// CancelOnLeaseLoss gives the handler a request context that is cancelled, with cause
 	// ErrLeaseLost (context.Cause), when renewal finds that the lease was lost to a newer claim:
@@ -131,17 +152,20 @@ type Middleware struct {
 	releaseServer    bool
 	failOpen         bool
 	cancelOnLoss     bool
+	storeTimeout     time.Duration
+	sealer           *Sealer
 	tx               Transactor
 	now              func() time.Time
 	log              *slog.Logger
 	problems         apierror.Writer
 
 	// Problems that do not depend on the request are built once; apierror.Writer never mutates them.
-	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge *apierror.Error
+	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge, pQuota *apierror.Error
 
 	stats   counters
 	buffers sync.Pool // *exchange
 	renewer renewer
+	pending pending
 }
 
 // New returns a Middleware configured by opts, which may be nil.
@@ -160,6 +184,8 @@ func New(opts *Options) *Middleware {
 		releaseServer:    o.ReleaseServerErrors,
 		failOpen:         o.FailOpen,
 		cancelOnLoss:     o.CancelOnLeaseLoss,
+		storeTimeout:     o.StoreTimeout,
+		sealer:           o.Sealer,
 		tx:               o.Transactor,
 		now:              o.Now,
 		log:              o.Logger,
@@ -190,16 +216,23 @@ func New(opts *Options) *Middleware {
 	if m.maxResponseBytes <= 0 {
 		m.maxResponseBytes = DefaultMaxResponseBytes
 	}
-	m.replayHeaders = []string{"Content-Type", "Location"}
+	if m.storeTimeout <= 0 {
+		m.storeTimeout = DefaultStoreTimeout
+	}
+	m.replayHeaders = []string{"Content-Type", "Location", "Cache-Control"}
 	for _, h := range o.ReplayHeaders {
 		h = textproto.CanonicalMIMEHeaderKey(h)
-		if !slices.Contains(m.replayHeaders, h) {
+		if h != headerSealed && !slices.Contains(m.replayHeaders, h) {
 			m.replayHeaders = append(m.replayHeaders, h)
 		}
 	}
 	retryAfter := o.RetryAfter
 	if retryAfter <= 0 {
 		retryAfter = DefaultRetryAfter
+	}
+	quotaRetryAfter := o.QuotaRetryAfter
+	if quotaRetryAfter <= 0 {
+		quotaRetryAfter = DefaultQuotaRetryAfter
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -225,10 +258,15 @@ func New(opts *Options) *Middleware {
 	m.pNoCredential = apierror.Unauthenticated(CodeCredentialMissing, "header Authorization is required",
 		apierror.Header("Authorization", CodeCredentialMissing, "is required"))
 	m.pUnreadable = apierror.Invalid(apierror.Body("", CodeBodyUnreadable, "the request body could not be read"))
+	m.pQuota = apierror.New(http.StatusTooManyRequests, CodeQuotaExceeded,
+		"header Idempotency-Key: this credential holds as many idempotency records as it may; retry after the number of seconds in Retry-After, as earlier records reach the end of their retention",
+		apierror.Header(HeaderKey, CodeQuotaExceeded, "no room for another idempotency record for this credential")).
+		WithHeader("Retry-After", apierror.RetryAfter(quotaRetryAfter))
 	m.pRespTooLarge = apierror.New(http.StatusInternalServerError, CodeResponseTooLarge,
 		"the response was too large to store for replay, so the request was rolled back and not carried out")
 
 	m.buffers.New = func() any { return new(exchange) }
+	m.pending.init()
 	return m
 }
 
@@ -268,17 +306,47 @@ func (m *Middleware) credentialScope(r *http.Request) (string, error) {
 	if auth == "" {
 		return "", m.pNoCredential
 	}
+	return CredentialScope(auth), nil
+}
+
+// CredentialScope is the scope the default Options.Scope gives a request whose Authorization header
+// is authorization: the hex SHA-256 of the credential, never the credential itself. The
+// authentication scheme is case-insensitive (RFC 9110 §11.1) and separated from the credential by one
+// or more spaces, so "Bearer x", "bearer x" and "BEARER  x" are one credential and one scope; the
+// credential itself is compared exactly. Use it to find the records of a credential (Store.Lookup).
+func CredentialScope(authorization string) string {
 	var sum [sha256.Size]byte
-	if len(auth) <= 512 {
+	if len(authorization) <= 512 {
 		// Hashed from a stack copy: converting a string longer than 32 bytes allocates.
 		var b [512]byte
-		sum = sha256.Sum256(b[:copy(b[:], auth)])
+		sum = sha256.Sum256(canonicalCredential(b[:0], authorization))
 	} else {
-		sum = sha256.Sum256([]byte(auth))
+		sum = sha256.Sum256(canonicalCredential(make([]byte, 0, len(authorization)), authorization))
 	}
 	var buf [2 * sha256.Size]byte
 	hex.Encode(buf[:], sum[:])
-	return string(buf[:]), nil
+	return string(buf[:])
+}
+
+// canonicalCredential appends auth to dst with its scheme in lower case and one space after it.
+func canonicalCredential(dst []byte, auth string) []byte {
+	i := 0
+	for i < len(auth) && auth[i] != ' ' {
+		c := auth[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+		i++
+	}
+	for i < len(auth) && auth[i] == ' ' {
+		i++
+	}
+	if i == len(auth) {
+		return dst // a scheme alone
+	}
+	dst = append(dst, ' ')
+	return append(dst, auth[i:]...)
 }
 
 // Handler returns next wrapped with the middleware.
@@ -316,7 +384,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	x := m.buffers.Get().(*exchange)
-	defer m.putExchange(x)
+	defer func() {
+		if !x.retained {
+			m.putExchange(x)
+		}
+	}()
 	bodySum, err := x.readBody(r, m.maxRequestBytes)
 	if err != nil {
 		m.stats.rejected.Add(1)
@@ -335,6 +407,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	a := &x.attempt
 	if err := m.begin(r.Context(), req, a, m.cancelOnLoss, &x.renewal); err != nil {
+		if errors.Is(err, ErrQuotaExceeded) {
+			m.problems.Write(w, r, m.pQuota)
+			return
+		}
 		if m.failOpen {
 			m.stats.failedOpen.Add(1)
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
@@ -390,35 +466,54 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	next.ServeHTTP(rec, r2)
 	finished = true
 	x.detached.parent = r.Context()
-	m.finish(&x.detached, a, rec)
+	m.finish(&x.detached, x, a, rec)
 }
 
 // finish stores (or releases) the handler's response for a claimed attempt.
-func (m *Middleware) finish(ctx context.Context, a *Attempt, rec *recorder) {
+func (m *Middleware) finish(ctx context.Context, x *exchange, a *Attempt, rec *recorder) {
 	rec.finalize()
-	if m.releaseServer && rec.status >= 500 {
+	if m.releases(rec) {
 		if err := a.Release(ctx); err != nil {
 			m.completionFailed(ctx, a, err, "release")
 		}
 		return
 	}
-	err := a.completeRecorded(ctx, rec, rec.overflow)
+	omitted := rec.overflow || (rec.secret && m.sealer == nil)
+	err := a.completeRecorded(ctx, rec, omitted)
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		if err != nil {
 			m.completionFailed(ctx, a, err, "complete")
 		}
 		return
 	}
+	if !omitted && errors.Is(err, ErrStoreFull) {
+		// A memory store over its byte budget: a short answer still fits. Store the response without
+		// its body rather than let a retry run the handler again.
+		m.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: the store refused the full response; storing it without its body",
+			slog.String("idempotency_key", a.Key.Key), slog.Any("error", err))
+		omitted = true
+		if err = a.completeRecorded(ctx, rec, true); err == nil || errors.Is(err, ErrLeaseLost) {
+			return
+		}
+	}
+	// The store failed, and the claim is still ours (renewal goes on): keep trying in the background
+	// until the response is stored, the claim is lost, or Close gives up. Meanwhile duplicates find
+	// the key in flight (409), as its lease is kept alive.
 	m.completionFailed(ctx, a, err, "complete")
-	if rec.overflow {
-		return
+	m.pending.defer_(m, ctx, x, a, rec.stored(omitted))
+}
+
+// releases reports whether a finished handler's claim is released instead of stored: a 5xx under
+// ReleaseServerErrors, or a 4xx whose handler said nothing was done (NotPerformed).
+func (m *Middleware) releases(rec *recorder) bool {
+	status := rec.status
+	switch {
+	case m.releaseServer && status >= 500:
+		return true
+	case rec.notPerformed && status >= 400 && status < 500:
+		return true
 	}
-	// The record is still in flight under our token. A short answer may still fit (a memory store
-	// over its byte budget, say): store the response without its body rather than let a retry run
-	// the handler again once the lease is over.
-	if err2 := a.completeRecorded(ctx, rec, true); err2 != nil {
-		m.completionFailed(ctx, a, err2, "complete without body")
-	}
+	return false
 }
 
 func (m *Middleware) completionFailed(ctx context.Context, a *Attempt, err error, op string) {
@@ -429,18 +524,24 @@ func (m *Middleware) completionFailed(ctx context.Context, a *Attempt, err error
 			slog.String("idempotency_key", a.Key.Key), slog.Uint64("token", a.Token))
 		return
 	}
-	m.log.LogAttrs(ctx, slog.LevelError, "idempotency: "+op+" failed: the response is not stored; a retry after the lease ends runs the handler again",
+	m.log.LogAttrs(ctx, slog.LevelError, "idempotency: "+op+" failed",
 		slog.String("idempotency_key", a.Key.Key), slog.Any("error", err))
 }
 
-// writeReplay answers with a stored response.
+// writeReplay answers with a stored response. A replay is never cached (Cache-Control: no-store,
+// unless the original response said otherwise): it is one client's answer, and may carry a secret.
 func writeReplay(w http.ResponseWriter, resp *Response) {
 	h := w.Header()
 	for k, vs := range resp.Header {
 		// Shared with the store: capped so that an Add downstream copies instead of writing into it.
 		h[k] = vs[:len(vs):len(vs)]
 	}
-	h[HeaderReplayed] = []string{"true"}
+	vals := make([]string, 2) // one allocation for both values
+	vals[0], vals[1] = "true", "no-store"
+	h[HeaderReplayed] = vals[0:1:1]
+	if _, ok := resp.Header["Cache-Control"]; !ok {
+		h["Cache-Control"] = vals[1:2:2]
+	}
 	w.WriteHeader(resp.Status)
 	if len(resp.Body) > 0 {
 		_, _ = w.Write(resp.Body)
@@ -449,6 +550,7 @@ func writeReplay(w http.ResponseWriter, resp *Response) {
 
 // exchange is the per-request state of a governed request, pooled.
 type exchange struct {
+	retained bool   // a deferred completion still owns it: not pooled by serve
 	buf      []byte // the request body
 	body     bodyReader
 	rec      recorder

@@ -192,6 +192,7 @@ func TestReplayHeaders(t *testing.T) {
 		"Content-Type":             {"application/json"},
 		"Location":                 {"/v1/orders/ord_1"},
 		"Link":                     {"</a>; rel=a", "</b>; rel=b"},
+		"Cache-Control":            {"no-store"},
 		idempotency.HeaderReplayed: {"true"},
 	}, replay.Header())
 }

@@ -35,6 +35,9 @@ type recorder struct {
 	body        []byte
 	overflow    bool // the body went over maxResponseBytes and is not kept
 	wroteHeader bool
+
+	notPerformed bool // the handler said it did nothing (NotPerformed)
+	secret       bool // the response carries a secret (Secret)
 }
 
 var (
@@ -48,6 +51,7 @@ var (
 func (rec *recorder) reset(w http.ResponseWriter, m *Middleware, buffered bool) {
 	rec.w, rec.m, rec.buffered = w, m, buffered
 	rec.status, rec.overflow, rec.wroteHeader = 0, false, false
+	rec.notPerformed, rec.secret = false, false
 	rec.body = rec.body[:0]
 	clear(rec.fields)
 	rec.fields = rec.fields[:0]
@@ -248,4 +252,74 @@ func (rec *recorder) flushTo(w http.ResponseWriter) {
 	if len(rec.body) > 0 {
 		_, _ = w.Write(rec.body)
 	}
+}
+
+// recorderOf finds the middleware's recorder behind w, through any wrappers that implement Unwrap.
+func recorderOf(w http.ResponseWriter) *recorder {
+	for w != nil {
+		switch v := w.(type) {
+		case *recorder:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// NotPerformed tells the middleware that the handler writing to w did nothing: it refused the request
+// before any side effect (its input failed validation, say). A 4xx response so marked is not stored:
+// the key is released, so a retry with the same key — typically with corrected input — runs the
+// handler again, and junk requests do not fill the store. This is Stripe's rule: results are saved
+// only once an endpoint started executing. Other statuses are stored as usual, whatever the mark (a
+// 2xx did something; a 5xx may have), so a wrong mark can never make an action run twice.
+//
+// It reports whether w belongs to a governed request (false: nothing to do). Call it from the
+// handler's goroutine, before or after writing the response.
+func NotPerformed(w http.ResponseWriter) bool {
+	rec := recorderOf(w)
+	if rec == nil {
+		return false
+	}
+	rec.notPerformed = true
+	return true
+}
+
+// Secret tells the middleware that the response being written to w carries a secret that must never
+// be stored in plain text or cached: an API key or a signing secret shown once. The response gets
+// Cache-Control: no-store (when the status has not been written yet; call Secret first). Its record:
+//
+//   - with Options.Sealer, is stored sealed, like every body then, and replayed in full to the same
+//     credential with the same key (the client that lost the first answer gets its secret);
+//   - without a Sealer, is stored without its body: a replay carries the original status and
+//     allow-listed headers (Location, say), an empty body and Idempotent-Body-Omitted: true, so the
+//     client learns the action happened (and should rotate the secret it never saw), and the handler
+//     never runs twice.
+//
+// It reports whether w belongs to a governed request.
+func Secret(w http.ResponseWriter) bool {
+	rec := recorderOf(w)
+	if rec == nil {
+		return false
+	}
+	rec.secret = true
+	if !rec.wroteHeader {
+		rec.Header().Set("Cache-Control", "no-store")
+	}
+	return true
+}
+
+// stored returns a deep copy of what is to be stored, for a completion that outlives the request.
+func (rec *recorder) stored(omitted bool) Response {
+	status, fs, body := rec.storedFields(omitted)
+	resp := Response{Status: status, Header: make(http.Header, len(fs))}
+	for _, f := range fs {
+		resp.Header[f.name] = append([]string(nil), f.vals...)
+	}
+	if len(body) > 0 {
+		resp.Body = append([]byte(nil), body...)
+	}
+	return resp
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,7 +16,10 @@ import (
 //
 // The goroutine ticks every renewEvery/2 and renews each claim every second tick after the one it
 // registered in, so a claim is renewed at most renewEvery (Lease/3) after it was taken or last renewed:
-// two renewals fit before the lease lapses even if one fails.
+// two renewals fit before the lease lapses even if one fails, and a claim whose renewal failed is
+// tried again at every tick until one lands. Each renewal runs on a goroutine of its own with its own
+// deadline, and the loop never waits for them: a renewal that hangs on a stalled connection delays no
+// other key's, and the next tick skips only that key while its call is still out.
 type renewer struct {
 	mu      sync.Mutex
 	head    *renewal // in-flight claims, an intrusive list
@@ -35,6 +39,9 @@ type renewal struct {
 	mu      sync.Mutex // held during a Renew, so that stop waits for it
 	stopped bool
 
+	busy  atomic.Bool // a renewal of this claim is under way: the loop does not start another
+	retry atomic.Bool // the last renewal failed: try again at the next tick
+
 	m      *Middleware
 	store  Store
 	key    Key
@@ -50,6 +57,7 @@ func (rw *renewer) start(m *Middleware, a *Attempt, rn *renewal) *renewal {
 	}
 	rn.mu.Lock()
 	rn.stopped = false
+	rn.retry.Store(false)
 	rn.m, rn.store, rn.key, rn.token, rn.ctx, rn.cancel = m, a.store, a.Key, a.Token, a.ctx, a.cancel
 	rn.mu.Unlock()
 	rw.mu.Lock()
@@ -94,11 +102,35 @@ func (rw *renewer) unlink(rn *renewal) {
 	rn.prev, rn.next, rn.linked = nil, nil, false
 }
 
+// finish runs fn, a Complete of rn's claim, with rn's renewal held off, and ends the renewal when fn
+// stored the response or found the claim lost; after any other error (the store failed) the renewal
+// goes on, so that the caller keeps its claim while it tries again. It returns ErrLeaseLost without
+// calling fn when renewal already found the claim lost.
+func (rw *renewer) finish(rn *renewal, fn func() error) error {
+	rn.mu.Lock()
+	if rn.stopped {
+		rn.mu.Unlock()
+		return ErrLeaseLost
+	}
+	err := fn()
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		rn.mu.Unlock()
+		return err
+	}
+	rn.stopped = true
+	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, Key{}, nil, nil
+	// Unlinked under rn.mu, for the reason renew gives.
+	rw.mu.Lock()
+	rw.unlink(rn)
+	rw.mu.Unlock()
+	rn.mu.Unlock()
+	return err
+}
+
 func (rw *renewer) loop(m *Middleware) {
 	t := time.NewTimer(m.renewEvery / 2)
 	defer t.Stop()
 	var due []*renewal
-	var wg sync.WaitGroup
 	for {
 		<-t.C
 		rw.mu.Lock()
@@ -110,21 +142,22 @@ func (rw *renewer) loop(m *Middleware) {
 		rw.ticks++
 		due = due[:0]
 		for rn := rw.head; rn != nil; rn = rn.next {
-			if age := rw.ticks - rn.born; age > 0 && age%2 == 0 {
+			age := rw.ticks - rn.born
+			if (age > 0 && age%2 == 0 || rn.retry.Load()) && rn.busy.CompareAndSwap(false, true) {
 				due = append(due, rn)
 			}
 		}
 		rw.mu.Unlock()
-		// Concurrently, so that one slow Renew does not delay the others past their leases.
+		// Each on its own goroutine, not waited for: a Renew that hangs until its deadline delays
+		// neither the other keys' renewals nor the next tick.
 		for _, rn := range due {
-			wg.Add(1)
 			go func() {
-				defer wg.Done()
+				defer rn.busy.Store(false)
 				rn.renew(rw)
 			}()
 		}
-		wg.Wait()
 		clear(due)
+		due = due[:0]
 		t.Reset(m.renewEvery / 2)
 	}
 }
@@ -138,11 +171,12 @@ func (rn *renewal) renew(rw *renewer) (lost bool) {
 		return false
 	}
 	m := rn.m
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rn.ctx), m.renewEvery)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rn.ctx), min(m.renewEvery, m.storeTimeout))
 	err := rn.store.Renew(ctx, rn.key, rn.token, m.now().Add(m.lease))
 	cancel()
 	switch {
 	case err == nil:
+		rn.retry.Store(false)
 		m.stats.renewals.Add(1)
 		return false
 	case errors.Is(err, ErrLeaseLost):
@@ -163,7 +197,9 @@ func (rn *renewal) renew(rw *renewer) (lost bool) {
 		rw.mu.Unlock()
 		return true
 	default:
-		// Keep trying: another renewal fits in the lease before it lapses.
+		// Keep trying, at every tick until one lands: another renewal fits in the lease before it
+		// lapses, and a lease that lapsed during an outage is only marked (Store.Claim) until then.
+		rn.retry.Store(true)
 		m.stats.storeErrors.Add(1)
 		m.log.LogAttrs(rn.ctx, slog.LevelWarn, "idempotency: lease renewal failed",
 			slog.String("idempotency_key", rn.key.Key), slog.Any("error", err))

@@ -28,10 +28,19 @@ type Stats struct {
 	Panics uint64
 	// Renewals: successful lease renewals.
 	Renewals uint64
+	// QuotaExceeded: requests answered 429 because their scope held as many records as the store
+	// allows one scope.
+	QuotaExceeded uint64
+	// CompletionRetries: tries, after the first, to store a response that the store had refused.
+	CompletionRetries uint64
+	// Pending: responses being retried now, each holding its key in flight (a gauge, not a count).
+	Pending int64
 }
 
 type counters struct {
 	executed, replayed, conflicts, reused, rejected, storeErrors, failedOpen, leaseLost, released, panics, renewals atomic.Uint64
+	quotaExceeded, completionRetries                                                                                atomic.Uint64
+	pending                                                                                                         atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -49,5 +58,9 @@ func (m *Middleware) Stats() Stats {
 		Released:    c.released.Load(),
 		Panics:      c.panics.Load(),
 		Renewals:    c.renewals.Load(),
+
+		QuotaExceeded:     c.quotaExceeded.Load(),
+		CompletionRetries: c.completionRetries.Load(),
+		Pending:           c.pending.Load(),
 	}
 }

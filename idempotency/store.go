@@ -90,25 +90,39 @@ var (
 	ErrLeaseLost = errors.New("idempotency: lease lost to a newer claim")
 	// ErrNotFound: Lookup found no live record.
 	ErrNotFound = errors.New("idempotency: no record for key")
+	// ErrQuotaExceeded: Claim refused a new record because the scope holds as many live records as the
+	// store allows one scope, so that one tenant cannot fill capacity that others share. The middleware
+	// answers 429 idempotency_quota_exceeded with Retry-After; other scopes are not affected.
+	ErrQuotaExceeded = errors.New("idempotency: the scope's quota of idempotency records is used up")
 )
 
 // Store keeps idempotency records. Every method is atomic on its key; implementations must be safe for
 // concurrent use by many goroutines and many processes sharing the backend. No method reads the clock:
-// the caller passes now and absolute deadlines.
+// the caller passes now and absolute deadlines. Every method honours its context's deadline and
+// cancellation: it returns an error (and changes nothing it has not already committed) instead of
+// waiting on a partitioned or stalled backend; the middleware relies on this for Options.StoreTimeout.
 //
 // The conformance suite in idempotency/storetest states the contract as tests; every implementation
 // runs it.
 type Store interface {
 	// Claim atomically decides the fate of a request in one step (never check-then-lock):
 	//   - no live record (none, or ExpiresAt <= now): create an in-flight record owned by a new token,
-	//     leased until leaseUntil, kept until expiresAt → Claimed;
+	//     leased until leaseUntil, kept until expiresAt → Claimed; or, when the scope already holds as
+	//     many live records as the store allows it, change nothing and return an error wrapping
+	//     ErrQuotaExceeded (stores without quotas never do);
 	//   - a record with a different fingerprint: change nothing, report it (the caller answers 422);
 	//   - in flight with LeaseUntil > now → InFlight;
-	//   - in flight with LeaseUntil <= now (its owner crashed or stalled): take it over with a new token
-	//     → Claimed; the old token can no longer Renew, Complete or Release;
+	//   - in flight with LeaseUntil <= now, not suspected: mark it suspected and extend its lease to
+	//     leaseUntil → InFlight with that LeaseUntil. The owner may only have been cut off from the
+	//     store (an outage longer than the lease); this gives it one more lease to Renew, which clears
+	//     the mark, or Complete;
+	//   - in flight with LeaseUntil <= now and suspected (its owner let the extra lease pass too: it
+	//     crashed or stalled): take it over with a new token, not suspected → Claimed; the old token
+	//     can no longer Renew, Complete or Release;
 	//   - completed → Completed with the stored Response.
 	Claim(ctx context.Context, key Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (Claim, error)
-	// Renew extends the lease of the claim that token owns. ErrLeaseLost if it no longer owns the key.
+	// Renew extends the lease of the claim that token owns and clears a suspicion mark. ErrLeaseLost if
+	// it no longer owns the key.
 	Renew(ctx context.Context, key Key, token uint64, leaseUntil time.Time) error
 	// Complete stores resp for the claim that token owns and keeps the record until expiresAt.
 	// ErrLeaseLost if the token no longer owns the key: nothing is stored.

@@ -74,11 +74,13 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		case rec.overflow:
 			outcome = txTooLarge
 			return errRollback
-		case m.releaseServer && rec.status >= 500:
+		case m.releases(rec):
+			// A 5xx under ReleaseServerErrors, or a 4xx that did nothing (NotPerformed): roll the
+			// claim back with whatever the handler wrote, and answer.
 			outcome = txReleased
 			return errRollback
 		}
-		return a.completeRecorded(ctx, rec, false)
+		return a.completeRecorded(ctx, rec, rec.secret && m.sealer == nil)
 	})
 	switch {
 	case err == nil:
@@ -100,6 +102,8 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 			m.stats.released.Add(1)
 			rec.flushTo(w)
 		}
+	case errors.Is(err, ErrQuotaExceeded):
+		m.problems.Write(w, r, m.pQuota)
 	default:
 		// The claim, the completion or the commit failed: nothing was committed, so the request was
 		// not carried out and a retry with the same key is safe.

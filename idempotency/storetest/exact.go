@@ -111,7 +111,11 @@ func RunExact(t *testing.T, s idempotency.Store, cfg ExactConfig) {
 		}},
 		{"ended lease is taken over and the stale owner fenced", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			old := exactClaim(t, s, k, exactFP1, exactT0)
-			at := exactT0.Add(exactLease) // lease_until <= now: ended
+			at := exactT0.Add(exactLease) // lease_until <= now: ended, so this claim marks it
+			mark := exactClaim(t, s, k, exactFP1, at)
+			require.Equal(t, idempotency.InFlight, mark.Status)
+			require.True(t, mark.LeaseUntil.Equal(at.Add(exactLease)), "one extra lease: %v", mark.LeaseUntil)
+			at = at.Add(exactLease) // the extra lease ended too: this claim takes over
 			nu := exactClaim(t, s, k, exactFP1, at)
 			require.Equal(t, idempotency.Claimed, nu.Status)
 			require.Greater(t, nu.Token, old.Token)
@@ -193,7 +197,7 @@ func RunExact(t *testing.T, s idempotency.Store, cfg ExactConfig) {
 	}
 }
 
-// RunRacingClaims races claims on fresh keys and on keys whose lease ended (odd rounds, a
+// RunRacingClaims races claims on fresh keys and on keys whose lease and extra lease ended (odd rounds, a
 // take-over): exactly one of 24 wins each round, the others see the key in flight. It uses fixed keys
 // under the scope "lic_race", so s must not have been used for it before (a fresh schema or key
 // prefix). On PostgreSQL the take-over race is the one where a claim's snapshot can be older than the
@@ -206,7 +210,8 @@ func RunRacingClaims(t *testing.T, s idempotency.Store) {
 		now := exactT0
 		if round%2 == 1 {
 			exactClaim(t, s, k, exactFP1, exactT0)
-			now = exactT0.Add(exactLease)
+			require.Equal(t, idempotency.InFlight, exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease)).Status)
+			now = exactT0.Add(2 * exactLease)
 		}
 		var claimed, inFlight atomic.Int32
 		var wg sync.WaitGroup

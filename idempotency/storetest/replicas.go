@@ -2,8 +2,6 @@ package storetest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -178,10 +176,7 @@ func replicaHTTPClient(t *testing.T) *http.Client {
 }
 
 // replicaScope is the middleware's default scope for an Authorization value.
-func replicaScope(auth string) string {
-	sum := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(sum[:])
-}
+func replicaScope(auth string) string { return idempotency.CredentialScope(auth) }
 
 func testExactlyOnceAcrossReplicas(t *testing.T, mode ReplicaMode) {
 	b, tx := mode.setup(t)
@@ -447,9 +442,13 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	<-stopped
 
 	if !tx {
-		// The dead owner's claim holds until its lease ends, never longer: advance the shared clock.
+		// The dead owner's claim holds until its lease ends; the first retry after that only marks it
+		// (the owner might merely be cut off from the store) and gives it one more lease, never longer.
 		res = replicaPost(ctx, client, bSrv.URL, 0)
 		require.Equal(t, http.StatusConflict, res.status, "%+v", res)
+		clock.Advance(replicaLease)
+		res = replicaPost(ctx, client, bSrv.URL, 0)
+		require.Equal(t, http.StatusConflict, res.status, "the first retry after the lease marks the key: %+v", res)
 		clock.Advance(replicaLease)
 	}
 	// Concurrent retries at two surviving replicas (B and a restarted A): one execution.

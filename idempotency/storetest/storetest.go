@@ -24,7 +24,8 @@
 // one Claimed, also when taking over an expired lease); the fingerprint is checked on every path (in
 // flight, expired lease, completed) and a mismatch changes nothing; an expired lease is taken over with
 // a new token and the old token can no longer Renew, Complete or Release (fencing), nor can a token that
-// completed or released; records whose ExpiresAt <= now are absent to Claim and Lookup; Release frees a
+// completed or released; a lapsed lease is first only marked suspected and extended once (its owner may
+// only have been cut off from the store), and a renewal clears the mark; records whose ExpiresAt <= now are absent to Claim and Lookup; Release frees a
 // key at once; status, headers and bodies up to 1 MiB round-trip; a cancelled context yields an error
 // and no claim; scopes never see each other's records.
 package storetest
@@ -74,6 +75,9 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 		{"FingerprintMismatchExpiredLease", testMismatchExpiredLease},
 		{"FingerprintMismatchCompleted", testMismatchCompleted},
 		{"LeaseExpiryTakeOver", testTakeOver},
+		{"SuspicionClearedByRenew", testSuspicionClearedByRenew},
+		{"SuspectedOwnerCompletes", testSuspectedOwnerCompletes},
+		{"ContextDeadline", testContextDeadline},
 		{"RenewExtendsLease", testRenew},
 		{"FencingAfterTakeOver", testFencingAfterTakeOver},
 		{"FencingAfterComplete", testFencingAfterComplete},
@@ -141,6 +145,18 @@ func (e *env) mustClaim(s idempotency.Store, key idempotency.Key, f idempotency.
 	require.Equal(e.t, f, c.Fingerprint)
 	requireTime(e.t, e.at(off+lease), c.LeaseUntil, "Claim.LeaseUntil")
 	return c
+}
+
+// takeOver takes key over from an owner whose lease ended at or before base+off: the first claim only
+// marks the record suspected and extends its lease (the owner may merely have been cut off from the
+// store), the claim after that extra lease takes the key. It returns the winning claim, made at
+// base+off+lease.
+func (e *env) takeOver(s idempotency.Store, key idempotency.Key, f idempotency.Fingerprint, off time.Duration) idempotency.Claim {
+	e.t.Helper()
+	warn := e.claim(s, key, f, off)
+	require.Equal(e.t, idempotency.InFlight, warn.Status, "the first claim after a lapsed lease only marks the record (at +%v)", off)
+	requireTime(e.t, e.at(off+lease), warn.LeaseUntil, "LeaseUntil after the mark")
+	return e.mustClaim(s, key, f, off+lease)
 }
 
 func (e *env) lookup(s idempotency.Store, key idempotency.Key, off time.Duration) idempotency.Record {
@@ -221,8 +237,9 @@ func testLeaseBoundary(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	first := e.mustClaim(s, key, fp("a"), 0)
-	// LeaseUntil <= now is expired: a claim exactly at the lease's end takes over.
-	second := e.mustClaim(s, key, fp("a"), lease)
+	// LeaseUntil <= now is expired: a claim exactly at the lease's end marks the record, and a claim
+	// exactly at the end of the extra lease takes it over.
+	second := e.takeOver(s, key, fp("a"), lease)
 	require.NotEqual(t, first.Token, second.Token)
 }
 
@@ -298,18 +315,78 @@ func testTakeOver(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	first := e.mustClaim(s, key, fp("a"), 0)
-	second := e.mustClaim(s, key, fp("a"), lease+time.Second)
+	second := e.takeOver(s, key, fp("a"), lease+time.Second)
 	require.NotEqual(t, first.Token, second.Token, "a take-over gets a new token")
-	rec := e.lookup(s, key, lease+time.Second)
+	rec := e.lookup(s, key, 2*lease+time.Second)
 	require.Equal(t, idempotency.InFlight, rec.Status)
 	require.Equal(t, second.Token, rec.Token)
-	requireTime(t, e.at(2*lease+time.Second), rec.LeaseUntil, "LeaseUntil after take-over")
+	requireTime(t, e.at(3*lease+time.Second), rec.LeaseUntil, "LeaseUntil after take-over")
 	// While the new lease lives, others see it in flight.
-	c := e.claim(s, key, fp("a"), lease+2*time.Second)
+	c := e.claim(s, key, fp("a"), 2*lease+2*time.Second)
 	require.Equal(t, idempotency.InFlight, c.Status)
 	want := sample()
 	require.NoError(t, s.Complete(e.ctx, key, second.Token, want, e.at(retention)))
 	requireResponse(t, want, e.lookup(s, key, time.Hour).Response)
+}
+
+// testSuspicionClearedByRenew: an owner that was only cut off from the store (its lease lapsed, a retry
+// marked the record) keeps its key by renewing within the extra lease, and a later lapse needs a new
+// mark before anyone takes over.
+func testSuspicionClearedByRenew(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	owner := e.mustClaim(s, key, fp("a"), 0)
+	warn := e.claim(s, key, fp("a"), 2*lease) // the store was out for longer than the lease
+	require.Equal(t, idempotency.InFlight, warn.Status)
+	requireTime(t, e.at(3*lease), warn.LeaseUntil, "the extra lease")
+	require.Equal(t, owner.Token, e.lookup(s, key, 2*lease).Token, "the mark does not change the owner")
+	// The owner is back: its renewal lands within the extra lease and clears the mark.
+	require.NoError(t, s.Renew(e.ctx, key, owner.Token, e.at(2*lease+time.Second+lease)))
+	// Its new lease lapses again (say it is cut off once more): the next claim marks again, it does
+	// not take over, because the renewal cleared the first mark.
+	again := e.claim(s, key, fp("a"), 4*lease)
+	require.Equal(t, idempotency.InFlight, again.Status, "a renewal clears the mark")
+	requireTime(t, e.at(5*lease), again.LeaseUntil, "the second extra lease")
+	require.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
+	got := e.claim(s, key, fp("a"), 5*lease)
+	require.Equal(t, idempotency.Completed, got.Status)
+	requireResponse(t, sample(), got.Response)
+}
+
+// testSuspectedOwnerCompletes: an owner whose record was marked completes it within the extra lease,
+// and the retry that marked it is replayed, never run.
+func testSuspectedOwnerCompletes(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	owner := e.mustClaim(s, key, fp("a"), 0)
+	require.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), lease+time.Second).Status)
+	// A claim with another fingerprint neither marks nor takes over; it reports the record.
+	requireMismatch(t, e, s, key, 3*lease, idempotency.InFlight)
+	require.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
+	got := e.claim(s, key, fp("a"), 3*lease)
+	require.Equal(t, idempotency.Completed, got.Status)
+	requireResponse(t, sample(), got.Response)
+}
+
+// testContextDeadline: a call whose deadline has passed returns an error at once and claims nothing;
+// the middleware's StoreTimeout relies on every method honouring it.
+func testContextDeadline(t *testing.T, s idempotency.Store) {
+	e := newEnv(t)
+	key := e.key()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	c, err := s.Claim(ctx, key, fp("a"), e.at(0), e.at(lease), e.at(retention))
+	require.Error(t, err, "Claim past its deadline")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotEqual(t, idempotency.Claimed, c.Status)
+	_, err = s.Lookup(ctx, key, e.at(0))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	owner := e.mustClaim(s, key, fp("a"), 0)
+	require.ErrorIs(t, s.Renew(ctx, key, owner.Token, e.at(2*lease)), context.DeadlineExceeded)
+	require.ErrorIs(t, s.Complete(ctx, key, owner.Token, sample(), e.at(retention)), context.DeadlineExceeded)
+	require.ErrorIs(t, s.Release(ctx, key, owner.Token), context.DeadlineExceeded)
+	require.Equal(t, idempotency.InFlight, e.lookup(s, key, 0).Status)
+	require.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
 }
 
 func testRenew(t *testing.T, s idempotency.Store) {
@@ -332,7 +409,7 @@ func testFencingAfterTakeOver(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	stale := e.mustClaim(s, key, fp("a"), 0)
-	owner := e.mustClaim(s, key, fp("a"), 2*lease)
+	owner := e.takeOver(s, key, fp("a"), lease)
 	require.ErrorIs(t, s.Renew(e.ctx, key, stale.Token, e.at(10*lease)), idempotency.ErrLeaseLost)
 	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500, Body: []byte("stale")}, e.at(retention)), idempotency.ErrLeaseLost)
 	require.ErrorIs(t, s.Release(e.ctx, key, stale.Token), idempotency.ErrLeaseLost)
@@ -412,7 +489,9 @@ func testTokensNeverRepeat(t *testing.T, s idempotency.Store) {
 		switch i % 3 {
 		case 0: // released
 			require.NoError(t, s.Release(e.ctx, key, c.Token))
-		case 1: // abandoned: the next claim takes over after the lease
+		case 1: // abandoned: a claim after the lease marks it, the next one after that takes over
+			off += lease
+			require.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), off).Status)
 			off += lease
 		case 2: // completed, then expired
 			require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(off+time.Second)))
@@ -685,12 +764,22 @@ func testTakeOverRace(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	stale := e.mustClaim(s, key, fp("a"), 0)
+	// Racing claims on a lapsed lease: exactly one marks it, and every one answers in flight.
 	at := 2 * lease
 	rs := race(racers, func(int) raceResult {
 		c, err := s.Claim(e.ctx, key, fp("a"), e.at(at), e.at(at+lease), e.at(at+retention))
 		return raceResult{c, err}
 	})
 	n := countStatus(t, rs)
+	require.Equal(t, racers, n[idempotency.InFlight], "the first claims after a lapsed lease only mark it: %v", n)
+	requireTime(t, e.at(at+lease), e.lookup(s, key, at).LeaseUntil, "one mark, one extra lease")
+	// Racing claims after the extra lease: exactly one takes over.
+	at += lease
+	rs = race(racers, func(int) raceResult {
+		c, err := s.Claim(e.ctx, key, fp("a"), e.at(at), e.at(at+lease), e.at(at+retention))
+		return raceResult{c, err}
+	})
+	n = countStatus(t, rs)
 	require.Equal(t, 1, n[idempotency.Claimed], "exactly one take-over wins: %v", n)
 	require.Equal(t, racers-1, n[idempotency.InFlight], "%v", n)
 	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)

@@ -23,6 +23,12 @@ func TestRunOnSharedStore(t *testing.T) {
 	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
 }
 
+func TestRunQuotaOnMemoryStore(t *testing.T) {
+	storetest.RunQuota(t, 5, func(*testing.T) idempotency.Store {
+		return idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 5})
+	})
+}
+
 func BenchmarkRunOnMemoryStore(b *testing.B) {
 	storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store { return idempotency.NewMemoryStore(nil) })
 }
