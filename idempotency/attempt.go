@@ -145,9 +145,11 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	}
 	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store}
 	now := m.now()
-	cctx, cancel := context.WithTimeout(ctx, m.storeTimeout)
+	cctx, cancel := bounded(ctx, store, m.storeTimeout)
 	c, err := store.Claim(cctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
-	cancel()
+	if cancel != nil {
+		cancel()
+	}
 	if err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			m.stats.quotaExceeded.Add(1)
@@ -232,9 +234,7 @@ func (a *Attempt) Complete(ctx context.Context, resp Response) error {
 	if a.m.sealer != nil && len(resp.Body) > 0 {
 		resp = a.m.seal(a.Key, resp)
 	}
-	return a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
-		return a.store.Complete(ctx, a.Key, a.Token, resp, expiresAt)
-	})
+	return a.complete(ctx, &completion{resp: resp})
 }
 
 // completeRecorded is Complete for the middleware: the response comes from the recorder, and a
@@ -243,36 +243,50 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 	if a.Decision != Execute {
 		return errNotOwner
 	}
-	if ms, ok := a.store.(*MemoryStore); ok && a.m.sealer == nil {
-		status, fs, body := rec.storedFields(omitted)
-		return a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
-			return ms.complete(ctx, a.Key, a.Token, status, fs, true, body, expiresAt)
-		})
+	status, fs, body := rec.storedFields(omitted)
+	if a.m.sealer != nil && len(body) > 0 {
+		// Sealed into the recorder's buffer, which the store copies.
+		var aad [320]byte
+		rec.sealed = a.m.sealer.Seal(rec.sealed[:0], body, sealAAD(aad[:0], a.Key))
+		body = rec.sealed
+		fs = append(fs[:len(fs):len(fs)], field{headerSealed, sealedMark})
 	}
-	resp := rec.response(omitted)
-	if a.m.sealer != nil && len(resp.Body) > 0 {
-		resp = a.m.seal(a.Key, resp)
+	c := completion{status: status, fields: fs, body: body}
+	if ms, ok := a.store.(*MemoryStore); ok {
+		c.ms = ms
+	} else {
+		c.resp = rec.response(status, fs, body)
 	}
-	return a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
-		return a.store.Complete(ctx, a.Key, a.Token, resp, expiresAt)
-	})
+	return a.complete(ctx, &c)
+}
+
+// completion is one Complete call: through the MemoryStore's field path when ms is set, else resp.
+type completion struct {
+	ms     *MemoryStore
+	status int
+	fields []field
+	body   []byte
+	resp   Response
 }
 
 // complete runs one completion under Options.StoreTimeout with the lease's renewal held off, and ends
 // the attempt unless the store failed: then the claim is kept, and renewed, for another try.
-func (a *Attempt) complete(ctx context.Context, fn func(ctx context.Context, expiresAt time.Time) error) error {
-	call := func() error {
-		cctx, cancel := context.WithTimeout(ctx, a.m.storeTimeout)
-		defer cancel()
-		return fn(cctx, a.m.now().Add(a.m.retention))
-	}
+func (a *Attempt) complete(ctx context.Context, c *completion) error {
 	var err error
-	if a.renewal != nil {
-		err = a.m.renewer.finish(a.renewal, call)
-	} else if !a.done {
-		err = call()
-	} else {
+	switch {
+	case a.renewal != nil:
+		if !a.m.renewer.hold(a.renewal) {
+			err = ErrLeaseLost
+			break
+		}
+		err = a.store1(ctx, c)
+		if a.m.renewer.release(a.renewal, err) {
+			a.renewal = nil
+		}
+	case a.done:
 		err = ErrLeaseLost
+	default:
+		err = a.store1(ctx, c)
 	}
 	a.finished(err)
 	if err == nil || errors.Is(err, ErrLeaseLost) {
@@ -280,6 +294,28 @@ func (a *Attempt) complete(ctx context.Context, fn func(ctx context.Context, exp
 		a.stop()
 	}
 	return err
+}
+
+// store1 makes the store call of a completion.
+func (a *Attempt) store1(ctx context.Context, c *completion) error {
+	cctx, cancel := bounded(ctx, a.store, a.m.storeTimeout)
+	if cancel != nil {
+		defer cancel()
+	}
+	expiresAt := a.m.now().Add(a.m.retention)
+	if c.ms != nil {
+		return c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
+	}
+	return a.store.Complete(cctx, a.Key, a.Token, c.resp, expiresAt)
+}
+
+// bounded returns ctx with the store timeout, except for a MemoryStore: it never waits on I/O, and a
+// timer per call would cost more than the call.
+func bounded(ctx context.Context, store Store, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := store.(*MemoryStore); ok {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // Release deletes the claim so that a retry can run at once, and ends the attempt. Use it when the
@@ -290,9 +326,11 @@ func (a *Attempt) Release(ctx context.Context) error {
 		return errNotOwner
 	}
 	a.stop()
-	cctx, cancel := context.WithTimeout(ctx, a.m.storeTimeout)
+	cctx, cancel := bounded(ctx, a.store, a.m.storeTimeout)
 	err := a.store.Release(cctx, a.Key, a.Token)
-	cancel()
+	if cancel != nil {
+		cancel()
+	}
 	a.finished(err)
 	a.m.stats.released.Add(1)
 	return err

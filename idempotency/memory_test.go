@@ -2,8 +2,11 @@ package idempotency_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +123,32 @@ func TestMemoryStoreBounds(t *testing.T) {
 		}
 		require.Equal(t, 10, s.Len())
 	})
+}
+
+// TestMemoryRecordHeap measures what a record costs the heap, so that the MemoryStore's docs state
+// the real figure: 50,000 in-flight records with 36-byte keys under one 64-byte scope.
+func TestMemoryRecordHeap(t *testing.T) {
+	const n = 50_000
+	ctx := context.Background()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	scope := strings.Repeat("s", 64)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%036d", i) // the size of a UUID key
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: -1})
+	for _, k := range keys {
+		_, err := s.Claim(ctx, idempotency.Key{Scope: scope, Key: k}, idempotency.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
+		require.NoError(t, err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perRecord := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("heap per in-flight record: %.0f B (keys and scope are the caller's strings)", perRecord)
+	require.Equal(t, n, s.Len())
+	require.Less(t, perRecord, 300.0, "the docs say about 200 B per record")
+	runtime.KeepAlive(s)
 }

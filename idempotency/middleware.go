@@ -533,6 +533,9 @@ func (m *Middleware) completionFailed(ctx context.Context, a *Attempt, err error
 func writeReplay(w http.ResponseWriter, resp *Response) {
 	h := w.Header()
 	for k, vs := range resp.Header {
+		if k == headerSealed {
+			continue
+		}
 		// Shared with the store: capped so that an Add downstream copies instead of writing into it.
 		h[k] = vs[:len(vs):len(vs)]
 	}

@@ -79,9 +79,7 @@ func (p *pending) defer_(m *Middleware, ctx context.Context, x *exchange, a *Att
 				return
 			}
 			m.stats.completionRetries.Add(1)
-			err := a.complete(ctx, func(ctx context.Context, expiresAt time.Time) error {
-				return a.store.Complete(ctx, a.Key, a.Token, resp, expiresAt)
-			})
+			err := a.complete(ctx, &completion{resp: resp})
 			switch {
 			case err == nil:
 				m.log.LogAttrs(ctx, slog.LevelInfo, "idempotency: response stored after the store recovered",

@@ -36,7 +36,8 @@ type recorder struct {
 	overflow    bool // the body went over maxResponseBytes and is not kept
 	wroteHeader bool
 
-	notPerformed bool // the handler said it did nothing (NotPerformed)
+	sealed       []byte // the sealed body (Options.Sealer), reused
+	notPerformed bool   // the handler said it did nothing (NotPerformed)
 	secret       bool // the response carries a secret (Secret)
 }
 
@@ -68,6 +69,9 @@ func (rec *recorder) release() {
 	rec.w, rec.m = nil, nil
 	if cap(rec.body) > maxPooledBuffer {
 		rec.body = nil
+	}
+	if cap(rec.sealed) > maxPooledBuffer {
+		rec.sealed = nil
 	}
 	clear(rec.fields)
 	if rec.hdr != nil {
@@ -225,10 +229,9 @@ func (rec *recorder) storedFields(omitted bool) (int, []field, []byte) {
 	return rec.status, fs, nil
 }
 
-// response is storedFields as a Response, for stores other than the MemoryStore; the header map is
-// the recorder's, reused.
-func (rec *recorder) response(omitted bool) Response {
-	status, fs, body := rec.storedFields(omitted)
+// response is storedFields' result as a Response, for stores other than the MemoryStore; the header
+// map is the recorder's, reused.
+func (rec *recorder) response(status int, fs []field, body []byte) Response {
 	if rec.hdr == nil {
 		rec.hdr = make(http.Header, len(fs))
 	}

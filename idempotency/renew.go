@@ -102,20 +102,24 @@ func (rw *renewer) unlink(rn *renewal) {
 	rn.prev, rn.next, rn.linked = nil, nil, false
 }
 
-// finish runs fn, a Complete of rn's claim, with rn's renewal held off, and ends the renewal when fn
-// stored the response or found the claim lost; after any other error (the store failed) the renewal
-// goes on, so that the caller keeps its claim while it tries again. It returns ErrLeaseLost without
-// calling fn when renewal already found the claim lost.
-func (rw *renewer) finish(rn *renewal, fn func() error) error {
+// hold holds off rn's renewal for a Complete of its claim; it reports false, holding nothing, when
+// renewal already found the claim lost. Every hold is followed by a release.
+func (rw *renewer) hold(rn *renewal) bool {
 	rn.mu.Lock()
 	if rn.stopped {
 		rn.mu.Unlock()
-		return ErrLeaseLost
+		return false
 	}
-	err := fn()
+	return true
+}
+
+// release ends a hold. When err says the Complete stored the response (nil) or found the claim lost,
+// the renewal ends and release reports true; after any other error (the store failed) the renewal
+// goes on, so that the caller keeps its claim while it tries again.
+func (rw *renewer) release(rn *renewal, err error) bool {
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		rn.mu.Unlock()
-		return err
+		return false
 	}
 	rn.stopped = true
 	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, Key{}, nil, nil
@@ -124,7 +128,7 @@ func (rw *renewer) finish(rn *renewal, fn func() error) error {
 	rw.unlink(rn)
 	rw.mu.Unlock()
 	rn.mu.Unlock()
-	return err
+	return true
 }
 
 func (rw *renewer) loop(m *Middleware) {

@@ -32,26 +32,22 @@ func (m *Middleware) seal(key Key, resp Response) Response {
 }
 
 // unseal returns the replayable form of a stored response: itself when it is not sealed, otherwise a
-// copy with the body opened and the mark removed. A body that does not open (its key left the ring,
-// or the record was tampered with) is replayed without it, as a response over MaxResponseBytes is:
-// the handler must not run again for a request that was carried out.
+// copy with the body opened. The copy shares the stored header, mark included (writeReplay skips it).
+// A body that does not open (its key left the ring, or the record was tampered with) is replayed
+// without it, as a response over MaxResponseBytes is: the handler must not run again for a request
+// that was carried out.
 func (m *Middleware) unseal(ctx context.Context, key Key, resp *Response) *Response {
 	if _, ok := resp.Header[headerSealed]; !ok {
 		return resp
 	}
-	out := &Response{Status: resp.Status, Header: make(http.Header, len(resp.Header))}
-	for k, vs := range resp.Header {
-		if k != headerSealed {
-			out.Header[k] = vs
-		}
-	}
+	out := &Response{Status: resp.Status, Header: resp.Header}
 	if m.sealer == nil {
 		m.log.LogAttrs(ctx, slog.LevelError, "idempotency: stored body is sealed but Options.Sealer is not set; replaying without it",
 			slog.String("idempotency_key", key.Key))
 		return omitBody(out)
 	}
-	var buf [320]byte
-	body, err := m.sealer.Open(nil, resp.Body, sealAAD(buf[:0], key))
+	var aad [320]byte
+	body, err := m.sealer.Open(nil, resp.Body, sealAAD(aad[:0], key))
 	if err != nil {
 		m.log.LogAttrs(ctx, slog.LevelError, "idempotency: stored body does not open; replaying without it",
 			slog.String("idempotency_key", key.Key), slog.Any("error", err))
@@ -61,10 +57,15 @@ func (m *Middleware) unseal(ctx context.Context, key Key, resp *Response) *Respo
 	return out
 }
 
-// omitBody turns a replay into one without its body, marked as such.
+// omitBody turns a replay into one without its body, marked as such; its header is a copy.
 func omitBody(resp *Response) *Response {
-	delete(resp.Header, "Content-Type")
-	resp.Header[HeaderBodyOmitted] = []string{"true"}
-	resp.Body = nil
+	h := make(http.Header, len(resp.Header))
+	for k, vs := range resp.Header {
+		if k != "Content-Type" && k != headerSealed {
+			h[k] = vs
+		}
+	}
+	h[HeaderBodyOmitted] = []string{"true"}
+	resp.Header, resp.Body = h, nil
 	return resp
 }
