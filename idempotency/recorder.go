@@ -38,7 +38,7 @@ type recorder struct {
 
 	sealed       []byte // the sealed body (Options.Sealer), reused
 	notPerformed bool   // the handler said it did nothing (NotPerformed)
-	secret       bool // the response carries a secret (Secret)
+	secret       bool   // the response carries a secret (Secret)
 }
 
 var (
