@@ -10,6 +10,7 @@ import (
 	"net/url"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -45,11 +46,11 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	var in createOrderRequest
 	if err := apierror.Decode(r, &in, nil); err != nil { // strict: unknown members are refused, located
-		s.problems.Write(w, r, err)
+		s.refuse(w, r, err)
 		return
 	}
 	if err := in.validate(); err != nil {
-		s.problems.Write(w, r, err)
+		s.refuse(w, r, err)
 		return
 	}
 	o := newOrder(in, s.now())
@@ -146,11 +147,11 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	var in createEndpointRequest
 	if err := apierror.Decode(r, &in, nil); err != nil {
-		s.problems.Write(w, r, err)
+		s.refuse(w, r, err)
 		return
 	}
 	if err := in.validate(); err != nil {
-		s.problems.Write(w, r, err)
+		s.refuse(w, r, err)
 		return
 	}
 	ep := producer.Endpoint{ID: newID("we_"), URL: *in.URL, Secrets: []string{webhook.NewSecret()},
@@ -165,6 +166,8 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.problems.Write(w, r, err)
 		return
 	}
+	// The signing secret is shown once: never stored in plain text for replay, never cached.
+	idempotency.Secret(w)
 	writeJSON(w, http.StatusCreated, data)
 }
 
@@ -187,17 +190,17 @@ func (s *Server) issueCredentials(w http.ResponseWriter, r *http.Request) {
 	// that believes it is setting something learns it is not.
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxCredentialsBody+1))
 	if err != nil {
-		s.problems.Write(w, r, apierror.Invalid(apierror.Body("", "body_unreadable", "the request body could not be read completely")))
+		s.refuse(w, r, apierror.Invalid(apierror.Body("", "body_unreadable", "the request body could not be read completely")))
 		return
 	}
 	if len(body) > maxCredentialsBody {
-		s.problems.Write(w, r, apierror.BodyTooLarge(maxCredentialsBody))
+		s.refuse(w, r, apierror.BodyTooLarge(maxCredentialsBody))
 		return
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		var in struct{}
 		if err := apierror.DecodeBytes(body, &in, nil); err != nil {
-			s.problems.Write(w, r, err)
+			s.refuse(w, r, err)
 			return
 		}
 	}
@@ -213,8 +216,18 @@ func (s *Server) issueCredentials(w http.ResponseWriter, r *http.Request) {
 		s.problems.Write(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "no-store") // a key must not sit in a shared cache
+	// The key is shown once: never stored in plain text for replay, never cached (Cache-Control:
+	// no-store).
+	idempotency.Secret(w)
 	writeJSON(w, http.StatusCreated, data)
+}
+
+// refuse answers a request refused before anything was done (its input failed to decode or validate):
+// the idempotency record is released rather than stored (idempotency.NotPerformed), so junk bodies
+// do not fill the store and a corrected retry may reuse its key.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	idempotency.NotPerformed(w)
+	s.problems.Write(w, r, err)
 }
 
 // writeJSON writes a successful JSON response.

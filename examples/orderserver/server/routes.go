@@ -33,13 +33,13 @@ const (
 //   - sandbox controls answer a production key exactly like an unknown route.
 func (s *Server) routes() http.Handler {
 	api := http.NewServeMux()
-	api.Handle("POST /orders", s.idem.Handler(http.HandlerFunc(s.createOrder)))
+	api.Handle("POST /orders", s.idempotent(http.HandlerFunc(s.createOrder)))
 	api.HandleFunc("GET /orders/{id}", s.getOrder)
-	api.Handle("POST /webhook_endpoints", s.idem.Handler(http.HandlerFunc(s.createEndpoint)))
+	api.Handle("POST /webhook_endpoints", s.idempotent(http.HandlerFunc(s.createEndpoint)))
 	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
 	// The contract sets faults with POST; the sandbox package's controls take PUT for the same
 	// request, so POST is handed to them as the PUT it means.
-	api.Handle("POST /sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.idem.Handler(
+	api.Handle("POST /sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.idempotent(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r2 := r.Clone(r.Context())
 			r2.Method = http.MethodPut
@@ -47,15 +47,15 @@ func (s *Server) routes() http.Handler {
 		}))))
 	// PUT and DELETE (clear) stay the controls' own; any other method is told that POST is allowed too,
 	// not only the PUT and DELETE the controls would list.
-	api.Handle("/sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.faultsOtherMethods(s.idem.Handler(s.controls))))
-	api.Handle("/sandbox/", s.sandboxOnly(s.idem.Handler(s.controls)))
+	api.Handle("/sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.faultsOtherMethods(s.idempotent(s.controls))))
+	api.Handle("/sandbox/", s.sandboxOnly(s.idempotent(s.controls)))
 	api.Handle("/", s.fallback(api))
 
 	root := http.NewServeMux()
 	// Issuing credentials is an operator's act, authorised by the admin token rather than an API key;
 	// it is versioned like everything else, with no licensee to pin.
 	root.Handle("POST /{version}/sandbox/credentials",
-		s.versions.Handler(s.adminOnly(s.idem.Handler(http.HandlerFunc(s.issueCredentials)))))
+		s.versions.Handler(s.adminOnly(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
 	root.Handle("/", s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(api)))))
 	return apierror.WithRequestID(root)
 }
@@ -147,6 +147,19 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 		default:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, true)))
 		}
+	})
+}
+
+// idempotent puts next behind the idempotency middleware of the request's environment: production
+// keys use production's records, sandbox keys and the admin the sandbox's.
+func (s *Server) idempotent(next http.Handler) http.Handler {
+	live, sbx := s.idem.Handler(next), s.idemSbx.Handler(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := sandbox.FromContext(r.Context()); ok && p.Environment == sandbox.Live {
+			live.ServeHTTP(w, r)
+			return
+		}
+		sbx.ServeHTTP(w, r)
 	})
 }
 

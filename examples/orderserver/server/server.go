@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,13 +64,24 @@ type Config struct {
 	Store Store
 	// Credentials keeps the API keys' hashes. Nil means sandbox.NewMemoryCredentialStore().
 	Credentials sandbox.CredentialStore
-	// Idempotency keeps the idempotency records; replicas must share one. Nil means an in-memory
-	// store, right for a single process only.
+	// Idempotency keeps the idempotency records of production (live) keys; replicas must share one.
+	// Nil means an in-memory store, right for a single process only.
 	Idempotency idempotency.Store
+	// SandboxIdempotency keeps the records of sandbox keys and of the admin's requests, apart from
+	// production's: sandbox keys have no rate ceiling, so an evaluation that floods the sandbox must
+	// never use up capacity that production requests need. Nil means an in-memory store of its own
+	// when Idempotency is nil too, and Idempotency otherwise (set both when a shared store is used).
+	SandboxIdempotency idempotency.Store
 	// Transactor, when set, runs each mutating request's idempotency claim, its handler's writes and
 	// its stored response in one database transaction (pgstore.Transactor); the Store must then write
 	// through the request's transaction (PostgresStore does). Nil means the ordinary mode.
-	Transactor idempotency.Transactor
+	// SandboxTransactor is the sandbox's (its records in SandboxIdempotency's table); nil means
+	// Transactor.
+	Transactor, SandboxTransactor idempotency.Transactor
+	// Sealer seals every stored idempotency response at rest (see idempotency.Options.Sealer). Nil
+	// means none: responses that carry a secret (an issued API key, a webhook signing secret) are then
+	// stored without their body, so no secret lies in any store either way.
+	Sealer *idempotency.Sealer
 	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
 	Pins versioning.PinStore
 	// AdminToken authorises POST /v1/sandbox/credentials. Empty means a fresh random one (AdminToken).
@@ -109,7 +121,8 @@ type Server struct {
 	issuer     *sandbox.Issuer
 	auth       *sandbox.Authenticator
 	limit      *sandbox.RateLimit
-	idem       *idempotency.Middleware
+	idem       *idempotency.Middleware // production keys
+	idemSbx    *idempotency.Middleware // sandbox keys and the admin
 	publisher  *producer.Publisher
 	dispatcher *producer.Dispatcher
 	faults     sandbox.FaultTable
@@ -152,9 +165,16 @@ func New(cfg Config) (*Server, error) {
 	s.limit = sandbox.NewRateLimit(sandbox.NewTokenBucket(LiveRate, LiveBurst, nil),
 		&sandbox.RateLimitOptions{Now: s.now, Writer: s.problems, Logger: s.log})
 
-	// Idempotency: one middleware for every mutating route, scoped by credential.
+	// Idempotency: every mutating route, scoped by credential, with sandbox and production records in
+	// stores of their own (see Config.SandboxIdempotency).
+	sbxStore, sbxTx := cfg.SandboxIdempotency, cmp.Or(cfg.SandboxTransactor, cfg.Transactor)
+	if sbxStore == nil && cfg.Idempotency != nil {
+		sbxStore = cfg.Idempotency
+	}
 	s.idem = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
-		Scope: s.idempotencyScope, Now: s.now, Logger: s.log, Problems: s.problems})
+		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems})
+	s.idemSbx = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
+		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems})
 
 	// Versioning: v1 is the only version so far. A breaking change would add v2 with a
 	// versioning.Change that reshapes v2's bodies and events into v1's; licensees stay pinned to the
@@ -229,11 +249,22 @@ func (s *Server) Stats() Stats {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	st := Stats{OrdersCreated: s.stats.ordersCreated.Load(), EventsEmitted: s.stats.eventsEmitted.Load(),
-		Faults: make(map[string]int64, len(s.stats.faults)), Idempotency: s.idem.Stats()}
+		Faults: make(map[string]int64, len(s.stats.faults)), Idempotency: addStats(s.idem.Stats(), s.idemSbx.Stats())}
 	for k, v := range s.stats.faults {
 		st.Faults[k] = v
 	}
 	return st
+}
+
+// addStats sums the two middlewares' counters for the report.
+func addStats(a, b idempotency.Stats) idempotency.Stats {
+	return idempotency.Stats{
+		Executed: a.Executed + b.Executed, Replayed: a.Replayed + b.Replayed, Conflicts: a.Conflicts + b.Conflicts,
+		Reused: a.Reused + b.Reused, Rejected: a.Rejected + b.Rejected, StoreErrors: a.StoreErrors + b.StoreErrors,
+		FailedOpen: a.FailedOpen + b.FailedOpen, LeaseLost: a.LeaseLost + b.LeaseLost, Released: a.Released + b.Released,
+		Panics: a.Panics + b.Panics, Renewals: a.Renewals + b.Renewals, QuotaExceeded: a.QuotaExceeded + b.QuotaExceeded,
+		CompletionRetries: a.CompletionRetries + b.CompletionRetries, Pending: a.Pending + b.Pending,
+	}
 }
 
 func (s *Server) countFault(ev sandbox.FaultEvent) {
@@ -275,6 +306,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
 	defer cancel()
 	err := graceful.Shutdown(shutdownCtx, hs, conns)
+	// Responses whose completion the store refused are still being retried: give them what is left
+	// of the shutdown's time.
+	err = errors.Join(err, s.idem.Close(shutdownCtx), s.idemSbx.Close(shutdownCtx))
 	stopDispatch()
 	wg.Wait()
 	if cerr := s.transport.Close(); cerr != nil && !errors.Is(cerr, sandbox.ErrTransportClosed) {
