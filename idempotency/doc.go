@@ -21,26 +21,38 @@
 //	key empty, over 255 bytes, not visible ASCII        400 idempotency_key_invalid  (header Idempotency-Key)
 //	  (0x21-0x7E), or the header sent twice
 //	body over MaxRequestBytes (1 MiB)                   413 body_too_large (body)
-//	store unreachable                                   503 service_unavailable, Retry-After; the handler
-//	                                                        does not run (unless FailOpen)
+//	store unreachable, or no answer within              503 service_unavailable, Retry-After; the handler
+//	  StoreTimeout (5 s)                                    does not run (unless FailOpen)
+//	new key, the credential's scope at its quota        429 idempotency_quota_exceeded (header
+//	  (MemoryOptions.MaxRecordsPerScope)                    Idempotency-Key), Retry-After (60 s)
 //	new key                                             the handler runs; its response is stored, 5xx
 //	                                                        included (unless ReleaseServerErrors)
+//	  the handler marked its 4xx NotPerformed           the key is released: nothing stored
+//	  the handler marked its response Secret            Cache-Control: no-store; stored sealed
+//	                                                        (Options.Sealer) or without its body
+//	  the store fails to store the response             the client gets the response; the claim is kept
+//	                                                        (renewed) and the completion retried until it
+//	                                                        lands; duplicates meanwhile get 409 (or 503)
 //	same key, same request, still running               409 idempotency_key_in_use, Retry-After
 //	same key, same request, completed                   the original status, body and allow-listed
-//	                                                        headers, plus Idempotent-Replayed: true
+//	                                                        headers, plus Idempotent-Replayed: true and
+//	                                                        Cache-Control: no-store (unless stored)
 //	same key, different method/path/query/body          422 idempotency_key_reused (header Idempotency-Key),
 //	  (in flight, completed, or lease expired)              checked on every path
-//	same key, running, but its lease expired            taken over: the handler runs; the stale
-//	  (the first process crashed or stalled)                owner's late completion is refused
+//	same key, running, but its lease expired            409; the key is marked and the owner gets one
+//	  (the owner crashed, stalled, or lost the store)       more lease to renew or complete it
+//	same key, lease and the extra lease expired         taken over: the handler runs; the stale
+//	                                                        owner's late completion is refused
 //	same key after Retention (24 h)                     a new request
 //	handler panics                                      the key is released, the panic goes on
 //	response body over MaxResponseBytes (1 MiB)         sent in full; replays carry the status and
 //	                                                        headers, an empty body, Idempotent-Body-Omitted: true
 //
 // Problems are RFC 9457 bodies written by package apierror, with the request's request_id; none
-// echoes a key's or credential's value. Requests rejected before a claim (400, 401, 409, 413, 503)
-// store nothing. The replayed headers are Content-Type, Location and Options.ReplayHeaders; others
-// may be per-request (Date, X-Request-Id) or sensitive (Set-Cookie) and are not replayed.
+// echoes a key's or credential's value. Requests rejected before a claim (400, 401, 409, 413, 429,
+// 503) store nothing. The replayed headers are Content-Type, Location, Cache-Control and
+// Options.ReplayHeaders; others may be per-request (Date, X-Request-Id) or sensitive (Set-Cookie)
+// and are not replayed.
 //
 // The fingerprint (NewFingerprint) is SHA-256 over the method, the escaped path, the canonical
 // query (parameters sorted by name) and the SHA-256 of the body.
@@ -59,13 +71,61 @@
 // Each governed request makes one atomic Store.Claim (never check-then-lock): it either creates an
 // in-flight record that this request owns under a fresh fencing token, or reports the record that
 // exists — in flight, completed, or with another fingerprint. Only the owner runs the handler. The
-// claim holds a lease (Options.Lease, 30 s), renewed every Lease/3 while the handler runs by one
-// goroutine per Middleware that exits when no request is in flight; so only a crashed or stalled
-// process lets a lease lapse, after which a retry takes the key over with a new token. The stale
-// owner's Complete then fails with ErrLeaseLost (its client still gets its response, which is not
-// stored, and the event is logged); with Options.CancelOnLeaseLoss its context is also cancelled. A
-// handler that panics releases its key, so the retry runs at once. The lease is not the retention:
-// a crashed request blocks its key for the lease only.
+// claim holds a lease (Options.Lease, 30 s), renewed every Lease/3 while the handler runs, and at
+// every Lease/6 after a renewal failed. Renewals of different keys never wait on each other: each
+// runs on its own goroutine with its own deadline, so a renewal stuck on a dead connection delays no
+// other key's. Every store call is bounded by Options.StoreTimeout.
+//
+// When the store fails after the handler ran (PostgreSQL or Redis unreachable, Redis out of memory),
+// the client still gets its response, and the process keeps the claim: it goes on renewing the lease
+// and retries the completion with backoff (50 ms doubling to 1 s, jittered) until it lands, the claim
+// is lost, or Close gives up. Duplicates meanwhile find the key in flight (409) or the store down
+// (503); none runs the handler.
+//
+// A lapsed lease is not taken over at once: the first claim that finds it only marks the record and
+// grants the owner one more lease (Store.Claim). An owner that was merely cut off from the store (an
+// outage longer than the lease) renews or completes within it as soon as the store is back, and the
+// mark is forgotten; only an owner that let both leases pass — it crashed or stalled — is taken over
+// with a new token. The stale owner's Complete then fails with ErrLeaseLost (its client still gets
+// its response, which is not stored, and the event is logged); with Options.CancelOnLeaseLoss its
+// context is also cancelled. A handler that panics releases its key, so the retry runs at once. The
+// lease is not the retention: a crashed request blocks its key for two leases (60 s by default) only.
+//
+// # What each guarantee rests on
+//
+//	Guarantee                                     Rests on
+//	--------------------------------------------  ---------------------------------------------------
+//	concurrent duplicates run once                the store's atomic Claim (every store; storetest)
+//	duplicates across replicas run once           one store shared by the replicas (pgstore,
+//	                                                  redisstore); a MemoryStore is per process
+//	a completed request is never run again        the record outliving Retention: PostgreSQL, Redis
+//	  within Retention                                with maxmemory-policy noeviction (redisstore
+//	                                                  refuses others) and persistence (AOF) across
+//	                                                  restarts; a MemoryStore dies with its process
+//	a store outage after the handler ran does     the owning process staying alive until the store is
+//	  not run it again                                back (it renews and retries; see Close)
+//	a slow handler does not run twice             renewal every Lease/3 and the two-step take-over
+//	a crash never leaves work done but            transactional mode (Options.Transactor): the
+//	  unrecorded                                      handler's writes and the record commit together
+//	one tenant cannot fill shared capacity        per-scope quotas (MemoryStore, redisstore)
+//	no stored secret in plain text                Options.Sealer, or Secret marks (stored without body)
+//
+// The one window left in the ordinary mode: the process that ran the handler dies (or is cut off
+// from the store while the retries are not) after the handler's side effects and before its response
+// is stored, and stays away for the lease and the extra lease. A retry then runs the handler again.
+// No lease can close that window, since nothing but the handler's own storage knows the work was
+// done; the transactional mode closes it, because the work and the record commit together or not at
+// all.
+//
+// # Refused requests and secrets
+//
+// A handler that refuses a request before doing anything (its input failed validation) calls
+// NotPerformed on its 4xx: the key is released instead of stored (Stripe's rule), so junk does not
+// fill the store and a corrected retry may reuse the key. A handler whose response carries a secret
+// shown once (an API key, a signing secret) calls Secret: the response is not cached, and its record
+// is stored sealed (Options.Sealer) or without its body. Options.Sealer seals every stored body with
+// AES-256-GCM under a key ring (NewSealer): keys rotate, records sealed with older keys still open,
+// and a sealed body is bound to its scope and key.
 //
 // # Capturing the response
 //
@@ -81,9 +141,11 @@
 // # Stores
 //
 // The Store interface is small and its contract is the conformance suite in package storetest.
-// MemoryStore (the default) is sharded, bounded and expires its records itself; it is right for a
-// single replica. Replicas that share traffic must share a store: pgstore and redisstore (nested
-// modules) implement it on PostgreSQL and Redis.
+// MemoryStore (the default) is sharded, bounded (MaxRecords in all, MaxRecordsPerScope per
+// credential) and expires its records itself; it is right for a single replica. Replicas that share
+// traffic must share a store: pgstore and redisstore (nested modules) implement it on PostgreSQL and
+// Redis. pgstore's IdempotencyStore.RunCleanup removes expired rows in bounded batches; redisstore
+// refuses a Redis that may evict records.
 //
 // With Options.Transactor the claim, the handler's own database writes and the stored response
 // commit in one transaction (pgstore provides the Transactor): a crash before the commit leaves
@@ -108,13 +170,21 @@
 // # Observability
 //
 // Middleware.Stats counts executions, replays, conflicts, reused keys, rejections, store errors,
-// lost leases, releases, panics and renewals. Options.Logger receives store errors, refused stale
+// lost leases, releases, panics, renewals, quota refusals and completion retries, and shows the
+// completions pending now. Options.Logger receives store errors, refused stale
 // completions and panics, with the idempotency key (never the credential).
 //
 // # Example
 //
+//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyOptions{
+//		MaxRecordsPerScope: 100_000, // one tenant cannot fill the Redis every tenant shares
+//	}) // fails unless the Redis runs with maxmemory-policy noeviction
+//	if err != nil {
+//		return err
+//	}
 //	m := idempotency.New(&idempotency.Options{
-//		Store: redisstore.NewIdempotencyStore(rdb, nil), // shared by every replica
+//		Store:  store, // shared by every replica
+//		Sealer: sealer, // idempotency.NewSealer(keys...): no response body readable at rest
 //		Scope: func(r *http.Request) (string, error) {
 //			p, ok := auth.PrincipalFrom(r.Context())
 //			if !ok {
@@ -125,6 +195,9 @@
 //		Logger: logger,
 //	})
 //	mux.Handle("POST /v1/orders", m.Handler(http.HandlerFunc(createOrder)))
+//	…
+//	_ = srv.Shutdown(ctx)
+//	_ = m.Close(ctx) // lets completions the store refused land before the process exits
 //
 // and on the client:
 //
