@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"testing"
@@ -57,4 +58,55 @@ func TestRunReplicasOnSharedMemoryStore(t *testing.T) {
 			return &idempotency.Options{Store: failingStore{idempotency.NewMemoryStore(nil)}}
 		},
 	}}})
+}
+
+// outageMemory breaks a MemoryStore the way a proxy breaks a server: every call fails while cut,
+// and waits for its context while stalled.
+type outageMemory struct {
+	idempotency.Store
+	cut, stalled atomic.Bool
+}
+
+func (o *outageMemory) fail(ctx context.Context) error {
+	if o.stalled.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if o.cut.Load() {
+		return errors.New("connection reset")
+	}
+	return nil
+}
+
+func (o *outageMemory) Claim(ctx context.Context, k idempotency.Key, fp idempotency.Fingerprint, now, lu, exp time.Time) (idempotency.Claim, error) {
+	if err := o.fail(ctx); err != nil {
+		return idempotency.Claim{}, err
+	}
+	return o.Store.Claim(ctx, k, fp, now, lu, exp)
+}
+
+func (o *outageMemory) Renew(ctx context.Context, k idempotency.Key, tok uint64, lu time.Time) error {
+	if err := o.fail(ctx); err != nil {
+		return err
+	}
+	return o.Store.Renew(ctx, k, tok, lu)
+}
+
+func (o *outageMemory) Complete(ctx context.Context, k idempotency.Key, tok uint64, resp idempotency.Response, exp time.Time) error {
+	if err := o.fail(ctx); err != nil {
+		return err
+	}
+	return o.Store.Complete(ctx, k, tok, resp, exp)
+}
+
+// The outage harness on a wrapped MemoryStore, so that a change to the harness is checked without a
+// server.
+func TestRunOutageOnMemoryStore(t *testing.T) {
+	storetest.RunOutage(t, func(*testing.T) storetest.OutageBackend {
+		o := &outageMemory{Store: idempotency.NewMemoryStore(nil)}
+		return storetest.OutageBackend{Store: o,
+			Cut:     func() { o.cut.Store(true) },
+			Stall:   func() { o.stalled.Store(true) },
+			Restore: func() { o.cut.Store(false); o.stalled.Store(false) }}
+	})
 }
