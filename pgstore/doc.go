@@ -2,9 +2,12 @@
 // that run several replicas: every replica that shares the database shares idempotency records,
 // webhook event logs and cursors, version pins and credentials.
 //
-//   - IdempotencyStore (idempotency.Store): claims with INSERT … ON CONFLICT and a lease, completion
-//     guarded by a fencing token, DeleteExpired for bounded cleanup. Transactor runs the claim, the
-//     handler's own writes (TxFromContext) and the stored response in one transaction.
+//   - IdempotencyStore (idempotency.Store): claims with INSERT … ON CONFLICT and a lease, an ended
+//     lease marked suspected once before it is taken over, completion guarded by a fencing token, and
+//     RunCleanup, the retention loop an application starts once per process (go store.RunCleanup(ctx,
+//     nil)), which deletes expired records in short, bounded batches. Transactor runs the claim, the
+//     handler's own writes (TxFromContext) and the stored response in one transaction; a duplicate
+//     that arrives meanwhile gets 409 for the same payload and 422 for another at once.
 //   - EventLog (producer.Log): per-endpoint streams with gap-free sequences, delivery leases shared by
 //     every replica's Dispatcher, range reads; Append joins the caller's transaction as an outbox.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx

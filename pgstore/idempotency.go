@@ -41,9 +41,13 @@ func idemResolve(opts *IdempotencyOptions) idemConfig {
 	}
 	o.qualified = qualify(o.Schema, o.Table)
 	o.seq = qualify(o.Schema, o.Table+"_token_seq")
-	o.seqLiteral = "'" + strings.ReplaceAll(o.seq, "'", "''") + "'"
+	o.seqLiteral = idemLiteral(o.seq)
 	return o
 }
+
+// idemLiteral quotes s as an SQL string literal (standard_conforming_strings, PostgreSQL's default
+// since 9.1, makes backslashes plain characters).
+func idemLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // idemMaxAttempts bounds Claim's retries. A retry happens only when another transaction changed the
 // row between the statement's snapshot and its row lock, so each one follows real progress elsewhere;
@@ -60,18 +64,37 @@ var ErrClaimContention = errors.New("pgstore: idempotency claim kept racing conc
 // Claim is one statement, one round trip, whatever it finds. Its parts, combined in a CTE:
 //
 //	INSERT … SELECT … WHERE NOT EXISTS (the row) ON CONFLICT (scope, key) DO NOTHING RETURNING token
-//	UPDATE … SET token = nextval(…), … WHERE the row is dead (retention over), or in flight under an
-//	         ended lease with the same fingerprint … RETURNING token
+//	UPDATE … SET token = CASE take-over THEN nextval(…) …, suspected = NOT take-over, …
+//	         WHERE the row is dead (retention over), or in flight under an ended lease with the same
+//	         fingerprint … RETURNING token, suspected
 //	SELECT the row, when neither wrote
 //
-// The decision to run a handler comes only from a write that succeeded (the unique index for a new
-// key; for a take-over, the row lock, under which PostgreSQL re-checks the UPDATE's condition on the
-// newest row version), never from a read followed by a write. A replay or an in-flight answer is a
+// An ended lease is not taken over at once: its owner may only have been cut off from the database
+// for longer than the lease. The first claim that finds it marks the row suspected and extends its
+// lease by one lease (InFlight, no new token); only a claim after that extra lease takes the row over
+// under a new token. Renew clears the mark, and a row whose retention ended is taken regardless.
+//
+// The decision to run a handler, and the decision to mark, comes only from a write that succeeded (the
+// unique index for a new key; for a mark or a take-over, the row lock, under which PostgreSQL
+// re-checks the UPDATE's condition, and recomputes its new values, on the newest row version), never
+// from a read followed by a write: of racing claims on a lapsed lease exactly one marks it, and of
+// racing claims on a suspected one exactly one takes it over. A replay or an in-flight answer is a
 // plain index read: no row lock, no WAL, no new token. When the read's snapshot turns out older than
 // the row a racing transaction just committed, Claim runs the statement again (bounded; see
 // ErrClaimContention). Complete, Renew and Release are single UPDATE/DELETE statements that match only
-// the fencing token's in-flight row. DeleteExpired removes dead rows in bounded batches; nothing runs
-// in the background.
+// the fencing token's in-flight row.
+//
+// Retention: expired rows are invisible to the store at once; RunCleanup, which the application
+// starts once per process, deletes them in short, bounded batches (DeleteExpired is one batch). There
+// is no per-scope quota (no idempotency.ErrQuotaExceeded) on PostgreSQL, on purpose: enforcing one
+// costs every claim either a count of the scope's live rows (an index range scan of up to the quota,
+// per request) or an update of a per-scope counter row, which serializes every claim of a scope on
+// one hot row. The capacity at stake is disk, bounded by retention and RunCleanup, not memory shared
+// with other tenants; a tenant that sends too many mutating requests is a case for per-tenant rate
+// limiting in front of the handler.
+//
+// Every method honours its context's deadline and cancellation, also against a stalled server or
+// network (pgx interrupts the connection), so the middleware's StoreTimeout holds.
 //
 // Times are stored as timestamptz, to the microsecond; fencing tokens come from a sequence, so they
 // increase and are never reused. Scopes and keys are text, so they must be valid UTF-8 without NUL
@@ -92,23 +115,37 @@ var _ idempotency.Store = (*IdempotencyStore)(nil)
 
 // idemSQL holds the statements, built once per table name.
 type idemSQL struct {
-	claim, claimLocked, complete, renew, release, lookup, deleteExpired string
+	claim, claimLocked, complete, renew, remark, release, lookup, deleteExpired string
 }
+
+// Row kinds of the claim statements. The numbers are written into the SQL of idemBuildSQL.
+const (
+	idemKindClaimed   = 1 // ins inserted, or upd took the row over: Claimed
+	idemKindRow       = 2 // neither wrote: the row as the statement's snapshot saw it
+	idemKindMarked    = 3 // upd marked a lapsed lease suspected and extended it: InFlight
+	idemKindBusySame  = 4 // transactional: a request with this fingerprint holds the key
+	idemKindBusyOther = 5 // transactional: a request with another fingerprint holds the key
+)
 
 func idemBuildSQL(cfg idemConfig) idemSQL {
 	t := cfg.qualified
 	// The claim: $1 scope, $2 key, $3 fingerprint, $4 now, $5 lease_until, $6 expires_at.
 	//   - ins inserts the row when the statement's snapshot has none (a row committed meanwhile makes
 	//     it DO NOTHING, after waiting for the inserting transaction to end);
-	//   - upd takes an existing row over when its retention is over, or its lease ended and the
-	//     fingerprint matches; PostgreSQL re-checks that condition on the newest row version after
-	//     locking it, so two racing take-overs cannot both win;
+	//   - upd writes an existing row whose retention is over, or whose lease ended with the same
+	//     fingerprint. It takes the row over (new token, not suspected) when the retention is over or
+	//     the row was already suspected, and otherwise only marks it (same token, suspected, lease
+	//     extended to $5). PostgreSQL re-checks the WHERE on the newest row version after locking it
+	//     and computes the SET from that version, so of racing claims only the first marks, the others
+	//     find the extended lease live; and of racing take-overs only the first wins. A mark or a
+	//     take-over is thus never decided by a read;
 	//   - otherwise the last SELECT reads the row, with no lock and no write: a replay or an
 	//     in-flight answer is a plain index read.
 	// The read sees the statement's snapshot, which can be older than the version ins or upd met;
 	// Claim checks that the answer is consistent and runs the statement again when it is not.
-	// A new token is drawn only for a row actually written, so replays never touch the sequence.
-	const claim = `WITH ins AS (
+	// A new token is drawn only for a row taken (CASE evaluates nextval only on that branch), so marks
+	// and replays never touch the sequence. A mark keeps the retention the owner's claim set.
+	const claim = `WITH %[7]sins AS (
 	INSERT INTO %[1]s (scope, key, fingerprint, lease_until, expires_at)
 	SELECT $1, $2, $3::bytea, $5::timestamptz, $6::timestamptz %[3]s
 	WHERE %[4]s NOT EXISTS (SELECT 1 FROM %[1]s WHERE scope = $1 AND key = $2)
@@ -116,34 +153,48 @@ func idemBuildSQL(cfg idemConfig) idemSQL {
 	RETURNING token
 ), upd AS (
 	UPDATE %[1]s AS r
-	SET fingerprint = $3, token = nextval(%[2]s), completed = false, lease_until = $5, expires_at = $6,
-		status = NULL, header = NULL, body = NULL
+	SET token = CASE WHEN r.expires_at <= $4 OR r.suspected THEN nextval(%[2]s) ELSE r.token END,
+		expires_at = CASE WHEN r.expires_at <= $4 OR r.suspected THEN $6::timestamptz ELSE r.expires_at END,
+		suspected = r.expires_at > $4 AND NOT r.suspected,
+		fingerprint = $3, completed = false, lease_until = $5, status = NULL, header = NULL, body = NULL
 	WHERE r.scope = $1 AND r.key = $2 %[5]s
 		AND (r.expires_at <= $4 OR (NOT r.completed AND r.lease_until <= $4 AND r.fingerprint = $3))
-	RETURNING r.token
+	RETURNING r.token, r.suspected
 )
 SELECT 1, token, NULL::bytea, NULL::boolean, NULL::timestamptz, NULL::timestamptz, NULL::integer, NULL::jsonb, NULL::bytea FROM ins
 UNION ALL
-SELECT 1, token, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
+SELECT CASE WHEN suspected THEN 3 ELSE 1 END, token, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
 UNION ALL
 SELECT 2, r.token, r.fingerprint, r.completed, r.lease_until, r.expires_at, r.status, r.header, r.body
 FROM %[1]s AS r
 WHERE r.scope = $1 AND r.key = $2 AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM upd)
 %[6]s`
-	plain := fmt.Sprintf(claim, t, cfg.seqLiteral, "", "", "", "")
-	// The transactional claim first tries a transaction-scoped advisory lock on the key ($7), so a
-	// duplicate of a request whose transaction is still open answers "in flight" at once instead of
-	// queueing behind the uncommitted row (and holding a connection while it waits).
-	locked := fmt.Sprintf(`WITH lk AS (SELECT pg_try_advisory_xact_lock($7) AS ok), `+claim[len("WITH "):],
-		t, cfg.seqLiteral, "FROM lk", "lk.ok AND", "AND (SELECT ok FROM lk)",
-		"UNION ALL\nSELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM lk WHERE NOT lk.ok")
+	plain := fmt.Sprintf(claim, t, cfg.seqLiteral, "", "", "", "", "")
+	// The transactional claim first tries two transaction-scoped advisory locks: $8 on (key,
+	// fingerprint), then $7 on the key, and writes only when it holds both. A request that owns a key
+	// in transactional mode therefore holds both locks until its transaction ends, so a duplicate
+	// answers at once instead of queueing behind the uncommitted row (holding a connection while it
+	// waits), and knows what it is: when $8 is taken, a request with its own fingerprint holds the
+	// key (InFlight: 409; or that request just lost to another, see Transactor); when $8 was free but
+	// $7 is taken, the holder has another fingerprint (422).
+	// CASE tries $7 only when $8 was granted, and MATERIALIZED runs the locks once per statement.
+	locked := fmt.Sprintf(claim, t, cfg.seqLiteral, "FROM lk", "lk.busy = 0 AND", "AND (SELECT busy FROM lk) = 0",
+		"UNION ALL\nSELECT busy, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM lk WHERE busy <> 0",
+		`lk AS MATERIALIZED (SELECT CASE WHEN NOT pg_try_advisory_xact_lock($8) THEN 4
+	WHEN NOT pg_try_advisory_xact_lock($7) THEN 5 ELSE 0 END AS busy
+), `)
 	return idemSQL{
 		claim:       plain,
 		claimLocked: locked,
 		complete: `UPDATE ` + t + ` SET completed = true, status = $4, header = $5, body = $6, expires_at = $7
 WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed`,
-		renew: `UPDATE ` + t + ` SET lease_until = $4
+		// A renewal proves the owner alive: it clears a mark, so a later lapse needs a new one.
+		renew: `UPDATE ` + t + ` SET lease_until = $4, suspected = false
 WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed`,
+		// The transactional claim's mark, made again outside a transaction that rolled back: it
+		// re-checks everything the claim's UPDATE did, under the row lock, for the token it marked.
+		remark: `UPDATE ` + t + ` SET suspected = true, lease_until = $5
+WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed AND NOT suspected AND lease_until <= $4 AND expires_at > $4`,
 		release: `DELETE FROM ` + t + ` WHERE scope = $1 AND key = $2 AND token = $3 AND NOT completed`,
 		lookup: `SELECT fingerprint, token, completed, lease_until, expires_at, status, header, body
 FROM ` + t + ` WHERE scope = $1 AND key = $2 AND expires_at > $3`,
@@ -179,79 +230,99 @@ type idemRow struct {
 
 // Claim implements idempotency.Store in one statement (see IdempotencyStore).
 func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
-	return s.claim(ctx, s.sql.claim, nil, key, fp, now, leaseUntil, expiresAt)
+	c, _, err := s.claim(ctx, s.sql.claim, nil, key, fp, now, leaseUntil, expiresAt)
+	return c, err
 }
 
-// claim runs a claim statement until its answer is consistent. lockKey, when not nil, is the
-// advisory lock key of the transactional variant.
-func (s *IdempotencyStore) claim(ctx context.Context, sql string, lockKey *int64, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+// claim runs a claim statement until its answer is consistent. locks, when not nil, are the advisory
+// lock keys of the transactional variant: the key's, then the fingerprint's. marked is the token of
+// the row the claim marked suspected, 0 when it did not mark one.
+func (s *IdempotencyStore) claim(ctx context.Context, sql string, locks *[2]int64, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (c idempotency.Claim, marked int64, err error) {
 	args := []any{key.Scope, key.Key, fp[:], now, leaseUntil, expiresAt}
-	if lockKey != nil {
-		args = append(args, *lockKey)
+	if locks != nil {
+		args = append(args, locks[0], locks[1])
 	}
 	// PostgreSQL keeps microseconds; compare the re-read row the way the statement compared it.
 	pgNow := now.Truncate(time.Microsecond)
 	for range idemMaxAttempts {
-		c, settled, busy, err := s.claimOnce(ctx, sql, args, fp, pgNow, leaseUntil)
+		c, marked, settled, busy, err := s.claimOnce(ctx, sql, args, fp, pgNow, leaseUntil)
 		switch {
 		case err != nil:
-			return idempotency.Claim{}, err
+			return idempotency.Claim{}, 0, err
 		case settled:
-			return c, nil
-		case busy:
-			// The transactional variant: another open transaction holds the key, and no committed
-			// row answers for it. That row is uncommitted, so its lease is not visible: the lease
-			// this claim asked for is the retry hint.
-			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+			return c, marked, nil
+		case busy == idemKindBusySame:
+			// The transactional variant: an open transaction of a request with this fingerprint holds
+			// the key, and no committed row answers for it. That row is uncommitted, so its lease is
+			// not visible: the lease this claim asked for is the retry hint.
+			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, 0, nil
+		case busy == idemKindBusyOther:
+			// The holder's fingerprint differs from ours but is not visible either: report one that
+			// merely differs, which is all the caller needs to answer 422.
+			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: idemOtherFingerprint(fp), LeaseUntil: leaseUntil}, 0, nil
 		}
 		// Otherwise the row another transaction just committed is newer than our snapshot: again.
 	}
-	return idempotency.Claim{}, ErrClaimContention
+	return idempotency.Claim{}, 0, ErrClaimContention
+}
+
+// idemOtherFingerprint returns a fingerprint that differs from fp (its first byte inverted), for a
+// record whose real fingerprint is known to differ but cannot be read.
+func idemOtherFingerprint(fp idempotency.Fingerprint) idempotency.Fingerprint {
+	fp[0] = ^fp[0]
+	return fp
 }
 
 // claimOnce runs the claim statement once. It returns settled with the answer when a row decides
-// it, and busy when the transactional variant found the key's advisory lock taken. The statement
-// returns at most two rows: the claim or the row it read, and the busy marker. A committed row that
-// answers (a stored response to replay, a live lease, another fingerprint) wins over the marker, so
-// concurrent replays in transactional mode never answer 409 to each other.
-func (s *IdempotencyStore) claimOnce(ctx context.Context, sql string, args []any, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, settled, busy bool, err error) {
+// it, and busy (a kind) when the transactional variant found the key's advisory locks taken. The
+// statement returns at most two rows: the claim, the mark or the row it read, and the busy marker. A
+// committed row that answers (a stored response to replay, a live lease, another fingerprint) wins
+// over the marker, so concurrent replays in transactional mode never answer 409 to each other.
+func (s *IdempotencyStore) claimOnce(ctx context.Context, sql string, args []any, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, marked int64, settled bool, busy int32, err error) {
 	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
-		return c, false, false, fmt.Errorf("pgstore: idempotency claim: %w", err)
+		return c, 0, false, 0, fmt.Errorf("pgstore: idempotency claim: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var r idemRow
 		if err := rows.Scan(&r.kind, &r.token, &r.fp, &r.completed, &r.leaseUntil, &r.expiresAt, &r.status, &r.header, &r.body); err != nil {
-			return c, false, false, fmt.Errorf("pgstore: idempotency claim: %w", err)
+			return c, 0, false, 0, fmt.Errorf("pgstore: idempotency claim: %w", err)
 		}
-		if r.kind == 3 {
-			busy = true
+		if r.kind == idemKindBusySame || r.kind == idemKindBusyOther {
+			busy = r.kind
 			continue
 		}
 		if settled {
 			continue
 		}
 		if c, settled, err = idemDecide(r, fp, now, leaseUntil); err != nil {
-			return idempotency.Claim{}, false, false, err
+			return idempotency.Claim{}, 0, false, 0, err
+		}
+		if r.kind == idemKindMarked {
+			marked = *r.token
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return idempotency.Claim{}, false, false, fmt.Errorf("pgstore: idempotency claim: %w", err)
+		return idempotency.Claim{}, 0, false, 0, fmt.Errorf("pgstore: idempotency claim: %w", err)
 	}
-	return c, settled, busy, nil
+	return c, marked, settled, busy, nil
 }
 
 // idemDecide turns a claim row into a Claim. settled is false when the row read is one the upsert
-// would have taken (so it changed under the statement) and the statement must run again.
+// would have written (so it changed under the statement) and the statement must run again.
 func idemDecide(r idemRow, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, settled bool, err error) {
 	switch r.kind {
-	case 1:
+	case idemKindClaimed, idemKindMarked:
 		if r.token == nil || *r.token <= 0 {
 			return c, false, errors.New("pgstore: idempotency claim: no token returned")
 		}
+		if r.kind == idemKindMarked {
+			// The owner keeps its token; the caller only learns the extra lease's end.
+			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
+		}
 		return idempotency.Claim{Status: idempotency.Claimed, Token: uint64(*r.token), Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
-	case 2:
+	case idemKindRow:
 	default:
 		return c, false, fmt.Errorf("pgstore: idempotency claim: unexpected row kind %d", r.kind)
 	}
@@ -365,10 +436,10 @@ func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now 
 }
 
 // DeleteExpired removes up to limit rows whose retention ended at or before now and reports how many
-// it removed. Call it from a job the application runs (a ticker, cron): repeat while it returns limit
-// to drain a backlog. Bounding the batch keeps each DELETE short, so it never holds many row locks or
-// a long transaction. Expired rows are already invisible to the store; this only frees the space.
-// limit must be positive.
+// it removed: one batch of RunCleanup, for applications that schedule retention themselves (repeat
+// while it returns limit to drain a backlog). Bounding the batch keeps each DELETE short, so it never
+// holds many row locks or a long transaction. Expired rows are already invisible to the store; this
+// only frees the space. limit must be positive.
 func (s *IdempotencyStore) DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("pgstore: DeleteExpired limit must be positive, got %d", limit)

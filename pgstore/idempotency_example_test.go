@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -40,11 +40,11 @@ func ExampleNewIdempotencyStore() {
 	log.Fatal(http.ListenAndServe(":8080", nil))
 }
 
-// Expired records are invisible at once; a job the application owns frees their space in short,
-// bounded batches.
-func ExampleIdempotencyStore_DeleteExpired() {
+// Expired records are invisible at once; RunCleanup frees their space in short, bounded batches for
+// as long as its context lives.
+func ExampleIdempotencyStore_RunCleanup() {
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop() // ends the job
+	defer stop() // ends the cleanup loop
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
@@ -52,27 +52,7 @@ func ExampleIdempotencyStore_DeleteExpired() {
 	defer pool.Close()
 	store := pgstore.NewIdempotencyStore(pool, nil)
 
-	go func() {
-		ticker := time.NewTicker(time.Minute)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-ticker.C:
-				const batch = 1000
-				for {
-					n, err := store.DeleteExpired(ctx, now, batch)
-					if err != nil {
-						log.Print(err)
-					}
-					if err != nil || n < batch {
-						break
-					}
-				}
-			}
-		}
-	}()
+	go func() { _ = store.RunCleanup(ctx, &pgstore.CleanupOptions{Logger: slog.Default()}) }()
 	// … serve requests until shutdown …
 }
 

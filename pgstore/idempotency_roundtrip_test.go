@@ -74,7 +74,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 
 	k := idempotency.Key{Scope: "s", Key: "k"}
 	stale := idempotency.Key{Scope: "s", Key: "stale"}
-	claim(stale) // its lease ends before the take-over step
+	claim(stale) // its lease ends before the mark step, the extra lease before the take-over step
 	steps := []struct {
 		name string
 		want int64
@@ -89,8 +89,14 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 			_, err := s.Lookup(ctx, k, now)
 			require.NoError(t, err)
 		}},
-		{"take-over", 1, func(t *testing.T) {
+		{"mark", 1, func(t *testing.T) {
 			later := now.Add(idemLease)
+			c2, err := s.Claim(ctx, stale, idemFP1, later, later.Add(idemLease), later.Add(idemRetention))
+			require.NoError(t, err)
+			require.Equal(t, idempotency.InFlight, c2.Status)
+		}},
+		{"take-over", 1, func(t *testing.T) {
+			later := now.Add(2 * idemLease)
 			c2, err := s.Claim(ctx, stale, idemFP1, later, later.Add(idemLease), later.Add(idemRetention))
 			require.NoError(t, err)
 			require.Equal(t, idempotency.Claimed, c2.Status)

@@ -131,7 +131,8 @@ func TestIdempotencyStoreWithoutTable(t *testing.T) {
 // TestIdempotencyClaimSeesRowNewerThanSnapshot pins down the race Claim's re-read exists for: a
 // claim blocks on a row another transaction is changing; when that commits, the claim's upsert sees
 // the new row version but its read sees the statement's older snapshot (no row at all, or a lease
-// that had ended). The answer must still be "in flight", never a second owner or an error.
+// that had ended). The answer must still be "in flight", never a second owner, a second mark or an
+// error.
 func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 	s, pool, schema := newIdemStore(t)
 	ctx := context.Background()
@@ -139,12 +140,20 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 	cases := []struct {
 		name  string
 		setup func(k idempotency.Key) time.Time // returns the instant both claims use
+		first idempotency.Status                // what the first claim, in the transaction, gets
 	}{
-		{"row inserted meanwhile", func(idempotency.Key) time.Time { return idemT0 }},
-		{"lease taken over meanwhile", func(k idempotency.Key) time.Time {
+		{"row inserted meanwhile", func(idempotency.Key) time.Time { return idemT0 }, idempotency.Claimed},
+		// Two claims find a lapsed lease: the second re-checks under the row lock, finds the lease
+		// the first one's mark extended, and does not mark again.
+		{"lease marked meanwhile", func(k idempotency.Key) time.Time {
 			idemClaim(t, s, k, idemFP1, idemT0)
 			return idemT0.Add(idemLease)
-		}},
+		}, idempotency.InFlight},
+		{"lease taken over meanwhile", func(k idempotency.Key) time.Time {
+			idemClaim(t, s, k, idemFP1, idemT0)
+			require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, idemT0.Add(idemLease)).Status)
+			return idemT0.Add(2 * idemLease)
+		}, idempotency.Claimed},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +164,7 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 			defer func() { _ = tx.Rollback(ctx) }()
 			first, err := pgstore.NewIdempotencyStore(tx, opts).Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 			require.NoError(t, err)
-			require.Equal(t, idempotency.Claimed, first.Status)
+			require.Equal(t, tc.first, first.Status)
 
 			type result struct {
 				c   idempotency.Claim

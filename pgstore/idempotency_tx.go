@@ -28,11 +28,25 @@ import (
 // transaction: use a savepoint (tx.Begin) around a statement that may fail and that the handler
 // recovers from, or the request ends in a 503 with nothing committed.
 //
-// A duplicate that arrives while the first request's transaction is open gets 409 at once: the claim
-// first takes a transaction-scoped advisory lock on the key (pg_try_advisory_xact_lock, 64 bits of a
-// SHA-256 of table, scope and key), so it never queues behind the uncommitted row, holding a
-// connection while it waits. Applications that take advisory locks of their own share that key space;
-// a collision only makes one request answer 409.
+// A duplicate that arrives while the first request's transaction is open answers at once, without
+// queueing behind the uncommitted row (holding a connection while it waits). The claim first tries
+// two transaction-scoped advisory locks (pg_try_advisory_xact_lock), one on the key and the request's
+// fingerprint, then one on the key (64 bits of a SHA-256 over the table, scope and key, and the
+// fingerprint), and writes only when it holds both, until its transaction ends. So a duplicate with
+// the same payload finds the first lock taken and gets 409; one with another payload gets the first
+// lock but not the second, and gets 422, as it would once the first request committed. Its Claim
+// reports a Fingerprint that is not the record's (uncommitted, so not visible) but merely differs
+// from the caller's. A committed record always answers before the locks do. One race answers 409
+// where 422 or a claim would be right: a request that lost also holds the lock on its own fingerprint
+// until its (short) transaction ends, so another request with that payload arriving meanwhile, with
+// no committed record to answer it, gets 409; its retry gets the right answer. Applications that take
+// advisory locks of their own share that key space; a collision only makes one request answer 409 or
+// 422.
+//
+// The claim marks and takes over ended leases as IdempotencyStore.Claim does (rows that replicas in
+// store mode left behind). A mark outlives the transaction: when fn returns an error, InTx rolls back
+// and then makes the mark again in a statement of its own, so that retries can take the key over
+// after the extra lease even though the middleware rolls back every request it answers 409.
 //
 // Each request holds one connection from the DB for as long as its handler runs; size the pool for
 // the number of mutating requests in flight. Records written in transactional mode are ordinary rows
@@ -98,6 +112,14 @@ func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, stor
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	store := &idemTxStore{IdempotencyStore: t.store.withDB(tx), table: t.store.cfg.qualified}
 	if err := fn(context.WithValue(ctx, idemTxKey{}, tx), store); err != nil {
+		if store.mark != nil {
+			// The claim marked a lapsed lease, a write the rollback undoes; and the middleware rolls
+			// back every request it does not run, so in this mode no claim would ever get past the
+			// mark. Make it again on its own after the rollback, which releases the row lock and the
+			// connection (this never holds two). If that fails, the next claim marks instead.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			_, _ = t.db.Exec(ctx, t.store.sql.remark, store.mark...)
+		}
 		return err
 	}
 	// A commit cancelled half-way has an unknown outcome; finish it even if the client left.
@@ -115,23 +137,30 @@ func (s *IdempotencyStore) withDB(db DB) *IdempotencyStore {
 }
 
 // idemTxStore is the Store InTx hands to the middleware: the ordinary statements on the transaction,
-// with the claim that takes the key's advisory lock first.
+// with the claim that takes the key's advisory locks first.
 type idemTxStore struct {
 	*IdempotencyStore
 	table string
+	mark  []any // the arguments of the remark statement, once a claim marked a row
 }
 
-// Claim implements idempotency.Store inside the transaction. A key whose advisory lock another open
-// transaction holds is InFlight, with leaseUntil as the hint of when to retry.
+// Claim implements idempotency.Store inside the transaction. A key whose advisory locks another open
+// transaction holds is InFlight, with leaseUntil as the hint of when to retry, and with a Fingerprint
+// other than fp when the holder's request has another fingerprint.
 func (s *idemTxStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
-	lock := idemLockKey(s.table, key)
-	return s.claim(ctx, s.sql.claimLocked, &lock, key, fp, now, leaseUntil, expiresAt)
+	locks := [2]int64{idemLockKey(s.table, key, nil), idemLockKey(s.table, key, fp[:])}
+	c, marked, err := s.claim(ctx, s.sql.claimLocked, &locks, key, fp, now, leaseUntil, expiresAt)
+	if marked != 0 {
+		s.mark = []any{key.Scope, key.Key, marked, now, leaseUntil}
+	}
+	return c, err
 }
 
-// idemLockKey is the advisory lock key of a record: 64 bits of a SHA-256 over the table and the
-// length-prefixed scope and key. Distinct records hash distinct inputs, and a client cannot aim a key
-// at another's lock; a chance collision (2^-64) only answers one request 409.
-func idemLockKey(table string, key idempotency.Key) int64 {
+// idemLockKey is an advisory lock key of a record: 64 bits of a SHA-256 over the table and the
+// length-prefixed scope and key, followed by fp for the lock on the key and a fingerprint (nil for
+// the key's own). Distinct records (and the two locks of one) hash distinct inputs, and a client cannot aim a key at another's lock; a chance
+// collision (2^-64) only gives one request a 409 or a 422.
+func idemLockKey(table string, key idempotency.Key, fp []byte) int64 {
 	h := sha256.New()
 	var n [8]byte
 	for _, part := range []string{table, key.Scope, key.Key} {
@@ -139,6 +168,7 @@ func idemLockKey(table string, key idempotency.Key) int64 {
 		h.Write(n[:])
 		h.Write([]byte(part))
 	}
+	h.Write(fp) // fixed length, after length-prefixed parts: no ambiguity
 	var sum [sha256.Size]byte
 	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])))
 }

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -87,8 +86,15 @@ func (e *idemTxEnv) orderHandler(then func(w http.ResponseWriter, r *http.Reques
 	})
 }
 
+// idemTxBody is the body of the env's requests.
+const idemTxBody = `{"account":"acc_1","side":"buy"}`
+
 func (e *idemTxEnv) do(h http.Handler, key string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"account":"acc_1","side":"buy"}`))
+	return e.doBody(h, key, idemTxBody)
+}
+
+func (e *idemTxEnv) doBody(h http.Handler, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer sk_sandbox_tx")
 	req.Header.Set(idempotency.HeaderKey, key)
 	rec := httptest.NewRecorder()
@@ -284,6 +290,140 @@ func TestTransactorDuplicateDoesNotWait(t *testing.T) {
 	require.EqualValues(t, 1, e.runs.Load())
 }
 
+// TestTransactorAnotherPayloadWhileInFlight: while a request's transaction is open, a duplicate with
+// the same payload gets 409 and one with another payload gets 422, the answer it keeps getting after
+// the commit; the record is not visible before the commit, so the claim tells the two apart by the
+// advisory lock on the key and the fingerprint.
+func TestTransactorAnotherPayloadWhileInFlight(t *testing.T) {
+	e := newIdemTxEnv(t)
+	const otherBody = `{"account":"acc_1","side":"sell"}`
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := e.middleware(nil).Handler(e.orderHandler(func(http.ResponseWriter, *http.Request, pgx.Tx) bool {
+		close(inside)
+		<-release
+		return true
+	}))
+	dup := e.middleware(nil).Handler(e.orderHandler(nil))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- e.do(first, "k") }()
+	<-inside
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release) // a failed assertion must not leave the first request blocked
+		}
+	}()
+	// Twice each, interleaved: a duplicate's own locks end with its transaction and never turn a later
+	// duplicate's answer.
+	for range 2 {
+		rec := e.doBody(dup, "k", idemTxBody)
+		requireProblem(t, rec, http.StatusConflict, idempotency.CodeKeyInUse)
+		require.NotEmpty(t, rec.Header().Get("Retry-After"))
+		requireProblem(t, e.doBody(dup, "k", otherBody), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+	}
+	close(release)
+	require.Equal(t, http.StatusCreated, (<-done).Code)
+	rec := e.doBody(dup, "k", idemTxBody)
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+	requireProblem(t, e.doBody(dup, "k", otherBody), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+	require.EqualValues(t, 1, e.runs.Load())
+	require.Equal(t, 1, e.orders("k"))
+}
+
+// TestTransactorClaimReportsOtherFingerprint pins what the transactional Claim reports to a duplicate
+// while the owner's transaction is open: InFlight with the caller's own fingerprint for the same
+// request, InFlight with a fingerprint that differs from the caller's for another one; and once the
+// owner committed, the record's real fingerprint.
+func TestTransactorClaimReportsOtherFingerprint(t *testing.T) {
+	e := newIdemTxEnv(t)
+	ctx := context.Background()
+	tr := pgstore.NewTransactor(e.pool, e.opts)
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	fpB := idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
+	now := e.clock.Now()
+	claimInTx := func(fp idempotency.Fingerprint) idempotency.Claim {
+		var c idempotency.Claim
+		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+			var err error
+			c, err = s.Claim(ctx, k, fp, now, now.Add(idemLease), now.Add(idemRetention))
+			return err
+		}))
+		return c
+	}
+	claimed, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo) // before the pool closes: a failed assertion must not leave the owner blocked
+	owner := make(chan error, 1)
+	go func() {
+		owner <- tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+			c, err := s.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
+			if err != nil {
+				close(claimed)
+				return err
+			}
+			close(claimed)
+			<-release
+			return s.Complete(ctx, k, c.Token, idempotency.Response{Status: http.StatusCreated}, now.Add(idemRetention))
+		})
+	}()
+	<-claimed
+	same := claimInTx(idemFP1)
+	require.Equal(t, idempotency.InFlight, same.Status)
+	require.Equal(t, idemFP1, same.Fingerprint)
+	other := claimInTx(fpB)
+	require.Equal(t, idempotency.InFlight, other.Status)
+	require.NotEqual(t, fpB, other.Fingerprint, "the caller must see a fingerprint other than its own")
+	require.Zero(t, other.Token)
+	letGo()
+	require.NoError(t, <-owner)
+	after := claimInTx(fpB)
+	require.Equal(t, idempotency.Completed, after.Status)
+	require.Equal(t, idemFP1, after.Fingerprint, "a committed record reports its own fingerprint")
+	require.Nil(t, after.Response, "another request never gets the stored response")
+}
+
+// TestTransactorTakesOverDeadStoreModeOwner: replicas in transactional mode meet a record that a
+// replica in store mode claimed and then died with. The first request after the lease only marks the
+// record (409); the middleware rolls that request's transaction back, and the mark must survive it, so
+// that a request after the extra lease takes the key over and runs, and the dead owner is fenced.
+func TestTransactorTakesOverDeadStoreModeOwner(t *testing.T) {
+	e := newIdemTxEnv(t)
+	ctx := context.Background()
+	store := pgstore.NewIdempotencyStore(e.pool, e.opts)
+	k := idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: "k"}
+	fp := idempotency.NewFingerprint(http.MethodPost, "/v1/orders", "", sha256.Sum256([]byte(idemTxBody)))
+	start := e.clock.Now()
+	dead, err := store.Claim(ctx, k, fp, start, start.Add(idemLease), start.Add(idemRetention))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, dead.Status)
+
+	h := e.middleware(func(o *idempotency.Options) { o.Lease = idemLease }).Handler(e.orderHandler(nil))
+	e.clock.Advance(idemLease)
+	requireProblem(t, e.do(h, "k"), http.StatusConflict, idempotency.CodeKeyInUse)
+	var suspected bool
+	var leaseUntil time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT suspected, lease_until FROM idem WHERE scope = $1 AND key = $2`,
+		k.Scope, k.Key).Scan(&suspected, &leaseUntil))
+	require.True(t, suspected, "the mark survives the rolled-back request")
+	require.WithinDuration(t, start.Add(2*idemLease), leaseUntil, time.Microsecond)
+	require.Zero(t, e.runs.Load())
+
+	// Within the extra lease: still in flight, and the mark is not made twice.
+	e.clock.Advance(idemLease / 2)
+	requireProblem(t, e.do(h, "k"), http.StatusConflict, idempotency.CodeKeyInUse)
+	e.clock.Advance(idemLease / 2)
+	rec := e.do(h, "k")
+	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+	require.EqualValues(t, 1, e.runs.Load())
+	require.ErrorIs(t, store.Complete(ctx, k, dead.Token, idempotency.Response{Status: 500}, start.Add(idemRetention)), idempotency.ErrLeaseLost)
+	rec = e.do(h, "k")
+	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+	require.EqualValues(t, 1, e.runs.Load())
+}
+
 // TestTransactorSharesRecordsWithStoreMode: both modes use the same rows, so replicas may mix them.
 func TestTransactorSharesRecordsWithStoreMode(t *testing.T) {
 	e := newIdemTxEnv(t)
@@ -469,7 +609,4 @@ func TestTransactorConcurrentReplays(t *testing.T) {
 }
 
 // idemScope is the middleware's default scope for an Authorization value.
-func idemScope(auth string) string {
-	sum := sha256.Sum256([]byte(auth))
-	return hex.EncodeToString(sum[:])
-}
+func idemScope(auth string) string { return idempotency.CredentialScope(auth) }

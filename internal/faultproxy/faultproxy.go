@@ -1,159 +1,181 @@
 // Package faultproxy is a TCP proxy for tests that puts faults between a client and a real server
-// (PostgreSQL, Redis): it can cut every connection, as a crashed server or a partition with resets
-// does, or stall them, as a partition that drops packets does. It listens on a free loopback port and
-// stops, closing everything, when the test ends.
+// (PostgreSQL, Redis): it cuts every connection, as a crashed server or a failover does, or stalls
+// them, as a partition does. It listens on a free loopback port and stops, closing everything, when
+// the test ends.
 package faultproxy
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
-// Proxy forwards connections from its loopback address to a target. It is safe for concurrent use.
+// Proxy is a TCP proxy between a client and a real server that a test can break the way networks
+// and servers break. Stall delivers no byte in either direction while every connection stays open (a
+// partition, a hung server); Resume ends it and closes the connections that tried to send meanwhile,
+// whose bytes are lost, as a long partition leaves them, while idle ones carry on. A statement sent
+// during a stall therefore never runs, not even after Resume. Cut closes every connection and refuses
+// new ones until Restore (a restart, a failover).
 type Proxy struct {
 	ln     net.Listener
 	target string
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	cond    *sync.Cond
-	cut     bool
 	stalled bool
+	cut     bool
 	closed  bool
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
+	pairs   map[*pair]struct{}
 }
 
-// Start starts a proxy to target (host:port) on 127.0.0.1 and stops it when tb ends.
-func Start(tb testing.TB, target string) *Proxy {
-	tb.Helper()
+// pair is one client connection and its upstream.
+type pair struct {
+	client, upstream net.Conn
+	broken           bool // lost bytes to a stall; guarded by the proxy's mu
+	once             sync.Once
+}
+
+func (c *pair) kill() {
+	c.once.Do(func() {
+		_ = c.client.Close()
+		_ = c.upstream.Close()
+	})
+}
+
+// Start listens on 127.0.0.1:0 and forwards to target (host:port); when t ends it closes the
+// proxy and every connection and waits for its goroutines.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("faultproxy: listen: %v", err)
+		t.Fatalf("faultproxy: listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
-	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go p.accept()
-	tb.Cleanup(p.close)
+	p := &Proxy{ln: ln, target: target, pairs: map[*pair]struct{}{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
 	return p
 }
 
-// Addr is the proxy's address, host:port.
+// Addr returns the proxy's address, host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Cut closes every connection and refuses new ones (they are accepted and closed at once) until
-// Restore: the server seems to have crashed.
+// HostPort returns the proxy's host and port.
+func (p *Proxy) HostPort() (string, uint16) {
+	a := p.ln.Addr().(*net.TCPAddr)
+	return a.IP.String(), uint16(a.Port)
+}
+
+// Stall stops every byte; see Proxy.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+}
+
+// Resume forwards again and closes the connections that lost bytes to the stall.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.stalled = false
+	var broken []*pair
+	for c := range p.pairs {
+		if c.broken {
+			broken = append(broken, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range broken {
+		c.kill()
+	}
+}
+
+// Cut closes every connection and refuses new ones until Restore.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	p.cut = true
-	for c := range p.conns {
-		_ = c.Close()
+	pairs := make([]*pair, 0, len(p.pairs))
+	for c := range p.pairs {
+		pairs = append(pairs, c)
 	}
 	p.mu.Unlock()
+	for _, c := range pairs {
+		c.kill()
+	}
 }
 
-// Stall stops forwarding bytes, in both directions and on new connections too, while keeping every
-// connection open, until Restore: a partition that drops packets, where only deadlines help.
-func (p *Proxy) Stall() {
-	p.mu.Lock()
-	p.stalled = true
-	p.mu.Unlock()
-}
-
-// Restore ends Cut and Stall: bytes flow again and new connections are forwarded.
+// Restore accepts connections again after Cut.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut, p.stalled = false, false
-	p.cond.Broadcast()
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.cut = false
 }
 
 func (p *Proxy) close() {
 	p.mu.Lock()
 	p.closed = true
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	p.cond.Broadcast()
 	p.mu.Unlock()
 	_ = p.ln.Close()
+	p.Cut()
 	p.wg.Wait()
 }
 
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cut || p.closed {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	_ = c.Close()
-}
-
 func (p *Proxy) accept() {
-	defer p.wg.Done()
 	for {
 		client, err := p.ln.Accept()
 		if err != nil {
-			return
+			return // closed
 		}
-		if !p.track(client) {
+		p.mu.Lock()
+		refuse := p.cut
+		p.mu.Unlock()
+		if refuse {
 			_ = client.Close()
 			continue
 		}
-		p.wg.Add(1)
-		go p.serve(client)
+		upstream, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		c := &pair{client: client, upstream: upstream}
+		p.mu.Lock()
+		if p.cut || p.closed { // cut while dialling
+			p.mu.Unlock()
+			c.kill()
+			continue
+		}
+		p.pairs[c] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Go(func() {
+			var dirs sync.WaitGroup
+			dirs.Go(func() { p.pipe(c, c.upstream, c.client) })
+			dirs.Go(func() { p.pipe(c, c.client, c.upstream) })
+			dirs.Wait()
+			p.mu.Lock()
+			delete(p.pairs, c)
+			p.mu.Unlock()
+		})
 	}
 }
 
-func (p *Proxy) serve(client net.Conn) {
-	defer p.wg.Done()
-	defer p.untrack(client)
-	server, err := net.Dial("tcp", p.target)
-	if err != nil {
-		return
-	}
-	if !p.track(server) {
-		_ = server.Close()
-		return
-	}
-	defer p.untrack(server)
-	done := make(chan struct{}, 2)
-	go func() { p.pump(server, client); done <- struct{}{} }()
-	go func() { p.pump(client, server); done <- struct{}{} }()
-	<-done
-	// One side ended: end the other, as a real connection would.
-	_ = client.Close()
-	_ = server.Close()
-	<-done
-}
-
-// pump copies src to dst, holding every chunk while the proxy is stalled.
-func (p *Proxy) pump(dst io.Writer, src io.Reader) {
+// pipe copies src to dst until either fails. It keeps reading while stalled, so that it sees src
+// end, and drops what it reads then, marking the pair broken under the same lock Resume reads it by.
+func (p *Proxy) pipe(c *pair, dst, src net.Conn) {
+	defer c.kill()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.stalled && !p.closed {
-				p.cond.Wait()
+			drop := p.stalled
+			if drop {
+				c.broken = true
 			}
-			stop := p.closed
 			p.mu.Unlock()
-			if stop {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if !drop {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {
