@@ -32,7 +32,11 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("redis", func(b *testing.B) {
 		client, prefix := redisClient(b)
 		storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store {
-			return redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: prefix})
+			s, err := redisstore.NewIdempotencyStore(context.Background(), client, &redisstore.IdempotencyOptions{Prefix: prefix})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
 		})
 	})
 	b.Run("postgres", func(b *testing.B) {

@@ -20,6 +20,10 @@ import (
 // is empty.
 const DefaultIdempotencyPrefix = "svc:"
 
+// ErrEvictionPolicy is what NewIdempotencyStore wraps when a Redis it would write to runs with a
+// maxmemory-policy other than noeviction.
+var ErrEvictionPolicy = errors.New("redisstore: the Redis may evict idempotency records")
+
 // IdempotencyOptions configures an IdempotencyStore. A nil *IdempotencyOptions and the zero value mean
 // the defaults.
 type IdempotencyOptions struct {
@@ -27,6 +31,35 @@ type IdempotencyOptions struct {
 	// Redis. Default DefaultIdempotencyPrefix. It must not contain '{' or '}': the store puts its own
 	// hash tag right after it.
 	Prefix string
+
+	// MaxRecordsPerScope bounds the live records (in flight and completed) of one scope, a
+	// credential: a claim that would create one more gets an error wrapping
+	// idempotency.ErrQuotaExceeded (the middleware answers 429), while the scope's existing keys
+	// still replay, complete and are taken over, and other scopes are untouched. 0 (the default)
+	// means no quota.
+	//
+	// A Redis that several tenants share should set one: without it a single tenant can fill the
+	// memory every tenant's records live in, and a Redis full under noeviction refuses everyone's new
+	// claims. Size it from the traffic a tenant may send: keyed requests per second × retention, with
+	// headroom. 100_000 lets a tenant keep up one keyed request a second for the default 24 h
+	// retention (86,400 records). The memory it bounds per tenant is that many records of about
+	// 1.3 KB each (measured on Redis 7 with 100-byte responses: hash, TTL and quota entry) plus
+	// their response bodies: some 130 MB for 100_000 small responses. All replicas sharing a prefix
+	// should use the same value: the count lives in Redis, a sorted set per scope beside its records,
+	// and records claimed without a quota are not in it.
+	MaxRecordsPerScope int
+
+	// AllowEviction skips the check NewIdempotencyStore makes that every Redis it writes to runs
+	// with maxmemory-policy noeviction, and so accepts what eviction costs: Redis under memory
+	// pressure deletes records it chooses, and an evicted completed record lets a retry of that
+	// request run its handler again (a second charge, a second order); an evicted in-flight record
+	// lets a duplicate run while the first still does; an evicted token counter or quota set lets
+	// tokens restart or a scope exceed its quota. Set it only for a Redis whose policy the store
+	// cannot read (CONFIG renamed or forbidden, as managed services do) after confirming the policy
+	// another way, or where running a request twice is acceptable. The check runs once, at
+	// construction: a later CONFIG SET is not noticed, nor is a replica with another policy that a
+	// failover promotes.
+	AllowEviction bool
 }
 
 // IdempotencyStore is an idempotency.Store on Redis. Every method is one round trip: Claim, Complete,
@@ -34,13 +67,21 @@ type IdempotencyOptions struct {
 // Lookup is a plain HMGET. A replay is the Claim itself: the script returns the stored response.
 // Renew, Complete and Release change a record only for the fencing token that owns it.
 //
-// Keys are "<prefix>{<scope hash>}:idem:<key>" for records and "<prefix>{<scope hash>}:idem-seq" for
-// the scope's fencing-token counter. The hash tag is the base64url SHA-256 of the scope: every key of
-// one scope lands in one cluster slot, a scope can hold any bytes, and two scopes never share a key.
+// Keys are "<prefix>{<scope hash>}:idem:<key>" for records, "<prefix>{<scope hash>}:idem-seq" for
+// the scope's fencing-token counter and "<prefix>{<scope hash>}:idem-quota" for the scope's quota
+// count (only with IdempotencyOptions.MaxRecordsPerScope). The hash tag is the base64url SHA-256 of
+// the scope: every key of one scope lands in one cluster slot, a scope can hold any bytes, and two
+// scopes never share a key.
 //
 // Fencing tokens come from the scope's counter, so they increase and are never reused while any claim
 // that held one could still act (the counter outlives every record of its scope); a new counter
 // starts at a random point, so tokens of different scopes do not coincide either.
+//
+// A lease that lapsed is taken over in two steps. The first claim that finds it lapsed only marks
+// the record suspected and extends the lease once, to that claim's lease end, answering in flight: the
+// owner may merely have been cut off from Redis for longer than a lease while its handler still runs,
+// and a renewal or completion within the extra lease keeps the key (a renewal clears the mark). The
+// first claim after the extra lease also lapsed takes the key over with a new token.
 //
 // Leases and retention are compared with the times the caller passes, to the nanosecond. Records
 // also carry a Redis TTL, the retention measured from the claim's now and rounded up, so Redis frees
@@ -49,11 +90,32 @@ type IdempotencyOptions struct {
 // early; a relative TTL can only keep a record a little longer than its retention, during which the
 // stored expiry still makes it invisible.
 //
+// What the store promises rests on Redis keeping what it was told, so the server's configuration is
+// part of it:
+//   - Eviction: NewIdempotencyStore refuses a Redis whose maxmemory-policy is not noeviction (see
+//     IdempotencyOptions.AllowEviction for what eviction costs). A Redis full under noeviction
+//     answers OOM errors instead: every write fails (claims of new keys, the mark and take-over of a
+//     lapsed lease, renewals, completions) and changes nothing, while completed records still replay
+//     and in-flight ones still answer in flight. The middleware answers 503 to the new requests and
+//     keeps retrying the completions it holds, so no request runs twice; give Redis memory, and set
+//     MaxRecordsPerScope so that one tenant cannot be the cause.
+//   - Persistence: with AOF (appendonly yes) a restarted Redis keeps its records; appendfsync
+//     everysec may lose the last second of writes in a crash (two when the disk is slow), and a
+//     completion lost that way runs again on retry; appendfsync always loses none that were
+//     acknowledged. RDB snapshots alone lose everything since the last one. A Redis restarted
+//     without persistence has forgotten every record: every key in flight or completed before the
+//     restart runs its handler again when retried. Do not run the store on such a Redis; enable AOF,
+//     or keep the records in PostgreSQL (pgstore.IdempotencyStore, whose claim and response can also
+//     commit with the handler's own transaction).
+//   - Replication is asynchronous: a failover can lose the last writes the old master acknowledged,
+//     with the same effect as a lost second of AOF.
+//
 // An IdempotencyStore is safe for concurrent use by many goroutines and many processes sharing the
 // Redis. It never closes the client. Its zero value is not usable: call NewIdempotencyStore.
 type IdempotencyStore struct {
 	client   redis.UniversalClient
 	prefix   string
+	quota    int
 	claim    *redis.Script
 	complete *redis.Script
 	renew    *redis.Script
@@ -66,48 +128,71 @@ var _ idempotency.Store = (*IdempotencyStore)(nil)
 // headroom below 2^53, where Lua's numbers stop being exact.
 const idemTokenStart = 1 << 52
 
-// NewIdempotencyStore returns a store on client, which the caller owns: single node, sentinel or
-// cluster. It panics when client is nil or the prefix contains a brace (both programming errors).
-func NewIdempotencyStore(client redis.UniversalClient, opts *IdempotencyOptions) *IdempotencyStore {
+// NewIdempotencyStore returns a store on client, which the caller owns: single node, sentinel,
+// cluster or ring. Unless opts.AllowEviction is set, it first reads maxmemory-policy (CONFIG GET)
+// from the server, or from every master of a cluster and every shard of a ring that go-redis holds
+// up, and returns an error
+// wrapping ErrEvictionPolicy unless each one runs with noeviction; an error too when the policy
+// cannot be read (the server does not answer, or refuses CONFIG). It returns an error as well for a
+// nil client, a prefix with a brace or a negative MaxRecordsPerScope.
+func NewIdempotencyStore(ctx context.Context, client redis.UniversalClient, opts *IdempotencyOptions) (*IdempotencyStore, error) {
+	var o IdempotencyOptions
+	if opts != nil {
+		o = *opts
+	}
 	if client == nil {
-		panic("redisstore: NewIdempotencyStore needs a client")
+		return nil, errors.New("redisstore: NewIdempotencyStore needs a client")
 	}
-	prefix := DefaultIdempotencyPrefix
-	if opts != nil && opts.Prefix != "" {
-		prefix = opts.Prefix
+	if o.Prefix == "" {
+		o.Prefix = DefaultIdempotencyPrefix
 	}
-	if strings.ContainsAny(prefix, "{}") {
-		panic("redisstore: the idempotency key prefix must not contain '{' or '}'")
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: the idempotency key prefix %q contains '{' or '}', which would break the store's cluster hash tag", o.Prefix)
+	}
+	if o.MaxRecordsPerScope < 0 {
+		return nil, fmt.Errorf("redisstore: IdempotencyOptions.MaxRecordsPerScope is %d; use 0 for no quota", o.MaxRecordsPerScope)
+	}
+	if !o.AllowEviction {
+		if err := checkNoEviction(ctx, client); err != nil {
+			return nil, err
+		}
 	}
 	return &IdempotencyStore{
 		client:   client,
-		prefix:   prefix,
+		prefix:   o.Prefix,
+		quota:    o.MaxRecordsPerScope,
 		claim:    redis.NewScript(idemClaimLua),
 		complete: redis.NewScript(idemCompleteLua),
 		renew:    redis.NewScript(idemRenewLua),
 		release:  redis.NewScript(idemReleaseLua),
-	}
+	}, nil
 }
 
-// keys returns the record key and the scope's counter key.
+// keys returns the record key, the scope's counter key and the scope's quota set.
 func (s *IdempotencyStore) keys(key idempotency.Key) []string {
 	sum := sha256.Sum256([]byte(key.Scope))
 	var tag [43]byte // base64.RawURLEncoding.EncodedLen(32)
 	base64.RawURLEncoding.Encode(tag[:], sum[:])
 	base := s.prefix + "{" + string(tag[:]) + "}:idem"
-	return []string{base + ":" + key.Key, base + "-seq"}
+	return []string{base + ":" + key.Key, base + "-seq", base + "-quota"}
 }
 
 // Claim implements idempotency.Store: one EVALSHA that decides and, when the key is free or its lease
-// ended, takes it. A completed record comes back in the same reply, so a replay is one round trip.
+// ended twice (see the type's docs), takes it. A completed record comes back in the same reply, so a
+// replay is one round trip. With a quota, a claim that would create a record in a scope already at
+// its quota returns an error wrapping idempotency.ErrQuotaExceeded and changes nothing.
 func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
 	res, err := s.claim.Run(ctx, s.client, s.keys(key),
 		fp[:], idemTime(now), idemTime(leaseUntil), idemTime(expiresAt),
-		idemTTL(now, expiresAt), now.UnixMilli(), rand.Uint64N(idemTokenStart)+1).Slice()
+		idemTTL(now, expiresAt), now.UnixMilli(), rand.Uint64N(idemTokenStart)+1,
+		s.quota, key.Key, idemMillisCeil(expiresAt)).Slice()
 	if err != nil {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: idempotency claim: %w", err)
 	}
 	c, err := idemParseClaim(res, fp, leaseUntil)
+	if errors.Is(err, idempotency.ErrQuotaExceeded) {
+		return idempotency.Claim{}, fmt.Errorf("redisstore: idempotency claim: scope at its quota of %d records (IdempotencyOptions.MaxRecordsPerScope): %w", s.quota, err)
+	}
 	if err != nil {
 		return idempotency.Claim{}, err
 	}
@@ -149,6 +234,8 @@ func idemParseClaim(res []any, fp idempotency.Fingerprint, leaseUntil time.Time)
 		}
 		c.Response = resp
 		return c, nil
+	case "q":
+		return idempotency.Claim{}, idempotency.ErrQuotaExceeded
 	case "f":
 		if len(res) < 4 {
 			return idempotency.Claim{}, bad("short")
@@ -212,7 +299,9 @@ func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token
 }
 
 // Complete implements idempotency.Store. The record keeps its response until expiresAt; its TTL is
-// counted from the claim's now, so Redis frees it no earlier than that.
+// counted from the claim's now, so Redis frees it no earlier than that, and its place in the scope's
+// quota lasts as long. A Redis out of memory refuses the completion with an error (redis.IsOOMError
+// reports it) and stores nothing; the owner still holds its claim and may try again.
 func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
 	hdr, hasHdr, err := idemEncodeHeader(resp.Header)
 	if err != nil {
@@ -220,7 +309,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, to
 	}
 	n, err := s.complete.Run(ctx, s.client, s.keys(key),
 		strconv.FormatUint(token, 10), strconv.Itoa(resp.Status), idemTime(expiresAt), idemMillisCeil(expiresAt),
-		idemFlag(hasHdr), hdr, idemFlag(resp.Body != nil), resp.Body).Int64()
+		idemFlag(hasHdr), hdr, idemFlag(resp.Body != nil), resp.Body, key.Key).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: idempotency complete: %w", err)
 	}
@@ -239,7 +328,7 @@ func idemFlag(b bool) string {
 
 // Release implements idempotency.Store.
 func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
-	n, err := s.release.Run(ctx, s.client, s.keys(key), strconv.FormatUint(token, 10)).Int64()
+	n, err := s.release.Run(ctx, s.client, s.keys(key), strconv.FormatUint(token, 10), key.Key).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: idempotency release: %w", err)
 	}

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -13,11 +14,21 @@ import (
 
 // Every replica runs the same code against the same Redis (a single node, sentinel or a cluster: the
 // store takes any UniversalClient): an Idempotency-Key is honoured whichever replica each retry
-// reaches. Each claim, completion and replay is one round trip.
+// reaches. Each claim, completion and replay is one round trip. The Redis must run with
+// maxmemory-policy noeviction and, to survive a restart, with AOF (see IdempotencyStore).
 func ExampleNewIdempotencyStore() {
+	ctx := context.Background()
 	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
 	defer client.Close() // the application owns the client; the store never closes it
-	store := redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: "orders-api:"})
+	store, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{
+		Prefix:             "orders-api:",
+		MaxRecordsPerScope: 100_000, // tenants share this Redis: none may fill it for the others
+	})
+	if err != nil {
+		// For instance: the Redis may evict records (maxmemory-policy allkeys-lru). Fix the server;
+		// running on it would let evicted keys run twice.
+		log.Fatal(err)
+	}
 	mw := idempotency.New(&idempotency.Options{Store: store})
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -40,7 +40,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	counter := &idemCounter{}
 	client.AddHook(counter)
-	s := redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
 	ctx := context.Background()
 	resp := idempotency.Response{Status: 201, Body: []byte(`{"id":"ord_1"}`)}
 	// Warm the server's script cache: the very first call of a script may need EVAL after EVALSHA.
@@ -83,7 +83,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 
 func TestIdempotencyKeyLayout(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
 	ctx := context.Background()
 	cases := []struct{ name, scope, key string }{
 		{"plain", "lic_1:live", "order-1"},
@@ -112,7 +112,7 @@ func TestIdempotencyKeyLayout(t *testing.T) {
 
 func TestIdempotencyTTL(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
 	ctx := context.Background()
 	sum := sha256.Sum256([]byte("lic"))
 	base := prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}:idem"
@@ -167,7 +167,8 @@ func TestIdempotencyTokensSurviveRecordDeletion(t *testing.T) {
 			require.NoError(t, s.Release(ctx, k, c.Token))
 		case 1:
 			require.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 200}, now.Add(time.Minute)))
-		case 2: // left in flight: the next claim is after its lease and retention
+		case 2: // abandoned in flight: a claim after its lease marks it, the next loop's takes it over
+			require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, now.Add(idemLease)).Status)
 		}
 	}
 	require.NoError(t, client.Ping(ctx).Err())
@@ -178,7 +179,9 @@ func TestIdempotencyOutage(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second,
 		DialerRetries: 1, DialerRetryTimeout: time.Microsecond})
 	t.Cleanup(func() { _ = client.Close() })
-	s := redisstore.NewIdempotencyStore(client, nil)
+	// Nothing answers to check the eviction policy of: the check is skipped so that the methods can be
+	// shown to fail.
+	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{AllowEviction: true})
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "lic", Key: "k"}
 	ops := map[string]func() error{
@@ -208,29 +211,38 @@ func TestIdempotencyOutage(t *testing.T) {
 }
 
 func TestNewIdempotencyStoreOptions(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { _ = client.Close() })
+	live, _ := redistest.Client(t) // noeviction, as the test Redis must run
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second,
+		DialerRetries: 1, DialerRetryTimeout: time.Microsecond})
+	t.Cleanup(func() { _ = down.Close() })
 	cases := []struct {
-		name   string
-		client redis.UniversalClient
-		opts   *redisstore.IdempotencyOptions
-		panics bool
+		name    string
+		client  redis.UniversalClient
+		opts    *redisstore.IdempotencyOptions
+		wantErr string // a substring of the error; "" for success
 	}{
-		{"defaults", client, nil, false},
-		{"zero options", client, &redisstore.IdempotencyOptions{}, false},
-		{"prefix", client, &redisstore.IdempotencyOptions{Prefix: "app:"}, false},
-		{"open brace", client, &redisstore.IdempotencyOptions{Prefix: "a{"}, true},
-		{"close brace", client, &redisstore.IdempotencyOptions{Prefix: "a}"}, true},
-		{"nil client", nil, nil, true},
+		{"defaults", live, nil, ""},
+		{"zero options", live, &redisstore.IdempotencyOptions{}, ""},
+		{"prefix and quota", live, &redisstore.IdempotencyOptions{Prefix: "app:", MaxRecordsPerScope: 10}, ""},
+		{"open brace", live, &redisstore.IdempotencyOptions{Prefix: "a{"}, "contains '{' or '}'"},
+		{"close brace", live, &redisstore.IdempotencyOptions{Prefix: "a}"}, "contains '{' or '}'"},
+		{"negative quota", live, &redisstore.IdempotencyOptions{MaxRecordsPerScope: -1}, "MaxRecordsPerScope"},
+		{"nil client", nil, nil, "needs a client"},
+		// The policy cannot be read from a server that does not answer: refused, not assumed.
+		{"unreachable", down, nil, "reading maxmemory-policy from Redis<127.0.0.1:1"},
+		{"unreachable, check skipped", down, &redisstore.IdempotencyOptions{AllowEviction: true}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := func() { redisstore.NewIdempotencyStore(tc.client, tc.opts) }
-			if tc.panics {
-				require.Panics(t, f)
-			} else {
-				require.NotPanics(t, f)
+			s, err := redisstore.NewIdempotencyStore(context.Background(), tc.client, tc.opts)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				require.NotNil(t, s)
+				return
 			}
+			require.ErrorContains(t, err, tc.wantErr)
+			require.True(t, strings.HasPrefix(err.Error(), "redisstore: "), err.Error())
+			require.Nil(t, s)
 		})
 	}
 }
@@ -245,7 +257,7 @@ func FuzzIdempotencyKeys(f *testing.F) {
 	f.Add("", "")
 	f.Add("\x00\xff", ":idem:")
 	client, prefix := redistest.Client(f)
-	s := redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(f, client, &redisstore.IdempotencyOptions{Prefix: prefix})
 	ctx := context.Background()
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, scope, key string) {

@@ -28,7 +28,8 @@ func TestIdempotencyReplicas(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second,
 				DialerRetries: 1, DialerRetryTimeout: time.Microsecond})
 			t.Cleanup(func() { _ = client.Close() })
-			return &idempotency.Options{Store: redisstore.NewIdempotencyStore(client, nil)}
+			// Nothing answers to check the eviction policy of; the point is the methods' failures.
+			return &idempotency.Options{Store: mustIdemStore(t, client, &redisstore.IdempotencyOptions{AllowEviction: true})}
 		},
 	}}})
 }

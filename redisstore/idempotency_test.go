@@ -19,12 +19,21 @@ import (
 func newIdemStore(t testing.TB) (*redisstore.IdempotencyStore, *redis.Client) {
 	t.Helper()
 	client, prefix := redistest.Client(t)
-	return redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: prefix}), client
+	return mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix}), client
+}
+
+// mustIdemStore builds a store on client and fails the test if the server is refused.
+func mustIdemStore(t testing.TB, client redis.UniversalClient, opts *redisstore.IdempotencyOptions) *redisstore.IdempotencyStore {
+	t.Helper()
+	s, err := redisstore.NewIdempotencyStore(context.Background(), client, opts)
+	require.NoError(t, err)
+	return s
 }
 
 var (
 	idemT0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	idemFP1 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {1}")))
+	idemFP2 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
 )
 
 const (

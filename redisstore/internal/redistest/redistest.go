@@ -1,6 +1,10 @@
 // Package redistest connects tests to the real Redis named by SVC_TEST_REDIS_URL, with a key prefix of
 // their own that is deleted when the test ends. Tests skip when the variable is unset and fail when it
 // is set but the server does not answer, so that CI (which sets it) never skips silently.
+//
+// StartServer and StartCluster start redis-server processes of a test's own, for settings the shared
+// server must not be given; they follow the same rule, failing when the variable is set and
+// redis-server is not installed.
 package redistest
 
 import (
