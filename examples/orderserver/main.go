@@ -8,6 +8,10 @@
 // On start it prints the address, a sandbox API key, a production API key (to see that production keys
 // cannot reach the sandbox controls) and the admin token that issues further sandbox credentials. The
 // routes are listed in the server package's documentation and in examples/README.md.
+//
+// Stored idempotency responses are sealed (AES-256-GCM) with the key ring in SVC_SEAL_KEYS, which
+// every replica must share; responses that carry a secret (an issued API key, a webhook signing
+// secret) are never stored in plain text, with or without it.
 package main
 
 import (
@@ -20,9 +24,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
+	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
 )
 
@@ -35,6 +41,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "orderserver:", err)
 		os.Exit(1)
 	}
+}
+
+// EnvSealKeys names the environment variable with the key ring that seals stored idempotency
+// responses: comma-separated "<id>:<base64 of 32 bytes>" keys, the first of which seals. Keep the old
+// keys in the ring for a day (the retention) after a rotation.
+const EnvSealKeys = "SVC_SEAL_KEYS"
+
+// sealer builds the key ring from ring. Without one, stored responses are not sealed, and those that
+// carry a secret (idempotency.Secret) are stored without their body: no secret is in any store either
+// way, and replicas need no shared key to replay each other's responses.
+func sealer(ring string, logger *slog.Logger) (*idempotency.Sealer, error) {
+	var keys []idempotency.SealKey
+	for i, s := range strings.Split(ring, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		k, err := idempotency.ParseSealKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: key %d: %w", EnvSealKeys, i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		logger.Info("stored idempotency responses are not sealed (set " + EnvSealKeys + "); responses that carry a secret are stored without their body")
+		return nil, nil
+	}
+	return idempotency.NewSealer(keys...)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -60,11 +93,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cfg, closeBackends, err := openBackends(ctx, *pgDSN, *redisURL, *redisPrefix)
+	cfg, closeBackends, err := openBackends(ctx, *pgDSN, *redisURL, *redisPrefix, logger)
 	if err != nil {
 		return err
 	}
 	defer closeBackends()
+	if cfg.Sealer, err = sealer(os.Getenv(EnvSealKeys), logger); err != nil {
+		return err
+	}
 
 	// Listen before building the server so that port 0 works: the real address goes into the base
 	// URL handed out with credentials and into the first line printed.

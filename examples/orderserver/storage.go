@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -19,7 +21,12 @@ import (
 // Config). With -postgres every replica shares credentials, orders, endpoints, events and pins, and —
 // unless -redis moves them — idempotency records, so a retry that lands on another replica is
 // recognised as one.
-func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string) (server.Config, func(), error) {
+//
+// Sandbox and production idempotency records are kept apart (their own table, or key prefix), so
+// that an evaluation flooding the sandbox, which has no rate ceiling, never uses up production's
+// capacity. On PostgreSQL a cleanup loop per table removes expired records until the returned
+// function is called.
+func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, logger *slog.Logger) (server.Config, func(), error) {
 	var cfg server.Config
 	var closers []func()
 	closeAll := func() {
@@ -51,6 +58,7 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string) (ser
 			server.MigratePostgres(ctx, pool),
 			pgstore.MigrateCredentials(ctx, pool, nil),
 			pgstore.MigrateIdempotency(ctx, pool, nil),
+			pgstore.MigrateIdempotency(ctx, pool, sandboxIdempotency),
 			pgstore.MigratePinStore(ctx, pool, nil),
 		)
 		if err != nil {
@@ -62,8 +70,16 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string) (ser
 		cfg.Pins = pgstore.NewPinStore(pool, nil)
 		// Transactional mode: the claim, the order with its events, and the stored response commit in
 		// one transaction, so a crash can never leave an order whose response a retry cannot replay.
-		cfg.Idempotency = pgstore.NewIdempotencyStore(pool, nil)
-		cfg.Transactor = pgstore.NewTransactor(pool, nil)
+		live, sbx := pgstore.NewIdempotencyStore(pool, nil), pgstore.NewIdempotencyStore(pool, sandboxIdempotency)
+		cfg.Idempotency, cfg.SandboxIdempotency = live, sbx
+		cfg.Transactor, cfg.SandboxTransactor = pgstore.NewTransactor(pool, nil), pgstore.NewTransactor(pool, sandboxIdempotency)
+		// Retention that actually runs: expired records leave in bounded batches, every minute.
+		cleanupCtx, stopCleanup := context.WithCancel(context.WithoutCancel(ctx))
+		var cleanups sync.WaitGroup
+		for _, st := range []*pgstore.IdempotencyStore{live, sbx} {
+			cleanups.Go(func() { _ = st.RunCleanup(cleanupCtx, &pgstore.CleanupOptions{Logger: logger}) })
+		}
+		closers = append(closers, func() { stopCleanup(); cleanups.Wait() })
 	}
 	if redisURL != "" {
 		opts, err := redis.ParseURL(redisURL)
@@ -79,11 +95,28 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string) (ser
 		}
 		// Records in Redis cannot share a transaction with PostgreSQL: the ordinary mode (leases,
 		// fencing) applies, and the order's own transaction still keeps it and its events together.
-		cfg.Idempotency = redisstore.NewIdempotencyStore(client, &redisstore.IdempotencyOptions{Prefix: redisPrefix})
-		cfg.Transactor = nil
+		// Refused unless the Redis runs with maxmemory-policy noeviction: an evicted record would let a
+		// retry run its handler again. Tenants share the Redis, so each has a quota of records.
+		idem, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: redisPrefix, MaxRecordsPerScope: 100_000})
+		if err != nil {
+			closeAll()
+			return cfg, nil, fmt.Errorf("-redis: %w", err)
+		}
+		// The sandbox's records under a prefix of their own: with a Redis shared by both, a sandbox
+		// flood fills the sandbox's quotas, never production's.
+		sbx, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: redisPrefix + "sandbox:", MaxRecordsPerScope: 100_000})
+		if err != nil {
+			closeAll()
+			return cfg, nil, fmt.Errorf("-redis: %w", err)
+		}
+		cfg.Idempotency, cfg.SandboxIdempotency = idem, sbx
+		cfg.Transactor, cfg.SandboxTransactor = nil, nil
 	}
 	return cfg, closeAll, nil
 }
+
+// sandboxIdempotency is the table of the sandbox's idempotency records.
+var sandboxIdempotency = &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
 
 func storageName(pgDSN, redisURL string) string {
 	switch {
