@@ -95,7 +95,7 @@ type MemoryStore struct {
 // stripe's; nothing takes them the other way round.
 type scopeStripe struct {
 	mu     sync.Mutex
-	counts map[string]int
+	counts map[uint64]*scopeCount
 	_      [48]byte // keeps neighbouring stripes' locks off one cache line
 }
 
@@ -120,11 +120,12 @@ type memShard struct {
 type memRecord struct {
 	key        Key
 	hash       uint64
-	next       *memRecord // hash collision chain
-	stored     bool       // in the shard's index (false once dropped)
-	requeue    bool       // expiresAt moved later since the record was queued
-	suspect    bool       // a claim found the lease lapsed and extended it once (see Store.Claim)
-	hasHeader  bool       // the response had a (possibly empty) header
+	next       *memRecord  // hash collision chain
+	stored     bool        // in the shard's index (false once dropped)
+	requeue    bool        // expiresAt moved later since the record was queued
+	suspect    bool        // a claim found the lease lapsed and extended it once (see Store.Claim)
+	quota      *scopeCount // the scope's count, when quotas are on
+	hasHeader  bool        // the response had a (possibly empty) header
 	status     Status
 	fp         Fingerprint
 	token      uint64
@@ -208,7 +209,7 @@ func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
 	for i := range s.shards {
 		s.shards[i].records = make(map[uint64]*memRecord)
 		s.shards[i].store = s
-		s.scopes[i].counts = make(map[string]int)
+		s.scopes[i].counts = make(map[uint64]*scopeCount)
 	}
 	return s
 }
@@ -255,7 +256,7 @@ func (sh *memShard) drop(rec *memRecord) {
 	if !rec.stored {
 		return
 	}
-	sh.store.forget(rec.key.Scope)
+	sh.store.forget(rec)
 	first := sh.records[rec.hash]
 	if first == rec {
 		if rec.next == nil {
@@ -336,50 +337,65 @@ func (s *MemoryStore) sweepAll(now int64) bool {
 	return true
 }
 
-func (s *MemoryStore) stripe(scope string) *scopeStripe {
-	return &s.scopes[maphash.String(s.seed, scope)&s.mask]
+// scopeCount is the number of live records of one scope, guarded by its stripe's mu. Records point
+// at theirs, so that a record leaving the store gives its place back without a lookup.
+type scopeCount struct {
+	n      int
+	hash   uint64
+	stripe *scopeStripe
 }
 
-// reserve takes a place for one more record of scope, in the scope's quota and in the store.
-func (s *MemoryStore) reserve(scope string) error {
+// reserve takes a place for one more record of scope, in the scope's quota and in the store, and
+// returns the scope's count (nil without quotas) for the record to keep.
+func (s *MemoryStore) reserve(scope string) (*scopeCount, error) {
+	var c *scopeCount
 	if s.perScope > 0 {
-		st := s.stripe(scope)
+		// Scopes are counted by their seeded 64-bit hash: two scopes would share a quota only if
+		// their hashes collided, which nobody can arrange without the seed.
+		h := maphash.String(s.seed, scope)
+		st := &s.scopes[h&s.mask]
 		st.mu.Lock()
-		if st.counts[scope] >= s.perScope {
-			st.mu.Unlock()
-			return ErrQuotaExceeded
+		c = st.counts[h]
+		if c == nil {
+			c = &scopeCount{hash: h, stripe: st}
+			st.counts[h] = c
 		}
-		st.counts[scope]++
+		if c.n >= s.perScope {
+			st.mu.Unlock()
+			return nil, ErrQuotaExceeded
+		}
+		c.n++
 		st.mu.Unlock()
 	}
 	for {
 		n := s.records.Load()
 		if n >= s.maxRecords {
-			s.unreserve(scope)
-			return ErrStoreFull
+			c.release()
+			return nil, ErrStoreFull
 		}
 		if s.records.CompareAndSwap(n, n+1) {
-			return nil
+			return c, nil
 		}
 	}
 }
 
-// unreserve gives back a scope's place taken by reserve when the store itself was full.
-func (s *MemoryStore) unreserve(scope string) {
-	if s.perScope <= 0 {
+// release gives back one place of the scope; a scope with no record left is forgotten.
+func (c *scopeCount) release() {
+	if c == nil {
 		return
 	}
-	st := s.stripe(scope)
+	st := c.stripe
 	st.mu.Lock()
-	if st.counts[scope]--; st.counts[scope] <= 0 {
-		delete(st.counts, scope)
+	if c.n--; c.n <= 0 {
+		delete(st.counts, c.hash)
 	}
 	st.mu.Unlock()
 }
 
 // forget gives back the places of a record that left the store.
-func (s *MemoryStore) forget(scope string) {
-	s.unreserve(scope)
+func (s *MemoryStore) forget(rec *memRecord) {
+	rec.quota.release()
+	rec.quota = nil
 	s.records.Add(-1)
 }
 
@@ -436,10 +452,11 @@ func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, now
 		// and bounds the queue at twice the shard's records.
 		sh.sweep(nowNs)
 	}
-	if err := s.reserve(key.Scope); err != nil {
+	quota, err := s.reserve(key.Scope)
+	if err != nil {
 		return Claim{}, err
 	}
-	rec := &memRecord{key: key, hash: h, fp: fp, status: InFlight, token: s.tokens.Add(1),
+	rec := &memRecord{key: key, hash: h, quota: quota, fp: fp, status: InFlight, token: s.tokens.Add(1),
 		leaseUntil: leaseUntil.UnixNano(), expiresAt: expiresAt.UnixNano()}
 	sh.insert(rec)
 	return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
