@@ -147,9 +147,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	now := m.now()
 	cctx, cancel := bounded(ctx, store, m.storeTimeout)
 	c, err := store.Claim(cctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
-	if cancel != nil {
-		cancel()
-	}
+	cancel()
 	if err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			m.stats.quotaExceeded.Add(1)
@@ -280,9 +278,7 @@ func (a *Attempt) complete(ctx context.Context, c *completion) error {
 			break
 		}
 		err = a.store1(ctx, c)
-		if a.m.renewer.release(a.renewal, err) {
-			a.renewal = nil
-		}
+		a.m.renewer.release(a.renewal, err)
 	case a.done:
 		err = ErrLeaseLost
 	default:
@@ -299,9 +295,7 @@ func (a *Attempt) complete(ctx context.Context, c *completion) error {
 // store1 makes the store call of a completion.
 func (a *Attempt) store1(ctx context.Context, c *completion) error {
 	cctx, cancel := bounded(ctx, a.store, a.m.storeTimeout)
-	if cancel != nil {
-		defer cancel()
-	}
+	defer cancel()
 	expiresAt := a.m.now().Add(a.m.retention)
 	if c.ms != nil {
 		return c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
@@ -313,7 +307,7 @@ func (a *Attempt) store1(ctx context.Context, c *completion) error {
 // timer per call would cost more than the call.
 func bounded(ctx context.Context, store Store, timeout time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := store.(*MemoryStore); ok {
-		return ctx, nil
+		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, timeout)
 }
@@ -328,9 +322,7 @@ func (a *Attempt) Release(ctx context.Context) error {
 	a.stop()
 	cctx, cancel := bounded(ctx, a.store, a.m.storeTimeout)
 	err := a.store.Release(cctx, a.Key, a.Token)
-	if cancel != nil {
-		cancel()
-	}
+	cancel()
 	a.finished(err)
 	a.m.stats.released.Add(1)
 	return err

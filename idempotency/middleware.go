@@ -478,7 +478,7 @@ func (m *Middleware) finish(ctx context.Context, x *exchange, a *Attempt, rec *r
 		}
 		return
 	}
-	omitted := rec.overflow || (rec.secret && m.sealer == nil)
+	omitted := rec.overflow || m.redacts(rec)
 	err := a.completeRecorded(ctx, rec, omitted)
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		if err != nil {
@@ -502,6 +502,10 @@ func (m *Middleware) finish(ctx context.Context, x *exchange, a *Attempt, rec *r
 	m.completionFailed(ctx, a, err, "complete")
 	m.pending.defer_(m, ctx, x, a, rec.stored(omitted))
 }
+
+// redacts reports whether a response is stored without its body because it carries a secret and
+// there is no Sealer to store it sealed.
+func (m *Middleware) redacts(rec *recorder) bool { return rec.secret && m.sealer == nil }
 
 // releases reports whether a finished handler's claim is released instead of stored: a 5xx under
 // ReleaseServerErrors, or a 4xx whose handler said nothing was done (NotPerformed).

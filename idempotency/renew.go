@@ -114,12 +114,12 @@ func (rw *renewer) hold(rn *renewal) bool {
 }
 
 // release ends a hold. When err says the Complete stored the response (nil) or found the claim lost,
-// the renewal ends and release reports true; after any other error (the store failed) the renewal
-// goes on, so that the caller keeps its claim while it tries again.
-func (rw *renewer) release(rn *renewal, err error) bool {
+// the renewal ends; after any other error (the store failed) the renewal goes on, so that the caller
+// keeps its claim while it tries again.
+func (rw *renewer) release(rn *renewal, err error) {
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		rn.mu.Unlock()
-		return false
+		return
 	}
 	rn.stopped = true
 	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, Key{}, nil, nil
@@ -128,7 +128,6 @@ func (rw *renewer) release(rn *renewal, err error) bool {
 	rw.unlink(rn)
 	rw.mu.Unlock()
 	rn.mu.Unlock()
-	return true
 }
 
 func (rw *renewer) loop(m *Middleware) {

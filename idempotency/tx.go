@@ -80,7 +80,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 			outcome = txReleased
 			return errRollback
 		}
-		return a.completeRecorded(ctx, rec, rec.secret && m.sealer == nil)
+		return a.completeRecorded(ctx, rec, m.redacts(rec))
 	})
 	switch {
 	case err == nil:
