@@ -9,11 +9,15 @@ const (
 )
 
 // Event is the envelope of every webhook delivery. Sequence is the same number as the delivery's
-// X-SVC-Sequence header; a verifier rejects a delivery where the two disagree.
+// X-SVC-Sequence header; a verifier rejects a delivery where the two disagree. Endpoint names the
+// webhook endpoint the event was signed for, so that a delivery captured on its way to one endpoint is
+// refused by another that happens to share its secret; a producer's stored events leave it empty and
+// the producer fills it in on the way out.
 //
-//	{"id":"evt_…","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//	{"id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
 type Event struct {
 	ID         string          `json:"id"`
+	Endpoint   string          `json:"endpoint,omitempty"`
 	Sequence   uint64          `json:"sequence"`
 	Type       string          `json:"type"`
 	Created    int64           `json:"created"`
