@@ -14,8 +14,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svcplatform/conventions/webhook"
 )
@@ -25,7 +27,10 @@ const (
 	DefaultTimeout      = 10 * time.Second
 	DefaultJitter       = 0.2
 	DefaultBatchSize    = 100
-	DefaultWorkers      = 8
+	DefaultStreamBatch  = 10
+	DefaultWorkers      = 256
+	DefaultPerOwner     = 32
+	DefaultPerEndpoint  = 1
 	DefaultPollInterval = time.Second
 	DefaultUserAgent    = "svcplatform-webhooks/1"
 	// DefaultRetention is how long events stay retrievable by range (DECISIONS D3): 30 days.
@@ -36,14 +41,23 @@ const (
 	CleanupBatch = 1000
 )
 
-// settleTimeout bounds the store calls that record an attempt's outcome. They run even after the
-// dispatcher's context is cancelled, so that a stopping dispatcher does not leave a delivery it has
-// made looking undelivered.
+// settleTimeout bounds each store call that records an attempt's outcome. Such calls run even after
+// the dispatcher's context is cancelled, so that a stopping dispatcher does not leave a delivery it has
+// made looking undelivered, and a failed one is retried (see record).
 const settleTimeout = 10 * time.Second
 
-// maxDrain is how much of a response body is read so the connection can be reused; the body itself
-// means nothing to the producer.
+// Bounds of the pause between tries to record an outcome.
+const (
+	recordBackoffMin = 50 * time.Millisecond
+	recordBackoffMax = 5 * time.Second
+)
+
+// maxDrain is how much of a response body is read so the connection can be reused; beyond the
+// snippet the history keeps, the body means nothing to the producer.
 const maxDrain = 64 << 10
+
+// ownerCacheSize bounds the dispatcher's memory of which licensee owns which endpoint.
+const ownerCacheSize = 1 << 16
 
 // DefaultSchedule returns the default retry schedule: delays doubling from one minute up to twelve
 // hours, 15 retries over 72 hours in all, so an endpoint that is down for up to about three days still
@@ -72,8 +86,10 @@ func ExponentialSchedule(first, ceiling, total time.Duration) []time.Duration {
 // DispatcherOptions configures a Dispatcher. The zero value (or nil) means the defaults. NewDispatcher
 // copies what it needs, so the options may be reused.
 type DispatcherOptions struct {
-	// Client sends the deliveries. nil means a client on http.DefaultTransport that does not follow
-	// redirects: a 3xx is not a 2xx, so it is a failed attempt.
+	// Client sends the deliveries. nil means NewDeliveryClient(Guard): it dials only public unicast
+	// addresses (checked after DNS resolution, at dial time) and does not follow redirects, so a 3xx
+	// is a failed attempt. A Client of your own replaces both protections: build it with
+	// NewDeliveryClient unless your endpoints are all trusted.
 	Client *http.Client
 	// Timeout bounds each delivery request; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -85,16 +101,27 @@ type DispatcherOptions struct {
 	Jitter float64
 	// Rand returns uniform numbers in [0, 1) for the jitter; nil means math/rand/v2.Float64.
 	Rand func() float64
-	// Lease is how long a claimed batch stays reserved for this dispatcher. It must exceed Timeout; 0
-	// means the larger of one minute and three Timeouts. A dispatcher that dies keeps its deliveries
-	// away from the others only until its lease ends.
+	// Lease is how long claimed deliveries stay reserved for this dispatcher. It must exceed Timeout;
+	// 0 means the larger of one minute and three Timeouts. A dispatcher that dies keeps its deliveries
+	// (and so their endpoints) away from the others only until its lease ends.
 	Lease time.Duration
-	// BatchSize is the most deliveries claimed per pass; 0 means DefaultBatchSize.
+	// BatchSize is the most deliveries one claim leases; 0 means DefaultBatchSize.
 	BatchSize int
-	// Workers is how many endpoints are delivered to at once; 0 means DefaultWorkers. Each endpoint's
-	// deliveries of a pass go one after the other, in sequence order.
+	// StreamBatch is the most deliveries of one endpoint one claim leases, so that one endpoint's
+	// backlog never fills a claim; 0 means DefaultStreamBatch.
+	StreamBatch int
+	// Workers is the most delivery requests in flight at once, over all endpoints; 0 means
+	// DefaultWorkers.
 	Workers int
-	// PollInterval is how long Run waits after a pass that found less than a full batch; 0 means
+	// PerOwner is the most delivery requests in flight at once to the endpoints of one licensee, so
+	// that a licensee with many slow endpoints cannot take every worker; 0 means DefaultPerOwner.
+	PerOwner int
+	// PerEndpoint is the most delivery requests in flight at once to one endpoint; 0 means
+	// DefaultPerEndpoint. With 1 an endpoint receives its events one after the other in sequence
+	// order; with more, a claimed run of events goes out together and order is the consumer's
+	// sequence check's to restore.
+	PerEndpoint int
+	// PollInterval is how long Run waits after a claim that found less than a full batch; 0 means
 	// DefaultPollInterval.
 	PollInterval time.Duration
 	// Now is the clock; nil means time.Now. It stamps signatures and decides due times and retries.
@@ -118,34 +145,53 @@ type DispatcherOptions struct {
 // Dispatcher delivers the due events of a Log to their endpoints: POST of the event JSON with
 // X-SVC-Signature (one v1 per endpoint secret) and X-SVC-Sequence; any 2xx is success; anything else,
 // a transport error or the per-request timeout is a failed attempt, retried on the schedule with
-// jitter. Within one pass an endpoint's deliveries go in sequence order and stop at the first failure
-// (the rest wait for the failed one's retry), so order is kept as far as the endpoint allows; the
-// consumer's sequence check and range fetch do the rest.
+// jitter. Every attempt is recorded right after it is made, with its status, latency and the start of
+// the answer (Log.Attempts lists them).
+//
+// Each endpoint progresses on its own: the dispatcher claims due deliveries, at most StreamBatch of
+// one endpoint per claim, and hands each endpoint's run to a worker of its own; it claims again as
+// soon as a claim came back full or a worker finishes, never waiting for the slowest endpoint. An
+// endpoint's deliveries go in sequence order (with PerEndpoint 1) and stop at the first failure: the
+// rest wait for the failed one's retry, so order is kept as far as the endpoint allows, and the
+// consumer's sequence check and range fetch do the rest. Workers, PerOwner and PerEndpoint bound the
+// requests in flight, in all, per licensee and per endpoint, so that one licensee's slow or failing
+// endpoints delay only that licensee's deliveries.
 //
 // Several Dispatchers — in one process or in replicas sharing a pgstore.EventLog — may run on one Log:
-// the Log's leases keep them from delivering the same attempt at once. Every delivery request's context
-// carries the endpoint ID (EndpointIDFromContext), for transports that act per endpoint.
+// the Log's leases give each endpoint one holder at a time. Every delivery request's context carries
+// the endpoint ID (EndpointIDFromContext), for transports that act per endpoint.
 //
 // A Dispatcher is safe for concurrent use. The zero value is not usable: build one with NewDispatcher.
 type Dispatcher struct {
-	log       Log
-	endpoints Endpoints
-	client    *http.Client
-	timeout   time.Duration
-	schedule  []time.Duration
-	jitter    float64
-	rand      func() float64
-	lease     time.Duration
-	batch     int
-	workers   int
-	poll      time.Duration
-	now       func() time.Time
-	logger    *slog.Logger
-	render    RenderFunc
-	userAgent string
-	retention time.Duration // 0: never
-	cleanup   time.Duration
-	signers   signerCache
+	log         Log
+	endpoints   Endpoints
+	client      *http.Client
+	timeout     time.Duration
+	schedule    []time.Duration
+	jitter      float64
+	rand        func() float64
+	lease       time.Duration
+	batch       int
+	streamBatch int
+	workers     int
+	perOwner    int
+	perEndpoint int
+	poll        time.Duration
+	now         func() time.Time
+	logger      *slog.Logger
+	render      RenderFunc
+	userAgent   string
+	retention   time.Duration // 0: never
+	cleanup     time.Duration
+	signers     signerCache
+
+	mu       sync.Mutex
+	inFlight int               // request slots reserved, over all endpoints
+	busy     map[string]bool   // streams with a worker
+	owners   map[string]int    // licensee → request slots reserved
+	ownerOf  map[string]string // stream → licensee, as last looked up
+	wake     chan struct{}     // a worker finished while Run wanted capacity
+	starved  bool              // Run's last claim was cut short by capacity
 }
 
 // NewDispatcher returns a Dispatcher for the deliveries of log to the endpoints in endpoints. It fails
@@ -155,27 +201,35 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		opts = &DispatcherOptions{}
 	}
 	d := &Dispatcher{
-		log:       log,
-		endpoints: endpoints,
-		client:    opts.Client,
-		timeout:   cmp.Or(opts.Timeout, DefaultTimeout),
-		schedule:  slices.Clone(opts.Schedule),
-		jitter:    opts.Jitter,
-		rand:      opts.Rand,
-		batch:     cmp.Or(opts.BatchSize, DefaultBatchSize),
-		workers:   cmp.Or(opts.Workers, DefaultWorkers),
-		poll:      cmp.Or(opts.PollInterval, DefaultPollInterval),
-		now:       opts.Now,
-		logger:    opts.Logger,
-		render:    opts.Render,
-		userAgent: cmp.Or(opts.UserAgent, DefaultUserAgent),
-		retention: cmp.Or(opts.Retention, DefaultRetention),
-		cleanup:   cmp.Or(opts.CleanupInterval, DefaultCleanupInterval),
+		log:         log,
+		endpoints:   endpoints,
+		client:      opts.Client,
+		timeout:     cmp.Or(opts.Timeout, DefaultTimeout),
+		schedule:    slices.Clone(opts.Schedule),
+		jitter:      opts.Jitter,
+		rand:        opts.Rand,
+		batch:       cmp.Or(opts.BatchSize, DefaultBatchSize),
+		streamBatch: cmp.Or(opts.StreamBatch, DefaultStreamBatch),
+		workers:     cmp.Or(opts.Workers, DefaultWorkers),
+		perOwner:    cmp.Or(opts.PerOwner, DefaultPerOwner),
+		perEndpoint: cmp.Or(opts.PerEndpoint, DefaultPerEndpoint),
+		poll:        cmp.Or(opts.PollInterval, DefaultPollInterval),
+		now:         opts.Now,
+		logger:      opts.Logger,
+		render:      opts.Render,
+		userAgent:   cmp.Or(opts.UserAgent, DefaultUserAgent),
+		retention:   cmp.Or(opts.Retention, DefaultRetention),
+		cleanup:     cmp.Or(opts.CleanupInterval, DefaultCleanupInterval),
+		busy:        make(map[string]bool),
+		owners:      make(map[string]int),
+		ownerOf:     make(map[string]string),
+		wake:        make(chan struct{}, 1),
 	}
 	switch {
 	case log == nil || endpoints == nil:
 		return nil, errors.New("producer: NewDispatcher needs a Log and Endpoints")
-	case d.timeout < 0, d.batch < 0, d.workers < 0, d.poll < 0, opts.Lease < 0, d.cleanup < 0:
+	case d.timeout < 0, d.batch < 0, d.streamBatch < 0, d.workers < 0, d.perOwner < 0, d.perEndpoint < 0,
+		d.poll < 0, opts.Lease < 0, d.cleanup < 0:
 		return nil, errors.New("producer: negative dispatcher option")
 	case d.jitter > 1:
 		return nil, errors.New("producer: Jitter must not exceed 1")
@@ -204,7 +258,7 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		d.lease = max(time.Minute, 3*d.timeout)
 	}
 	if d.client == nil {
-		d.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		d.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }} // WIRE-GUARD
 	}
 	if d.rand == nil {
 		d.rand = rand.Float64
@@ -218,14 +272,14 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 	return d, nil
 }
 
-// Stats counts what one DeliverDue pass did. It is a plain value; the zero value is a pass that did
+// Stats counts what a DeliverDue pass did. It is a plain value; the zero value is a pass that did
 // nothing.
 type Stats struct {
 	Claimed   int // deliveries leased
 	Delivered int // attempts that got a 2xx
 	Failed    int // failed attempts scheduled for a retry
 	Abandoned int // failed attempts that exhausted the schedule, and deliveries to deleted endpoints
-	Released  int // deliveries handed back unattempted (behind a failure, lease running out, stopping)
+	Released  int // deliveries handed back unattempted (behind a failure, lease running out, no slot, stopping)
 }
 
 func (s *Stats) add(o Stats) {
@@ -236,12 +290,15 @@ func (s *Stats) add(o Stats) {
 	s.Released += o.Released
 }
 
-// Run delivers due events until ctx is cancelled: a pass (DeliverDue) right after a full batch,
-// otherwise after PollInterval, and the retention (Cleanup) every CleanupInterval. On cancellation it
-// lets the pass in progress settle — in-flight requests are cancelled and their deliveries handed back
-// without counting an attempt — and returns nil. Store and delivery errors are logged and retried,
-// never returned.
+// Run delivers due events until ctx is cancelled, and applies the retention (Cleanup) every
+// CleanupInterval. It claims again at once after a full claim or when a worker frees capacity it was
+// short of, otherwise after PollInterval; workers deliver each endpoint's run while Run goes on
+// claiming for the others. On cancellation it waits for the workers: in-flight requests are cancelled
+// and their deliveries handed back without counting an attempt, and outcomes already known are
+// recorded. Store and delivery errors are logged and retried, never returned; Run returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var lastCleanup time.Time
@@ -250,6 +307,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
+		case <-d.wake:
+			timer.Stop()
 		}
 		if now := d.now(); d.retention > 0 && now.Sub(lastCleanup) >= d.cleanup {
 			lastCleanup = now
@@ -257,12 +316,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				d.logger.ErrorContext(ctx, "producer: retention cleanup failed", "error", err)
 			}
 		}
-		st, err := d.DeliverDue(ctx)
+		full, err := d.claim(ctx, &wg, nil)
 		if err != nil && ctx.Err() == nil {
-			d.logger.ErrorContext(ctx, "producer: dispatcher pass failed", "error", err)
+			d.logger.ErrorContext(ctx, "producer: claiming deliveries failed", "error", err)
 		}
 		wait := d.poll
-		if err == nil && st.Claimed >= d.batch {
+		if err == nil && full {
 			wait = 0
 		}
 		timer.Reset(wait)
@@ -289,38 +348,80 @@ func (d *Dispatcher) Cleanup(ctx context.Context) (int, error) {
 	}
 }
 
-// DeliverDue makes one pass: it claims up to BatchSize due deliveries, delivers them (endpoints in
-// parallel, each endpoint's in sequence order) and records every outcome before it returns. It returns
-// an error only when the claim fails.
+// DeliverDue makes one pass: one claim of due deliveries, delivered by the workers (endpoints in
+// parallel, each endpoint's in sequence order), and every outcome recorded before it returns. It
+// returns an error only when the claim fails. Run does the same without waiting between claims.
 func (d *Dispatcher) DeliverDue(ctx context.Context) (Stats, error) {
-	now := d.now()
-	batch, err := d.log.Claim(ctx, now, now.Add(d.lease), d.batch)
-	if err != nil {
-		return Stats{}, fmt.Errorf("producer: claim deliveries: %w", err)
-	}
-	groups := groupByStream(batch)
 	var (
-		mu    sync.Mutex
-		total = Stats{Claimed: len(batch)}
 		wg    sync.WaitGroup
-		work  = make(chan []Delivery)
+		mu    sync.Mutex
+		total Stats
 	)
-	for range min(d.workers, len(groups)) {
+	_, err := d.claim(ctx, &wg, func(st Stats) {
+		mu.Lock()
+		defer mu.Unlock()
+		total.add(st)
+	})
+	wg.Wait()
+	return total, err
+}
+
+// claim leases due deliveries within the free capacity and starts a worker per endpoint on wg. It
+// reports whether Run should claim again at once: the claim came back full. report, when not nil,
+// receives each worker's Stats (and the claim's own).
+func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup, report func(Stats)) (full bool, err error) {
+	d.mu.Lock()
+	free := d.workers - d.inFlight
+	var skip []string
+	for s := range d.busy {
+		skip = append(skip, s)
+	}
+	for s, o := range d.ownerOf {
+		if d.owners[o] >= d.perOwner && !d.busy[s] {
+			skip = append(skip, s)
+		}
+	}
+	d.starved = free <= 0
+	d.mu.Unlock()
+	if free <= 0 {
+		return false, nil
+	}
+	limit := min(d.batch, free*d.streamBatch)
+	now := d.now()
+	batch, err := d.log.Claim(ctx, ClaimRequest{Now: now, LeaseUntil: now.Add(d.lease), Limit: limit,
+		PerStream: d.streamBatch, Skip: skip})
+	if err != nil {
+		return false, fmt.Errorf("producer: claim deliveries: %w", err)
+	}
+	st := Stats{Claimed: len(batch)}
+	settle := context.WithoutCancel(ctx)
+	for _, g := range groupByStream(batch) {
+		d.mu.Lock()
+		ok := d.inFlight < d.workers && !d.busy[g[0].Stream]
+		if ok {
+			d.inFlight++
+			d.busy[g[0].Stream] = true
+		} else {
+			d.starved = true
+		}
+		d.mu.Unlock()
+		if !ok {
+			// More endpoints came back than there are slots (or another pass of this dispatcher holds
+			// the endpoint): give these back for the next claim.
+			st.Released += d.release(settle, g, d.now())
+			continue
+		}
 		wg.Go(func() {
-			for g := range work {
-				st := d.deliverStream(ctx, g)
-				mu.Lock()
-				total.add(st)
-				mu.Unlock()
+			ws := d.work(ctx, g)
+			if report != nil {
+				report(ws)
 			}
 		})
 	}
-	for _, g := range groups {
-		work <- g
+	if report != nil {
+		report(st)
 	}
-	close(work)
-	wg.Wait()
-	return total, nil
+	return len(batch) >= limit, nil
 }
 
 // groupByStream splits a claimed batch per stream, each group in sequence order, the groups in the
@@ -338,33 +439,52 @@ func groupByStream(batch []Delivery) [][]Delivery {
 		groups[i] = append(groups[i], dl)
 	}
 	for _, g := range groups {
-		slices.SortFunc(g, func(a, b Delivery) int {
-			switch {
-			case a.Sequence < b.Sequence:
-				return -1
-			case a.Sequence > b.Sequence:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(g, func(a, b Delivery) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	}
 	return groups
 }
 
-// deliverStream delivers one endpoint's claimed deliveries in order.
-func (d *Dispatcher) deliverStream(ctx context.Context, group []Delivery) Stats {
-	var st Stats
-	settle, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
+// work is one endpoint's worker: it holds one request slot (reserved by claim) and the endpoint's
+// busy mark, looks the endpoint up, takes up to PerEndpoint slots within the licensee's PerOwner, and
+// delivers the group. It gives everything back when done and wakes Run if Run was short of capacity.
+func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 	stream := group[0].Stream
+	slots := 1 // reserved by claim
+	owner, haveOwner := "", false
+	defer func() {
+		// A full run delivered in full means the endpoint probably has more waiting: claim again now
+		// rather than after a poll interval.
+		backlog := len(group) >= d.streamBatch && st.Delivered == len(group)
+		d.mu.Lock()
+		d.inFlight -= slots
+		if haveOwner {
+			if d.owners[owner] -= slots; d.owners[owner] <= 0 {
+				delete(d.owners, owner)
+			}
+		}
+		delete(d.busy, stream)
+		wake := d.starved || backlog
+		d.starved = false
+		d.mu.Unlock()
+		if wake {
+			select {
+			case d.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	settle := context.WithoutCancel(ctx)
 
 	ep, err := d.endpoints.Lookup(ctx, stream)
 	switch {
 	case errors.Is(err, ErrUnknownEndpoint):
 		// The endpoint was deleted: nobody can receive these any more. They stay retrievable by range.
+		var st Stats
 		at := d.now()
 		for _, dl := range group {
-			d.settleErr(settle, dl, d.log.Failed(settle, dl.Lease, Failure{At: at, Reason: "endpoint not found"}))
+			d.record(ctx, dl, "abandon", func(c context.Context) error {
+				return d.log.Failed(c, dl.Lease, Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"})
+			})
 			st.Abandoned++
 		}
 		return st
@@ -381,53 +501,106 @@ func (d *Dispatcher) deliverStream(ctx context.Context, group []Delivery) Stats 
 			retry = d.now()
 		}
 		d.logger.ErrorContext(ctx, "producer: endpoint lookup failed", "endpoint", stream, "error", err)
-		st.Released += d.release(settle, group, retry)
-		return st
+		return Stats{Released: d.release(settle, group, retry)}
 	}
 
-	for i, dl := range group {
+	// Take this endpoint's request slots within its licensee's share.
+	d.mu.Lock()
+	owner, haveOwner = ep.Owner, true
+	if len(d.ownerOf) >= ownerCacheSize {
+		clear(d.ownerOf)
+	}
+	d.ownerOf[stream] = owner
+	room := d.perOwner - d.owners[owner]
+	if room <= 0 {
+		// The licensee's share is in use by its other endpoints: these wait for the next claim, which
+		// skips the licensee's endpoints until a slot frees.
+		haveOwner = false
+		d.mu.Unlock()
+		return Stats{Released: d.release(settle, group, d.now())}
+	}
+	want := min(d.perEndpoint, len(group), room)
+	extra := min(want-1, max(d.workers-d.inFlight, 0))
+	slots += extra
+	d.inFlight += extra
+	d.owners[owner] += slots
+	d.mu.Unlock()
+
+	return d.deliverStream(ctx, ep, group, slots)
+}
+
+// deliverStream delivers one endpoint's claimed deliveries in sequence order, window requests at a
+// time, recording each outcome right after its attempt, and stops at the first failure.
+func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Delivery, window int) Stats {
+	var st Stats
+	settle := context.WithoutCancel(ctx)
+	for i := 0; i < len(group); {
 		if ctx.Err() != nil {
 			st.Released += d.release(settle, group[i:], d.now())
 			return st
 		}
-		body, sig, reason := d.prepare(ctx, ep, dl)
-		// Checked after rendering, which may take any time, and right before the request, which
-		// takes up to Timeout: the lease must outlast the request, or another replica could re-claim
-		// the delivery and send it while ours is still in flight.
-		if now := d.now(); ctx.Err() != nil || now.Add(d.timeout).After(dl.LeaseUntil) {
+		n := min(window, len(group)-i)
+		results := make([]result, n)
+		prepared := 0
+		for k := range n {
+			dl := group[i+k]
+			body, sig, fail := d.prepare(ctx, ep, dl)
+			// Checked after rendering, which may take any time, and right before the request, which
+			// takes up to Timeout: the lease must outlast the request, or another replica could
+			// re-claim the delivery and send it while ours is still in flight.
+			if now := d.now(); ctx.Err() != nil || now.Add(d.timeout).After(dl.LeaseUntil) {
+				break
+			}
+			results[k] = result{body: body, sig: sig, Attempt: fail}
+			prepared++
+		}
+		if prepared == 0 {
 			// Stopping, or the lease would run out during the request: hand the rest back for the next
-			// pass (or another replica) instead of racing a re-claim.
-			st.Released += d.release(settle, group[i:], now)
+			// claim (or another replica) instead of racing a re-claim.
+			st.Released += d.release(settle, group[i:], d.now())
 			return st
 		}
-		if reason == "" {
-			reason = d.send(ctx, ep, dl, body, sig)
-		}
-		at := d.now()
-		if reason == "" {
-			d.settleErr(settle, dl, d.log.Delivered(settle, dl.Lease, at))
-			st.Delivered++
-			continue
-		}
-		if ctx.Err() != nil {
-			// The request was cut short by our own shutdown, not by the endpoint: no attempt counted.
-			st.Released += d.release(settle, group[i:], at)
-			return st
-		}
-		retry := d.retryAt(dl.Attempts+1, at)
-		d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", stream, "sequence", dl.Sequence,
-			"attempt", dl.Attempts+1, "reason", reason, "retry_at", retry)
-		d.settleErr(settle, dl, d.log.Failed(settle, dl.Lease, Failure{At: at, RetryAt: retry, Reason: reason}))
-		if retry.IsZero() {
-			st.Abandoned++
-			retry = at // the rest need not wait for a delivery that will never be retried
+		if prepared == 1 {
+			d.attempt(ctx, ep, group[i], &results[0])
 		} else {
-			st.Failed++
+			var wg sync.WaitGroup
+			for k := range prepared {
+				wg.Go(func() { d.attempt(ctx, ep, group[i+k], &results[k]) })
+			}
+			wg.Wait()
 		}
-		// The endpoint just failed: the rest of its events wait for the failed one's retry, which keeps
-		// them behind it in order and spares an endpoint that is down a burst of doomed requests.
-		st.Released += d.release(settle, group[i+1:], retry)
-		return st
+		// Outcomes are recorded in sequence order; the first failure sends the rest behind it.
+		for k := range prepared {
+			dl, r := group[i+k], &results[k]
+			if r.Class == "" {
+				d.record(ctx, dl, "delivered", func(c context.Context) error { return d.log.Delivered(c, dl.Lease, r.Attempt) })
+				st.Delivered++
+				continue
+			}
+			if r.cancelled {
+				// The request was cut short by our own shutdown, not by the endpoint: no attempt counted.
+				st.Released += d.release(settle, group[i+k:], r.At)
+				return st
+			}
+			r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
+			d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", ep.ID, "sequence", dl.Sequence,
+				"attempt", dl.Attempts+1, "reason", r.Reason, "retry_at", r.RetryAt)
+			d.record(ctx, dl, "failed", func(c context.Context) error { return d.log.Failed(c, dl.Lease, r.Attempt) })
+			retry := r.RetryAt
+			if retry.IsZero() {
+				st.Abandoned++
+				retry = r.At // the rest need not wait for a delivery that will never be retried
+			} else {
+				st.Failed++
+			}
+			// The endpoint just failed: the rest of its events wait for the failed one's retry, which
+			// keeps them behind it in order and spares an endpoint that is down a burst of doomed
+			// requests. Later ones of this window already went out; their outcomes are recorded.
+			st.add(d.settleWindowTail(ctx, group[i+k+1:i+prepared], results[k+1:prepared]))
+			st.Released += d.release(settle, group[i+prepared:], retry)
+			return st
+		}
+		i += prepared
 	}
 	return st
 }
@@ -447,45 +620,119 @@ func (d *Dispatcher) retryAt(attempt int, at time.Time) time.Time {
 
 func (d *Dispatcher) release(ctx context.Context, group []Delivery, retryAt time.Time) int {
 	for _, dl := range group {
-		d.settleErr(ctx, dl, d.log.Release(ctx, dl.Lease, retryAt))
+		d.settleErr(ctx, dl, "release", d.log.Release(ctx, dl.Lease, retryAt))
 	}
 	return len(group)
 }
 
-func (d *Dispatcher) settleErr(ctx context.Context, dl Delivery, err error) {
+// settleWindowTail records the outcomes of requests that went out together with one that failed: the
+// deliveries that succeeded are delivered, the failed ones wait for their own retry, the cancelled
+// ones are handed back.
+func (d *Dispatcher) settleWindowTail(ctx context.Context, group []Delivery, results []result) Stats {
+	var st Stats
+	for k, dl := range group {
+		r := &results[k]
+		switch {
+		case r.Class == "":
+			d.record(ctx, dl, "delivered", func(c context.Context) error { return d.log.Delivered(c, dl.Lease, r.Attempt) })
+			st.Delivered++
+		case r.cancelled:
+			st.Released += d.release(context.WithoutCancel(ctx), []Delivery{dl}, r.At)
+		default:
+			r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
+			d.record(ctx, dl, "failed", func(c context.Context) error { return d.log.Failed(c, dl.Lease, r.Attempt) })
+			if r.RetryAt.IsZero() {
+				st.Abandoned++
+			} else {
+				st.Failed++
+			}
+		}
+	}
+	return st
+}
+
+// record runs op, which records an attempt's outcome, each try with its own deadline, until it
+// succeeds or the lease is lost. A delivery the endpoint acknowledged must not be sent again because a
+// store call timed out, so failures are retried with backoff for as long as the dispatcher runs; once
+// it is stopping, until the delivery's lease ends (after which another dispatcher may claim it anyway,
+// and the consumer's duplicate check takes over).
+func (d *Dispatcher) record(ctx context.Context, dl Delivery, what string, op func(context.Context) error) {
+	wait := recordBackoffMin
+	for try := 1; ; try++ {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		err := op(c)
+		cancel()
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			d.settleErr(ctx, dl, what, err)
+			return
+		}
+		if ctx.Err() != nil && !d.now().Before(dl.LeaseUntil) {
+			d.logger.ErrorContext(ctx, "producer: recording delivery outcome failed; giving up as the lease has ended",
+				"endpoint", dl.Stream, "sequence", dl.Sequence, "outcome", what, "tries", try, "error", err)
+			return
+		}
+		d.logger.ErrorContext(ctx, "producer: recording delivery outcome failed; retrying", "endpoint", dl.Stream,
+			"sequence", dl.Sequence, "outcome", what, "try", try, "error", err)
+		t := time.NewTimer(wait)
+		<-t.C
+		wait = min(2*wait, recordBackoffMax)
+	}
+}
+
+func (d *Dispatcher) settleErr(ctx context.Context, dl Delivery, what string, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrLeaseLost):
 		// Another dispatcher re-claimed the delivery after our lease ran out; its outcome wins.
-		d.logger.WarnContext(ctx, "producer: delivery lease lost", "endpoint", dl.Stream, "sequence", dl.Sequence)
+		d.logger.WarnContext(ctx, "producer: delivery lease lost", "endpoint", dl.Stream, "sequence", dl.Sequence, "outcome", what)
 	default:
 		// The lease will run out and the delivery be retried: at least once, never lost.
 		d.logger.ErrorContext(ctx, "producer: recording delivery outcome failed", "endpoint", dl.Stream,
-			"sequence", dl.Sequence, "error", err)
+			"sequence", dl.Sequence, "outcome", what, "error", err)
 	}
 }
 
-// prepare renders and signs one delivery: the body and its X-SVC-Signature, or why it cannot be sent.
-func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl Delivery) (body []byte, sig, reason string) {
+// result is one request of a window: what is sent and what became of it.
+type result struct {
+	body      []byte
+	sig       string
+	cancelled bool // cut short by the dispatcher's own shutdown: no attempt counts
+	Attempt
+}
+
+// prepare renders and signs one delivery: the body and its X-SVC-Signature, or, as a failed Attempt,
+// why it cannot be sent.
+func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl Delivery) (body []byte, sig string, fail Attempt) {
 	body, err := encodeEvent(ctx, d.render, ep, dl.Event)
 	if err != nil {
 		d.logger.ErrorContext(ctx, "producer: cannot render event", "endpoint", ep.ID, "sequence", dl.Sequence, "error", err)
-		return nil, "", "render failed"
+		return nil, "", Attempt{Class: ClassRender, Reason: "render failed"}
 	}
 	signer, err := d.signers.get(ep)
 	if err != nil {
-		return nil, "", "no signing secret"
+		return nil, "", Attempt{Class: ClassNoSecret, Reason: "no signing secret"}
 	}
-	return body, signer.Sign(body, d.now()), ""
+	return body, signer.Sign(body, d.now()), Attempt{}
 }
 
-// send makes one delivery request and returns "" on success or why it failed.
-func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []byte, sig string) string {
+// attempt makes one delivery request (unless prepare already failed it) and fills in r's Attempt.
+func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl Delivery, r *result) {
+	start := d.now()
+	if r.Class == "" {
+		r.Attempt = d.send(ctx, ep, dl, r.body, r.sig)
+		r.cancelled = r.Class != "" && ctx.Err() != nil
+	}
+	r.At = start
+	r.Latency = max(d.now().Sub(start), 0)
+}
+
+// send makes one delivery request and describes its outcome; Class is empty on success.
+func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []byte, sig string) Attempt {
 	rctx, cancel := context.WithTimeout(WithEndpointID(ctx, ep.ID), d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return "invalid endpoint URL"
+		return Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -494,30 +741,51 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []
 	h.Set(webhook.HeaderSequence, strconv.FormatUint(dl.Sequence, 10))
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return transportReason(rctx, err)
+		return transportFailure(rctx, err)
 	}
+	var snip [MaxResponseSnippet]byte
+	n, _ := io.ReadFull(resp.Body, snip[:])
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return ""
+	a := Attempt{StatusCode: resp.StatusCode, Response: snippet(snip[:n])}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		a.Class, a.Reason = ClassStatus, "status "+strconv.Itoa(resp.StatusCode)
 	}
-	return "status " + strconv.Itoa(resp.StatusCode)
+	return a
 }
 
-// transportReason describes a failed request without the URL, which may carry a token in its query.
-func transportReason(rctx context.Context, err error) string {
+// snippet returns b as a string cut to whole UTF-8 characters, with invalid bytes replaced, so that the
+// history stores text whatever the endpoint sent.
+func snippet(b []byte) string {
+	if len(b) == MaxResponseSnippet {
+		// The cut may have split a character: drop its leading bytes.
+		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				if !utf8.FullRune(b[i:]) {
+					b = b[:i]
+				}
+				break
+			}
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// transportFailure describes a failed request without the URL, which may carry a token in its query.
+func transportFailure(rctx context.Context, err error) Attempt {
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return "timeout"
+		return Attempt{Class: ClassTimeout, Reason: "timeout"}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return "timeout"
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return Attempt{Class: ClassTimeout, Reason: "timeout"}
 	}
-	return "request failed: " + err.Error()
+	return Attempt{Class: ClassConnection, Reason: "request failed: " + err.Error()}
 }
 
 type endpointIDKey struct{}

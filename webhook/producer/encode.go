@@ -18,6 +18,10 @@ import (
 func appendEvent(b []byte, ev *webhook.Event) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonstr.AppendHTMLSafe(b, ev.ID)
+	if ev.Endpoint != "" {
+		b = append(b, `,"endpoint":`...)
+		b = jsonstr.AppendHTMLSafe(b, ev.Endpoint)
+	}
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, ev.Sequence, 10)
 	b = append(b, `,"type":`...)
@@ -37,7 +41,7 @@ func appendEvent(b []byte, ev *webhook.Event) []byte {
 
 // eventSize estimates the encoded size of ev, to size buffers in one allocation.
 func eventSize(ev *webhook.Event) int {
-	return 96 + len(ev.ID) + len(ev.Type) + len(ev.APIVersion) + len(ev.Data)
+	return 112 + len(ev.ID) + len(ev.Endpoint) + len(ev.Type) + len(ev.APIVersion) + len(ev.Data)
 }
 
 // appendList appends a range response body.

@@ -42,18 +42,24 @@ type Log interface {
 	// When from lies below the retained window the error is a *PrunedError.
 	Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error)
 
-	// Claim leases up to limit deliveries that are due at now (pending, next attempt ≤ now, no live
-	// lease) until leaseUntil, and returns them ordered by next attempt, stream and sequence. Callers
-	// racing on the same log never receive the same delivery while its lease is live.
-	Claim(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Delivery, error)
+	// Claim leases due deliveries (pending, next attempt ≤ req.Now, no live lease) until
+	// req.LeaseUntil and returns them ordered by next attempt, stream and sequence: at most req.Limit
+	// in all and req.PerStream of one stream, none from the streams in req.Skip, and none from a
+	// stream that already has a delivery under a live lease — an endpoint has one holder at a time,
+	// which is what keeps its deliveries in order across dispatchers. Within a stream the claimed
+	// deliveries are the lowest due sequences. Callers racing on the same log never receive the same
+	// delivery while its lease is live.
+	Claim(ctx context.Context, req ClaimRequest) ([]Delivery, error)
 
-	// Delivered records that the leased delivery succeeded at the given time. It fails with
-	// ErrLeaseLost when the lease's token is no longer the delivery's latest (someone re-claimed it).
-	Delivered(ctx context.Context, lease Lease, at time.Time) error
+	// Delivered records that the leased delivery succeeded, and the attempt in the delivery history.
+	// It fails with ErrLeaseLost when the lease's token is no longer the delivery's latest (someone
+	// re-claimed it); nothing is recorded then.
+	Delivered(ctx context.Context, lease Lease, a Attempt) error
 
-	// Failed records a failed attempt. A zero f.RetryAt abandons the delivery: it is never claimed
-	// again (the event stays retrievable by Range). ErrLeaseLost as for Delivered.
-	Failed(ctx context.Context, lease Lease, f Failure) error
+	// Failed records a failed attempt, in the delivery state and the history. A zero a.RetryAt
+	// abandons the delivery: it is never claimed again (the event stays retrievable by Range).
+	// ErrLeaseLost as for Delivered.
+	Failed(ctx context.Context, lease Lease, a Attempt) error
 
 	// Release gives a leased delivery back without counting an attempt; it becomes due at retryAt.
 	// ErrLeaseLost as for Delivered.
@@ -62,7 +68,11 @@ type Log interface {
 	// Status reports the delivery state of one event, or ErrNotFound.
 	Status(ctx context.Context, stream string, seq uint64) (DeliveryStatus, error)
 
-	// Cleanup removes events created before the given time, oldest first, choosing at most limit of
+	// Attempts lists the recorded attempts of one stream, newest first, filtered and paged by q, and
+	// says whether older ones match too. Attempts go with their events at Cleanup.
+	Attempts(ctx context.Context, q AttemptQuery) ([]AttemptRecord, bool, error)
+
+	// Cleanup removes events (and their attempts) created before the given time, oldest first, choosing at most limit of
 	// them, and returns how many it removed. A stream's retained window stays contiguous: when an event
 	// goes, every lower sequence of its stream goes too (an event created slightly later than a
 	// successor may therefore go with it, so the count can exceed limit by such stragglers). Stream
@@ -90,14 +100,106 @@ type Delivery struct {
 	LeaseUntil time.Time
 }
 
-// Failure describes a failed delivery attempt. It is a plain value.
-type Failure struct {
+// ClaimRequest says what Claim may lease. It is a plain value.
+type ClaimRequest struct {
+	// Now decides what is due and which leases are live.
+	Now time.Time
+	// LeaseUntil is when the leases Claim sets end; it must be after Now.
+	LeaseUntil time.Time
+	// Limit is the most deliveries claimed in all; below 1 claims nothing.
+	Limit int
+	// PerStream is the most deliveries claimed from one stream; 0 means no bound but Limit. A
+	// bound keeps one endpoint's backlog from filling every claim.
+	PerStream int
+	// Skip lists streams not to claim from (the dispatcher's endpoints whose licensee has no delivery
+	// slot free).
+	Skip []string
+}
+
+// Attempt is one delivery attempt as the dispatcher records it: the delivery state's update and a
+// row of the delivery history. It is a plain value.
+type Attempt struct {
 	// At is when the attempt was made.
 	At time.Time
-	// RetryAt is when the next attempt is due; zero abandons the delivery.
-	RetryAt time.Time
+	// Latency is how long the request took, until the response head (or the failure).
+	Latency time.Duration
+	// StatusCode is the response's status; 0 when there was no response.
+	StatusCode int
+	// Class says what kind of failure it was (ClassStatus, ClassTimeout, …); empty for a success.
+	Class string
 	// Reason says why the attempt failed ("status 503", "timeout"). It must not contain a secret.
 	Reason string
+	// Response is the start of the response body, at most MaxResponseSnippet bytes of valid UTF-8,
+	// for a support engineer to see what the endpoint said.
+	Response string
+	// RetryAt is, for a failed attempt, when the next one is due; zero abandons the delivery.
+	RetryAt time.Time
+}
+
+// MaxResponseSnippet bounds Attempt.Response.
+const MaxResponseSnippet = 256
+
+// Classes of failed attempts (Attempt.Class).
+const (
+	ClassStatus          = "http_status"      // the endpoint answered, but not 2xx (redirects included)
+	ClassTimeout         = "timeout"          // no answer within the per-request timeout
+	ClassConnection      = "connection"       // refused, reset, unreachable, DNS or TLS failure
+	ClassBlockedAddress  = "blocked_address"  // the URL resolves to an address the guard refuses
+	ClassInvalidURL      = "invalid_url"      // the endpoint's URL cannot be requested
+	ClassRender          = "render_failed"    // the event could not be rendered at the endpoint's version
+	ClassNoSecret        = "no_secret"        // the endpoint has no usable signing secret
+	ClassEndpointDeleted = "endpoint_deleted" // the endpoint is gone; the delivery is abandoned
+)
+
+// Outcome is what became of an attempt, as the history shows it.
+type Outcome int
+
+const (
+	// OutcomeFailed: the attempt failed and another is scheduled.
+	OutcomeFailed Outcome = iota + 1
+	// OutcomeDelivered: the attempt succeeded.
+	OutcomeDelivered
+	// OutcomeAbandoned: the attempt failed and no other will be made.
+	OutcomeAbandoned
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeDelivered:
+		return "delivered"
+	case OutcomeAbandoned:
+		return "abandoned"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// AttemptRecord is one attempt of the delivery history. It is a plain value.
+type AttemptRecord struct {
+	// ID orders the attempts of a log: a later attempt has a larger ID. It is the history's cursor.
+	ID       uint64
+	Stream   string
+	Sequence uint64
+	EventID  string
+	// Number counts the event's attempts: 1 for the first.
+	Number  int
+	Outcome Outcome
+	Attempt
+}
+
+// AttemptQuery selects attempts of one stream for Log.Attempts. It is a plain value.
+type AttemptQuery struct {
+	// Stream is the endpoint whose attempts are listed; required.
+	Stream string
+	// Sequence, when not 0, keeps the attempts of that event only.
+	Sequence uint64
+	// Outcome, when not 0, keeps the attempts with that outcome only.
+	Outcome Outcome
+	// Before, when not 0, keeps the attempts with an ID below it: the cursor of the next page.
+	Before uint64
+	// Limit is the most attempts returned; it must be at least 1.
+	Limit int
 }
 
 // State is where a delivery stands. The zero value is Pending.
@@ -146,7 +248,8 @@ type DeliveryStatus struct {
 var (
 	// ErrInvalidEvent: Append was given an empty stream or type, or data that is not valid JSON.
 	ErrInvalidEvent = errors.New("producer: invalid event")
-	// ErrInvalidRange: Range was given from < 1, to < from or limit < 1.
+	// ErrInvalidRange: Range was given from < 1, to < from or limit < 1, or Attempts an empty
+	// stream or a limit < 1.
 	ErrInvalidRange = errors.New("producer: invalid range")
 	// ErrLeaseLost: the lease is no longer the delivery's latest claim, or the delivery was settled,
 	// or it no longer exists.
@@ -195,6 +298,29 @@ func CheckRange(from, to uint64, limit int) error {
 		return fmt.Errorf("%w: limit must be at least 1", ErrInvalidRange)
 	}
 	return nil
+}
+
+// CheckAttemptQuery validates Attempts' query; Log implementations call it first.
+func CheckAttemptQuery(q AttemptQuery) error {
+	switch {
+	case q.Stream == "":
+		return fmt.Errorf("%w: attempts of an empty stream", ErrInvalidRange)
+	case q.Limit < 1:
+		return fmt.Errorf("%w: limit must be at least 1", ErrInvalidRange)
+	}
+	return nil
+}
+
+// AttemptOutcome is the outcome a Log records for a settled attempt: delivered when ok, else failed
+// or, without a retry, abandoned.
+func AttemptOutcome(ok bool, a Attempt) Outcome {
+	switch {
+	case ok:
+		return OutcomeDelivered
+	case a.RetryAt.IsZero():
+		return OutcomeAbandoned
+	}
+	return OutcomeFailed
 }
 
 // CutoffUnix is the smallest unix second that is not before t: Cleanup(before) removes the events

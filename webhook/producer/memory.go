@@ -18,8 +18,9 @@ import (
 // The zero value is an empty log ready to use. A MemoryLog is safe for concurrent use; it must not be
 // copied after first use.
 type MemoryLog struct {
-	mu      sync.Mutex
-	streams map[string]*memStream
+	mu       sync.Mutex
+	streams  map[string]*memStream
+	attempts uint64 // the last AttemptRecord.ID handed out
 }
 
 var _ Log = (*MemoryLog)(nil)
@@ -35,6 +36,8 @@ type memStream struct {
 	// due is a lower bound of the index of the first Pending event, so that Claim skips the settled
 	// prefix of a long stream.
 	due int
+	// attempts is the stream's delivery history, oldest first.
+	attempts []AttemptRecord
 }
 
 type memEvent struct {
@@ -122,13 +125,14 @@ func copyEvent(ev webhook.Event) webhook.Event {
 }
 
 // Claim implements Log.
-func (m *MemoryLog) Claim(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Delivery, error) {
+func (m *MemoryLog) Claim(ctx context.Context, req ClaimRequest) ([]Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
+	if req.Limit < 1 {
 		return nil, nil
 	}
+	now := req.Now
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	type cand struct {
@@ -137,14 +141,27 @@ func (m *MemoryLog) Claim(ctx context.Context, now, leaseUntil time.Time, limit 
 		i      int
 	}
 	var cands []cand
+streams:
 	for name, s := range m.streams {
-		// Advance the settled prefix marker, then collect every due delivery after it.
+		if slices.Contains(req.Skip, name) {
+			continue
+		}
+		// Advance the settled prefix marker, then collect the due deliveries after it, unless one of
+		// the stream's deliveries is held by a live lease.
 		for s.due < len(s.events) && s.events[s.due].status.State != Pending {
 			s.due++
 		}
+		n := len(cands)
 		for i := s.due; i < len(s.events); i++ {
 			st := &s.events[i].status
-			if st.State == Pending && !st.NextAttempt.After(now) && !st.LeaseUntil.After(now) {
+			if st.State != Pending {
+				continue
+			}
+			if st.LeaseUntil.After(now) {
+				cands = cands[:n]
+				continue streams
+			}
+			if !st.NextAttempt.After(now) && (req.PerStream <= 0 || len(cands)-n < req.PerStream) {
 				cands = append(cands, cand{name, s, i})
 			}
 		}
@@ -159,19 +176,19 @@ func (m *MemoryLog) Claim(ctx context.Context, now, leaseUntil time.Time, limit 
 		}
 		return cmp.Compare(ea.ev.Sequence, eb.ev.Sequence)
 	})
-	if len(cands) > limit {
-		cands = cands[:limit]
+	if len(cands) > req.Limit {
+		cands = cands[:req.Limit]
 	}
 	out := make([]Delivery, len(cands))
 	for k, c := range cands {
 		e := &c.s.events[c.i]
 		e.token++
-		e.status.LeaseUntil = leaseUntil
+		e.status.LeaseUntil = req.LeaseUntil
 		out[k] = Delivery{
 			Lease:      Lease{Stream: c.stream, Sequence: e.ev.Sequence, Token: e.token},
 			Event:      copyEvent(e.ev),
 			Attempts:   e.status.Attempts,
-			LeaseUntil: leaseUntil,
+			LeaseUntil: req.LeaseUntil,
 		}
 	}
 	return out, nil
@@ -192,7 +209,7 @@ func (m *MemoryLog) leased(l Lease) *memEvent {
 }
 
 // Delivered implements Log.
-func (m *MemoryLog) Delivered(ctx context.Context, l Lease, at time.Time) error {
+func (m *MemoryLog) Delivered(ctx context.Context, l Lease, a Attempt) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -202,16 +219,17 @@ func (m *MemoryLog) Delivered(ctx context.Context, l Lease, at time.Time) error 
 	if e == nil {
 		return ErrLeaseLost
 	}
+	m.record(l, e, true, a)
 	e.status.State = Delivered
-	e.status.DeliveredAt = at
-	e.status.LastAttempt = at
+	e.status.DeliveredAt = a.At
+	e.status.LastAttempt = a.At
 	e.status.LeaseUntil = time.Time{}
 	e.status.NextAttempt = time.Time{}
 	return nil
 }
 
 // Failed implements Log.
-func (m *MemoryLog) Failed(ctx context.Context, l Lease, f Failure) error {
+func (m *MemoryLog) Failed(ctx context.Context, l Lease, a Attempt) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -221,15 +239,57 @@ func (m *MemoryLog) Failed(ctx context.Context, l Lease, f Failure) error {
 	if e == nil {
 		return ErrLeaseLost
 	}
+	m.record(l, e, false, a)
 	e.status.Attempts++
-	e.status.LastAttempt = f.At
-	e.status.LastError = f.Reason
+	e.status.LastAttempt = a.At
+	e.status.LastError = a.Reason
 	e.status.LeaseUntil = time.Time{}
-	e.status.NextAttempt = f.RetryAt
-	if f.RetryAt.IsZero() {
+	e.status.NextAttempt = a.RetryAt
+	if a.RetryAt.IsZero() {
 		e.status.State = Abandoned
 	}
 	return nil
+}
+
+// record appends an attempt to the stream's history. The caller holds m.mu.
+func (m *MemoryLog) record(l Lease, e *memEvent, ok bool, a Attempt) {
+	m.attempts++
+	s := m.streams[l.Stream]
+	s.attempts = append(s.attempts, AttemptRecord{
+		ID: m.attempts, Stream: l.Stream, Sequence: l.Sequence, EventID: e.ev.ID,
+		Number: e.status.Attempts + 1, Outcome: AttemptOutcome(ok, a), Attempt: a,
+	})
+}
+
+// Attempts implements Log.
+func (m *MemoryLog) Attempts(ctx context.Context, q AttemptQuery) ([]AttemptRecord, bool, error) {
+	if err := CheckAttemptQuery(q); err != nil {
+		return nil, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.streams[q.Stream]
+	if s == nil {
+		return nil, false, nil
+	}
+	var out []AttemptRecord
+	for i := len(s.attempts) - 1; i >= 0; i-- {
+		a := &s.attempts[i]
+		switch {
+		case q.Before != 0 && a.ID >= q.Before,
+			q.Sequence != 0 && a.Sequence != q.Sequence,
+			q.Outcome != 0 && a.Outcome != q.Outcome:
+			continue
+		}
+		if len(out) == q.Limit {
+			return out, true, nil
+		}
+		out = append(out, *a)
+	}
+	return out, false, nil
 }
 
 // Release implements Log.
@@ -262,7 +322,7 @@ func (m *MemoryLog) Status(ctx context.Context, stream string, seq uint64) (Deli
 	return s.events[seq-s.first].status, nil
 }
 
-// Cleanup implements Log.
+// Cleanup implements Log. An event's attempts go with it.
 func (m *MemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -310,6 +370,7 @@ func (m *MemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (i
 		s.events = slices.Delete(s.events, 0, n)
 		s.first = seq + 1
 		s.due = max(0, s.due-n)
+		s.attempts = slices.DeleteFunc(s.attempts, func(a AttemptRecord) bool { return a.Sequence <= seq })
 	}
 	return removed, nil
 }

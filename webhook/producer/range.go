@@ -211,12 +211,10 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.errs.Write(w, r, err)
 		return
 	}
-	if h.render != nil {
-		for i := range events {
-			if events[i], err = render(ctx, h.render, ep, events[i]); err != nil {
-				h.errs.Write(w, r, err)
-				return
-			}
+	for i := range events {
+		if events[i], err = render(ctx, h.render, ep, events[i]); err != nil {
+			h.errs.Write(w, r, err)
+			return
 		}
 	}
 	body := encodeList(events, more)

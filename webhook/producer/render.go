@@ -13,8 +13,11 @@ import (
 // consumer's ordering and deduplication depend on them. It must be safe for concurrent use.
 type RenderFunc func(ctx context.Context, ep Endpoint, ev webhook.Event) (webhook.Event, error)
 
-// render applies fn (when set) and pins the fields a renderer may not change.
+// render applies fn (when set) and pins the fields a renderer may not change. The envelope names the
+// endpoint it is rendered for, so that a delivery captured on its way to one endpoint is refused by
+// another that shares its secret.
 func render(ctx context.Context, fn RenderFunc, ep Endpoint, ev webhook.Event) (webhook.Event, error) {
+	ev.Endpoint = ep.ID
 	if fn == nil {
 		return ev, nil
 	}
@@ -25,7 +28,7 @@ func render(ctx context.Context, fn RenderFunc, ep Endpoint, ev webhook.Event) (
 	if !validData(out.Data) {
 		return webhook.Event{}, fmt.Errorf("producer: render event %d of %s at version %q: data is not valid JSON", ev.Sequence, ep.ID, ep.APIVersion)
 	}
-	out.ID, out.Sequence, out.Created = ev.ID, ev.Sequence, ev.Created
+	out.ID, out.Sequence, out.Created, out.Endpoint = ev.ID, ev.Sequence, ev.Created, ep.ID
 	return out, nil
 }
 

@@ -49,6 +49,9 @@ func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
 	t.Run("RangeRejectsInvalid", func(t *testing.T) { testRangeRejectsInvalid(t, newLog(t)) })
 	t.Run("ClaimDue", func(t *testing.T) { testClaimDue(t, newLog(t)) })
 	t.Run("ClaimOrderAndLimit", func(t *testing.T) { testClaimOrder(t, newLog(t)) })
+	t.Run("ClaimPerStreamAndSkip", func(t *testing.T) { testClaimPerStreamAndSkip(t, newLog(t)) })
+	t.Run("ClaimOneHolderPerStream", func(t *testing.T) { testClaimOneHolderPerStream(t, newLog(t)) })
+	t.Run("Attempts", func(t *testing.T) { testAttempts(t, newLog(t)) })
 	t.Run("LeaseExpiryAndFencing", func(t *testing.T) { testLeaseFencing(t, newLog(t)) })
 	t.Run("FailedRetriesLater", func(t *testing.T) { testFailedRetries(t, newLog(t)) })
 	t.Run("FailedWithoutRetryAbandons", func(t *testing.T) { testAbandon(t, newLog(t)) })
@@ -74,6 +77,11 @@ func appendN(t *testing.T, l producer.Log, stream string, n int, created func(i 
 		out[i] = e
 	}
 	return out
+}
+
+// req is a claim of at most limit deliveries with no per-stream bound and nothing skipped.
+func req(now, until time.Time, limit int) producer.ClaimRequest {
+	return producer.ClaimRequest{Now: now, LeaseUntil: until, Limit: limit}
 }
 
 func at(d time.Duration) func(int) time.Time { return func(int) time.Time { return t0().Add(d) } }
@@ -271,7 +279,7 @@ func testClaimDue(t *testing.T, l producer.Log) {
 	a := appendN(t, l, "we_a", 3, at(0))
 	appendN(t, l, "we_b", 2, at(10*time.Second))
 
-	got, err := l.Claim(ctx, t0(), t0().Add(time.Minute), 100)
+	got, err := l.Claim(ctx, req(t0(), t0().Add(time.Minute), 100))
 	require.NoError(t, err)
 	require.Equal(t, []uint64{1, 2, 3}, seqs(got, dlSeq), "only we_a is due at t0()")
 	for i, d := range got {
@@ -286,17 +294,17 @@ func testClaimDue(t *testing.T, l producer.Log) {
 	require.Equal(t, producer.Pending, st.State)
 	require.True(t, st.LeaseUntil.Equal(t0().Add(time.Minute)), "lease until %v", st.LeaseUntil)
 
-	again, err := l.Claim(ctx, t0().Add(5*time.Second), t0().Add(time.Minute), 100)
+	again, err := l.Claim(ctx, req(t0().Add(5*time.Second), t0().Add(time.Minute), 100))
 	require.NoError(t, err)
 	require.Empty(t, again, "leased deliveries are not handed out twice")
 
-	later, err := l.Claim(ctx, t0().Add(10*time.Second), t0().Add(time.Minute), 100)
+	later, err := l.Claim(ctx, req(t0().Add(10*time.Second), t0().Add(time.Minute), 100))
 	require.NoError(t, err)
 	require.Len(t, later, 2)
 	require.Equal(t, "we_b", later[0].Stream)
 	require.Equal(t, []uint64{1, 2}, seqs(later, dlSeq))
 
-	none, err := l.Claim(ctx, t0().Add(10*time.Second), t0().Add(time.Minute), 0)
+	none, err := l.Claim(ctx, req(t0().Add(10*time.Second), t0().Add(time.Minute), 0))
 	require.NoError(t, err)
 	require.Empty(t, none, "limit 0 claims nothing")
 }
@@ -308,7 +316,7 @@ func testClaimOrder(t *testing.T, l producer.Log) {
 	appendN(t, l, "we_a", 2, at(time.Second))
 	now := t0().Add(time.Minute)
 
-	first, err := l.Claim(ctx, now, now.Add(time.Minute), 3)
+	first, err := l.Claim(ctx, req(now, now.Add(time.Minute), 3))
 	require.NoError(t, err)
 	type key struct {
 		s string
@@ -322,14 +330,176 @@ func testClaimOrder(t *testing.T, l producer.Log) {
 	}
 	require.Equal(t, []key{{"we_a", 1}, {"we_a", 2}, {"we_c", 1}}, keys(first),
 		"by next attempt, then stream, then sequence; at most limit")
-	rest, err := l.Claim(ctx, now, now.Add(time.Minute), 10)
+	rest, err := l.Claim(ctx, req(now, now.Add(time.Minute), 10))
 	require.NoError(t, err)
-	require.Equal(t, []key{{"we_c", 2}, {"we_b", 1}, {"we_b", 2}}, keys(rest))
+	require.Equal(t, []key{{"we_b", 1}, {"we_b", 2}}, keys(rest),
+		"we_c 2 waits while we_c 1 is held: an endpoint has one holder at a time")
+}
+
+func testClaimPerStreamAndSkip(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_big", 50, at(0)) // a backlog, due first
+	appendN(t, l, "we_x", 2, at(time.Second))
+	appendN(t, l, "we_y", 2, at(time.Second))
+	now := t0().Add(time.Minute)
+
+	got, err := l.Claim(ctx, producer.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10,
+		PerStream: 3, Skip: []string{"we_y"}})
+	require.NoError(t, err)
+	per := map[string][]uint64{}
+	for _, d := range got {
+		per[d.Stream] = append(per[d.Stream], d.Sequence)
+	}
+	require.Equal(t, map[string][]uint64{"we_big": {1, 2, 3}, "we_x": {1, 2}}, per,
+		"a backlog gets PerStream, the lowest sequences; a skipped stream nothing")
+
+	// Settling frees the stream for the next claim, which goes on from where it stopped.
+	for _, d := range got {
+		require.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: now}))
+	}
+	next, err := l.Claim(ctx, producer.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 100, PerStream: 3})
+	require.NoError(t, err)
+	per = map[string][]uint64{}
+	for _, d := range next {
+		per[d.Stream] = append(per[d.Stream], d.Sequence)
+	}
+	require.Equal(t, map[string][]uint64{"we_big": {4, 5, 6}, "we_y": {1, 2}}, per)
+}
+
+func testClaimOneHolderPerStream(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	appendN(t, l, "we_a", 3, at(0))
+	first := claimOne(t, l, t0(), 30*time.Second)
+	require.Equal(t, uint64(1), first.Sequence)
+
+	// Events 2 and 3 are due, but the stream is held: nobody else may deliver behind the holder.
+	none, err := l.Claim(ctx, req(t0().Add(time.Second), t0().Add(time.Hour), 10))
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	// A failed attempt scheduled for later releases the stream; the rest are due and claimable.
+	require.NoError(t, l.Release(ctx, first.Lease, t0().Add(time.Hour)))
+	got, err := l.Claim(ctx, req(t0().Add(time.Second), t0().Add(time.Hour), 10))
+	require.NoError(t, err)
+	require.Equal(t, []uint64{2, 3}, seqs(got, dlSeq))
+
+	// A holder that died holds the stream only until its lease ends.
+	appendN(t, l, "we_b", 2, at(0))
+	dead := claimOne(t, l, t0().Add(2*time.Second), 10*time.Second)
+	require.Equal(t, "we_b", dead.Stream)
+	got, err = l.Claim(ctx, req(t0().Add(12*time.Second), t0().Add(time.Hour), 10))
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2}, seqs(got, dlSeq), "after the lease, the whole stream is claimable again")
+}
+
+func testAttempts(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	evs := appendN(t, l, "we_a", 2, at(0))
+	appendN(t, l, "we_b", 1, at(0))
+
+	// Event 1: a 503, a timeout, then a 204. Event 2: abandoned. we_b: delivered.
+	d := claimOne(t, l, t0(), time.Minute)
+	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(time.Second), Latency: 120 * time.Millisecond,
+		StatusCode: 503, Class: producer.ClassStatus, Reason: "status 503", Response: `{"error":"busy"}`,
+		RetryAt: t0().Add(time.Minute)}))
+	for _, o := range mustClaim(t, l, t0().Add(2*time.Second)) { // we_a 2 and we_b 1 (we_a 1 waits)
+		if o.Stream == "we_b" {
+			require.NoError(t, l.Delivered(ctx, o.Lease, producer.Attempt{At: t0().Add(3 * time.Second), StatusCode: 200, Latency: time.Millisecond}))
+		} else {
+			require.NoError(t, l.Failed(ctx, o.Lease, producer.Attempt{At: t0().Add(3 * time.Second), Class: producer.ClassConnection, Reason: "refused"}))
+		}
+	}
+	d = claimOne(t, l, t0().Add(time.Minute), time.Minute)
+	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(61 * time.Second), Latency: 10 * time.Second,
+		Class: producer.ClassTimeout, Reason: "timeout", RetryAt: t0().Add(2 * time.Minute)}))
+	d = claimOne(t, l, t0().Add(2*time.Minute), time.Minute)
+	require.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0().Add(121 * time.Second), StatusCode: 204, Latency: 5 * time.Millisecond}))
+
+	all, more, err := l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Limit: 10})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, all, 4)
+	type row struct {
+		seq     uint64
+		number  int
+		outcome producer.Outcome
+		status  int
+	}
+	var rows []row
+	for i, a := range all {
+		rows = append(rows, row{a.Sequence, a.Number, a.Outcome, a.StatusCode})
+		require.Equal(t, "we_a", a.Stream)
+		if i > 0 {
+			require.Less(t, a.ID, all[i-1].ID, "newest first")
+		}
+	}
+	require.Equal(t, []row{
+		{1, 3, producer.OutcomeDelivered, 204},
+		{1, 2, producer.OutcomeFailed, 0},
+		{2, 1, producer.OutcomeAbandoned, 0},
+		{1, 1, producer.OutcomeFailed, 503},
+	}, rows)
+	first := all[3]
+	require.Equal(t, evs[0].ID, first.EventID)
+	require.True(t, first.At.Equal(t0().Add(time.Second)))
+	require.Equal(t, 120*time.Millisecond, first.Latency)
+	require.Equal(t, producer.ClassStatus, first.Class)
+	require.Equal(t, "status 503", first.Reason)
+	require.Equal(t, `{"error":"busy"}`, first.Response)
+	require.True(t, first.RetryAt.Equal(t0().Add(time.Minute)))
+
+	// Filters and pages.
+	got, more, err := l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Sequence: 1, Limit: 2})
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Equal(t, []int{3, 2}, []int{got[0].Number, got[1].Number})
+	got, more, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Sequence: 1, Limit: 2, Before: got[1].ID})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, got, 1)
+	require.Equal(t, 1, got[0].Number)
+	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Outcome: producer.OutcomeFailed, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_b", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, producer.OutcomeDelivered, got[0].Outcome)
+	got, more, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_none", Limit: 10})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Empty(t, got)
+	_, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a"})
+	require.ErrorIs(t, err, producer.ErrInvalidRange)
+	_, _, err = l.Attempts(ctx, producer.AttemptQuery{Limit: 1})
+	require.ErrorIs(t, err, producer.ErrInvalidRange)
+
+	// A lost lease records nothing.
+	require.ErrorIs(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}), producer.ErrLeaseLost)
+	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+
+	// Attempts go with their events.
+	n, err := l.Cleanup(ctx, t0().Add(time.Second), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []uint64{2}, seqs(got, func(a producer.AttemptRecord) uint64 { return a.Sequence }),
+		"we_a 1 and its three attempts are gone")
+}
+
+func mustClaim(t *testing.T, l producer.Log, now time.Time) []producer.Delivery {
+	t.Helper()
+	got, err := l.Claim(context.Background(), req(now, now.Add(time.Minute), 100))
+	require.NoError(t, err)
+	return got
 }
 
 func claimOne(t *testing.T, l producer.Log, now time.Time, lease time.Duration) producer.Delivery {
 	t.Helper()
-	got, err := l.Claim(context.Background(), now, now.Add(lease), 1)
+	got, err := l.Claim(context.Background(), req(now, now.Add(lease), 1))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	return got[0]
@@ -340,7 +510,7 @@ func testLeaseFencing(t *testing.T, l producer.Log) {
 	appendN(t, l, "we_a", 1, at(0))
 	old := claimOne(t, l, t0(), 30*time.Second)
 
-	none, err := l.Claim(ctx, t0().Add(29*time.Second), t0().Add(time.Hour), 10)
+	none, err := l.Claim(ctx, req(t0().Add(29*time.Second), t0().Add(time.Hour), 10))
 	require.NoError(t, err)
 	require.Empty(t, none, "the lease is live until it ends")
 
@@ -349,11 +519,11 @@ func testLeaseFencing(t *testing.T, l producer.Log) {
 	require.Equal(t, old.Sequence, fresh.Sequence)
 	require.NotEqual(t, old.Token, fresh.Token, "every claim gets a new fencing token")
 
-	require.ErrorIs(t, l.Delivered(ctx, old.Lease, t0().Add(31*time.Second)), producer.ErrLeaseLost)
-	require.ErrorIs(t, l.Failed(ctx, old.Lease, producer.Failure{At: t0(), RetryAt: t0().Add(time.Hour), Reason: "late"}), producer.ErrLeaseLost)
+	require.ErrorIs(t, l.Delivered(ctx, old.Lease, producer.Attempt{At: t0().Add(31*time.Second)}), producer.ErrLeaseLost)
+	require.ErrorIs(t, l.Failed(ctx, old.Lease, producer.Attempt{At: t0(), RetryAt: t0().Add(time.Hour), Reason: "late"}), producer.ErrLeaseLost)
 	require.ErrorIs(t, l.Release(ctx, old.Lease, t0()), producer.ErrLeaseLost)
 
-	require.NoError(t, l.Delivered(ctx, fresh.Lease, t0().Add(40*time.Second)))
+	require.NoError(t, l.Delivered(ctx, fresh.Lease, producer.Attempt{At: t0().Add(40*time.Second)}))
 	st, err := l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
 	require.Equal(t, producer.Delivered, st.State)
@@ -364,9 +534,9 @@ func testLeaseFencing(t *testing.T, l producer.Log) {
 	// A lease that ran out but was not taken over still settles: the delivery did happen.
 	appendN(t, l, "we_a", 1, at(0))
 	slow := claimOne(t, l, t0(), time.Second)
-	require.NoError(t, l.Delivered(ctx, slow.Lease, t0().Add(time.Hour)))
+	require.NoError(t, l.Delivered(ctx, slow.Lease, producer.Attempt{At: t0().Add(time.Hour)}))
 
-	none, err = l.Claim(ctx, t0().Add(48*time.Hour), t0().Add(49*time.Hour), 10)
+	none, err = l.Claim(ctx, req(t0().Add(48*time.Hour), t0().Add(49*time.Hour), 10))
 	require.NoError(t, err)
 	require.Empty(t, none, "delivered events are never claimed again")
 }
@@ -375,7 +545,7 @@ func testFailedRetries(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Minute)
-	require.NoError(t, l.Failed(ctx, d.Lease, producer.Failure{At: t0().Add(time.Second), RetryAt: t0().Add(time.Minute), Reason: "status 503"}))
+	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(time.Second), RetryAt: t0().Add(time.Minute), Reason: "status 503"}))
 
 	st, err := l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
@@ -386,15 +556,15 @@ func testFailedRetries(t *testing.T, l producer.Log) {
 	require.True(t, st.LastAttempt.Equal(t0().Add(time.Second)))
 	require.True(t, st.LeaseUntil.IsZero(), "a settled attempt ends the lease")
 
-	none, err := l.Claim(ctx, t0().Add(59*time.Second), t0().Add(time.Hour), 10)
+	none, err := l.Claim(ctx, req(t0().Add(59*time.Second), t0().Add(time.Hour), 10))
 	require.NoError(t, err)
 	require.Empty(t, none, "not due before its retry time")
 	d2 := claimOne(t, l, t0().Add(time.Minute), time.Minute)
 	require.Equal(t, 1, d2.Attempts)
-	require.NoError(t, l.Failed(ctx, d2.Lease, producer.Failure{At: t0().Add(61 * time.Second), RetryAt: t0().Add(5 * time.Minute), Reason: "timeout"}))
+	require.NoError(t, l.Failed(ctx, d2.Lease, producer.Attempt{At: t0().Add(61 * time.Second), RetryAt: t0().Add(5 * time.Minute), Reason: "timeout"}))
 	d3 := claimOne(t, l, t0().Add(5*time.Minute), time.Minute)
 	require.Equal(t, 2, d3.Attempts)
-	require.NoError(t, l.Delivered(ctx, d3.Lease, t0().Add(5*time.Minute)))
+	require.NoError(t, l.Delivered(ctx, d3.Lease, producer.Attempt{At: t0().Add(5*time.Minute)}))
 	st, err = l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
 	require.Equal(t, producer.Delivered, st.State)
@@ -405,12 +575,12 @@ func testAbandon(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Minute)
-	require.NoError(t, l.Failed(ctx, d.Lease, producer.Failure{At: t0(), Reason: "endpoint not found"}))
+	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0(), Reason: "endpoint not found"}))
 	st, err := l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
 	require.Equal(t, producer.Abandoned, st.State)
 	require.Equal(t, 1, st.Attempts)
-	none, err := l.Claim(ctx, t0().Add(1000*time.Hour), t0().Add(1001*time.Hour), 10)
+	none, err := l.Claim(ctx, req(t0().Add(1000*time.Hour), t0().Add(1001*time.Hour), 10))
 	require.NoError(t, err)
 	require.Empty(t, none, "abandoned deliveries are never claimed")
 	got, _, err := l.Range(ctx, "we_a", 1, 1, 1)
@@ -427,7 +597,7 @@ func testRelease(t *testing.T, l producer.Log) {
 	require.NoError(t, err)
 	require.Zero(t, st.Attempts)
 	require.True(t, st.NextAttempt.Equal(t0().Add(time.Second)))
-	none, err := l.Claim(ctx, t0(), t0().Add(time.Hour), 10)
+	none, err := l.Claim(ctx, req(t0(), t0().Add(time.Hour), 10))
 	require.NoError(t, err)
 	require.Empty(t, none)
 	again := claimOne(t, l, t0().Add(time.Second), time.Hour)
@@ -439,14 +609,14 @@ func testSettledLease(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Hour)
-	require.NoError(t, l.Delivered(ctx, d.Lease, t0()))
+	require.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}))
 	for name, err := range map[string]error{
-		"delivered twice": l.Delivered(ctx, d.Lease, t0()),
-		"failed after":    l.Failed(ctx, d.Lease, producer.Failure{At: t0(), RetryAt: t0().Add(time.Hour)}),
+		"delivered twice": l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}),
+		"failed after":    l.Failed(ctx, d.Lease, producer.Attempt{At: t0(), RetryAt: t0().Add(time.Hour)}),
 		"released after":  l.Release(ctx, d.Lease, t0()),
-		"zero token":      l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 1}, t0()),
-		"unknown stream":  l.Delivered(ctx, producer.Lease{Stream: "we_x", Sequence: 1, Token: d.Token}, t0()),
-		"unknown seq":     l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 2, Token: d.Token}, t0()),
+		"zero token":      l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 1}, producer.Attempt{At: t0()}),
+		"unknown stream":  l.Delivered(ctx, producer.Lease{Stream: "we_x", Sequence: 1, Token: d.Token}, producer.Attempt{At: t0()}),
+		"unknown seq":     l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 2, Token: d.Token}, producer.Attempt{At: t0()}),
 	} {
 		require.ErrorIs(t, err, producer.ErrLeaseLost, name)
 	}
@@ -472,25 +642,48 @@ func testConcurrentClaims(t *testing.T, l producer.Log) {
 	var (
 		mu   sync.Mutex
 		seen = map[key]int{}
+		held = map[string]bool{} // streams some claimer holds right now
 		wg   sync.WaitGroup
 		errs = make(chan error, 8)
 	)
 	for range 8 {
 		wg.Go(func() {
-			for {
-				got, err := l.Claim(ctx, t0(), t0().Add(time.Hour), 7)
+			for idle := 0; idle < 50; {
+				got, err := l.Claim(ctx, producer.ClaimRequest{Now: t0(), LeaseUntil: t0().Add(time.Hour), Limit: 3, PerStream: 1})
 				if err != nil {
 					errs <- err
 					return
 				}
 				if len(got) == 0 {
-					return
+					mu.Lock()
+					done := len(seen) == streams*per
+					mu.Unlock()
+					if done {
+						return
+					}
+					idle++
+					continue
 				}
 				mu.Lock()
 				for _, d := range got {
-					seen[key{d.Stream, d.Sequence}]++
+					if seen[key{d.Stream, d.Sequence}]++; held[d.Stream] {
+						errs <- fmt.Errorf("stream %s claimed while another claimer holds it", d.Stream)
+					}
+				}
+				for _, d := range got {
+					held[d.Stream] = true
 				}
 				mu.Unlock()
+				for _, d := range got {
+					// One delivery per stream per claim: settling it frees the stream.
+					mu.Lock()
+					delete(held, d.Stream)
+					mu.Unlock()
+					if err := l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}); err != nil {
+						errs <- err
+						return
+					}
+				}
 			}
 		})
 	}
@@ -503,7 +696,7 @@ func testConcurrentClaims(t *testing.T, l producer.Log) {
 	for k, n := range seen {
 		require.Equal(t, 1, n, "%v claimed %d times under one live lease", k, n)
 	}
-	rest, err := l.Claim(ctx, t0(), t0().Add(time.Hour), 100)
+	rest, err := l.Claim(ctx, req(t0(), t0().Add(time.Hour), 100))
 	require.NoError(t, err)
 	require.Empty(t, rest)
 }
@@ -601,7 +794,7 @@ func testCancelled(t *testing.T, l producer.Log) {
 	require.Error(t, err)
 	_, _, err = l.Range(ctx, "we_a", 1, 1, 1)
 	require.Error(t, err)
-	_, err = l.Claim(ctx, t0(), t0().Add(time.Hour), 1)
+	_, err = l.Claim(ctx, req(t0(), t0().Add(time.Hour), 1))
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 	got, _, err := l.Range(context.Background(), "we_a", 1, math.MaxUint64, 10)
