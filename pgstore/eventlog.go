@@ -10,7 +10,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -49,19 +51,22 @@ type EventLog struct {
 	sql evlogSQL
 }
 
-var _ producer.Log = (*EventLog)(nil)
+var (
+	_ producer.Log     = (*EventLog)(nil)
+	_ producer.Settler = (*EventLog)(nil)
+)
 
 // evlogSQL holds the statements, built once per table name.
 type evlogSQL struct {
-	append, rangeQ, claim, delivered, failed, release, status string
-	cleanupPick, cleanupLock, cleanupDelete                   string
+	append, rangeQ, claim, settle, release, status, attempts string
+	cleanupPick, cleanupLock, cleanupDelete                  string
 }
 
 // NewEventLog returns an EventLog on db with the tables named by opts (nil means the defaults). Run
 // MigrateEventLog once first.
 func NewEventLog(db DB, opts *EventLogOptions) *EventLog {
 	o := evlogResolve(opts)
-	e, s := o.events, o.streams
+	e, s, a := o.events, o.streams, o.attempts
 	return &EventLog{db: db, cfg: o, sql: evlogSQL{
 		append: `WITH c AS (
     INSERT INTO ` + s + ` AS c (stream, last_seq) VALUES ($1, 1)
@@ -79,26 +84,64 @@ LEFT JOIN LATERAL (
     ORDER BY seq LIMIT $4) e ON true
 WHERE c.stream = $1
 ORDER BY e.seq`,
-		claim: `WITH due AS (
-    SELECT stream, seq FROM ` + e + `
-    WHERE state = 0 AND next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)
+		// The candidates: due deliveries of streams that nobody holds (no live lease), not skipped,
+		// at most $5 of a stream (its lowest sequences). Then lock them, re-checked, and lease them.
+		claim: `WITH cand AS (
+    SELECT stream, seq FROM (
+        SELECT e.stream, e.seq, e.next_attempt_at,
+               row_number() OVER (PARTITION BY e.stream ORDER BY e.seq) AS rn
+        FROM ` + e + ` e
+        WHERE e.state = 0 AND e.next_attempt_at <= $1 AND (e.lease_until IS NULL OR e.lease_until <= $1)
+          AND NOT (e.stream = ANY($4::text[]))
+          AND NOT EXISTS (SELECT 1 FROM ` + e + ` h
+                          WHERE h.stream = e.stream AND h.state = 0 AND h.lease_until > $1)) d
+    WHERE rn <= $5
     ORDER BY next_attempt_at, stream, seq
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED)
+    LIMIT $3),
+due AS (
+    SELECT e.stream, e.seq FROM ` + e + ` e JOIN cand ON e.stream = cand.stream AND e.seq = cand.seq
+    WHERE e.state = 0 AND (e.lease_until IS NULL OR e.lease_until <= $1)
+    FOR UPDATE OF e SKIP LOCKED)
 UPDATE ` + e + ` e SET lease_until = $2, lease_token = e.lease_token + 1
 FROM due WHERE e.stream = due.stream AND e.seq = due.seq
 RETURNING e.stream, e.seq, e.lease_token, e.attempts, e.next_attempt_at,
           e.id, e.type, e.created, e.api_version, e.data`,
-		delivered: `UPDATE ` + e + `
-SET state = 1, delivered_at = $4, last_attempt_at = $4, lease_until = NULL, next_attempt_at = NULL
-WHERE stream = $1 AND seq = $2 AND lease_token = $3 AND state = 0`,
-		failed: `UPDATE ` + e + `
-SET attempts = attempts + 1, last_attempt_at = $4, next_attempt_at = $5, last_error = $6, lease_until = NULL,
-    state = CASE WHEN $5::timestamptz IS NULL THEN 2 ELSE 0 END
-WHERE stream = $1 AND seq = $2 AND lease_token = $3 AND state = 0`,
+		// Settles many leased deliveries in one statement: the fenced UPDATE of each delivery's state
+		// and the INSERT of its attempt into the history. A row whose lease is lost updates nothing
+		// and records nothing; the ordinals that come back are the settlements that took.
+		settle: `WITH m AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[], $5::timestamptz[],
+                         $6::timestamptz[], $7::bigint[], $8::integer[], $9::text[], $10::text[], $11::text[])
+        WITH ORDINALITY AS m(stream, seq, token, ok, at, retry, latency_us, status_code, class, reason, response, ord)),
+u AS (
+    UPDATE ` + e + ` e SET
+        state = CASE WHEN m.ok THEN 1 WHEN m.retry IS NULL THEN 2 ELSE 0 END,
+        attempts = e.attempts + CASE WHEN m.ok THEN 0 ELSE 1 END,
+        delivered_at = CASE WHEN m.ok THEN m.at ELSE e.delivered_at END,
+        last_attempt_at = m.at,
+        next_attempt_at = CASE WHEN m.ok THEN NULL ELSE m.retry END,
+        last_error = CASE WHEN m.ok THEN e.last_error ELSE m.reason END,
+        lease_until = NULL
+    FROM m
+    WHERE e.stream = m.stream AND e.seq = m.seq AND e.lease_token = m.token AND e.state = 0
+    RETURNING m.ord, e.id AS event_id, e.attempts AS failed, e.state AS state),
+ins AS (
+    INSERT INTO ` + a + ` (stream, seq, event_id, number, outcome, at, latency_us, status_code, class, reason,
+                         response, retry_at)
+    SELECT m.stream, m.seq, u.event_id, u.failed + CASE WHEN m.ok THEN 1 ELSE 0 END,
+           CASE WHEN m.ok THEN 2 WHEN m.retry IS NULL THEN 3 ELSE 1 END,
+           m.at, m.latency_us, m.status_code, m.class, m.reason, m.response, m.retry
+    FROM u JOIN m ON m.ord = u.ord
+    ORDER BY m.stream, m.seq)
+SELECT ord FROM u`,
 		release: `UPDATE ` + e + `
 SET lease_until = NULL, next_attempt_at = $4
 WHERE stream = $1 AND seq = $2 AND lease_token = $3 AND state = 0`,
+		attempts: `SELECT id, seq, event_id, number, outcome, at, latency_us, status_code, class, reason, response, retry_at
+FROM ` + a + `
+WHERE stream = $1 AND ($2::bigint = 0 OR seq = $2) AND ($3::smallint = 0 OR outcome = $3) AND ($4::bigint = 0 OR id < $4)
+ORDER BY id DESC
+LIMIT $5`,
 		status: `SELECT state, attempts, next_attempt_at, lease_until, last_attempt_at, last_error, delivered_at
 FROM ` + e + ` WHERE stream = $1 AND seq = $2`,
 		cleanupPick: `WITH doomed AS (
@@ -108,7 +151,8 @@ FROM ` + e + ` WHERE stream = $1 AND seq = $2`,
 SELECT stream, max(seq) FROM doomed GROUP BY stream ORDER BY stream`,
 		cleanupLock: `SELECT stream FROM ` + s + ` WHERE stream = ANY($1) ORDER BY stream FOR UPDATE`,
 		cleanupDelete: `WITH m AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS m(stream, through)),
-u AS (UPDATE ` + s + ` c SET pruned_through = GREATEST(c.pruned_through, m.through) FROM m WHERE c.stream = m.stream)
+u AS (UPDATE ` + s + ` c SET pruned_through = GREATEST(c.pruned_through, m.through) FROM m WHERE c.stream = m.stream),
+h AS (DELETE FROM ` + a + ` h USING m WHERE h.stream = m.stream AND h.seq <= m.through)
 DELETE FROM ` + e + ` e USING m WHERE e.stream = m.stream AND e.seq <= m.through`,
 	}}
 }
@@ -252,11 +296,20 @@ func (a *evlogArena) bytea(b []byte, format int16) ([]byte, error) {
 }
 
 // Claim implements producer.Log.
-func (l *EventLog) Claim(ctx context.Context, now, leaseUntil time.Time, limit int) ([]producer.Delivery, error) {
-	if limit < 1 {
+func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]producer.Delivery, error) {
+	if req.Limit < 1 {
 		return nil, ctx.Err()
 	}
-	rows, err := l.db.Query(ctx, l.sql.claim, now, leaseUntil, int64(limit))
+	per := int64(math.MaxInt32)
+	if req.PerStream > 0 {
+		per = int64(req.PerStream)
+	}
+	skip := req.Skip
+	if skip == nil {
+		skip = []string{}
+	}
+	leaseUntil := req.LeaseUntil
+	rows, err := l.db.Query(ctx, l.sql.claim, req.Now, leaseUntil, int64(req.Limit), skip, per)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
@@ -303,8 +356,8 @@ func (l *EventLog) Claim(ctx context.Context, now, leaseUntil time.Time, limit i
 	return out, nil
 }
 
-// settle runs one fenced UPDATE and maps "no row" to ErrLeaseLost.
-func (l *EventLog) settle(ctx context.Context, op, sql string, lease producer.Lease, args ...any) error {
+// settleOne runs one fenced UPDATE and maps "no row" to ErrLeaseLost.
+func (l *EventLog) settleOne(ctx context.Context, op, sql string, lease producer.Lease, args ...any) error {
 	if lease.Sequence > math.MaxInt64 || lease.Token > math.MaxInt64 {
 		return producer.ErrLeaseLost
 	}
@@ -319,22 +372,141 @@ func (l *EventLog) settle(ctx context.Context, op, sql string, lease producer.Le
 }
 
 // Delivered implements producer.Log.
-func (l *EventLog) Delivered(ctx context.Context, lease producer.Lease, at time.Time) error {
-	return l.settle(ctx, "delivered", l.sql.delivered, lease, at)
+func (l *EventLog) Delivered(ctx context.Context, lease producer.Lease, a producer.Attempt) error {
+	return l.Settle(ctx, []producer.Settlement{{Lease: lease, Delivered: true, Attempt: a}})[0]
 }
 
 // Failed implements producer.Log.
-func (l *EventLog) Failed(ctx context.Context, lease producer.Lease, f producer.Failure) error {
-	var retry *time.Time
-	if !f.RetryAt.IsZero() {
-		retry = &f.RetryAt
+func (l *EventLog) Failed(ctx context.Context, lease producer.Lease, a producer.Attempt) error {
+	return l.Settle(ctx, []producer.Settlement{{Lease: lease, Attempt: a}})[0]
+}
+
+// Settle implements producer.Settler: every settlement's state update and history row in one
+// statement, one round trip and one commit.
+func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error {
+	errs := make([]error, len(ss))
+	n := len(ss)
+	var (
+		streams   = make([]string, 0, n)
+		seqs      = make([]int64, 0, n)
+		tokens    = make([]int64, 0, n)
+		oks       = make([]bool, 0, n)
+		ats       = make([]time.Time, 0, n)
+		retries   = make([]*time.Time, 0, n)
+		latencies = make([]int64, 0, n)
+		codes     = make([]int32, 0, n)
+		classes   = make([]string, 0, n)
+		reasons   = make([]string, 0, n)
+		responses = make([]string, 0, n)
+		index     = make([]int, 0, n) // ordinal-1 → position in ss
+	)
+	for i, s := range ss {
+		errs[i] = producer.ErrLeaseLost
+		if s.Lease.Sequence > math.MaxInt64 || s.Lease.Token > math.MaxInt64 || s.Lease.Token == 0 {
+			continue
+		}
+		var retry *time.Time
+		if !s.Delivered && !s.Attempt.RetryAt.IsZero() {
+			r := s.Attempt.RetryAt
+			retry = &r
+		}
+		a := s.Attempt
+		streams, seqs, tokens = append(streams, s.Lease.Stream), append(seqs, int64(s.Lease.Sequence)), append(tokens, int64(s.Lease.Token))
+		oks, ats, retries = append(oks, s.Delivered), append(ats, a.At), append(retries, retry)
+		latencies, codes = append(latencies, a.Latency.Microseconds()), append(codes, int32(min(max(a.StatusCode, 0), math.MaxInt32)))
+		classes, reasons = append(classes, evlogText(a.Class, 64)), append(reasons, evlogText(a.Reason, 1024))
+		responses = append(responses, evlogText(a.Response, producer.MaxResponseSnippet))
+		index = append(index, i)
 	}
-	return l.settle(ctx, "failed", l.sql.failed, lease, f.At, retry, f.Reason)
+	if len(index) == 0 {
+		return errs
+	}
+	rows, err := l.db.Query(ctx, l.sql.settle, streams, seqs, tokens, oks, ats, retries, latencies, codes,
+		classes, reasons, responses)
+	if err == nil {
+		for rows.Next() {
+			var ord int64
+			if err = rows.Scan(&ord); err != nil {
+				break
+			}
+			if ord >= 1 && int(ord) <= len(index) {
+				errs[index[ord-1]] = nil
+			}
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("pgstore: event log settle: %w", err)
+		for _, i := range index {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// evlogText makes s storable in a text column: valid UTF-8 without NUL bytes (PostgreSQL refuses
+// them), at most max bytes, cut at a character boundary.
+func evlogText(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// Attempts implements producer.Log.
+func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]producer.AttemptRecord, bool, error) {
+	if err := producer.CheckAttemptQuery(q); err != nil {
+		return nil, false, err
+	}
+	if q.Sequence > math.MaxInt64 {
+		return nil, false, ctx.Err()
+	}
+	before := int64(min(q.Before, math.MaxInt64))
+	rows, err := l.db.Query(ctx, l.sql.attempts, q.Stream, int64(q.Sequence), int16(q.Outcome), before, int64(q.Limit)+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("pgstore: event log attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []producer.AttemptRecord
+	for rows.Next() {
+		var (
+			r                  producer.AttemptRecord
+			id, seq, latencyUS int64
+			number, code       int32
+			outcome            int16
+			retry              *time.Time
+		)
+		if err := rows.Scan(&id, &seq, &r.EventID, &number, &outcome, &r.At, &latencyUS, &code, &r.Class,
+			&r.Reason, &r.Response, &retry); err != nil {
+			return nil, false, fmt.Errorf("pgstore: event log attempts: %w", err)
+		}
+		r.ID, r.Stream, r.Sequence, r.Number = uint64(id), q.Stream, uint64(seq), int(number)
+		r.Outcome, r.Latency, r.StatusCode = producer.Outcome(outcome), time.Duration(latencyUS)*time.Microsecond, int(code)
+		r.RetryAt = evlogTime(retry)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("pgstore: event log attempts: %w", err)
+	}
+	more := len(out) > q.Limit
+	if more {
+		out = out[:q.Limit]
+	}
+	return out, more, nil
 }
 
 // Release implements producer.Log.
 func (l *EventLog) Release(ctx context.Context, lease producer.Lease, retryAt time.Time) error {
-	return l.settle(ctx, "release", l.sql.release, lease, retryAt)
+	return l.settleOne(ctx, "release", l.sql.release, lease, retryAt)
 }
 
 // Status implements producer.Log.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ import (
 
 	"github.com/svcplatform/conventions/internal/testclock"
 )
+
+// evlogLoopback lets the dispatchers' default client reach the tests' loopback endpoints.
+var evlogLoopback = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 // evlogEndpoint is a webhook endpoint that fails chosen attempts and notices any delivery of an
 // event that arrives while another delivery of the same event is still in flight.
@@ -91,7 +95,7 @@ func TestEventLogDispatcherReplicas(t *testing.T) {
 	clk := testclock.New(evlogT0)
 	var dispatchers []*producer.Dispatcher
 	for i := range 4 {
-		d, err := producer.NewDispatcher(logs[i%2], eps, &producer.DispatcherOptions{Now: clk.Now, BatchSize: 9,
+		d, err := producer.NewDispatcher(logs[i%2], eps, &producer.DispatcherOptions{Now: clk.Now, BatchSize: 9, Guard: evlogLoopback,
 			Jitter: -1, Schedule: []time.Duration{time.Second, time.Second, time.Second}})
 		require.NoError(t, err)
 		dispatchers = append(dispatchers, d)
@@ -152,37 +156,39 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 	eps := &producer.MemoryEndpoints{}
 	require.NoError(t, eps.Put(producer.Endpoint{ID: "we_a", URL: srv.URL + "/we_a", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
 	clk := testclock.New(evlogT0)
-	dopts := &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Lease: time.Minute, Schedule: []time.Duration{time.Hour, 2 * time.Hour}}
+	dopts := &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Lease: time.Minute, Schedule: []time.Duration{time.Hour, 2 * time.Hour},
+		Guard: evlogLoopback}
 
-	// First process: event 1 is claimed by a dispatcher that then crashes; event 2 fails once.
+	// First process: event 1 is claimed by a dispatcher that then crashes.
 	first := pgstore.NewEventLog(fastCommitPool(t), opts)
 	for range 2 {
 		_, err := first.Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
 	}
-	crashed, err := first.Claim(ctx, clk.Now(), clk.Now().Add(time.Minute), 1)
+	crashed, err := first.Claim(ctx, producer.ClaimRequest{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, crashed, 1)
 	d1, err := producer.NewDispatcher(first, eps, dopts)
 	require.NoError(t, err)
 	st, err := d1.DeliverDue(ctx)
 	require.NoError(t, err)
-	require.Equal(t, producer.Stats{Claimed: 1, Failed: 1}, st, "event 1 is leased by the crashed dispatcher")
+	require.Zero(t, st.Claimed, "the crashed dispatcher holds we_a: event 2 may not overtake event 1")
 
-	// Second process, new pool, new log, new dispatcher.
+	// Once the lease ends, the first process delivers event 1; event 2 fails once.
+	clk.Advance(time.Minute)
+	st, err = d1.DeliverDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, producer.Stats{Claimed: 2, Delivered: 1, Failed: 1}, st)
+	require.ErrorIs(t, first.Delivered(ctx, crashed[0].Lease, producer.Attempt{At: clk.Now()}), producer.ErrLeaseLost,
+		"the crashed holder cannot settle any more")
+
+	// Second process, new pool, new log, new dispatcher: it honours the retry the first one scheduled.
 	second := pgstore.NewEventLog(fastCommitPool(t), opts)
 	d2, err := producer.NewDispatcher(second, eps, dopts)
 	require.NoError(t, err)
 	st, err = d2.DeliverDue(ctx)
 	require.NoError(t, err)
-	require.Zero(t, st.Claimed, "the dead dispatcher's lease still holds and event 2 waits for its retry")
-
-	clk.Advance(time.Minute)
-	st, err = d2.DeliverDue(ctx)
-	require.NoError(t, err)
-	require.Equal(t, producer.Stats{Claimed: 1, Delivered: 1}, st, "event 1 once the lease ran out")
-	require.ErrorIs(t, first.Delivered(ctx, crashed[0].Lease, clk.Now()), producer.ErrLeaseLost,
-		"the crashed holder cannot settle any more")
+	require.Zero(t, st.Claimed, "event 2 waits for its retry")
 
 	clk.Advance(time.Hour)
 	st, err = d2.DeliverDue(ctx)

@@ -7,7 +7,8 @@ import (
 )
 
 // DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
-// per-stream counters live beside it in the same name with "_streams" appended.
+// per-stream counters live beside it in the same name with "_streams" appended, the delivery history
+// with "_attempts".
 const DefaultEventLogTable = "webhook_events"
 
 // EventLogOptions configures an EventLog and its migration. A nil *EventLogOptions and the zero value
@@ -16,16 +17,17 @@ type EventLogOptions struct {
 	// Schema holds the tables. Default "": the names are unqualified and resolve through the
 	// connection's search_path.
 	Schema string
-	// Table is the events table's name; the counters table is Table+"_streams". Default
-	// DefaultEventLogTable.
+	// Table is the events table's name; the counters table is Table+"_streams", the delivery
+	// history Table+"_attempts". Default DefaultEventLogTable.
 	Table string
 }
 
 // evlogConfig is EventLogOptions with the defaults applied and the names quoted.
 type evlogConfig struct {
 	EventLogOptions
-	events  string // qualified, quoted
-	streams string
+	events   string // qualified, quoted
+	streams  string
+	attempts string
 }
 
 func evlogResolve(opts *EventLogOptions) evlogConfig {
@@ -38,6 +40,7 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 	}
 	o.events = qualify(o.Schema, o.Table)
 	o.streams = qualify(o.Schema, o.Table+"_streams")
+	o.attempts = qualify(o.Schema, o.Table+"_attempts")
 	return o
 }
 
@@ -72,6 +75,26 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	);
 //	CREATE INDEX IF NOT EXISTS "webhook_events_due_idx" ON "webhook_events" (next_attempt_at, stream, seq) WHERE state = 0;
 //	CREATE INDEX IF NOT EXISTS "webhook_events_created_idx" ON "webhook_events" (created, stream, seq);
+//	-- the streams someone holds: Claim skips them, so that an endpoint has one holder at a time
+//	CREATE INDEX IF NOT EXISTS "webhook_events_held_idx" ON "webhook_events" (stream, lease_until)
+//	    WHERE state = 0 AND lease_until IS NOT NULL;
+//	CREATE TABLE IF NOT EXISTS "webhook_events_attempts" (  -- the delivery history
+//	    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- the history's cursor
+//	    stream      text        NOT NULL,
+//	    seq         bigint      NOT NULL,
+//	    event_id    text        NOT NULL,
+//	    number      integer     NOT NULL,     -- 1 for the event's first attempt
+//	    outcome     smallint    NOT NULL,     -- 1 failed, 2 delivered, 3 abandoned
+//	    at          timestamptz NOT NULL,
+//	    latency_us  bigint      NOT NULL,
+//	    status_code integer     NOT NULL,     -- 0: no response
+//	    class       text        NOT NULL,     -- producer.Class…; '' for a success
+//	    reason      text        NOT NULL,
+//	    response    text        NOT NULL,     -- the start of the answer, at most 256 bytes
+//	    retry_at    timestamptz
+//	);
+//	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_stream_idx" ON "webhook_events_attempts" (stream, id);
+//	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_event_idx" ON "webhook_events_attempts" (stream, seq, id);
 //
 // Sequences come from the counter row, never from a SEQUENCE: a sequence's values are handed out
 // outside the transaction, so a rollback leaves a gap and two transactions can commit out of order.
@@ -109,9 +132,31 @@ CREATE TABLE IF NOT EXISTS %s (
 );
 CREATE INDEX IF NOT EXISTS %s ON %s (next_attempt_at, stream, seq) WHERE state = 0;
 CREATE INDEX IF NOT EXISTS %s ON %s (created, stream, seq);
+CREATE INDEX IF NOT EXISTS %s ON %s (stream, lease_until) WHERE state = 0 AND lease_until IS NOT NULL;
+CREATE TABLE IF NOT EXISTS %s (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    stream      text        NOT NULL,
+    seq         bigint      NOT NULL,
+    event_id    text        NOT NULL,
+    number      integer     NOT NULL,
+    outcome     smallint    NOT NULL,
+    at          timestamptz NOT NULL,
+    latency_us  bigint      NOT NULL,
+    status_code integer     NOT NULL,
+    class       text        NOT NULL,
+    reason      text        NOT NULL,
+    response    text        NOT NULL,
+    retry_at    timestamptz
+);
+CREATE INDEX IF NOT EXISTS %s ON %s (stream, id);
+CREATE INDEX IF NOT EXISTS %s ON %s (stream, seq, id);
 `, o.streams, o.events,
 		quoteIdent(o.Table+"_due_idx"), o.events,
-		quoteIdent(o.Table+"_created_idx"), o.events)
+		quoteIdent(o.Table+"_created_idx"), o.events,
+		quoteIdent(o.Table+"_held_idx"), o.events,
+		o.attempts,
+		quoteIdent(o.Table+"_attempts_stream_idx"), o.attempts,
+		quoteIdent(o.Table+"_attempts_event_idx"), o.attempts)
 	return b.String()
 }
 

@@ -91,6 +91,10 @@ type DispatcherOptions struct {
 	// is a failed attempt. A Client of your own replaces both protections: build it with
 	// NewDeliveryClient unless your endpoints are all trusted.
 	Client *http.Client
+	// Guard is the address policy of the default Client; nil means public unicast addresses only.
+	// The sandbox, tests and a demo on loopback allow-list what they need here. Ignored when Client
+	// is set.
+	Guard *AddressGuard
 	// Timeout bounds each delivery request; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Schedule lists the delays before the first retry, the second, and so on; its length is the number
@@ -184,6 +188,7 @@ type Dispatcher struct {
 	retention   time.Duration // 0: never
 	cleanup     time.Duration
 	signers     signerCache
+	group       groupCommit
 
 	mu       sync.Mutex
 	inFlight int               // request slots reserved, over all endpoints
@@ -258,7 +263,7 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		d.lease = max(time.Minute, 3*d.timeout)
 	}
 	if d.client == nil {
-		d.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }} // WIRE-GUARD
+		d.client = NewDeliveryClient(opts.Guard)
 	}
 	if d.rand == nil {
 		d.rand = rand.Float64
@@ -482,9 +487,7 @@ func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 		var st Stats
 		at := d.now()
 		for _, dl := range group {
-			d.record(ctx, dl, "abandon", func(c context.Context) error {
-				return d.log.Failed(c, dl.Lease, Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"})
-			})
+			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})
 			st.Abandoned++
 		}
 		return st
@@ -573,7 +576,7 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Del
 		for k := range prepared {
 			dl, r := group[i+k], &results[k]
 			if r.Class == "" {
-				d.record(ctx, dl, "delivered", func(c context.Context) error { return d.log.Delivered(c, dl.Lease, r.Attempt) })
+				d.record(ctx, dl, Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt})
 				st.Delivered++
 				continue
 			}
@@ -585,7 +588,7 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Del
 			r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
 			d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", ep.ID, "sequence", dl.Sequence,
 				"attempt", dl.Attempts+1, "reason", r.Reason, "retry_at", r.RetryAt)
-			d.record(ctx, dl, "failed", func(c context.Context) error { return d.log.Failed(c, dl.Lease, r.Attempt) })
+			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: r.Attempt})
 			retry := r.RetryAt
 			if retry.IsZero() {
 				st.Abandoned++
@@ -634,13 +637,13 @@ func (d *Dispatcher) settleWindowTail(ctx context.Context, group []Delivery, res
 		r := &results[k]
 		switch {
 		case r.Class == "":
-			d.record(ctx, dl, "delivered", func(c context.Context) error { return d.log.Delivered(c, dl.Lease, r.Attempt) })
+			d.record(ctx, dl, Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt})
 			st.Delivered++
 		case r.cancelled:
 			st.Released += d.release(context.WithoutCancel(ctx), []Delivery{dl}, r.At)
 		default:
 			r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
-			d.record(ctx, dl, "failed", func(c context.Context) error { return d.log.Failed(c, dl.Lease, r.Attempt) })
+			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: r.Attempt})
 			if r.RetryAt.IsZero() {
 				st.Abandoned++
 			} else {
@@ -651,16 +654,17 @@ func (d *Dispatcher) settleWindowTail(ctx context.Context, group []Delivery, res
 	return st
 }
 
-// record runs op, which records an attempt's outcome, each try with its own deadline, until it
-// succeeds or the lease is lost. A delivery the endpoint acknowledged must not be sent again because a
-// store call timed out, so failures are retried with backoff for as long as the dispatcher runs; once
-// it is stopping, until the delivery's lease ends (after which another dispatcher may claim it anyway,
-// and the consumer's duplicate check takes over).
-func (d *Dispatcher) record(ctx context.Context, dl Delivery, what string, op func(context.Context) error) {
+// record records an attempt's outcome, each try with its own deadline, until it succeeds or the lease
+// is lost. A delivery the endpoint acknowledged must not be sent again because a store call timed out,
+// so failures are retried with backoff for as long as the dispatcher runs; once it is stopping, until
+// the delivery's lease ends (after which another dispatcher may claim it anyway, and the consumer's
+// duplicate check takes over).
+func (d *Dispatcher) record(ctx context.Context, dl Delivery, s Settlement) {
+	what := AttemptOutcome(s.Delivered, s.Attempt).String()
 	wait := recordBackoffMin
 	for try := 1; ; try++ {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		err := op(c)
+		err := d.settleOne(c, s)
 		cancel()
 		if err == nil || errors.Is(err, ErrLeaseLost) {
 			d.settleErr(ctx, dl, what, err)
@@ -676,6 +680,123 @@ func (d *Dispatcher) record(ctx context.Context, dl Delivery, what string, op fu
 		t := time.NewTimer(wait)
 		<-t.C
 		wait = min(2*wait, recordBackoffMax)
+	}
+}
+
+// settleOne records one outcome: through the group commit when the Log is a Settler, else by
+// Delivered or Failed.
+func (d *Dispatcher) settleOne(ctx context.Context, s Settlement) error {
+	if st, ok := d.log.(Settler); ok {
+		return d.group.do(ctx, st, s)
+	}
+	if s.Delivered {
+		return d.log.Delivered(ctx, s.Lease, s.Attempt)
+	}
+	return d.log.Failed(ctx, s.Lease, s.Attempt)
+}
+
+// groupCommit gathers the settlements that workers have ready at the same moment into one
+// Settler.Settle call. There is no background goroutine and no timer: the first caller to find no call
+// running makes one for everything queued, and keeps making them while more queue up behind it; the
+// others wait for their answer. Under light load every settlement is its own call, as without it;
+// under heavy load one call carries as many as arrived during the previous one, up to maxSettleBatch.
+type groupCommit struct {
+	mu      sync.Mutex
+	queue   []*pendingSettle
+	running bool
+}
+
+// maxSettleBatch bounds one Settle call.
+const maxSettleBatch = 500
+
+type pendingSettle struct {
+	s    Settlement
+	ctx  context.Context
+	err  error
+	done chan struct{}
+}
+
+func (g *groupCommit) do(ctx context.Context, st Settler, s Settlement) error {
+	p := &pendingSettle{s: s, ctx: ctx, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, p)
+	if g.running {
+		g.mu.Unlock()
+		select {
+		case <-p.done:
+			return p.err
+		case <-ctx.Done():
+			// Our deadline passed while others' call ran; the outcome may still be recorded by it,
+			// and a retry of an already recorded outcome is ErrLeaseLost, which record accepts.
+			return ctx.Err()
+		}
+	}
+	g.running = true
+	g.mu.Unlock()
+	g.drain(st, p)
+	return p.err
+}
+
+// drain makes Settle calls for the queue until mine is answered (nil: until the queue is empty). A
+// caller that became the leader leaves as soon as its own settlement is done, handing what queued up
+// meanwhile to a goroutine, so that a steady stream of others' settlements never holds its endpoint up.
+func (g *groupCommit) drain(st Settler, mine *pendingSettle) {
+	for {
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		if mine != nil && isDone(mine) {
+			g.mu.Unlock()
+			go g.drain(st, nil)
+			return
+		}
+		n := min(len(g.queue), maxSettleBatch)
+		batch := g.queue[:n:n]
+		g.queue = g.queue[n:]
+		g.mu.Unlock()
+		g.run(st, batch)
+	}
+}
+
+func isDone(p *pendingSettle) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// run makes one Settle call under the deadline of its latest-ending caller, so that no caller's
+// budget is cut short by another's.
+func (g *groupCommit) run(st Settler, batch []*pendingSettle) {
+	ss := make([]Settlement, len(batch))
+	deadline, bounded := time.Time{}, true
+	for i, p := range batch {
+		ss[i] = p.s
+		dl, ok := p.ctx.Deadline()
+		if !ok {
+			bounded = false
+		} else if dl.After(deadline) {
+			deadline = dl
+		}
+	}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if bounded {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	errs := st.Settle(ctx, ss)
+	cancel()
+	for i, p := range batch {
+		if i < len(errs) {
+			p.err = errs[i]
+		} else {
+			p.err = errors.New("producer: Settle returned fewer answers than settlements")
+		}
+		close(p.done)
 	}
 }
 
@@ -782,6 +903,8 @@ func transportFailure(rctx context.Context, err error) Attempt {
 	}
 	var ne net.Error
 	switch {
+	case errors.Is(err, ErrBlockedAddress):
+		return Attempt{Class: ClassBlockedAddress, Reason: "request failed: " + err.Error()}
 	case errors.As(err, &ne) && ne.Timeout():
 		return Attempt{Class: ClassTimeout, Reason: "timeout"}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"time"
 
 	"github.com/svcplatform/conventions/webhook"
@@ -52,7 +53,10 @@ func Example() {
 			panic(err)
 		}
 	}
-	d, err := producer.NewDispatcher(log, eps, nil)
+	// The default client dials public addresses only; this consumer is on loopback, so allow it.
+	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{
+		Guard: &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+	})
 	if err != nil {
 		panic(err)
 	}

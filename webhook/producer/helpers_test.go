@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,7 +97,19 @@ func mustEndpoints(t testing.TB, eps ...producer.Endpoint) *producer.MemoryEndpo
 	return m
 }
 
+// loopback lets the default delivery client reach the tests' httptest servers.
+var loopback = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+
+// mustDispatcher builds a dispatcher whose default client may dial loopback (and nothing else private).
 func mustDispatcher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *producer.DispatcherOptions) *producer.Dispatcher {
+	if opts == nil {
+		opts = &producer.DispatcherOptions{}
+	}
+	if opts.Client == nil && opts.Guard == nil {
+		o := *opts
+		o.Guard = loopback
+		opts = &o
+	}
 	d, err := producer.NewDispatcher(l, eps, opts)
 	require.NoError(t, err)
 	return d

@@ -80,6 +80,24 @@ type Log interface {
 	Cleanup(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// Settler is implemented by Logs that can record many attempts' outcomes in one round trip, such as
+// pgstore.EventLog. The Dispatcher then gathers the outcomes its workers have ready at the same moment
+// into one Settle call (a group commit): on PostgreSQL that is one commit for many deliveries instead
+// of one each.
+type Settler interface {
+	// Settle records each settlement as Delivered (s.Delivered) or Failed would, and returns one error
+	// per settlement, in order: nil, ErrLeaseLost, or the store's error. A store error may fail every
+	// settlement of the call.
+	Settle(ctx context.Context, s []Settlement) []error
+}
+
+// Settlement is one outcome for Settler.Settle. It is a plain value.
+type Settlement struct {
+	Lease     Lease
+	Delivered bool
+	Attempt   Attempt
+}
+
 // Lease identifies one claim of one delivery. Token is the fencing token: each claim of a delivery
 // gets a token that no earlier claim of it had, and the zero token is never valid. A Lease is a plain
 // value, safe to copy and share.

@@ -23,7 +23,10 @@ type MemoryLog struct {
 	attempts uint64 // the last AttemptRecord.ID handed out
 }
 
-var _ Log = (*MemoryLog)(nil)
+var (
+	_ Log     = (*MemoryLog)(nil)
+	_ Settler = (*MemoryLog)(nil)
+)
 
 // NewMemoryLog returns an empty MemoryLog.
 func NewMemoryLog() *MemoryLog { return &MemoryLog{} }
@@ -249,6 +252,19 @@ func (m *MemoryLog) Failed(ctx context.Context, l Lease, a Attempt) error {
 		e.status.State = Abandoned
 	}
 	return nil
+}
+
+// Settle implements Settler: each settlement as Delivered or Failed would record it.
+func (m *MemoryLog) Settle(ctx context.Context, ss []Settlement) []error {
+	errs := make([]error, len(ss))
+	for i, s := range ss {
+		if s.Delivered {
+			errs[i] = m.Delivered(ctx, s.Lease, s.Attempt)
+		} else {
+			errs[i] = m.Failed(ctx, s.Lease, s.Attempt)
+		}
+	}
+	return errs
 }
 
 // record appends an attempt to the stream's history. The caller holds m.mu.

@@ -519,11 +519,11 @@ func testLeaseFencing(t *testing.T, l producer.Log) {
 	require.Equal(t, old.Sequence, fresh.Sequence)
 	require.NotEqual(t, old.Token, fresh.Token, "every claim gets a new fencing token")
 
-	require.ErrorIs(t, l.Delivered(ctx, old.Lease, producer.Attempt{At: t0().Add(31*time.Second)}), producer.ErrLeaseLost)
+	require.ErrorIs(t, l.Delivered(ctx, old.Lease, producer.Attempt{At: t0().Add(31 * time.Second)}), producer.ErrLeaseLost)
 	require.ErrorIs(t, l.Failed(ctx, old.Lease, producer.Attempt{At: t0(), RetryAt: t0().Add(time.Hour), Reason: "late"}), producer.ErrLeaseLost)
 	require.ErrorIs(t, l.Release(ctx, old.Lease, t0()), producer.ErrLeaseLost)
 
-	require.NoError(t, l.Delivered(ctx, fresh.Lease, producer.Attempt{At: t0().Add(40*time.Second)}))
+	require.NoError(t, l.Delivered(ctx, fresh.Lease, producer.Attempt{At: t0().Add(40 * time.Second)}))
 	st, err := l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
 	require.Equal(t, producer.Delivered, st.State)
@@ -564,7 +564,7 @@ func testFailedRetries(t *testing.T, l producer.Log) {
 	require.NoError(t, l.Failed(ctx, d2.Lease, producer.Attempt{At: t0().Add(61 * time.Second), RetryAt: t0().Add(5 * time.Minute), Reason: "timeout"}))
 	d3 := claimOne(t, l, t0().Add(5*time.Minute), time.Minute)
 	require.Equal(t, 2, d3.Attempts)
-	require.NoError(t, l.Delivered(ctx, d3.Lease, producer.Attempt{At: t0().Add(5*time.Minute)}))
+	require.NoError(t, l.Delivered(ctx, d3.Lease, producer.Attempt{At: t0().Add(5 * time.Minute)}))
 	st, err = l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
 	require.Equal(t, producer.Delivered, st.State)
