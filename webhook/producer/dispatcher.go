@@ -901,10 +901,16 @@ func transportFailure(rctx context.Context, err error) Attempt {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	var ne net.Error
+	var (
+		ne net.Error
+		be *BlockedAddressError
+	)
 	switch {
+	case errors.As(err, &be):
+		// Only the class: the resolved address would tell the endpoint's owner about our network.
+		return Attempt{Class: ClassBlockedAddress, Reason: "request refused: " + be.Error()}
 	case errors.Is(err, ErrBlockedAddress):
-		return Attempt{Class: ClassBlockedAddress, Reason: "request failed: " + err.Error()}
+		return Attempt{Class: ClassBlockedAddress, Reason: "request refused: blocked address"}
 	case errors.As(err, &ne) && ne.Timeout():
 		return Attempt{Class: ClassTimeout, Reason: "timeout"}
 	}

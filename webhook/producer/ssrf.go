@@ -265,9 +265,13 @@ func (g *AddressGuard) Control(_ context.Context, _, address string, _ syscall.R
 }
 
 // DialContext dials a TCP address for a delivery; use it as http.Transport.DialContext. A host in
-// AllowHosts is dialled without the address check. Any other host is made absolute (a trailing dot),
-// so the resolver's search list cannot turn "api" into "api.corp.internal", and every address it
-// resolves to goes through Control. Networks other than tcp, tcp4 and tcp6 are refused.
+// AllowHosts is dialled without the address check; for any other host every address it resolves to
+// goes through Control. Networks other than tcp, tcp4 and tcp6 are refused.
+//
+// The resolver's search list still applies: a name that does not resolve as given may be tried
+// under the local search domains. Whatever it resolves to is checked, but a public address that only
+// an ACL protects is not refused; that, like every address the block list cannot know about, is for
+// the egress firewall.
 func (g *AddressGuard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	return g.dial(ctx, network, addr, nil)
 }
@@ -279,7 +283,7 @@ func (g *AddressGuard) dial(ctx context.Context, network, addr string, r *net.Re
 	default:
 		return nil, fmt.Errorf("producer: network %q: %w", network, ErrBlockedAddress)
 	}
-	host, port, err := net.SplitHostPort(addr)
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("producer: dial: %w", err)
 	}
@@ -288,9 +292,6 @@ func (g *AddressGuard) dial(ctx context.Context, network, addr string, r *net.Re
 		return d.DialContext(ctx, network, addr)
 	}
 	d.ControlContext = g.Control
-	if _, err := netip.ParseAddr(host); err != nil && host != "" && !strings.HasSuffix(host, ".") {
-		addr = net.JoinHostPort(host+".", port)
-	}
 	return d.DialContext(ctx, network, addr)
 }
 
@@ -508,7 +509,11 @@ func (p URLPolicy) checkAddr(a netip.Addr) error {
 	}
 	var be *BlockedAddressError
 	errors.As(err, &be)
-	return &URLError{Code: CodeHostBlocked, Detail: "must not point at a " + be.Class + " address", err: err}
+	article := "a "
+	if strings.ContainsRune("aeiou", rune(be.Class[0])) {
+		article = "an "
+	}
+	return &URLError{Code: CodeHostBlocked, Detail: "must not point at " + article + be.Class + " address", err: err}
 }
 
 func urlErr(code, detail string) *URLError { return &URLError{Code: code, Detail: detail} }

@@ -1,0 +1,237 @@
+package producer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/svcplatform/conventions/apierror"
+)
+
+// DeliveriesPattern is the net/http ServeMux pattern of the delivery history; DeliveriesHandler reads
+// the endpoint ID from its {id} wildcard unless DeliveriesOptions.EndpointID says otherwise.
+const DeliveriesPattern = "GET /v1/webhook_endpoints/{id}/deliveries"
+
+// Limits of the history's limit query parameter.
+const (
+	DefaultDeliveriesLimit = 20
+	MaxDeliveriesLimit     = 100
+)
+
+// AttemptIDPrefix starts every attempt ID of the history API: "att_" and the AttemptRecord.ID.
+const AttemptIDPrefix = "att_"
+
+// CodeInvalidCursor: starting_after is not an attempt ID.
+const CodeInvalidCursor = "invalid_cursor"
+
+// CodeInvalidOutcome: outcome is not delivered, failed or abandoned.
+const CodeInvalidOutcome = "invalid_outcome"
+
+// DeliveriesOptions configures a DeliveriesHandler. The zero value (or nil) means the defaults.
+type DeliveriesOptions struct {
+	// EndpointID extracts the endpoint ID from the request; nil means r.PathValue("id").
+	EndpointID func(r *http.Request) string
+	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
+	Logger *slog.Logger
+}
+
+// DeliveriesHandler serves the delivery history of a webhook endpoint, what a support engineer (or a
+// sandbox evaluator) needs to see why a consumer did or did not get an event:
+//
+//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_981
+//
+//	HTTP/1.1 200 OK
+//	Content-Type: application/json
+//
+//	{"object":"list","has_more":false,"data":[
+//	  {"id":"att_977","object":"webhook_delivery_attempt","endpoint":"we_123","event":"evt_…","sequence":7,
+//	   "attempt":1,"outcome":"failed","created":1767225661,"latency_ms":10000,"status_code":null,
+//	   "error_class":"timeout","error":"timeout","response":"","next_attempt_at":1767225721}]}
+//
+// Attempts are listed newest first; starting_after takes the id of the last attempt of the previous
+// page. sequence keeps one event's attempts, outcome keeps one outcome (delivered, failed — another
+// attempt is scheduled — or abandoned); limit is 1–100, default 20. Bad parameters are 400 problems
+// located at the parameter; an unknown endpoint and another licensee's endpoint are the same 404 as
+// range retrieval's. The history is kept as long as its events (the retention).
+//
+// A DeliveriesHandler is safe for concurrent use. Build one with NewDeliveriesHandler.
+type DeliveriesHandler struct {
+	log        Log
+	endpoints  Endpoints
+	licensee   LicenseeFunc
+	endpointID func(r *http.Request) string
+	errs       apierror.Writer
+}
+
+// NewDeliveriesHandler returns the delivery history handler for the attempts in log of the endpoints
+// in endpoints; licensee maps each request to the licensee it is authenticated as, as for
+// NewRangeHandler.
+func NewDeliveriesHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *DeliveriesOptions) *DeliveriesHandler {
+	if log == nil || endpoints == nil || licensee == nil {
+		panic("producer: NewDeliveriesHandler needs a Log, Endpoints and a LicenseeFunc")
+	}
+	h := &DeliveriesHandler{log: log, endpoints: endpoints, licensee: licensee,
+		endpointID: func(r *http.Request) string { return r.PathValue("id") }}
+	if opts != nil {
+		if opts.EndpointID != nil {
+			h.endpointID = opts.EndpointID
+		}
+		h.errs.Logger = opts.Logger
+	}
+	return h
+}
+
+// ParseDeliveriesQuery reads sequence, outcome, limit and starting_after into an AttemptQuery for
+// stream, returning a 400 *apierror.Error that lists every bad parameter, each located at its name.
+func ParseDeliveriesQuery(stream string, q url.Values) (AttemptQuery, error) {
+	aq := AttemptQuery{Stream: stream, Limit: DefaultDeliveriesLimit}
+	var c apierror.Collector
+	if seq, st := queryUint(&c, q, "sequence"); st == paramSet {
+		if c.Check(seq >= 1, apierror.Query("sequence", CodeOutOfRange, "must be at least 1")) {
+			aq.Sequence = seq
+		}
+	}
+	if limit, st := queryUint(&c, q, "limit"); st == paramSet {
+		if c.Check(limit >= 1 && limit <= MaxDeliveriesLimit, apierror.Query("limit", CodeOutOfRange,
+			fmt.Sprintf("must be between 1 and %d", MaxDeliveriesLimit))) {
+			aq.Limit = int(limit)
+		}
+	}
+	if v, st := queryString(&c, q, "outcome"); st == paramSet {
+		switch v {
+		case "delivered":
+			aq.Outcome = OutcomeDelivered
+		case "failed":
+			aq.Outcome = OutcomeFailed
+		case "abandoned":
+			aq.Outcome = OutcomeAbandoned
+		default:
+			c.Add(apierror.Query("outcome", CodeInvalidOutcome, "must be delivered, failed or abandoned"))
+		}
+	}
+	if v, st := queryString(&c, q, "starting_after"); st == paramSet {
+		n, err := strconv.ParseUint(strings.TrimPrefix(v, AttemptIDPrefix), 10, 64)
+		if c.Check(strings.HasPrefix(v, AttemptIDPrefix) && err == nil && n >= 1,
+			apierror.Query("starting_after", CodeInvalidCursor, "must be the id of an attempt (att_…) from a previous page")) {
+			aq.Before = n
+		}
+	}
+	if err := c.Err(); err != nil {
+		return AttemptQuery{}, err
+	}
+	return aq, nil
+}
+
+// queryString reads one query parameter that must not repeat; absent and empty are paramAbsent.
+func queryString(c *apierror.Collector, q url.Values, name string) (string, paramState) {
+	vs := q[name]
+	switch {
+	case len(vs) == 0 || (len(vs) == 1 && vs[0] == ""):
+		return "", paramAbsent
+	case len(vs) > 1:
+		c.Add(apierror.Query(name, CodeRepeated, "must be given once"))
+		return "", paramBad
+	}
+	return vs[0], paramSet
+}
+
+// attemptJSON is one attempt as the history API shows it.
+type attemptJSON struct {
+	ID            string  `json:"id"`
+	Object        string  `json:"object"`
+	Endpoint      string  `json:"endpoint"`
+	Event         string  `json:"event"`
+	Sequence      uint64  `json:"sequence"`
+	Attempt       int     `json:"attempt"`
+	Outcome       string  `json:"outcome"`
+	Created       int64   `json:"created"`
+	LatencyMS     int64   `json:"latency_ms"`
+	StatusCode    *int    `json:"status_code"`
+	ErrorClass    *string `json:"error_class"`
+	Error         *string `json:"error"`
+	Response      string  `json:"response"`
+	NextAttemptAt *int64  `json:"next_attempt_at"`
+}
+
+type attemptList struct {
+	Object  string        `json:"object"`
+	Data    []attemptJSON `json:"data"`
+	HasMore bool          `json:"has_more"`
+}
+
+func attemptView(a AttemptRecord) attemptJSON {
+	v := attemptJSON{
+		ID: AttemptIDPrefix + strconv.FormatUint(a.ID, 10), Object: "webhook_delivery_attempt",
+		Endpoint: a.Stream, Event: a.EventID, Sequence: a.Sequence, Attempt: a.Number,
+		Outcome: a.Outcome.String(), Created: a.At.Unix(), LatencyMS: a.Latency.Milliseconds(),
+		Response: a.Response,
+	}
+	if a.StatusCode != 0 {
+		v.StatusCode = &a.StatusCode
+	}
+	if a.Class != "" {
+		v.ErrorClass, v.Error = &a.Class, &a.Reason
+	}
+	if a.Outcome == OutcomeFailed && !a.RetryAt.IsZero() {
+		t := a.RetryAt.Unix()
+		v.NextAttemptAt = &t
+	}
+	return v
+}
+
+// ServeHTTP implements http.Handler.
+func (h *DeliveriesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.errs.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", "use GET"))
+		return
+	}
+	ctx := r.Context()
+	id := h.endpointID(r)
+	licensee, err := h.licensee(r)
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	ep, err := h.endpoints.Lookup(ctx, id)
+	switch {
+	case errors.Is(err, ErrUnknownEndpoint) || (err == nil && (licensee == "" || ep.Owner != licensee)):
+		h.errs.Write(w, r, notFound(id))
+		return
+	case err != nil:
+		h.errs.Write(w, r, err)
+		return
+	}
+	q, err := ParseDeliveriesQuery(ep.ID, r.URL.Query())
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	recs, more, err := h.log.Attempts(ctx, q)
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	list := attemptList{Object: "list", Data: make([]attemptJSON, len(recs)), HasMore: more}
+	for i, a := range recs {
+		list.Data[i] = attemptView(a)
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
