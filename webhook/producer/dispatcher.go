@@ -534,8 +534,14 @@ func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 
 // deliverStream delivers one endpoint's claimed deliveries in sequence order, window requests at a
 // time, recording each outcome right after its attempt, and stops at the first failure.
+//
+// A success is recorded while the next request goes out (the endpoint's order is the order of the
+// requests, which recording does not change), and the worker waits for every record before it
+// returns; a failure is recorded before anything else happens, because it decides when the rest go.
 func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Delivery, window int) Stats {
 	var st Stats
+	var records sync.WaitGroup
+	defer records.Wait()
 	settle := context.WithoutCancel(ctx)
 	for i := 0; i < len(group); {
 		if ctx.Err() != nil {
@@ -576,7 +582,7 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Del
 		for k := range prepared {
 			dl, r := group[i+k], &results[k]
 			if r.Class == "" {
-				d.record(ctx, dl, Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt})
+				records.Go(func() { d.record(ctx, dl, Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt}) })
 				st.Delivered++
 				continue
 			}
