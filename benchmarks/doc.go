@@ -13,6 +13,11 @@
 //   - BenchmarkProblemWrite: one 400 with two violations, ours, huma's and moogar0880/problems'.
 //   - BenchmarkStore: idempotency/storetest.RunBenchmarks on the memory store, Redis and PostgreSQL
 //     (the last two skip when SVC_TEST_REDIS_URL / SVC_TEST_POSTGRES_DSN are unset).
+//   - BenchmarkPGThroughput, on the real PostgreSQL server: orders/s through the reference order
+//     server's transactional outbox against pgbench -N at the same client count, and webhook events
+//     appended and delivered per second (pgstore.EventLog, producer.Dispatcher) against Watermill's
+//     SQL publisher and subscriber. Sized by SVC_BENCH_* variables (see pgthroughput_test.go); skips
+//     without SVC_TEST_POSTGRES_DSN, and without pgbench unless CI=true.
 //
 // The tests beside them check that every library really does its work on the prepared inputs (each
 // verifier accepts its delivery and rejects a changed body; each middleware replays instead of

@@ -3,6 +3,8 @@ module github.com/svcplatform/conventions/benchmarks
 go 1.25.0
 
 require (
+	github.com/ThreeDotsLabs/watermill v1.5.1
+	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/danielgtaylor/huma/v2 v2.37.2
 	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/google/go-github/v75 v75.0.0
@@ -13,6 +15,7 @@ require (
 	github.com/stretchr/testify v1.11.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 	github.com/svcplatform/conventions v0.0.0
+	github.com/svcplatform/conventions/examples v0.0.0
 	github.com/svcplatform/conventions/pgstore v0.0.0
 	github.com/svcplatform/conventions/redisstore v0.0.0
 	github.com/svix/svix-webhooks v1.44.0
@@ -21,6 +24,7 @@ require (
 
 require (
 	github.com/andybalholm/brotli v1.2.0 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/gofiber/schema v1.7.0 // indirect
@@ -31,10 +35,15 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.18.4 // indirect
+	github.com/lib/pq v1.10.9 // indirect
+	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/philhofer/fwd v1.2.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/sony/gobreaker v1.0.0 // indirect
 	github.com/tinylib/msgp v1.6.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
@@ -49,6 +58,7 @@ require (
 
 replace (
 	github.com/svcplatform/conventions => ../
+	github.com/svcplatform/conventions/examples => ../examples
 	github.com/svcplatform/conventions/pgstore => ../pgstore
 	github.com/svcplatform/conventions/redisstore => ../redisstore
 )
