@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +69,28 @@ func TestPublisher(t *testing.T) {
 		require.NoError(t, err)
 		require.InDelta(t, time.Now().Unix(), ev.Created, 5)
 	})
+}
+
+func TestPublishToSkipsTheLookup(t *testing.T) {
+	l := producer.NewMemoryLog()
+	var lookups atomic.Int64
+	eps := countingEndpoints{lookups: &lookups}
+	pub := producer.NewPublisher(l, eps, nil)
+	ev, err := pub.PublishTo(context.Background(), producer.Endpoint{ID: "we_a"}, "order.created", map[string]int{"n": 1})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), ev.Sequence)
+	require.JSONEq(t, `{"n":1}`, string(ev.Data))
+	require.Zero(t, lookups.Load())
+	_, err = pub.PublishTo(context.Background(), producer.Endpoint{}, "order.created", 1)
+	require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
+	_, err = pub.Publish(context.Background(), "we_a", "order.created", 1)
+	require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
+	require.Equal(t, int64(1), lookups.Load())
+}
+
+type countingEndpoints struct{ lookups *atomic.Int64 }
+
+func (c countingEndpoints) Lookup(context.Context, string) (producer.Endpoint, error) {
+	c.lookups.Add(1)
+	return producer.Endpoint{}, producer.ErrUnknownEndpoint
 }
