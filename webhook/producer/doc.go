@@ -24,22 +24,50 @@
 //	X-SVC-Signature: t=1767225602,v1=5f1c…,v1=0b9e…
 //	X-SVC-Sequence: 7
 //
-//	{"id":"evt_…","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//	{"id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
 //
 // The signature is HMAC-SHA256 over "<t>.<body>" with one v1 per endpoint secret: while a secret
 // rotates the endpoint has two, and the consumer may hold either. The sequence header equals the
-// body's. Any 2xx is success. Anything else — another status (redirects are not followed), a transport
-// error, or the per-request timeout (10 s) — is a failed attempt, retried after the schedule's next
-// delay with ±20 % jitter; DefaultSchedule doubles from one minute to twelve hours, 72 hours in all,
-// then the delivery is abandoned (the event stays retrievable by range). Within a pass an endpoint's
-// events go in sequence order and the rest wait behind a failure; beyond that the order is best-effort
-// and the consumer's sequence check and range fetch restore it.
+// body's, and the body names the endpoint it was signed for, so a delivery captured on its way to one
+// endpoint is refused by another that shares the secret (webhook.ReceiverOptions). Any 2xx is
+// success. Anything else — another status (redirects are not followed), a transport error, or the
+// per-request timeout (10 s) — is a failed attempt, retried after the schedule's next delay with
+// ±20 % jitter; DefaultSchedule doubles from one minute to twelve hours, 72 hours in all, then the
+// delivery is abandoned (the event stays retrievable by range).
 //
-// Several Dispatchers may share one Log: a claim leases each delivery, so no two deliver the same
-// attempt at once, and a fencing token makes a stale holder's outcome fail with ErrLeaseLost. A
-// dispatcher that dies holds its deliveries only until the lease ends. Every delivery request's context
-// carries its endpoint ID (EndpointIDFromContext), for transports that act per endpoint — the sandbox's
-// fault injector, per-endpoint metrics.
+// Each endpoint progresses on its own. A claim takes at most StreamBatch due deliveries of one
+// endpoint, and only from endpoints nobody holds; each endpoint's run goes to a worker of its own, in
+// sequence order, and stops at the first failure (the rest wait for its retry). The dispatcher claims
+// again as soon as a claim came back full or a worker finished a full run, never waiting for the
+// slowest endpoint. Workers, PerOwner (32) and PerEndpoint (1) bound the requests in flight in all,
+// per licensee and per endpoint, so that one licensee's slow or failing endpoints delay only its own
+// deliveries. Beyond that, order is the consumer's sequence check's and range fetch's to restore.
+//
+// Every attempt is recorded right after it is made, each record with its own deadline, and retried
+// until it is stored: a delivery the consumer acknowledged is never sent again because a store call
+// timed out. Records that are ready at the same moment go to the Log in one call when it is a Settler
+// (pgstore.EventLog: one statement and one commit for many deliveries). The delivery history keeps
+// every attempt — when, status code, latency, error class, the first 256 bytes of the answer — for as
+// long as its event, and Log.Attempts and DeliveriesHandler list it:
+//
+//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_981
+//
+// Several Dispatchers may share one Log: a claim leases each delivery, and an endpoint has one holder
+// at a time, so no two deliver to it at once; a fencing token makes a stale holder's outcome fail
+// with ErrLeaseLost. A dispatcher that dies holds its endpoints only until the lease ends. Every
+// delivery request's context carries its endpoint ID (EndpointIDFromContext), for transports that act
+// per endpoint — the sandbox's fault injector, per-endpoint metrics.
+//
+// # Endpoints customers type in
+//
+// The default delivery client (NewDeliveryClient) dials only public unicast addresses, checked after
+// DNS resolution at the moment of dialling, so that neither a URL naming an internal address nor a
+// name that later resolves to one reaches inside the network: loopback, private, link-local, ULA,
+// CGNAT, multicast, unspecified, reserved, and the IPv4-mapped and NAT64 forms of them are refused,
+// and the attempt is recorded as blocked_address. AddressGuard's allow-list (prefixes and host names)
+// opens what the sandbox, tests or a demo on loopback need. URLPolicy.Check gives registration its
+// located errors first: https unless allowed otherwise, no userinfo, no fragment, at most 2048 bytes,
+// no IP literal — in any spelling, 2130706433 and 0x7f.1 included — in a blocked range.
 //
 // Events are stored at the version they were produced at and rendered at each endpoint's pinned
 // version on the way out, in deliveries and range responses alike, through the Render hook (a
@@ -81,11 +109,14 @@
 //	pub := producer.NewPublisher(log, eps, nil)
 //
 //	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{Logger: logger})
+//	// (a consumer on loopback, in a demo: Guard: &producer.AddressGuard{Allow: …127.0.0.0/8…})
 //	if err != nil { … }
 //	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
 //
 //	mux := http.NewServeMux()
 //	mux.Handle(producer.RangePattern, producer.NewRangeHandler(log, eps,
+//		func(r *http.Request) (string, error) { return licenseeOf(r) }, nil))
+//	mux.Handle(producer.DeliveriesPattern, producer.NewDeliveriesHandler(log, eps,
 //		func(r *http.Request) (string, error) { return licenseeOf(r) }, nil))
 //
 //	// In a handler, inside the transaction that creates the order (the outbox):
