@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/idempotency"
 )
@@ -47,6 +49,13 @@ import (
 // store mode left behind). A mark outlives the transaction: when fn returns an error, InTx rolls back
 // and then makes the mark again in a statement of its own, so that retries can take the key over
 // after the extra lease even though the middleware rolls back every request it answers 409.
+//
+// On a *pgxpool.Pool the transaction is pipelined: BEGIN travels with the claim, a savepoint with the
+// first statement in it, and the stored response with the COMMIT, so a request costs two round trips
+// plus its handler's own statements (TestIdempotencyRoundTrips pins it). The semantics are
+// PostgreSQL's: a failure of anything queued is the error of the statement it travelled with, and a
+// completion that would match no row fails the commit instead of committing without it. The
+// transaction is a pgx.Tx in every respect but LargeObjects, which it does not support.
 //
 // Each request holds one connection from the DB for as long as its handler runs; size the pool for
 // the number of mutating requests in flight. Records written in transactional mode are ordinary rows
@@ -99,9 +108,13 @@ func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, stor
 	)
 	// The claim's re-read relies on each statement seeing fresh data: pin READ COMMITTED even where
 	// the server's default isolation is stricter.
-	if b, ok := t.db.(idemTxBeginner); ok {
-		tx, err = b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	} else {
+	switch db := t.db.(type) {
+	case *pgxpool.Pool:
+		// On a pool, BEGIN travels with the claim, and the completion with the COMMIT (pipeTx).
+		tx, err = beginPipeTx(ctx, db, "BEGIN ISOLATION LEVEL READ COMMITTED")
+	case idemTxBeginner:
+		tx, err = db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	default:
 		tx, err = t.db.Begin(ctx)
 	}
 	if err != nil {
@@ -154,6 +167,25 @@ func (s *idemTxStore) Claim(ctx context.Context, key idempotency.Key, fp idempot
 		s.mark = []any{key.Scope, key.Key, marked, now, leaseUntil}
 	}
 	return c, err
+}
+
+// Complete implements idempotency.Store inside the transaction. On a pipelined transaction the
+// completion waits to travel with the COMMIT, in one round trip; a completion that matches no row then
+// fails on the server and the commit rolls back (see pipelinedCompletion). Elsewhere it runs at once.
+func (s *idemTxStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+	pt, ok := s.db.(*pipeTx)
+	if !ok {
+		return s.IdempotencyStore.Complete(ctx, key, token, resp, expiresAt)
+	}
+	var header []byte
+	if resp.Header != nil {
+		var err error
+		if header, err = json.Marshal(resp.Header); err != nil {
+			return fmt.Errorf("pgstore: idempotency complete: encode header: %w", err)
+		}
+	}
+	return pt.queue(queued{sql: pipelinedCompletion(s.sql.complete), mapErr: completionLost,
+		args: []any{key.Scope, key.Key, int64(token), int32(resp.Status), header, resp.Body, expiresAt}})
 }
 
 // idemLockKey is an advisory lock key of a record: 64 bits of a SHA-256 over the table and the

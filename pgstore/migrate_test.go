@@ -37,7 +37,7 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, tables, 6, "tables: %v", tables)
+	require.Len(t, tables, 7, "tables: %v", tables)
 
 	// Each store works on what Migrate made.
 	_, err = pgstore.NewPinStore(pool, &pgstore.PinStoreOptions{Schema: schema}).Get(ctx, "lic_nobody")
