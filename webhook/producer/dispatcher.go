@@ -381,9 +381,16 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup, report func(
 	for s := range d.busy {
 		skip = append(skip, s)
 	}
-	for s, o := range d.ownerOf {
-		if d.owners[o] >= d.perOwner && !d.busy[s] {
-			skip = append(skip, s)
+	// The endpoints of licensees whose share is in use wait; the scan runs only when there are such.
+	saturated := false
+	for _, n := range d.owners {
+		saturated = saturated || n >= d.perOwner
+	}
+	if saturated {
+		for s, o := range d.ownerOf {
+			if d.owners[o] >= d.perOwner && !d.busy[s] {
+				skip = append(skip, s)
+			}
 		}
 	}
 	d.starved = free <= 0
