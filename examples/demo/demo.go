@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,10 @@ func run(ctx context.Context, opts options) (report, error) {
 		PollInterval:  10 * time.Millisecond,
 		ReorderHold:   100 * time.Millisecond,
 		FaultRand:     rand.New(rand.NewPCG(opts.Seed, 1)),
+		// The consumer listens on loopback, which the delivery guard refuses by default (a customer's
+		// URL must never reach the server's own machine): the demo opens loopback, and only that.
+		Guard: &producer.AddressGuard{Allow: []netip.Prefix{
+			netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
 	}})
 	if err != nil {
 		_ = srvLn.Close()

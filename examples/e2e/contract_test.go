@@ -260,9 +260,12 @@ func TestContract(t *testing.T) {
 		require.Equal(t, "v1", ep["api_version"])
 		for _, tc := range []struct{ body, code string }{
 			{`{}`, "field_missing"},
-			{`{"url":"ftp://consumer.example/hooks"}`, "invalid_url"},
-			{`{"url":"/relative"}`, "invalid_url"},
-			{`{"url":"https://user:pw@consumer.example/"}`, "invalid_url"},
+			{`{"url":"ftp://consumer.example/hooks"}`, "scheme_not_allowed"},
+			{`{"url":"/relative"}`, "url_not_absolute"},
+			{`{"url":"https://user:pw@consumer.example/"}`, "url_has_userinfo"},
+			{`{"url":"https://consumer.example/hooks#x"}`, "url_has_fragment"},
+			{`{"url":"http://169.254.169.254/latest/meta-data/"}`, "host_blocked"}, // the allow-list opens loopback only
+			{`{"url":"http://metadata.google.internal/"}`, "host_blocked"},
 			{`{"url":42}`, "wrong_type"},
 		} {
 			p := request{Method: "POST", URL: url("/v1/webhook_endpoints"), Auth: sk, Key: newKey(), Body: tc.body}.do(t).

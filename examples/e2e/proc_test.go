@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -77,7 +78,16 @@ type process struct {
 // start runs bin with args and stops it (SIGTERM, then a check of a clean exit) when the test ends.
 func start(t *testing.T, name, bin string, args ...string) *process {
 	t.Helper()
+	return startEnv(t, name, bin, nil, args...)
+}
+
+// startEnv is start with env (KEY=value) set for the process, on top of this process's environment.
+func startEnv(t *testing.T, name, bin string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
@@ -163,10 +173,21 @@ type orderServer struct {
 	URL, SandboxKey, LiveKey, AdminToken string
 }
 
-// startOrderServer starts an orderserver on a free loopback port.
+// loopbackAllow opens the orderserver's webhook guard for loopback: the tests' consumers listen
+// there, and the guard refuses it by default.
+const loopbackAllow = "SVC_WEBHOOK_ALLOW=127.0.0.0/8,::1/128,localhost"
+
+// startOrderServer starts an orderserver on a free loopback port, delivering to loopback.
 func startOrderServer(t *testing.T, name string, args ...string) *orderServer {
 	t.Helper()
-	p := start(t, name, orderserverBin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	return startOrderServerEnv(t, name, []string{loopbackAllow}, args...)
+}
+
+// startOrderServerEnv starts an orderserver on a free loopback port with env set; an empty env
+// entry "SVC_WEBHOOK_ALLOW=" gives the default guard: public addresses only.
+func startOrderServerEnv(t *testing.T, name string, env []string, args ...string) *orderServer {
+	t.Helper()
+	p := startEnv(t, name, orderserverBin, env, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	s := &orderServer{process: p}
 	s.URL = p.stdoutValue(t, "listening on ")
 	s.SandboxKey = p.stdoutValue(t, "sandbox API key: ")

@@ -9,6 +9,17 @@
 // cannot reach the sandbox controls) and the admin token that issues further sandbox credentials. The
 // routes are listed in the server package's documentation and in examples/README.md.
 //
+// Webhook deliveries connect only to public unicast addresses, checked at dial time after DNS
+// resolution, and registration refuses URLs that point elsewhere (loopback, private networks, cloud
+// metadata at 169.254.169.254, local-use names such as metadata.google.internal, obfuscated IPv4
+// forms). A sandbox whose consumers run on the same machine opens the guard with SVC_WEBHOOK_ALLOW:
+// comma-separated CIDR prefixes, IP addresses and host names, such as
+//
+//	SVC_WEBHOOK_ALLOW="127.0.0.0/8,::1/128,localhost" go run ./examples/orderserver
+//
+// A bad entry stops the server at start with an error naming it. Sandbox keys may register http
+// URLs; production keys must use https. Each licensee may register 16 endpoints per environment.
+//
 // Stored idempotency responses are sealed (AES-256-GCM) with the key ring in SVC_SEAL_KEYS, which
 // every replica must share; responses that carry a secret (an issued API key, a webhook signing
 // secret) are never stored in plain text, with or without it.
@@ -99,6 +110,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeBackends()
 	if cfg.Sealer, err = sealer(os.Getenv(EnvSealKeys), logger); err != nil {
+		return err
+	}
+	if cfg.Webhooks.Guard, err = webhookGuard(os.Getenv(EnvWebhookAllow), logger); err != nil {
 		return err
 	}
 

@@ -12,6 +12,7 @@
 //	GET  /v1/orders/{id}                             Bearer API key → 200 order; 404 for unknown and foreign ids alike
 //	POST /v1/webhook_endpoints                       Bearer API key; {"url"} → 201 {"id":"we_…","url","secret":"whsec_…","api_version"}
 //	GET  /v1/webhook_endpoints/{id}/events           Bearer API key; ?from=&to=&limit= → 200 signed event list (range retrieval)
+//	GET  /v1/webhook_endpoints/{id}/deliveries       Bearer API key; ?sequence=&outcome=&limit=&starting_after= → 200 attempt list (delivery history)
 //	POST /v1/sandbox/credentials                     Bearer admin token → 201 {"api_key":"sk_sandbox_…","environment":"sandbox","expires_at":…}
 //	POST /v1/sandbox/webhook_endpoints/{id}/faults   sandbox key; {"drop","duplicate","reorder","bad_signature","delay","delay_ms"} → 200
 //	PUT, DELETE  same path                           the sandbox package's own methods for the same control
@@ -22,6 +23,20 @@
 // "created":<unix>}; account is 1–64 of [A-Za-z0-9_-]. Each new order emits an order.created event,
 // with the order as data, to every webhook endpoint of the same licensee and environment. A
 // production key gets, on every sandbox route, exactly the 404 of an unknown route.
+//
+// # Webhook endpoints
+//
+// Registration checks the URL with producer.URLPolicy: https for production keys, http allowed for
+// sandbox keys, no user information or fragment, at most 2048 bytes, and a host that is neither a
+// non-public address (loopback, private, link-local such as 169.254.169.254, …), nor a local-use
+// name (localhost, *.internal, …), nor a numeric IPv4 form (2130706433, 0x7f.1); a refusal is a 400
+// located at body /url with the URLError's code. Deliveries go through producer.NewDeliveryTransport,
+// which checks every address at dial time, after DNS resolution, ignores proxies and follows no
+// redirect. WebhookOptions.Guard opens both for the addresses and names it lists (a sandbox whose
+// consumers run on loopback). Each licensee may register WebhookOptions.MaxEndpoints endpoints per
+// environment (16 by default; past it, 422 webhook_endpoint_limit_reached), and its deliveries have
+// at most PerOwner requests in flight (8), one per endpoint. The delivery history of an endpoint is
+// GET …/deliveries (producer.DeliveriesHandler), visible to its owner only.
 //
 // # Storage
 //

@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
@@ -19,16 +19,13 @@ import (
 // EventOrderCreated is the type of the event every new order emits.
 const EventOrderCreated = "order.created"
 
-// Problem codes of webhook endpoint registration.
-const (
-	CodeInvalidURL = "invalid_url"
-)
+// CodeEndpointLimitReached is the problem code of a registration past the licensee's endpoint limit
+// (WebhookOptions.MaxEndpoints). A refused URL's code is the producer.URLError's (url_too_long,
+// scheme_not_allowed, host_blocked, …), located at body /url.
+const CodeEndpointLimitReached = "webhook_endpoint_limit_reached"
 
 // maxCredentialsBody caps the credentials request, whose body is empty or {}.
 const maxCredentialsBody = 4 << 10
-
-// maxURLLen bounds a webhook URL: long enough for any real one, short enough to store and log.
-const maxURLLen = 2048
 
 // scopeOf returns the data scope of the authenticated principal. The Authenticator runs before every
 // handler that calls it, so a missing principal is a wiring mistake and becomes an opaque 500.
@@ -126,15 +123,45 @@ type createEndpointRequest struct {
 	URL *string `json:"url"`
 }
 
-func (in createEndpointRequest) validate() error {
+// validate checks the request; policy is the URL policy of the caller's environment. The URL check is
+// registration's early, located refusal of what the delivery transport's guard would refuse at every
+// attempt anyway: a URL that names a blocked address, a local-use name, an obfuscated IPv4 form, user
+// information, a fragment, or plain http where https is required.
+func (in createEndpointRequest) validate(policy producer.URLPolicy) error {
 	var c apierror.Collector
 	if c.Require("/url", in.URL != nil) {
-		u, err := url.Parse(*in.URL)
-		c.Check(err == nil && len(*in.URL) <= maxURLLen && (u.Scheme == "http" || u.Scheme == "https") &&
-			u.Host != "" && u.User == nil && u.Fragment == "",
-			apierror.Body("/url", CodeInvalidURL, "must be an absolute http or https URL of at most 2048 bytes, without credentials or fragment"))
+		var ue *producer.URLError
+		if err := policy.Check(*in.URL); errors.As(err, &ue) {
+			c.Add(apierror.Body("/url", ue.Code, ue.Detail))
+		} else if err != nil {
+			return err // URLPolicy returns only *URLError: anything else is a bug, an opaque 500
+		}
 	}
 	return c.Err()
+}
+
+// urlPolicy is the URL policy of the request's environment: production keys must use https, sandbox
+// keys may use http (WebhookOptions says otherwise when configured).
+func (s *Server) urlPolicy(r *http.Request) producer.URLPolicy {
+	if sandbox.InSandbox(r) {
+		return s.urlSandbox
+	}
+	return s.urlLive
+}
+
+// endpointLimitReached is the refusal of a registration past the limit.
+//
+// Why 422: the request is well-formed and its URL acceptable — the same body would succeed for
+// another licensee — so it is not a 400 (Stripe's answer, which our errors keep for invalid input).
+// Not 429: that is a rate, with a Retry-After, and waiting never frees an endpoint slot. Not 409:
+// idempotency.Transport, like other clients of this API, retries every 409 with the same key (it is
+// the answer to a key still in use), so a quota refusal as 409 would be retried in vain. 422 says the
+// request cannot be carried out as it stands, which is the case until the licensee has fewer
+// endpoints; GitHub answers its hook limit the same way. The limit is in the detail, and the problem
+// is located at the body as a whole: no one field is at fault.
+func endpointLimitReached(limit int) *apierror.Error {
+	detail := fmt.Sprintf("this licensee already has %d webhook endpoints in this environment, the most allowed", limit)
+	return apierror.Unprocessable(CodeEndpointLimitReached, detail, apierror.Body("", CodeEndpointLimitReached, detail))
 }
 
 // createEndpoint handles POST /v1/webhook_endpoints: the endpoint gets its own stream of events,
@@ -150,13 +177,19 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
-	if err := in.validate(); err != nil {
+	if err := in.validate(s.urlPolicy(r)); err != nil {
 		s.refuse(w, r, err)
 		return
 	}
 	ep := producer.Endpoint{ID: newID("we_"), URL: *in.URL, Secrets: []string{webhook.NewSecret()},
 		Owner: scope, APIVersion: s.pinnedVersion(r)}
-	if err := s.store.CreateEndpoint(r.Context(), ep); err != nil {
+	err = s.store.CreateEndpoint(r.Context(), ep, s.maxEPs)
+	if errors.Is(err, ErrEndpointLimit) {
+		// Nothing was created: the key is released, so the same request may succeed later.
+		s.refuse(w, r, endpointLimitReached(s.maxEPs))
+		return
+	}
+	if err != nil {
 		s.problems.Write(w, r, err)
 		return
 	}

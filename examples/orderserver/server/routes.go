@@ -37,6 +37,9 @@ func (s *Server) routes() http.Handler {
 	api.HandleFunc("GET /orders/{id}", s.getOrder)
 	api.Handle("POST /webhook_endpoints", s.idempotent(http.HandlerFunc(s.createEndpoint)))
 	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
+	// The delivery history: the same authentication and the same 404 for another licensee's endpoint
+	// as range retrieval (both ask rangeOwner whose endpoints the request may read).
+	api.Handle("GET /webhook_endpoints/{id}/deliveries", s.deliveries)
 	// The contract sets faults with POST; the sandbox package's controls take PUT for the same
 	// request, so POST is handed to them as the PUT it means.
 	api.Handle("POST /sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.idempotent(

@@ -31,6 +31,16 @@ const (
 	// LiveRate and LiveBurst are the production rate limit per licensee. The sandbox has none.
 	LiveRate  = 100
 	LiveBurst = 200
+	// DefaultMaxEndpoints is how many webhook endpoints one licensee may register in one environment
+	// (Stripe's limit too): enough for every real integration, and a bound on the fan-out of one
+	// order, which emits an event to each of them.
+	DefaultMaxEndpoints = 16
+	// DefaultPerOwner and DefaultPerEndpoint are the server's in-flight delivery limits: at most
+	// this many requests at once to one licensee's endpoints, and to one endpoint. One endpoint at a
+	// time keeps a healthy endpoint's deliveries in sequence order; a licensee's slow endpoints hold
+	// at most DefaultPerOwner of the dispatcher's workers.
+	DefaultPerOwner    = 8
+	DefaultPerEndpoint = 1
 )
 
 // DefaultRetrySchedule is the server's webhook retry schedule: the first retry after one second,
@@ -56,6 +66,38 @@ type WebhookOptions struct {
 	// FaultRand draws the injected faults; nil means unseeded. Pass a seeded one for a reproducible
 	// run.
 	FaultRand *rand.Rand
+
+	// Guard decides which addresses deliveries may connect to, checked at dial time after DNS
+	// resolution, and which URLs registration accepts. nil means public unicast addresses only:
+	// loopback, private networks, link-local (cloud metadata) and the other special ranges are
+	// refused. A sandbox, demo or test whose consumers listen on loopback allow-lists them here
+	// (Allow: 127.0.0.0/8, ::1/128; AllowHosts: localhost).
+	Guard *producer.AddressGuard
+	// SandboxRequireHTTPS refuses http URLs for sandbox keys too. By default a sandbox key may
+	// register http URLs (a consumer on a laptop has no certificate) and a production key must use
+	// https.
+	SandboxRequireHTTPS bool
+	// LiveAllowHTTP lets production keys register http URLs; a deployment whose deliveries stay on
+	// a private, trusted network might. Deliveries over http are readable on the way.
+	LiveAllowHTTP bool
+	// MaxEndpoints is how many webhook endpoints one licensee may register in one environment; 0
+	// means DefaultMaxEndpoints, negative means no limit. It holds across replicas sharing a
+	// PostgreSQL store.
+	MaxEndpoints int
+	// PerOwner and PerEndpoint bound the delivery requests in flight to one licensee's endpoints and
+	// to one endpoint (producer.DispatcherOptions); 0 means DefaultPerOwner and DefaultPerEndpoint.
+	PerOwner, PerEndpoint int
+}
+
+// maxEndpoints is the endpoint limit per owner, 0 for none.
+func (o WebhookOptions) maxEndpoints() int {
+	switch {
+	case o.MaxEndpoints == 0:
+		return DefaultMaxEndpoints
+	case o.MaxEndpoints < 0:
+		return 0
+	}
+	return o.MaxEndpoints
 }
 
 // Config configures a Server. The zero value is a complete in-memory server.
@@ -129,6 +171,10 @@ type Server struct {
 	transport  *sandbox.FaultTransport
 	controls   *sandbox.Controls
 	ranges     *producer.RangeHandler
+	deliveries *producer.DeliveriesHandler
+	urlLive    producer.URLPolicy // registration's URL checks, per environment
+	urlSandbox producer.URLPolicy
+	maxEPs     int // webhook endpoints per owner; 0: no limit
 	versions   *versioning.Router
 	adminToken string
 	problems   apierror.Writer
@@ -188,10 +234,17 @@ func New(cfg Config) (*Server, error) {
 
 	// Webhooks: the publisher appends to the store's log (inside the order's transaction, see
 	// createOrder); the dispatcher delivers through the fault-injecting transport, which acts only on
-	// endpoints whose sandbox owner turned faults on.
+	// endpoints whose sandbox owner turned faults on, over the guarded delivery transport: whatever
+	// a URL's name resolves to at delivery time, a delivery connects only to an address the guard
+	// allows (registration's URL check is the early, friendly refusal; this is the defence). The
+	// guard's transport ignores HTTP(S)_PROXY, through which the guard would see only the proxy.
+	wh := cfg.Webhooks
+	s.maxEPs = wh.maxEndpoints()
+	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.Guard}
+	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
 	s.publisher = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
 		APIVersion: registry.Newest().Name, Now: s.now})
-	s.transport = sandbox.NewFaultTransport(http.DefaultTransport, &s.faults, &sandbox.FaultTransportOptions{
+	s.transport = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.Guard), &s.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       cfg.Webhooks.FaultRand,
 		HoldFor:    cfg.Webhooks.ReorderHold,
@@ -213,6 +266,8 @@ func New(cfg Config) (*Server, error) {
 		Timeout:      cfg.Webhooks.Timeout,
 		Schedule:     schedule,
 		PollInterval: poll,
+		PerOwner:     cmp.Or(wh.PerOwner, DefaultPerOwner),
+		PerEndpoint:  cmp.Or(wh.PerEndpoint, DefaultPerEndpoint),
 		Now:          s.now,
 		Logger:       s.log,
 		Render:       s.render,
@@ -222,6 +277,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ranges = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
 		Render: s.render, Now: s.now, Logger: s.log})
+	s.deliveries = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesOptions{
+		Logger: s.log})
 	// The router strips the version, so the controls live under "/sandbox" as the handlers see it.
 	s.controls = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
 		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Writer: s.problems, Logger: s.log})

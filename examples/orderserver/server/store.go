@@ -12,6 +12,10 @@ import (
 // ErrNotFound is returned by a Store for an order that does not exist in the caller's scope.
 var ErrNotFound = errors.New("server: not found")
 
+// ErrEndpointLimit is returned by Store.CreateEndpoint when the owner already has as many webhook
+// endpoints as the limit allows.
+var ErrEndpointLimit = errors.New("server: webhook endpoint limit reached")
+
 // OutboxFunc appends the events that a new order causes to log, for the given webhook endpoints. A
 // Store calls it inside the unit of work that stores the order, so the order and its events are kept
 // or lost together: the transactional outbox. Without it, a crash between "order saved" and "event
@@ -28,8 +32,11 @@ type Store interface {
 	CreateOrder(ctx context.Context, scope string, o Order, outbox OutboxFunc) error
 	// Order returns the order with the given ID in scope, or ErrNotFound.
 	Order(ctx context.Context, scope, id string) (Order, error)
-	// CreateEndpoint registers a webhook endpoint; ep.Owner is its scope.
-	CreateEndpoint(ctx context.Context, ep producer.Endpoint) error
+	// CreateEndpoint registers a webhook endpoint; ep.Owner is its scope. With limit > 0 it returns
+	// ErrEndpointLimit, and registers nothing, if the scope already has limit endpoints. The count
+	// and the insert are one atomic step, also between replicas: concurrent registrations never
+	// take a scope past the limit.
+	CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error
 	// EndpointIDs lists the IDs of scope's webhook endpoints.
 	EndpointIDs(ctx context.Context, scope string) ([]string, error)
 	// DeleteOrders removes every order of scope and reports how many (the sandbox's reset).
@@ -101,13 +108,16 @@ func (m *MemoryStore) Order(ctx context.Context, scope, id string) (Order, error
 	return o, nil
 }
 
-// CreateEndpoint implements Store.
-func (m *MemoryStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint) error {
+// CreateEndpoint implements Store: the count and the insert hold the store's mutex.
+func (m *MemoryStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if limit > 0 && len(m.byScope[ep.Owner]) >= limit {
+		return ErrEndpointLimit
+	}
 	if err := m.endpoints.Put(ep); err != nil {
 		return err
 	}

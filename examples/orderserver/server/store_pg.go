@@ -143,13 +143,43 @@ func (s *PostgresStore) Order(ctx context.Context, scope, id string) (Order, err
 	return o, nil
 }
 
-// CreateEndpoint implements Store.
-func (s *PostgresStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint) error {
+// endpointLockClass is the first key of the per-owner advisory locks of endpoint registration (the
+// second is hashtext(owner)). Two-key advisory locks never collide with the one-key migration lock;
+// two owners whose names hash alike merely wait for each other.
+const endpointLockClass = 0x77656e64 // "wend"
+
+// CreateEndpoint implements Store. With a limit, the count and the insert run in one transaction
+// under a transaction-scoped advisory lock on the owner: a second replica registering for the same
+// owner waits until the first one's transaction ends, and then counts its endpoint. (Under READ
+// COMMITTED a plain count-then-insert lets two transactions both count 15 and both insert.) Inside
+// the request's transaction the lock is held until that transaction commits, which is when the new
+// row becomes visible to the others: exactly as long as it must be.
+func (s *PostgresStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
 	if err := ep.Validate(); err != nil {
 		return err
 	}
-	if _, err := s.dbFor(ctx).Exec(ctx, `INSERT INTO webhook_endpoints (id, owner, url, secrets, api_version)
+	tx, err := s.dbFor(ctx).Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("server: create webhook endpoint: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if limit > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(endpointLockClass), ep.Owner); err != nil {
+			return fmt.Errorf("server: create webhook endpoint: %w", err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE owner = $1`, ep.Owner).Scan(&n); err != nil {
+			return fmt.Errorf("server: create webhook endpoint: %w", err)
+		}
+		if n >= limit {
+			return ErrEndpointLimit
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (id, owner, url, secrets, api_version)
 VALUES ($1, $2, $3, $4, $5)`, ep.ID, ep.Owner, ep.URL, ep.Secrets, ep.APIVersion); err != nil {
+		return fmt.Errorf("server: create webhook endpoint: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("server: create webhook endpoint: %w", err)
 	}
 	return nil

@@ -47,7 +47,7 @@ func TestPostgresStoreInRequestTransaction(t *testing.T) {
 	tr := pgstore.NewTransactor(pool, nil)
 	const scope = "sandbox:lic_tx"
 	ep := producer.Endpoint{ID: newID("we_"), URL: "http://127.0.0.1:1/hook", Secrets: []string{"whsec_x"}, Owner: scope, APIVersion: "v1"}
-	require.NoError(t, s.CreateEndpoint(ctx, ep))
+	require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
 	events := func() int {
 		evs, _, err := s.Log().Range(ctx, ep.ID, 1, 100, 100)
 		require.NoError(t, err)
@@ -144,7 +144,7 @@ func testStore(t *testing.T, newStore func(t *testing.T) Store) {
 		s := newStore(t)
 		a1, a2, b := endpoint(scopeA), endpoint(scopeA), endpoint(scopeB)
 		for _, ep := range []producer.Endpoint{a1, a2, b} {
-			require.NoError(t, s.CreateEndpoint(ctx, ep))
+			require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
 		}
 		ids, err := s.EndpointIDs(ctx, scopeA)
 		require.NoError(t, err)
@@ -154,7 +154,7 @@ func testStore(t *testing.T, newStore func(t *testing.T) Store) {
 		require.Equal(t, b, got)
 		_, err = s.Lookup(ctx, "we_missing")
 		require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
-		require.Error(t, s.CreateEndpoint(ctx, producer.Endpoint{ID: newID("we_"), Owner: scopeA}),
+		require.Error(t, s.CreateEndpoint(ctx, producer.Endpoint{ID: newID("we_"), Owner: scopeA}, 0),
 			"an endpoint without URL and secret must be refused")
 	})
 
@@ -162,7 +162,7 @@ func testStore(t *testing.T, newStore func(t *testing.T) Store) {
 		s := newStore(t)
 		a1, a2, b := endpoint(scopeA), endpoint(scopeA), endpoint(scopeB)
 		for _, ep := range []producer.Endpoint{a1, a2, b} {
-			require.NoError(t, s.CreateEndpoint(ctx, ep))
+			require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
 		}
 		o := testOrder("acc_1")
 		require.NoError(t, s.CreateOrder(ctx, scopeA, o, emitTo(o)))
@@ -182,7 +182,7 @@ func testStore(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("a failing outbox stores neither the order nor its events", func(t *testing.T) {
 		s := newStore(t)
 		ep := endpoint(scopeA)
-		require.NoError(t, s.CreateEndpoint(ctx, ep))
+		require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
 		o := testOrder("acc_1")
 		boom := errors.New("boom")
 		err := s.CreateOrder(ctx, scopeA, o, func(ctx context.Context, log producer.Log, ids []string) error {
@@ -211,7 +211,7 @@ func testStore(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Run("concurrent orders get gap-free sequences", func(t *testing.T) {
 		s := newStore(t)
 		ep := endpoint(scopeA)
-		require.NoError(t, s.CreateEndpoint(ctx, ep))
+		require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
 		const n = 24
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
@@ -233,6 +233,32 @@ func testStore(t *testing.T, newStore func(t *testing.T) Store) {
 		for i, ev := range evs {
 			require.Equal(t, uint64(i+1), ev.Sequence)
 		}
+	})
+
+	t.Run("the endpoint limit holds per scope under concurrent registrations", func(t *testing.T) {
+		s := newStore(t)
+		const limit, tries = 5, 20
+		var wg sync.WaitGroup
+		errs := make(chan error, tries)
+		for range tries {
+			wg.Go(func() { errs <- s.CreateEndpoint(ctx, endpoint(scopeA), limit) })
+		}
+		wg.Wait()
+		close(errs)
+		created := 0
+		for err := range errs {
+			if err == nil {
+				created++
+				continue
+			}
+			require.ErrorIs(t, err, ErrEndpointLimit)
+		}
+		require.Equal(t, limit, created)
+		ids, err := s.EndpointIDs(ctx, scopeA)
+		require.NoError(t, err)
+		require.Len(t, ids, limit)
+		require.NoError(t, s.CreateEndpoint(ctx, endpoint(scopeB), limit), "another scope has a limit of its own")
+		require.NoError(t, s.CreateEndpoint(ctx, endpoint(scopeA), 0), "0 means no limit")
 	})
 
 	t.Run("deleting a scope's orders leaves other scopes alone", func(t *testing.T) {
