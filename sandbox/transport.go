@@ -232,13 +232,24 @@ func replayable(ctx context.Context, req *http.Request, body []byte) *http.Reque
 	return out
 }
 
+// fakeResponse is the producer's answer for a delivery the transport did not send (dropped) or sends
+// later (reordered). Its body says so, and the producer's delivery history keeps the start of every
+// answer, so an evaluator reading the history sees the fault instead of a plain success.
 func fakeResponse(req *http.Request, f Fault) *http.Response {
-	h := make(http.Header, 1)
+	h := make(http.Header, 2)
 	h.Set(HeaderSandboxFault, string(f))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	body := faultNotes[f]
 	return &http.Response{
 		Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: http.NoBody, ContentLength: 0, Request: req,
+		Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
 	}
+}
+
+// faultNotes are the bodies of fakeResponse.
+var faultNotes = map[Fault]string{
+	FaultDrop:    "sandbox fault drop: this delivery was not sent to the endpoint",
+	FaultReorder: "sandbox fault reorder: this delivery is held back and sent after a later one",
 }
 
 func drain(resp *http.Response) {
