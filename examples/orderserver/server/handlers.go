@@ -61,7 +61,8 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	err = s.store.CreateOrder(r.Context(), scope, o, func(ctx context.Context, log producer.Log, ids []string) error {
 		pub := s.publisher.WithLog(log)
 		for _, id := range ids {
-			if _, err := pub.Publish(ctx, id, EventOrderCreated, json.RawMessage(data)); err != nil {
+			// The store read these endpoints in this unit of work: no need to look each up again.
+			if _, err := pub.PublishTo(ctx, producer.Endpoint{ID: id}, EventOrderCreated, json.RawMessage(data)); err != nil {
 				return err
 			}
 		}

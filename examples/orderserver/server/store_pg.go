@@ -117,13 +117,16 @@ func (s *PostgresStore) CreateOrder(ctx context.Context, scope string, o Order, 
 }
 
 func (s *PostgresStore) createOrderTx(ctx context.Context, tx pgx.Tx, scope string, o Order, outbox OutboxFunc) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO orders (scope, id, account, side, status, created)
-VALUES ($1, $2, $3, $4, $5, $6)`, scope, o.ID, o.Account, o.Side, o.Status, o.Created); err != nil {
+	// One statement, one round trip: the order's INSERT and the read of the scope's endpoints.
+	rows, err := tx.Query(ctx, `WITH o AS (INSERT INTO orders (scope, id, account, side, status, created)
+VALUES ($1, $2, $3, $4, $5, $6))
+SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.Account, o.Side, o.Status, o.Created)
+	if err != nil {
 		return fmt.Errorf("server: create order: %w", err)
 	}
-	ids, err := endpointIDs(ctx, tx, scope)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return err
+		return fmt.Errorf("server: create order: %w", err)
 	}
 	// An EventLog on the transaction is cheap to build and joins it: the events commit with the order.
 	return outbox(ctx, pgstore.NewEventLog(tx, nil), ids)
