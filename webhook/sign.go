@@ -82,9 +82,12 @@ func NewSigner(secrets ...string) (*Signer, error) {
 	return s, nil
 }
 
-// Sign returns the X-SVC-Signature value for body sent at time t. A nil Signer panics: there is no
-// "signing off".
+// Sign returns the X-SVC-Signature value for body sent at time t. A nil or zero Signer (one not built
+// by NewSigner) panics rather than emit a header without a signature: there is no "signing off".
 func (s *Signer) Sign(body []byte, t time.Time) string {
+	if s == nil || len(s.keys) == 0 {
+		panic("webhook: Sign on a Signer without secrets: build it with NewSigner")
+	}
 	// Room for "t=<20 digits>" and two v1s on the stack; more secrets than that grow onto the heap.
 	var stack [2 + 20 + 2*(4+2*sha256.Size)]byte
 	out := append(stack[:0], "t="...)

@@ -170,6 +170,10 @@ func (v *Verifier) verify(header string, body []byte) (int64, error) {
 		return 0, err
 	}
 	if !v.matches(&h, body) {
+		if h.malformed {
+			// A malformed v1 is forgiven only beside one that matches.
+			return 0, errBadHex
+		}
 		return 0, ErrSignatureMismatch
 	}
 	// Compared in whole seconds: age*time.Second could overflow for an absurd clock, and for a whole
@@ -215,14 +219,18 @@ type sigHeader struct {
 	ts  string // the t= digits exactly as sent: they are what was signed
 	sig [maxSignatures][sha256.Size]byte
 	n   int
+	// v1s counts every v1 entry, malformed ones included; malformed says some was not 64 hex digits.
+	v1s       int
+	malformed bool
 }
 
 // parseHeader parses "t=<t>,v1=<hex>[,v1=<hex>…]" in one pass without allocating (strings.Cut
 // returns substrings of the header; nothing is split into a slice). Items are
 // "key=value" separated by ','; keys other than t and v1 (v0, a future v2) are ignored so that a
-// producer can add schemes, but every item must have that shape: no empty items and no spaces
-// (Stripe's parser is as strict). t must appear exactly once, as canonical decimal; each v1 must be 64
-// hex digits.
+// producer can add schemes, but every item must have that shape: no empty items and no spaces. t must
+// appear exactly once, as canonical decimal. A v1 that is not 64 hex digits is skipped, as stripe-go
+// skips it, so that the header still verifies through another v1; when no v1 is readable, or none
+// matches and one was not readable, the header is malformed (errBadHex).
 func parseHeader(header string, h *sigHeader) error {
 	if header == "" {
 		return ErrMissingHeader
@@ -260,19 +268,26 @@ func parseHeader(header string, h *sigHeader) error {
 			}
 			h.t, h.ts = t, val
 		case key == "v1":
-			if h.n == maxSignatures {
+			if h.v1s == maxSignatures {
 				return errTooManySigs
 			}
-			if !decodeHex64(&h.sig[h.n], val) {
-				return errBadHex
+			h.v1s++
+			// A malformed v1 is skipped, as stripe-go skips it: a producer may add one this verifier
+			// cannot read beside one it can. Verify still refuses the header when none matches.
+			if decodeHex64(&h.sig[h.n], val) {
+				h.n++
+			} else {
+				h.malformed = true
 			}
-			h.n++
 		}
 	}
 	if !seenT {
 		return errNoTimestamp
 	}
 	if h.n == 0 {
+		if h.malformed {
+			return errBadHex
+		}
 		return ErrNoSignature
 	}
 	return nil

@@ -163,6 +163,9 @@ func TestVerifyErrors(t *testing.T) {
 		{"non-hex v1", "t=1767225600,v1=" + testSigSecret[:63] + "g", testBody, testTS, ErrMalformedHeader},
 		{"empty v1", "t=1767225600,v1=", testBody, testTS, ErrMalformedHeader},
 		{"v1 with = inside", "t=1767225600,v1==" + testSigSecret[1:], testBody, testTS, ErrMalformedHeader},
+		{"malformed extra v1 beside a valid one", "t=1767225600,v1=zz,v1=" + testSigSecret + ",v1=" + testSigSecret[:10], testBody, testTS, nil},
+		{"malformed v1 beside a wrong one", "t=1767225600,v1=zz,v1=" + testSigOther, testBody, testTS, ErrMalformedHeader},
+		{"unknown schemes of any value", "t=1767225600,v0=,v2=not hex at all,x-future=1=2,v1=" + testSigSecret, testBody, testTS, nil},
 		{"too many v1", "t=1767225600" + strings.Repeat(",v1="+testSigOther, maxSignatures) + ",v1=" + testSigSecret, testBody, testTS, ErrMalformedHeader},
 		{"wrong secret", "t=1767225600,v1=" + testSigOther, testBody, testTS, ErrSignatureMismatch},
 		{"all zero signature", "t=1767225600,v1=" + strings.Repeat("0", 64), testBody, testTS, ErrSignatureMismatch},
@@ -431,4 +434,12 @@ func TestNewSignerRejectsMissingSecrets(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoSecret)
 	_, err = NewSigner(testSecret, "")
 	require.ErrorIs(t, err, ErrNoSecret)
+}
+
+func TestZeroSignerRefusesToSign(t *testing.T) {
+	var zero Signer
+	require.PanicsWithValue(t, "webhook: Sign on a Signer without secrets: build it with NewSigner",
+		func() { zero.Sign([]byte(testBody), time.Unix(testTS, 0)) })
+	var nilSigner *Signer
+	require.Panics(t, func() { nilSigner.Sign([]byte(testBody), time.Unix(testTS, 0)) })
 }
