@@ -129,6 +129,10 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 				return nil, fmt.Errorf("%w: stream %q: expected sequence %d, got %d",
 					ErrRangeResponse, stream, next+uint64(i), page.Data[i].Sequence)
 			}
+			if e := page.Data[i].Endpoint; e != "" && e != stream {
+				return nil, fmt.Errorf("%w: stream %q: event %d is signed for another endpoint",
+					ErrRangeResponse, stream, page.Data[i].Sequence)
+			}
 		}
 		out = append(out, page.Data...)
 		if !page.HasMore {

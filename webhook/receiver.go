@@ -22,6 +22,7 @@ const (
 	CodeSignatureTooOld   = "signature_too_old"   // 401: authentic, but older than the tolerance
 	CodeSignatureTooNew   = "signature_too_new"   // 401: authentic, but ahead of the clock by more than the tolerance
 	CodeSequenceInvalid   = "sequence_invalid"    // 400: X-SVC-Sequence is not a sequence number
+	CodeEndpointMismatch  = "endpoint_mismatch"   // 401: authentic, but signed for another endpoint
 	CodeDeliveryFailed    = "delivery_not_stored" // 503: gap fetch, processing or the cursor store failed
 )
 
@@ -51,7 +52,8 @@ type ReceiverOptions struct {
 //   - 400 — a malformed X-SVC-Signature or X-SVC-Sequence, a body that is not an event, or a sequence
 //     mismatch, located at the header or body member;
 //   - 401 — no signature matches, or the timestamp is outside the tolerance (never saying which secret
-//     was tried or what was expected);
+//     was tried or what was expected), or the signed body names another endpoint than this one (a
+//     delivery captured on its way to an endpoint that shares this one's secret);
 //   - 413 — a body over the cap; 405 — a method other than POST;
 //   - 503 with Retry-After — a gap could not be fetched, processing failed, or the cursor store is
 //     down: nothing was skipped, and the producer's retry will try again.
@@ -173,6 +175,13 @@ func (rc *Receiver) Receive(ctx context.Context, signature, sequence string, bod
 	ev, err := DecodeEvent(body)
 	if err != nil {
 		return Result{}, err
+	}
+	// The envelope names the endpoint it was signed for. A producer that names none (older ones) is
+	// trusted on its signature alone; one that names another endpoint is refused.
+	if ev.Endpoint != "" && ev.Endpoint != rc.stream {
+		detail := "the signed body is for another webhook endpoint"
+		return Result{}, apierror.New(http.StatusUnauthorized, CodeEndpointMismatch, detail,
+			apierror.Body("/endpoint", CodeEndpointMismatch, "names another endpoint than the one receiving it"))
 	}
 	if ev.Sequence != seq {
 		detail := "header " + HeaderSequence + " says " + strconv.FormatUint(seq, 10) +

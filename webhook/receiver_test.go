@@ -350,6 +350,22 @@ func TestReceiverAnswers(t *testing.T) {
 	}
 }
 
+// A delivery captured on its way to one endpoint, replayed to another endpoint that shares its secret,
+// is refused: the signed body names the endpoint it was meant for.
+func TestReceiverRefusesADeliveryForAnotherEndpoint(t *testing.T) {
+	f := newReceiverFixture(t, 1)
+	f.src.Emit("we_other", "order.created", map[string]int{"n": 1})
+	resp := f.serve(f.src.Request("/hook", "we_other", 1))
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	body, _ := io.ReadAll(resp.Body)
+	require.Contains(t, string(body), `"code":"endpoint_mismatch"`)
+	require.Contains(t, string(body), `"pointer":"/endpoint"`)
+	require.Empty(t, f.rec.processed(), "nothing processed")
+
+	// Its own delivery goes through.
+	require.Equal(t, http.StatusOK, f.serve(f.src.Request("/hook", stream, 1)).StatusCode)
+}
+
 func TestReceiverRecoversAfter503(t *testing.T) {
 	f := newReceiverFixture(t, 5)
 	f.fetchOK = false

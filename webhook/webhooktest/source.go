@@ -65,11 +65,12 @@ func NewSource(secret, apiKey string, opts *SourceOptions) *Source {
 }
 
 // Emit appends an event of type typ with data to stream and returns it. Its sequence is the stream's
-// next (1 for a new stream).
+// next (1 for a new stream), and it names stream as its endpoint, as the producer's envelopes do.
 func (s *Source) Emit(stream, typ string, data any) webhook.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ev := NewEvent(uint64(len(s.streams[stream]))+1, typ, data, s.now())
+	ev.Endpoint = stream
 	s.streams[stream] = append(s.streams[stream], ev)
 	return ev
 }
