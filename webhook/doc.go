@@ -53,6 +53,16 @@
 //     fails, the delivery is answered 503 with Retry-After and the producer retries: nothing is
 //     skipped.
 //
+// The envelope names the endpoint it was signed for ("endpoint":"we_…"); a Receiver refuses (401
+// endpoint_mismatch) a delivery signed for another endpoint, one captured on its way there and
+// replayed to an endpoint that shares its secret, and the RangeClient refuses such events in a page.
+//
+// A gap of any length is fetched and processed a page at a time (DefaultFetchBatch, 100 events), so a
+// consumer never holds the gap: a 10,000-event gap of 1 KiB events peaks at a few MiB. The RangeClient
+// reads no response past MaxResponseBytes (4 MiB) and no fetch past MaxFetchBytes (8 MiB) together
+// (ErrRangeTooLarge); the Tracker then asks for fewer events at a time, so a producer with big events
+// is still followed and a hostile one cannot balloon the consumer.
+//
 // Deliveries on one stream are processed one at a time, so out-of-order arrivals are never processed
 // twice. A failing ProcessFunc leaves the cursor where it was (503). Store choices: MemoryCursorStore
 // here; pgstore.CursorStore, which can advance the cursor in the same transaction as the consumer's own

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,8 +21,14 @@ const (
 	MaxPageSize     = 1000
 )
 
-// DefaultMaxResponseBytes caps one range response when RangeClientOptions.MaxResponseBytes is zero.
-const DefaultMaxResponseBytes = 32 << 20
+// Byte budgets of a RangeClient, so that a huge or hostile producer cannot balloon a consumer.
+const (
+	// DefaultMaxResponseBytes caps one range response when RangeClientOptions.MaxResponseBytes is zero.
+	DefaultMaxResponseBytes = 4 << 20
+	// DefaultMaxFetchBytes caps the responses of one FetchRange call together when
+	// RangeClientOptions.MaxFetchBytes is zero.
+	DefaultMaxFetchBytes = 8 << 20
+)
 
 // Errors of the RangeClient.
 var (
@@ -31,6 +36,10 @@ var (
 	// and not a problem, an unsigned or badly signed body, a body that is not an event list, events
 	// outside the range or out of order, or a page that makes no progress.
 	ErrRangeResponse = errors.New("webhook: invalid range response")
+	// ErrRangeTooLarge: a response, or the responses of one FetchRange call together, exceed the
+	// client's byte budget. The body is not read past the budget. It wraps ErrRangeResponse; a Tracker
+	// answers it by asking for fewer events at a time.
+	ErrRangeTooLarge = fmt.Errorf("%w: over the byte budget", ErrRangeResponse)
 	// ErrNoAPIKey: NewRangeClient was given no API key.
 	ErrNoAPIKey = errors.New("webhook: RangeClient needs an API key")
 )
@@ -44,6 +53,10 @@ type RangeClientOptions struct {
 	PageSize int
 	// MaxResponseBytes caps one response body; zero means DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// MaxFetchBytes caps the response bodies of one FetchRange call together; zero means
+	// DefaultMaxFetchBytes. Together with MaxResponseBytes it bounds what a fetch holds in memory:
+	// about twice the bodies (the bodies and the decoded events).
+	MaxFetchBytes int64
 }
 
 // RangeClient fetches a stream's events from the producer's range endpoint,
@@ -63,6 +76,7 @@ type RangeClient struct {
 	client   *http.Client
 	pageSize int
 	maxBytes int64
+	maxFetch int64
 }
 
 var _ RangeFetcher = (*RangeClient)(nil)
@@ -87,13 +101,17 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 		client:   &http.Client{Timeout: 30 * time.Second},
 		pageSize: DefaultPageSize,
 		maxBytes: DefaultMaxResponseBytes,
+		maxFetch: DefaultMaxFetchBytes,
 	}
 	if opts != nil {
 		if opts.PageSize < 0 || opts.PageSize > MaxPageSize {
 			return nil, fmt.Errorf("webhook: PageSize must be from 1 to %d", MaxPageSize)
 		}
-		if opts.MaxResponseBytes < 0 {
-			return nil, errors.New("webhook: negative MaxResponseBytes")
+		if opts.MaxResponseBytes < 0 || opts.MaxFetchBytes < 0 {
+			return nil, errors.New("webhook: negative MaxResponseBytes or MaxFetchBytes")
+		}
+		if opts.MaxFetchBytes > 0 {
+			c.maxFetch = opts.MaxFetchBytes
 		}
 		if opts.PageSize > 0 {
 			c.pageSize = opts.PageSize
@@ -110,7 +128,8 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 
 // FetchRange returns stream's events from..to (inclusive, ascending), fewer only when the producer has
 // no more. It checks every page: signed, an event list, contiguous from where the previous page ended,
-// within the range.
+// within the range, and for this endpoint. Responses past MaxResponseBytes, or together past
+// MaxFetchBytes, fail with ErrRangeTooLarge without being read further.
 func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to uint64) ([]Event, error) {
 	if stream == "" || from == 0 || to < from || to > MaxSequence {
 		return nil, errors.New("webhook: FetchRange needs a stream and 1 ≤ from ≤ to ≤ MaxSequence")
@@ -119,8 +138,10 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 	if n := to - from + 1; n <= MaxPageSize {
 		out = make([]Event, 0, n)
 	}
+	budget := c.maxFetch
 	for next := from; next <= to; {
-		page, err := c.page(ctx, stream, next, to)
+		page, n, err := c.page(ctx, stream, next, to, min(c.maxBytes, budget))
+		budget -= n
 		if err != nil {
 			return nil, err
 		}
@@ -146,8 +167,8 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 	return out, nil
 }
 
-// page fetches one page.
-func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64) (*EventList, error) {
+// page fetches one page whose body may be at most limit bytes, and returns it with the body's size.
+func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, limit int64) (*EventList, int64, error) {
 	q := make(url.Values, 3)
 	q.Set("from", strconv.FormatUint(from, 10))
 	q.Set("to", strconv.FormatUint(to, 10))
@@ -155,14 +176,14 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64) 
 	target := c.base + "/v1/webhook_endpoints/" + url.PathEscape(stream) + "/events?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return nil, fmt.Errorf("webhook: range request: %w", err)
+		return nil, 0, fmt.Errorf("webhook: range request: %w", err)
 	}
 	req.Header.Set("Authorization", c.auth)
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.client.Do(req)
 	if err != nil {
 		// *url.Error names the URL (no secret in it) and never the Authorization header.
-		return nil, fmt.Errorf("webhook: range request for stream %q: %w", stream, err)
+		return nil, 0, fmt.Errorf("webhook: range request for stream %q: %w", stream, err)
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // lets the connection be reused
@@ -171,36 +192,61 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64) 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		p, perr := apierror.Parse(resp)
 		if perr != nil {
-			return nil, fmt.Errorf("%w: stream %q: status %d: %w", ErrRangeResponse, stream, resp.StatusCode, perr)
+			return nil, 0, fmt.Errorf("%w: stream %q: status %d: %w", ErrRangeResponse, stream, resp.StatusCode, perr)
 		}
-		return nil, fmt.Errorf("webhook: range request for stream %q: %w", stream, p)
+		return nil, 0, fmt.Errorf("webhook: range request for stream %q: %w", stream, p)
 	}
-	var buf bytes.Buffer
-	if resp.ContentLength > c.maxBytes {
-		return nil, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeResponse, stream, c.maxBytes)
+	if resp.ContentLength > limit {
+		return nil, 0, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeTooLarge, stream, limit)
 	}
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength) + 1)
+	body, err := readLimited(resp.Body, resp.ContentLength, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("webhook: reading range response for stream %q: %w", stream, err)
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, c.maxBytes+1)); err != nil {
-		return nil, fmt.Errorf("webhook: reading range response for stream %q: %w", stream, err)
+	if int64(len(body)) > limit {
+		return nil, 0, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeTooLarge, stream, limit)
 	}
-	if int64(buf.Len()) > c.maxBytes {
-		return nil, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeResponse, stream, c.maxBytes)
-	}
-	body := buf.Bytes()
 	if err := c.verifier.Verify(resp.Header.Get(HeaderSignature), body); err != nil {
-		return nil, fmt.Errorf("%w: stream %q: %w", ErrRangeResponse, stream, err)
+		return nil, 0, fmt.Errorf("%w: stream %q: %w", ErrRangeResponse, stream, err)
 	}
 	var list EventList
 	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("%w: stream %q: body is not an event list: %w", ErrRangeResponse, stream, err)
+		return nil, 0, fmt.Errorf("%w: stream %q: body is not an event list: %w", ErrRangeResponse, stream, err)
 	}
 	if list.Object != "list" {
-		return nil, fmt.Errorf("%w: stream %q: object is not \"list\"", ErrRangeResponse, stream)
+		return nil, 0, fmt.Errorf("%w: stream %q: object is not \"list\"", ErrRangeResponse, stream)
 	}
 	if len(list.Data) > c.pageSize {
-		return nil, fmt.Errorf("%w: stream %q: %d events in a page of %d", ErrRangeResponse, stream, len(list.Data), c.pageSize)
+		return nil, 0, fmt.Errorf("%w: stream %q: %d events in a page of %d", ErrRangeResponse, stream, len(list.Data), c.pageSize)
 	}
-	return &list, nil
+	return &list, int64(len(body)), nil
+}
+
+// readLimited reads r to its end, or to one byte past limit, into a buffer sized from the declared
+// length when there is one, else grown by doubling but never past limit+1: a hostile body costs at
+// most that, garbage included.
+func readLimited(r io.Reader, declared, limit int64) ([]byte, error) {
+	size := int64(32 << 10)
+	if declared >= 0 {
+		size = declared + 1
+	}
+	buf := make([]byte, 0, min(size, limit+1))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return buf, nil
+			}
+			grown := make([]byte, len(buf), min(2*int64(cap(buf))+1, limit+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

@@ -28,8 +28,9 @@ var (
 )
 
 // DefaultFetchBatch is how many missed events a Tracker fetches, holds and processes at a time when
-// TrackerOptions.FetchBatch is zero: the range endpoint's largest page.
-const DefaultFetchBatch = 1000
+// TrackerOptions.FetchBatch is zero: one page of the range endpoint at its default limit, so that a
+// gap of any length is worked through page by page and never held whole.
+const DefaultFetchBatch = DefaultPageSize
 
 // maxConflictRetries bounds how often one delivery re-reads the cursor after losing a compare-and-set.
 // Each conflict means another process made progress, so a handful always suffices in practice.
@@ -122,7 +123,8 @@ type TrackerOptions struct {
 	ProcessAdvances bool
 	// FetchBatch is how many missed events are fetched and held at a time; zero means
 	// DefaultFetchBatch. The cursor advances event by event, so a long gap makes progress even when a
-	// later batch fails.
+	// later batch fails. When the RangeFetcher answers ErrRangeTooLarge (the events are bigger than
+	// its byte budget), the Tracker asks for half as many, down to one event at a time.
 	FetchBatch int
 	// Logger records recovered gaps, duplicates and conflicts; nil means no logging.
 	Logger *slog.Logger
@@ -285,12 +287,19 @@ func (t *Tracker) CatchUp(ctx context.Context, stream string) (int, error) {
 // before to; otherwise anything short of to is ErrRangeIncomplete.
 func (t *Tracker) fill(ctx context.Context, stream string, cur, from, to uint64, open bool) (int, uint64, error) {
 	n := 0
+	batch := t.batch
 	for from <= to {
 		hi := to
-		if hi-from >= t.batch {
-			hi = from + t.batch - 1
+		if hi-from >= batch {
+			hi = from + batch - 1
 		}
 		evs, err := t.fetch.FetchRange(ctx, stream, from, hi)
+		if errors.Is(err, ErrRangeTooLarge) && hi > from {
+			batch = max(1, (hi-from+1)/2)
+			t.log.InfoContext(ctx, "webhook: range over the fetch budget, asking for fewer events", "stream", stream,
+				"from", from, "batch", batch)
+			continue
+		}
 		if err != nil {
 			return n, cur, fmt.Errorf("%w: stream %q, sequences %d to %d: %w", ErrFetch, stream, from, hi, err)
 		}
