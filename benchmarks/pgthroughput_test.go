@@ -155,16 +155,21 @@ func schemaPool(tb testing.TB, dsn string, maxConns int32, tracer any) *pgxpool.
 }
 
 func dropSchema(tb testing.TB, dsn, schema string) {
+	adminExec(tb, dsn, "drop schema "+schema, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+}
+
+// adminExec runs one cleanup statement on a connection of its own, reporting (not failing on) errors.
+func adminExec(tb testing.TB, dsn, what, sql string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		tb.Errorf("drop schema %s: %v", schema, err)
+		tb.Errorf("%s: %v", what, err)
 		return
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		tb.Errorf("drop schema %s: %v", schema, err)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		tb.Errorf("%s: %v", what, err)
 	}
 }
 
@@ -496,17 +501,7 @@ func runPgbench(b *testing.B, pgbench, dsn string, clients, seconds int) float64
 		b.Fatalf("create database: %v", err)
 	}
 	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			b.Errorf("drop database %s: %v", db, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
-			b.Errorf("drop database %s: %v", db, err)
-		}
+		adminExec(b, dsn, "drop database "+db, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
 	})
 	conn, err := withDatabase(dsn, db)
 	if err != nil {

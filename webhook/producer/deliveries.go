@@ -2,7 +2,6 @@ package producer
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -186,25 +185,9 @@ func attemptView(a AttemptRecord) attemptJSON {
 
 // ServeHTTP implements http.Handler.
 func (h *DeliveriesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		h.errs.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", "use GET"))
-		return
-	}
 	ctx := r.Context()
-	id := h.endpointID(r)
-	licensee, err := h.licensee(r)
-	if err != nil {
-		h.errs.Write(w, r, err)
-		return
-	}
-	ep, err := h.endpoints.Lookup(ctx, id)
-	switch {
-	case errors.Is(err, ErrUnknownEndpoint) || (err == nil && (licensee == "" || ep.Owner != licensee)):
-		h.errs.Write(w, r, notFound(id))
-		return
-	case err != nil:
-		h.errs.Write(w, r, err)
+	ep, ok := ownEndpoint(w, r, &h.errs, h.endpoints, h.licensee, h.endpointID(r))
+	if !ok {
 		return
 	}
 	q, err := ParseDeliveriesQuery(ep.ID, r.URL.Query())

@@ -174,26 +174,9 @@ func queryUint(c *apierror.Collector, q url.Values, name string) (uint64, paramS
 
 // ServeHTTP implements http.Handler.
 func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		h.errs.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", "use GET"))
-		return
-	}
 	ctx := r.Context()
-	id := h.endpointID(r)
-	licensee, err := h.licensee(r)
-	if err != nil {
-		h.errs.Write(w, r, err)
-		return
-	}
-	ep, err := h.endpoints.Lookup(ctx, id)
-	switch {
-	case errors.Is(err, ErrUnknownEndpoint) || (err == nil && (licensee == "" || ep.Owner != licensee)):
-		// Another licensee's endpoint reads exactly like one that does not exist.
-		h.errs.Write(w, r, notFound(id))
-		return
-	case err != nil:
-		h.errs.Write(w, r, err)
+	ep, ok := ownEndpoint(w, r, &h.errs, h.endpoints, h.licensee, h.endpointID(r))
+	if !ok {
 		return
 	}
 	rq, err := ParseRangeQuery(r.URL.Query())
@@ -233,6 +216,33 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+}
+
+// ownEndpoint is the prologue of the per-endpoint GET handlers: only GET and HEAD, and the endpoint
+// named id must be the authenticated licensee's. Otherwise it writes the problem and reports false;
+// another licensee's endpoint reads exactly like one that does not exist.
+func ownEndpoint(w http.ResponseWriter, r *http.Request, errs *apierror.Writer, endpoints Endpoints,
+	licenseeOf LicenseeFunc, id string) (Endpoint, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		errs.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", "use GET"))
+		return Endpoint{}, false
+	}
+	licensee, err := licenseeOf(r)
+	if err != nil {
+		errs.Write(w, r, err)
+		return Endpoint{}, false
+	}
+	ep, err := endpoints.Lookup(r.Context(), id)
+	switch {
+	case errors.Is(err, ErrUnknownEndpoint) || (err == nil && (licensee == "" || ep.Owner != licensee)):
+		errs.Write(w, r, notFound(id))
+		return Endpoint{}, false
+	case err != nil:
+		errs.Write(w, r, err)
+		return Endpoint{}, false
+	}
+	return ep, true
 }
 
 func notFound(id string) *apierror.Error {
