@@ -308,8 +308,7 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 	if skip == nil {
 		skip = []string{}
 	}
-	leaseUntil := req.LeaseUntil
-	rows, err := l.db.Query(ctx, l.sql.claim, req.Now, leaseUntil, int64(req.Limit), skip, per)
+	rows, err := l.db.Query(ctx, l.sql.claim, req.Now, req.LeaseUntil, int64(req.Limit), skip, per)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
@@ -332,7 +331,7 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 		}
 		c.d.Sequence, c.d.Token, c.d.Attempts = uint64(seq), uint64(token), int(attempts)
 		c.d.Event.Sequence, c.d.Event.Data = uint64(seq), data
-		c.d.LeaseUntil = leaseUntil
+		c.d.LeaseUntil = req.LeaseUntil
 		got = append(got, c)
 	}
 	rows.Close()

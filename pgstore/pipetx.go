@@ -35,12 +35,10 @@ type pipeTx struct {
 
 var _ pgx.Tx = (*pipeTx)(nil)
 
-// queued is a statement waiting for the next round trip. check, when set, judges its command tag: an
-// error there fails the statement that carried it.
+// queued is a statement waiting for the next round trip.
 type queued struct {
 	sql    string
 	args   []any
-	check  func(pgconn.CommandTag) error
 	mapErr func(error) error // translates the statement's error, when set
 	save   string            // the savepoint this SAVEPOINT statement creates, or ""
 }
@@ -69,10 +67,7 @@ func (t *pipeTx) flushWith(ctx context.Context, sql string, args []any) (pgx.Bat
 	t.pending = nil
 	br := t.conn.SendBatch(ctx, b)
 	for _, q := range pending {
-		tag, err := br.Exec()
-		if err == nil && q.check != nil {
-			err = q.check(tag)
-		}
+		_, err := br.Exec()
 		if err != nil && q.mapErr != nil {
 			err = q.mapErr(err)
 		}

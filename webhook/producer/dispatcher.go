@@ -491,13 +491,11 @@ func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 	switch {
 	case errors.Is(err, ErrUnknownEndpoint):
 		// The endpoint was deleted: nobody can receive these any more. They stay retrievable by range.
-		var st Stats
 		at := d.now()
 		for _, dl := range group {
 			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})
-			st.Abandoned++
 		}
-		return st
+		return Stats{Abandoned: len(group)}
 	case err != nil:
 		// Our own outage, not the endpoint's failure: no attempt is counted, and the deliveries wait
 		// as long as a first retry would. An empty Schedule (no retries) has no first delay; waiting
@@ -598,16 +596,10 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Del
 				st.Released += d.release(settle, group[i+k:], r.At)
 				return st
 			}
-			r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
-			d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", ep.ID, "sequence", dl.Sequence,
-				"attempt", dl.Attempts+1, "reason", r.Reason, "retry_at", r.RetryAt)
-			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: r.Attempt})
+			st.add(d.recordFailure(ctx, dl, r))
 			retry := r.RetryAt
 			if retry.IsZero() {
-				st.Abandoned++
 				retry = r.At // the rest need not wait for a delivery that will never be retried
-			} else {
-				st.Failed++
 			}
 			// The endpoint just failed: the rest of its events wait for the failed one's retry, which
 			// keeps them behind it in order and spares an endpoint that is down a burst of doomed
@@ -655,16 +647,23 @@ func (d *Dispatcher) settleWindowTail(ctx context.Context, group []Delivery, res
 		case r.cancelled:
 			st.Released += d.release(context.WithoutCancel(ctx), []Delivery{dl}, r.At)
 		default:
-			r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
-			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: r.Attempt})
-			if r.RetryAt.IsZero() {
-				st.Abandoned++
-			} else {
-				st.Failed++
-			}
+			st.add(d.recordFailure(ctx, dl, r))
 		}
 	}
 	return st
+}
+
+// recordFailure schedules the failed attempt r's retry (zero when the schedule is exhausted), logs it
+// and records it, and counts it as Failed or Abandoned.
+func (d *Dispatcher) recordFailure(ctx context.Context, dl Delivery, r *result) Stats {
+	r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
+	d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", dl.Stream, "sequence", dl.Sequence,
+		"attempt", dl.Attempts+1, "reason", r.Reason, "retry_at", r.RetryAt)
+	d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: r.Attempt})
+	if r.RetryAt.IsZero() {
+		return Stats{Abandoned: 1}
+	}
+	return Stats{Failed: 1}
 }
 
 // record records an attempt's outcome, each try with its own deadline, until it succeeds or the lease

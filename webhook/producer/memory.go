@@ -143,10 +143,14 @@ func (m *MemoryLog) Claim(ctx context.Context, req ClaimRequest) ([]Delivery, er
 		s      *memStream
 		i      int
 	}
+	skip := make(map[string]bool, len(req.Skip))
+	for _, name := range req.Skip {
+		skip[name] = true
+	}
 	var cands []cand
 streams:
 	for name, s := range m.streams {
-		if slices.Contains(req.Skip, name) {
+		if skip[name] {
 			continue
 		}
 		// Advance the settled prefix marker, then collect the due deliveries after it, unless one of
