@@ -303,6 +303,22 @@ func (m *meter) stop() {
 	m.dBytes += ms.TotalAlloc - m.bytes
 }
 
+// publishPhase publishes messages 0..warm-1 untimed, then warm..warm+total-1 timed and traced (the
+// tracer is reset between the two), each by one of clients goroutines, and returns the timed meter.
+func publishPhase(b *testing.B, clients, warm, total int, tracer *stmtTracer, publish func(i int) error) *meter {
+	if err := runClients(clients, warm, func(_, i int) error { return publish(i) }); err != nil {
+		b.Fatal(err)
+	}
+	tracer.reset()
+	m := startMeter()
+	err := runClients(clients, total, func(_, i int) error { return publish(warm + i) })
+	m.stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
 // reportPerOp replaces the framework's ns/op, B/op and allocs/op (which would count the setup and
 // pgbench) with the timed part's, per operation.
 func reportPerOp(b *testing.B, elapsed time.Duration, mallocs, bytes uint64, ops int) {
@@ -611,17 +627,7 @@ func benchEventsOurs(b *testing.B) {
 		return err
 	}
 	// Warm-up as for the orders; these events are delivered (and counted) with the others.
-	if err := runClients(k.clients, warm, func(_, i int) error { return publish(i) }); err != nil {
-		b.Fatal(err)
-	}
-
-	tracer.reset()
-	appendM := startMeter()
-	err = runClients(k.clients, total, func(_, i int) error { return publish(warm + i) })
-	appendM.stop()
-	if err != nil {
-		b.Fatal(err)
-	}
+	appendM := publishPhase(b, k.clients, warm, total, tracer, publish)
 	tracer.report(b, "appended event", total)
 	appendStmts := tracer.stmts.Load()
 
@@ -654,16 +660,23 @@ func benchEventsOurs(b *testing.B) {
 		b.Logf("the consumer got %d requests for %d events (%d duplicates)", got, warm+total, got-int64(warm+total))
 	}
 
-	// Per event: the append's share for the events timed, the delivery's for all it delivered.
-	reportPerOp(b, appendM.elapsed+deliverM.elapsed*time.Duration(total)/time.Duration(warm+total),
-		appendM.dMallocs+deliverM.dMallocs*uint64(total)/uint64(warm+total),
-		appendM.dBytes+deliverM.dBytes*uint64(total)/uint64(warm+total), total)
-	appended, delivered := perSecond(total, appendM.elapsed), perSecond(warm+total, deliverM.elapsed)
-	b.ReportMetric(appended, "appended/s")
-	b.ReportMetric(delivered, "delivered/s")
-	b.ReportMetric(delivered/appended, "ratio")
-	b.ReportMetric(float64(appendStmts)/float64(total), "stmts/append")
-	b.ReportMetric(float64(deliverStmts)/float64(warm+total), "stmts/delivery")
+	reportPipeline(b, warm, total, appendM, deliverM, appendStmts, deliverStmts, "append", "appended", "delivery", "delivered")
+}
+
+// reportPipeline reports a publish phase (the total timed messages) and a consume phase (all
+// warm+total of them): per message, the publish's share and the consume's; rates, their ratio, and
+// statements per message of each.
+func reportPipeline(b *testing.B, warm, total int, in, out *meter, inStmts, outStmts int64, inNoun, inVerb, outNoun, outVerb string) {
+	all := warm + total
+	reportPerOp(b, in.elapsed+out.elapsed*time.Duration(total)/time.Duration(all),
+		in.dMallocs+out.dMallocs*uint64(total)/uint64(all),
+		in.dBytes+out.dBytes*uint64(total)/uint64(all), total)
+	inRate, outRate := perSecond(total, in.elapsed), perSecond(all, out.elapsed)
+	b.ReportMetric(inRate, inVerb+"/s")
+	b.ReportMetric(outRate, outVerb+"/s")
+	b.ReportMetric(outRate/inRate, "ratio")
+	b.ReportMetric(float64(inStmts)/float64(total), "stmts/"+inNoun)
+	b.ReportMetric(float64(outStmts)/float64(all), "stmts/"+outNoun)
 }
 
 func deliveryDeadline(events int) time.Duration {
@@ -738,17 +751,7 @@ func benchEventsWatermill(b *testing.B) {
 	publish := func(i int) error {
 		return pub.Publish(topics[i%len(topics)], message.NewMessage(watermill.NewUUID(), payloads[i]))
 	}
-	if err := runClients(k.clients, warm, func(_, i int) error { return publish(i) }); err != nil {
-		b.Fatal(err)
-	}
-
-	tracer.reset()
-	pubM := startMeter()
-	err = runClients(k.clients, total, func(_, i int) error { return publish(warm + i) })
-	pubM.stop()
-	if err != nil {
-		b.Fatal(err)
-	}
+	pubM := publishPhase(b, k.clients, warm, total, tracer, publish)
 	pubStmts := tracer.stmts.Load()
 
 	tracer.reset()
@@ -787,13 +790,5 @@ func benchEventsWatermill(b *testing.B) {
 	subStmts := tracer.stmts.Load()
 	tracer.report(b, "consumed message", warm+total)
 
-	reportPerOp(b, pubM.elapsed+subM.elapsed*time.Duration(total)/time.Duration(warm+total),
-		pubM.dMallocs+subM.dMallocs*uint64(total)/uint64(warm+total),
-		pubM.dBytes+subM.dBytes*uint64(total)/uint64(warm+total), total)
-	published, consumed := perSecond(total, pubM.elapsed), perSecond(warm+total, subM.elapsed)
-	b.ReportMetric(published, "published/s")
-	b.ReportMetric(consumed, "consumed/s")
-	b.ReportMetric(consumed/published, "ratio")
-	b.ReportMetric(float64(pubStmts)/float64(total), "stmts/publish")
-	b.ReportMetric(float64(subStmts)/float64(warm+total), "stmts/consume")
+	reportPipeline(b, warm, total, pubM, subM, pubStmts, subStmts, "publish", "published", "consume", "consumed")
 }
