@@ -55,7 +55,7 @@ func TestBuilders(t *testing.T) {
 		{"unknown field", apierror.UnknownField("/sied"), 400, "unknown_field", "body", "/sied", [2]string{}},
 		{"body too large", apierror.BodyTooLarge(1 << 20), 413, "body_too_large", "body", "", [2]string{}},
 		{"unauthenticated", apierror.Unauthenticated("credential_missing", "an Authorization: Bearer credential is required",
-			apierror.Header("Authorization", "header_missing", "header Authorization is required")), 401, "credential_missing", "header", "Authorization", [2]string{"WWW-Authenticate", "Bearer"}},
+			apierror.Header("Authorization", "header_missing", "header Authorization is required")), 401, "credential_missing", "header", "Authorization", [2]string{"WWW-Authenticate", `Bearer realm="svcplatform"`}},
 		{"forbidden", apierror.Forbidden("version_not_enabled", "this licensee is pinned to v1",
 			apierror.Path("version", "version_not_enabled", "pinned to v1")), 403, "version_not_enabled", "path", "version", [2]string{}},
 		{"not found", apierror.NotFound("order_not_found", "no order ord_123 for this credential",
@@ -138,41 +138,94 @@ func TestWithReservedPanics(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
-	var seen string
+	var seen, client string
 	h := apierror.WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = apierror.RequestIDFrom(r.Context())
+		client = apierror.ClientRequestIDFrom(r.Context())
 		apierror.Write(w, r, apierror.MissingField("/account"))
 	}))
+	liveKey := "sk_live_" + strings.Repeat("a1b2", 8)
 	tests := []struct {
 		name, sent string
-		reused     bool
+		kept       bool // kept for the server's logs (never echoed)
 	}{
-		{"well-formed is reused", "trace-1234.abc:9", true},
-		{"absent gets a fresh one", "", false},
-		{"too long is replaced", strings.Repeat("a", 129), false},
-		{"injection is replaced", "abc\r\nSet-Cookie: x", false},
-		{"spaces are replaced", "a b", false},
+		{"well-formed is kept for logs", "trace-1234.abc:9", true},
+		{"absent", "", false},
+		{"too long", strings.Repeat("a", 129), false},
+		{"injection", "abc\r\nSet-Cookie: x", false},
+		{"spaces", "a b", false},
+		{"a live key", liveKey, false},
+		{"a webhook secret inside", "trace:whsec_" + strings.Repeat("Z", 20), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPost, "/", nil)
 			if tt.sent != "" {
-				req.Header.Set(apierror.HeaderRequestID, tt.sent)
+				req.Header[apierror.HeaderRequestID] = []string{tt.sent}
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			got := rec.Header().Get(apierror.HeaderRequestID)
 			require.Equal(t, seen, got)
-			if tt.reused {
-				require.Equal(t, tt.sent, got)
+			require.True(t, strings.HasPrefix(got, "req_"), got)
+			require.Len(t, got, len("req_")+26)
+			if tt.sent != "" {
+				require.NotContains(t, rec.Body.String(), tt.sent, "the client's ID is never echoed")
+				for _, vs := range rec.Header() {
+					for _, v := range vs {
+						require.NotContains(t, v, tt.sent)
+					}
+				}
+			}
+			if tt.kept {
+				require.Equal(t, tt.sent, client)
 			} else {
-				require.True(t, strings.HasPrefix(got, "req_"), got)
+				require.Empty(t, client)
 			}
 			var p apierror.Error
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
 			require.Equal(t, got, p.RequestID)
 		})
 	}
+}
+
+// A detail, title, instance or violation detail that quotes a credential-shaped input never repeats
+// it, in the body or in Error(); other text is untouched.
+func TestWriteRedactsCredentials(t *testing.T) {
+	key := "sk_live_" + strings.Repeat("Q7", 16)
+	secret := "whsec_" + strings.Repeat("x9", 12)
+	p := apierror.NotFound("webhook_endpoint_not_found", `no webhook endpoint "`+key+`"`)
+	p.Instance = "/v1/webhook_endpoints/" + secret
+	p.Errors = []apierror.Violation{apierror.Path("id", "not_found", "no endpoint "+secret+" here")}
+	rec := httptest.NewRecorder()
+	apierror.Write(rec, httptest.NewRequest(http.MethodGet, "/", nil), p)
+	body := rec.Body.String()
+	require.NotContains(t, body, key)
+	require.NotContains(t, body, secret)
+	require.NotContains(t, p.Error(), key)
+	require.Contains(t, body, `no webhook endpoint \"`+apierror.Redacted+`\"`)
+	require.Contains(t, p.Detail, key, "the problem itself is not mutated")
+
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{key, true},
+		{"sk_sandbox_abcdefghijklmnop", true},
+		{"rk_test_abcdefghijklmnop", true},
+		{"Bearer " + key, true},
+		{"pk_id", false},
+		{"risk_level", false},
+		{"sk_live_…", false},
+		{"ask_price is not a known field", false},
+		{"", false},
+	} {
+		require.Equal(t, tt.want, apierror.LooksLikeCredential(tt.in), tt.in)
+		if !tt.want {
+			require.Equal(t, tt.in, apierror.Redact(tt.in))
+		}
+	}
+	require.Equal(t, "a "+apierror.Redacted+" b "+apierror.Redacted, apierror.Redact("a "+key+" b "+secret))
 }
 
 func TestInvalidSeveral(t *testing.T) {

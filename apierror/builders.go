@@ -115,11 +115,47 @@ func BodyTooLarge(limit int64) *Error {
 	return e
 }
 
-// Unauthenticated is a 401 with "WWW-Authenticate: Bearer". Missing or malformed credentials should
-// carry a violation located at the Authorization header; unknown, expired or revoked ones should not
-// say which.
+// DefaultRealm is the realm of the Bearer challenges Unauthenticated writes (RFC 6750 §3).
+const DefaultRealm = "svcplatform"
+
+// Unauthenticated is a 401 with the bare challenge `WWW-Authenticate: Bearer realm="svcplatform"`, the
+// answer to a request without credentials (RFC 6750 §3.1: no error code then). Missing or malformed
+// credentials should carry a violation located at the Authorization header; unknown, expired or
+// revoked ones should not say which. Replace the challenge with BearerChallenge to add an error code.
 func Unauthenticated(code, detail string, violations ...Violation) *Error {
-	return New(http.StatusUnauthorized, code, detail, violations...).WithHeader("WWW-Authenticate", "Bearer")
+	return New(http.StatusUnauthorized, code, detail, violations...).
+		WithHeader("WWW-Authenticate", BearerChallenge(DefaultRealm, ""))
+}
+
+// BearerChallenge formats an RFC 6750 §3 challenge: `Bearer realm="<realm>"`, with
+// `, error="<code>"` when errorCode is not empty ("invalid_request", "invalid_token",
+// "insufficient_scope"). realm is written as an RFC 9110 quoted-string: '"' and '\' are escaped and
+// control characters dropped, so no input can break the header.
+func BearerChallenge(realm, errorCode string) string {
+	b := make([]byte, 0, len(`Bearer realm="", error=""`)+len(realm)+len(errorCode))
+	b = append(b, `Bearer realm="`...)
+	b = appendQuoted(b, realm)
+	b = append(b, '"')
+	if errorCode != "" {
+		b = append(b, `, error="`...)
+		b = appendQuoted(b, errorCode)
+		b = append(b, '"')
+	}
+	return string(b)
+}
+
+// appendQuoted appends the inside of an RFC 9110 quoted-string.
+func appendQuoted(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 && c != '\t' || c == 0x7f:
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
 }
 
 // Forbidden is a 403: the caller is known but may not do this.

@@ -8,12 +8,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
-// CheckResponse reports whether a 4xx response conforms to the platform's error conventions, for
-// product teams' own tests. It reads the body and puts it back, so the caller can read it again. A
-// response that is not a 4xx conforms trivially. The returned error lists every rule broken.
+// CheckResponse reports whether an error response (4xx or 5xx) conforms to the platform's error
+// conventions, for product teams' own tests. It reads the body and puts it back, so the caller can
+// read it again. Any other response conforms trivially. The returned error lists every rule broken.
 func CheckResponse(resp *http.Response) error {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -29,19 +30,62 @@ var genericCodes = map[string]bool{
 	"unknown": true, "unknown_error": true, "validation_error": true, "client_error": true,
 }
 
-// genericDetails are details that say nothing a status line does not.
-var genericDetails = map[string]bool{
+// stockDetails are details that say nothing a status line does not, normalised by stockPhrase.
+var stockDetails = map[string]bool{
 	"": true, "invalid request": true, "bad request": true, "error": true, "invalid input": true,
 	"validation failed": true, "invalid parameters": true, "unprocessable entity": true,
+	"something went wrong": true, "oops something went wrong": true, "an error occurred": true,
+	"an error has occurred": true, "error occurred": true, "unknown error": true, "an unknown error occurred": true,
+	"request failed": true, "the request failed": true, "failed": true, "failure": true, "invalid": true,
+	"the request is invalid": true, "the request was invalid": true, "your request is invalid": true,
+	"bad input": true, "internal error": true, "unexpected error": true, "an unexpected error occurred": true,
+	"please try again": true, "please try again later": true, "something went wrong please try again": true,
+	"something went wrong please try again later": true, "not allowed": true, "denied": true,
+	"access denied": true, "forbidden": true, "unauthorized": true,
 }
 
-// Check is CheckResponse for a status, headers and body already read. A 4xx conforms when:
-// its Content-Type is application/problem+json; the body is a JSON object with type, title, a status
-// equal to the response's, a specific snake_case code and a request_id matching X-Request-Id; and it
-// names the failing input and why: either located violations that each have a location, a pointer or
-// name, a code and a detail, or a specific code with a detail that is more than a generic phrase.
+// stockPhrase normalises a detail for the stockDetails lookup: lower case, letters and digits only,
+// words separated by one space ("Oops! Something went wrong." is "oops something went wrong").
+func stockPhrase(detail string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.ToLower(detail) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 0x7f {
+			if space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = false
+			b.WriteRune(r)
+			continue
+		}
+		space = true
+	}
+	return b.String()
+}
+
+// isStock reports whether a detail is only a stock phrase or the text of some HTTP status.
+func isStock(detail string) bool {
+	d := stockPhrase(detail)
+	if stockDetails[d] {
+		return true
+	}
+	for code := 400; code <= 599; code++ {
+		if t := http.StatusText(code); t != "" && d == stockPhrase(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check is CheckResponse for a status, headers and body already read. An error response (4xx or 5xx)
+// conforms when its Content-Type is application/problem+json and the body is a JSON object with a
+// type that is an RFC 3986 URI reference, a title, a status equal to the response's, a specific
+// snake_case code, a request_id matching X-Request-Id, and a detail that, when present, is more than a
+// stock phrase ("Something went wrong", a status text). A 4xx must also name the failing input and
+// why: either located violations that each have a location, a pointer or name, a snake_case code and
+// a detail, or a specific code with a detail. Anything else conforms trivially.
 func Check(status int, header http.Header, body []byte) error {
-	if status < 400 || status > 499 {
+	if status < 400 || status > 599 {
 		return nil
 	}
 	var problems []string
@@ -65,6 +109,8 @@ func Check(status int, header http.Header, body []byte) error {
 	}
 	if p.Type == nil || *p.Type == "" {
 		fail("member type is missing")
+	} else if !uriReference(*p.Type) {
+		fail("member type %q is not an RFC 3986 URI reference", *p.Type)
 	}
 	if p.Title == nil || *p.Title == "" {
 		fail("member title is missing")
@@ -105,16 +151,24 @@ func Check(status int, header http.Header, body []byte) error {
 		}
 		if strings.TrimSpace(detail) == "" {
 			fail("errors[%d]: detail is empty", i)
+		} else if isStock(detail) {
+			fail("errors[%d]: detail %q is only a stock phrase", i, detail)
 		}
 	}
-	if len(p.Errors) == 0 {
+	switch {
+	case status >= 500:
+		if p.Detail != "" && isStock(p.Detail) {
+			fail("detail %q is only a stock phrase", p.Detail)
+		}
+	case len(p.Errors) == 0:
 		if genericCodes[p.Code] {
 			fail("no located violation, and code %q names no failing input", p.Code)
 		}
-		d := strings.ToLower(strings.TrimRight(strings.TrimSpace(p.Detail), "."))
-		if genericDetails[d] || d == strings.ToLower(http.StatusText(status)) {
+		if isStock(p.Detail) {
 			fail("no located violation, and detail %q does not say what failed and why", p.Detail)
 		}
+	case p.Detail != "" && isStock(p.Detail):
+		fail("detail %q is only a stock phrase", p.Detail)
 	}
 	return joinProblems(problems)
 }
@@ -136,22 +190,66 @@ func validPointer(ptr string) bool {
 	return true
 }
 
+// snakeCase reports whether s is a snake_case identifier: lower-case words of letters and digits, the
+// first starting with a letter, joined by single underscores ("order_not_found", not "Order",
+// "order__id", "_x" or "x_").
 func snakeCase(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
+	if s == "" || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '_' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c == '_' && s[i-1] != '_':
+		default:
 			return false
 		}
 	}
 	return true
 }
 
+// uriReference reports whether s is an RFC 3986 URI-reference: only unreserved, reserved and
+// percent-encoded characters, a well-formed scheme when there is one, and a shape net/url accepts.
+// "https://svcplatform.dev/problems/x", "/problems/x" and "about:blank" are; "order not found",
+// "%zz" and "1http://x" are not.
+func uriReference(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9':
+		case strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		case c == '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+			i += 2
+		default:
+			return false
+		}
+	}
+	// A colon before any '/', '?' or '#' ends a scheme, which must start with a letter.
+	if end := strings.IndexAny(s, ":/?#"); end >= 0 && s[end] == ':' {
+		scheme := s[:end]
+		if scheme == "" || !(scheme[0] >= 'a' && scheme[0] <= 'z' || scheme[0] >= 'A' && scheme[0] <= 'Z') {
+			return false
+		}
+		for i := 1; i < len(scheme); i++ {
+			c := scheme[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+				return false
+			}
+		}
+	}
+	_, err := url.Parse(s)
+	return err == nil
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
 func joinProblems(problems []string) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	return errors.New("apierror: non-conforming 4xx: " + strings.Join(problems, "; "))
+	return errors.New("apierror: non-conforming error response: " + strings.Join(problems, "; "))
 }

@@ -43,7 +43,8 @@ func TestCheckRejectsNonConforming(t *testing.T) {
 
 func TestCheckPassesAndIgnoresNon4xx(t *testing.T) {
 	require.NoError(t, apierror.Check(201, http.Header{}, []byte(`{"id":"ord_1"}`)))
-	require.NoError(t, apierror.Check(500, http.Header{}, nil))
+	require.NoError(t, apierror.Check(304, http.Header{}, nil))
+	require.NoError(t, apierror.CheckResponse(render(t, apierror.Internal())), "the opaque 500 conforms")
 	resp := render(t, apierror.MissingField("/account"))
 	require.NoError(t, apierror.CheckResponse(resp))
 	body, err := io.ReadAll(resp.Body) // CheckResponse puts the body back
@@ -75,5 +76,56 @@ func TestCheckRejectsMoreNonConforming(t *testing.T) {
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want)
 		})
+	}
+}
+
+// What Check let through before: a type that is no URI reference, a detail that is only a stock
+// phrase (with or without violations, at 4xx and 5xx), a code or violation code that is not strict
+// snake_case, and a 5xx that is not a problem at all.
+func TestCheckCatchesWhatItLetThrough(t *testing.T) {
+	problem := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req_1"}}
+	ok := `{"type":"https://svcplatform.dev/problems/order_not_found","title":"Not Found","status":404,` +
+		`"detail":"no order ord_1 in this account","code":"order_not_found","request_id":"req_1"}`
+	require.NoError(t, apierror.Check(404, problem, []byte(ok)))
+	tests := []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		want   string
+	}{
+		{"type with spaces", 404, problem,
+			`{"type":"order not found","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`, "URI reference"},
+		{"type with a bad escape", 404, problem,
+			`{"type":"https://x/%zz","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`, "URI reference"},
+		{"type with a bad scheme", 404, problem,
+			`{"type":"1http://x","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`, "URI reference"},
+		{"stock phrase", 404, problem,
+			`{"type":"x","title":"t","status":404,"detail":"Oops! Something went wrong.","code":"order_not_found","request_id":"req_1"}`, "does not say"},
+		{"another status's text", 409, problem,
+			`{"type":"x","title":"t","status":409,"detail":"Bad Request","code":"order_conflict","request_id":"req_1"}`, "does not say"},
+		{"stock phrase beside violations", 400, problem,
+			`{"type":"x","title":"t","status":400,"detail":"Something went wrong","code":"validation_failed","request_id":"req_1","errors":[{"location":"body","pointer":"/a","code":"field_missing","detail":"is required"}]}`, "stock phrase"},
+		{"stock violation detail", 400, problem,
+			`{"type":"x","title":"t","status":400,"code":"validation_failed","request_id":"req_1","errors":[{"location":"body","pointer":"/a","code":"field_missing","detail":"Invalid"}]}`, "stock phrase"},
+		{"code with a double underscore", 404, problem,
+			`{"type":"x","title":"t","status":404,"detail":"no order ord_1","code":"order__not_found","request_id":"req_1"}`, "snake_case"},
+		{"code with a trailing underscore", 404, problem,
+			`{"type":"x","title":"t","status":404,"detail":"no order ord_1","code":"order_","request_id":"req_1"}`, "snake_case"},
+		{"violation code in camel case", 400, problem,
+			`{"type":"x","title":"t","status":400,"code":"validation_failed","request_id":"req_1","errors":[{"location":"body","pointer":"/a","code":"fieldMissing","detail":"is required"}]}`, "snake_case"},
+		{"5xx that is not a problem", 500, http.Header{"Content-Type": {"text/plain"}}, `Internal Server Error`, "Content-Type"},
+		{"5xx with a stock detail", 503, problem,
+			`{"type":"x","title":"t","status":503,"detail":"Something went wrong","code":"store_unavailable","request_id":"req_1"}`, "stock phrase"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := apierror.Check(tt.status, tt.header, []byte(tt.body))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+	for _, ref := range []string{"about:blank", "/problems/x", "x", "https://svcplatform.dev/problems/a_b?x=1#f", "urn:svc:problem:x", "tag:svc,2026:x"} {
+		require.NoError(t, apierror.Check(404, problem, []byte(`{"type":"`+ref+`","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`)), ref)
 	}
 }

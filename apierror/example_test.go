@@ -30,14 +30,15 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 	}
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"side":"hold"}`))
-	req.Header.Set("X-Request-Id", "req_example")
+	req.Header.Set("X-Request-Id", "trace-42") // kept for the server's logs, never echoed
 	rec := httptest.NewRecorder()
 	apierror.WithRequestID(http.HandlerFunc(createOrder)).ServeHTTP(rec, req)
 	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Println(rec.Body.String())
+	// The request ID is the server's own, fresh for every request: shown here as req_….
+	fmt.Println(strings.Replace(rec.Body.String(), rec.Header().Get("X-Request-Id"), "req_…", 1))
 	// Output:
 	// 400 application/problem+json
-	// {"type":"https://svcplatform.dev/problems/validation_failed","title":"Bad Request","status":400,"detail":"body /account: is required (and 1 more)","code":"validation_failed","request_id":"req_example","errors":[{"location":"body","pointer":"/account","code":"field_missing","detail":"is required"},{"location":"body","pointer":"/side","code":"invalid_enum","detail":"must be one of buy, sell"}]}
+	// {"type":"https://svcplatform.dev/problems/validation_failed","title":"Bad Request","status":400,"detail":"body /account: is required (and 1 more)","code":"validation_failed","request_id":"req_…","errors":[{"location":"body","pointer":"/account","code":"field_missing","detail":"is required"},{"location":"body","pointer":"/side","code":"invalid_enum","detail":"must be one of buy, sell"}]}
 }
 
 // Decode locates a wrong type by JSON Pointer, array indices included.

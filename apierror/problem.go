@@ -82,7 +82,8 @@ type Error struct {
 	Title string
 	// Status is the HTTP status code.
 	Status int
-	// Detail explains this occurrence. It never contains a secret.
+	// Detail explains this occurrence. The Writer replaces any word in it shaped like a credential
+	// (Redact), so a detail that quotes client input cannot reflect a key pasted in the wrong place.
 	Detail string
 	// Instance optionally identifies this occurrence.
 	Instance string
@@ -98,8 +99,7 @@ type Error struct {
 	Headers http.Header
 }
 
-// Error returns "apierror: <status> <code>: <detail>". It never contains a secret, because a problem
-// never does.
+// Error returns "apierror: <status> <code>: <detail>", the detail redacted as the Writer redacts it.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("apierror: ")
@@ -108,7 +108,7 @@ func (e *Error) Error() string {
 	b.WriteString(e.Code)
 	if e.Detail != "" {
 		b.WriteString(": ")
-		b.WriteString(e.Detail)
+		b.WriteString(Redact(e.Detail))
 	}
 	return b.String()
 }
@@ -201,16 +201,16 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 		b = append(b, '"')
 	}
 	b = append(b, `,"title":`...)
-	b = jsonstr.Append(b, title)
+	b = jsonstr.Append(b, Redact(title))
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	if e.Detail != "" {
 		b = append(b, `,"detail":`...)
-		b = jsonstr.Append(b, e.Detail)
+		b = jsonstr.Append(b, Redact(e.Detail))
 	}
 	if e.Instance != "" {
 		b = append(b, `,"instance":`...)
-		b = jsonstr.Append(b, e.Instance)
+		b = jsonstr.Append(b, Redact(e.Instance))
 	}
 	b = append(b, `,"code":`...)
 	b = jsonstr.Append(b, e.Code)
@@ -237,7 +237,7 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 			b = append(b, `,"code":`...)
 			b = jsonstr.Append(b, v.Code)
 			b = append(b, `,"detail":`...)
-			b = jsonstr.Append(b, v.Detail)
+			b = jsonstr.Append(b, Redact(v.Detail))
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -47,7 +47,8 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 			if r != nil {
 				ctx = r.Context()
 			}
-			wr.Logger.ErrorContext(ctx, "apierror: internal error", "request_id", reqID, "error", err)
+			wr.Logger.ErrorContext(ctx, "apierror: internal error", "request_id", reqID,
+				"client_request_id", ClientRequestIDFrom(ctx), "error", err)
 		}
 	}
 	// The problem is never copied or mutated: the caller may reuse it (a package-level value, say).
@@ -119,8 +120,9 @@ func ContextWithRequestID(ctx context.Context, id string) context.Context {
 // NewRequestID returns a fresh request ID: "req_" and 26 random characters.
 func NewRequestID() string { return randid.New("req_") }
 
-// ValidRequestID reports whether a client-sent X-Request-Id is safe to reuse: 1 to 128 bytes of
-// letters, digits, '-', '_', '.' and ':'. Anything else is replaced, never echoed.
+// ValidRequestID reports whether a client-sent X-Request-Id is worth keeping for the server's logs:
+// 1 to 128 bytes of letters, digits, '-', '_', '.' and ':', and not shaped like a credential
+// (LooksLikeCredential). It is never echoed either way: see WithRequestID.
 func ValidRequestID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
 		return false
@@ -131,20 +133,37 @@ func ValidRequestID(id string) bool {
 			return false
 		}
 	}
-	return true
+	return !LooksLikeCredential(id)
 }
 
-// WithRequestID is middleware that gives every request an ID: the client's X-Request-Id when it is
-// well-formed (ValidRequestID), a fresh one otherwise. The ID is in the request context
-// (RequestIDFrom), on the response's X-Request-Id header, and in every problem body Write renders.
+type clientRequestIDKey struct{}
+
+// ClientRequestIDFrom returns the X-Request-Id the client sent, when WithRequestID found it valid
+// (ValidRequestID), or "". It is for the server's own logs, to join them with the client's: it is
+// never sent back.
+func ClientRequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(clientRequestIDKey{}).(string)
+	return id
+}
+
+// WithRequestID is middleware that gives every request an ID of the server's own, "req_" and 26
+// random characters: it is in the request context (RequestIDFrom), on the response's X-Request-Id
+// header, and in every problem body Write renders.
+//
+// A client's X-Request-Id is never taken over or echoed. Echoing it would reflect whatever the client
+// put there — a client that sent its live API key as the header would see the key repeated in the
+// response and in every log, proxy and error tracker on the way. When it is well-formed and not
+// shaped like a credential (ValidRequestID) it is kept for the server's logs (ClientRequestIDFrom);
+// the client correlates by the ID it gets back.
 func WithRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(HeaderRequestID)
-		if !ValidRequestID(id) {
-			id = NewRequestID()
-		}
+		id := NewRequestID()
 		w.Header().Set(HeaderRequestID, id)
-		next.ServeHTTP(w, r.WithContext(ContextWithRequestID(r.Context(), id)))
+		ctx := ContextWithRequestID(r.Context(), id)
+		if sent := r.Header.Get(HeaderRequestID); sent != "" && ValidRequestID(sent) {
+			ctx = context.WithValue(ctx, clientRequestIDKey{}, sent)
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -131,7 +131,7 @@ func TestProblemsAreLocated(t *testing.T) {
 			// Nothing secret comes back: neither the credential nor the key.
 			require.NotContains(t, w.Body.String(), "sk_sandbox")
 			if tc.status == 401 {
-				require.Equal(t, "Bearer", w.Header().Get("WWW-Authenticate"))
+				require.Equal(t, `Bearer realm="svcplatform"`, w.Header().Get("WWW-Authenticate"))
 			}
 		})
 	}

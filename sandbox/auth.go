@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -16,9 +17,10 @@ const HeaderAuthorization = "Authorization"
 
 // Codes of the problems the Authenticator writes.
 const (
-	CodeAPIKeyMissing   = "api_key_missing"   // 401: no Authorization header
-	CodeAPIKeyMalformed = "api_key_malformed" // 401: not "Bearer <key>", or the key fails ParseKey
-	CodeAPIKeyInvalid   = "api_key_invalid"   // 401: unknown, expired or revoked — never says which
+	CodeAPIKeyMissing   = "api_key_missing"         // 401: no Authorization header
+	CodeAPIKeyMalformed = "api_key_malformed"       // 401: not "Bearer <key>", or the key fails ParseKey
+	CodeAuthScheme      = "auth_scheme_unsupported" // 401: another scheme than Bearer (Basic, a bare key)
+	CodeAPIKeyInvalid   = "api_key_invalid"         // 401: unknown, expired or revoked — never says which
 	CodeAuthUnavailable = "authentication_unavailable"
 )
 
@@ -29,6 +31,8 @@ var (
 	ErrNoCredentials = errors.New("sandbox: no Authorization header")
 	// ErrNotBearer: the Authorization header is not a single "Bearer <token>".
 	ErrNotBearer = errors.New("sandbox: Authorization header is not Bearer <API key>")
+	// ErrAuthScheme: the Authorization header uses another scheme than Bearer. It wraps ErrNotBearer.
+	ErrAuthScheme = fmt.Errorf("%w: another authentication scheme", ErrNotBearer)
 )
 
 // Resolver turns a well-formed key into the principal it authenticates, or ErrUnknownKey,
@@ -51,6 +55,9 @@ type AuthOptions struct {
 	// RetryAfter is sent with the 503 written when the Resolver fails; zero means
 	// DefaultAuthRetryAfter.
 	RetryAfter time.Duration
+	// Realm names the protection space in every challenge (RFC 6750 §3); empty means
+	// apierror.DefaultRealm.
+	Realm string
 }
 
 // Authenticator is the authentication middleware: it reads "Authorization: Bearer <key>", checks the
@@ -58,7 +65,10 @@ type AuthOptions struct {
 // malformed credentials get a 401 located at the Authorization header; unknown, expired and revoked
 // keys all get the same 401, which does not say which; a failing Resolver gets a 503, never a 401 that
 // would make a client discard a good key. No response or log line contains the key. Every 401 carries
-// "WWW-Authenticate: Bearer" (with RFC 6750's error parameter when a token was sent).
+// an RFC 6750 §3 challenge with the realm: a bare one (`Bearer realm="svcplatform"`) when the request
+// has no credentials or uses another scheme, `error="invalid_request"` when the header is not one
+// "Bearer <token>", and `error="invalid_token"` when the token is malformed, fails its checksum, or is
+// unknown, expired or revoked.
 //
 // An Authenticator is safe for concurrent use. Build one with NewAuthenticator; the zero value is not
 // usable.
@@ -67,6 +77,7 @@ type Authenticator struct {
 	writer     apierror.Writer
 	log        *slog.Logger
 	retryAfter time.Duration
+	realm      string
 }
 
 // NewAuthenticator returns an Authenticator that resolves keys with r.
@@ -74,11 +85,14 @@ func NewAuthenticator(r Resolver, opts *AuthOptions) *Authenticator {
 	if r == nil {
 		panic("sandbox: NewAuthenticator needs a Resolver")
 	}
-	a := &Authenticator{resolver: r, retryAfter: DefaultAuthRetryAfter}
+	a := &Authenticator{resolver: r, retryAfter: DefaultAuthRetryAfter, realm: apierror.DefaultRealm}
 	if opts != nil {
 		a.writer, a.log = opts.Writer, opts.Logger
 		if opts.RetryAfter > 0 {
 			a.retryAfter = opts.RetryAfter
+		}
+		if opts.Realm != "" {
+			a.realm = opts.Realm
 		}
 	}
 	return a
@@ -95,23 +109,35 @@ func (e *problemError) Unwrap() []error { return []error{e.cause, e.problem} }
 
 // The problems are built per call: an *apierror.Error is mutable, and sharing one between requests
 // would let one handler's change leak into another's response.
-func problemMissing() *apierror.Error {
+func (a *Authenticator) problemMissing() *apierror.Error {
 	return apierror.Unauthenticated(CodeAPIKeyMissing,
 		"header Authorization is required: send Authorization: Bearer <API key>",
-		apierror.Header(HeaderAuthorization, CodeAPIKeyMissing, "header Authorization is required"))
+		apierror.Header(HeaderAuthorization, CodeAPIKeyMissing, "header Authorization is required")).
+		WithHeader("WWW-Authenticate", apierror.BearerChallenge(a.realm, ""))
 }
 
-func problemMalformed(detail string) *apierror.Error {
+// problemScheme answers another scheme: RFC 6750 §3.1 gives no error code to a client that tried an
+// authentication method the server does not support.
+func (a *Authenticator) problemScheme() *apierror.Error {
+	const detail = "must use the Bearer scheme: send Authorization: Bearer <API key>"
+	return apierror.Unauthenticated(CodeAuthScheme, "header Authorization "+detail,
+		apierror.Header(HeaderAuthorization, CodeAuthScheme, detail)).
+		WithHeader("WWW-Authenticate", apierror.BearerChallenge(a.realm, ""))
+}
+
+// problemMalformed answers a header that is not one "Bearer <token>" (invalid_request) or a token that
+// is not a well-formed key (invalid_token).
+func (a *Authenticator) problemMalformed(errorCode, detail string) *apierror.Error {
 	return apierror.Unauthenticated(CodeAPIKeyMalformed, "header Authorization: "+detail,
 		apierror.Header(HeaderAuthorization, CodeAPIKeyMalformed, detail)).
-		WithHeader("WWW-Authenticate", `Bearer error="invalid_request"`)
+		WithHeader("WWW-Authenticate", apierror.BearerChallenge(a.realm, errorCode))
 }
 
-func problemInvalid() *apierror.Error {
+func (a *Authenticator) problemInvalid() *apierror.Error {
 	const detail = "the API key is not valid: it is unknown, expired or revoked"
 	return apierror.Unauthenticated(CodeAPIKeyInvalid, detail,
 		apierror.Header(HeaderAuthorization, CodeAPIKeyInvalid, detail)).
-		WithHeader("WWW-Authenticate", `Bearer error="invalid_token"`)
+		WithHeader("WWW-Authenticate", apierror.BearerChallenge(a.realm, "invalid_token"))
 }
 
 // Authenticate is the middleware's decision without HTTP: the principal r's credentials resolve to,
@@ -119,7 +145,7 @@ func problemInvalid() *apierror.Error {
 // ErrKeyChecksum, ErrUnknownKey, ErrKeyExpired, ErrKeyRevoked, or the resolver's failure) and the
 // *apierror.Error to answer with; neither contains the key.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
-	token, err := bearerToken(r.Header)
+	token, err := a.bearerToken(r.Header)
 	if err != nil {
 		return Principal{}, err
 	}
@@ -129,7 +155,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 		if errors.Is(err, ErrKeyChecksum) {
 			detail = "the API key's checksum does not match: it was mistyped, truncated or altered"
 		}
-		return Principal{}, &problemError{cause: err, problem: problemMalformed(detail)}
+		return Principal{}, &problemError{cause: err, problem: a.problemMalformed("invalid_token", detail)}
 	}
 	p, err := a.resolver.Resolve(r.Context(), k)
 	switch {
@@ -141,7 +167,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 		}
 		return p, nil
 	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrKeyExpired), errors.Is(err, ErrKeyRevoked):
-		return Principal{}, &problemError{cause: err, problem: problemInvalid()}
+		return Principal{}, &problemError{cause: err, problem: a.problemInvalid()}
 	default:
 		return Principal{}, &problemError{cause: err, problem: apierror.Unavailable(a.retryAfter, CodeAuthUnavailable,
 			"credentials could not be checked just now; retry after the number of seconds in Retry-After")}
@@ -150,19 +176,40 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 
 // bearerToken extracts the token of a single "Bearer <token>" header (the scheme is case-insensitive,
 // RFC 9110 §11.1).
+func (a *Authenticator) bearerToken(h http.Header) (string, error) {
+	token, err := bearerToken(h)
+	var pe *problemError
+	if errors.As(err, &pe) {
+		switch {
+		case errors.Is(err, ErrNoCredentials):
+			pe.problem = a.problemMissing()
+		case errors.Is(err, ErrAuthScheme):
+			pe.problem = a.problemScheme()
+		default:
+			pe.problem = a.problemMalformed("invalid_request", pe.problem.Detail)
+		}
+	}
+	return token, err
+}
+
+// bearerToken is the header parsing of Authenticator.bearerToken; its problems are placeholders that
+// carry the detail for the Authenticator's own.
 func bearerToken(h http.Header) (string, error) {
 	vals := h.Values(HeaderAuthorization)
 	if len(vals) == 0 || (len(vals) == 1 && strings.TrimSpace(vals[0]) == "") {
-		return "", &problemError{cause: ErrNoCredentials, problem: problemMissing()}
+		return "", &problemError{cause: ErrNoCredentials, problem: &apierror.Error{}}
 	}
 	if len(vals) > 1 {
-		return "", &problemError{cause: ErrNotBearer, problem: problemMalformed("send exactly one Authorization header")}
+		return "", &problemError{cause: ErrNotBearer, problem: &apierror.Error{Detail: "send exactly one Authorization header"}}
 	}
 	v := strings.TrimSpace(vals[0])
 	scheme, token, ok := strings.Cut(v, " ")
 	token = strings.TrimLeft(token, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || strings.ContainsAny(token, " \t") {
-		return "", &problemError{cause: ErrNotBearer, problem: problemMalformed("must be Bearer followed by a space and an API key")}
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", &problemError{cause: ErrAuthScheme, problem: &apierror.Error{}}
+	}
+	if !ok || token == "" || strings.ContainsAny(token, " \t") {
+		return "", &problemError{cause: ErrNotBearer, problem: &apierror.Error{Detail: "must be Bearer followed by a space and an API key"}}
 	}
 	return token, nil
 }

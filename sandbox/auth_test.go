@@ -60,19 +60,19 @@ func TestAuthenticator401(t *testing.T) {
 		challenge string
 		cause     error
 	}{
-		{"missing", nil, CodeAPIKeyMissing, "Bearer", ErrNoCredentials},
-		{"empty", []string{""}, CodeAPIKeyMissing, "Bearer", ErrNoCredentials},
-		{"blank", []string{"   "}, CodeAPIKeyMissing, "Bearer", ErrNoCredentials},
-		{"basic scheme", []string{"Basic dXNlcjpwYXNz"}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
-		{"scheme only", []string{"Bearer"}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
-		{"key without scheme", []string{good}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
-		{"two tokens", []string{"Bearer " + good + " " + good}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
-		{"two headers", []string{"Bearer " + good, "Bearer " + good}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrNotBearer},
-		{"not a key", []string{"Bearer hunter2-my-password"}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrKeyMalformed},
-		{"typo", []string{"Bearer " + typo}, CodeAPIKeyMalformed, `Bearer error="invalid_request"`, ErrKeyChecksum},
-		{"unknown", []string{"Bearer " + unknown.Reveal()}, CodeAPIKeyInvalid, `Bearer error="invalid_token"`, ErrUnknownKey},
-		{"expired", []string{"Bearer " + expired.APIKey}, CodeAPIKeyInvalid, `Bearer error="invalid_token"`, ErrKeyExpired},
-		{"revoked", []string{"Bearer " + revoked.APIKey}, CodeAPIKeyInvalid, `Bearer error="invalid_token"`, ErrKeyRevoked},
+		{"missing", nil, CodeAPIKeyMissing, `Bearer realm="svcplatform"`, ErrNoCredentials},
+		{"empty", []string{""}, CodeAPIKeyMissing, `Bearer realm="svcplatform"`, ErrNoCredentials},
+		{"blank", []string{"   "}, CodeAPIKeyMissing, `Bearer realm="svcplatform"`, ErrNoCredentials},
+		{"basic scheme", []string{"Basic dXNlcjpwYXNz"}, CodeAuthScheme, `Bearer realm="svcplatform"`, ErrAuthScheme},
+		{"scheme only", []string{"Bearer"}, CodeAPIKeyMalformed, `Bearer realm="svcplatform", error="invalid_request"`, ErrNotBearer},
+		{"key without scheme", []string{good}, CodeAuthScheme, `Bearer realm="svcplatform"`, ErrAuthScheme},
+		{"two tokens", []string{"Bearer " + good + " " + good}, CodeAPIKeyMalformed, `Bearer realm="svcplatform", error="invalid_request"`, ErrNotBearer},
+		{"two headers", []string{"Bearer " + good, "Bearer " + good}, CodeAPIKeyMalformed, `Bearer realm="svcplatform", error="invalid_request"`, ErrNotBearer},
+		{"not a key", []string{"Bearer hunter2-my-password"}, CodeAPIKeyMalformed, `Bearer realm="svcplatform", error="invalid_token"`, ErrKeyMalformed},
+		{"typo", []string{"Bearer " + typo}, CodeAPIKeyMalformed, `Bearer realm="svcplatform", error="invalid_token"`, ErrKeyChecksum},
+		{"unknown", []string{"Bearer " + unknown.Reveal()}, CodeAPIKeyInvalid, `Bearer realm="svcplatform", error="invalid_token"`, ErrUnknownKey},
+		{"expired", []string{"Bearer " + expired.APIKey}, CodeAPIKeyInvalid, `Bearer realm="svcplatform", error="invalid_token"`, ErrKeyExpired},
+		{"revoked", []string{"Bearer " + revoked.APIKey}, CodeAPIKeyInvalid, `Bearer realm="svcplatform", error="invalid_token"`, ErrKeyRevoked},
 	}
 	bodies := map[string]map[string]any{}
 	for _, tc := range tests {
@@ -157,4 +157,15 @@ func TestAuthenticatorRefusesAMismatchedResolver(t *testing.T) {
 
 func TestNewAuthenticatorNeedsAResolver(t *testing.T) {
 	require.Panics(t, func() { NewAuthenticator(nil, nil) })
+}
+
+// The realm is configurable and written as a quoted-string, so an odd one cannot break the header.
+func TestAuthenticatorRealm(t *testing.T) {
+	auth := NewAuthenticator(NewIssuer(nil, nil), &AuthOptions{Realm: `orders "eu"`})
+	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
+	r.Header.Set("Authorization", "Bearer sk_sandbox_short")
+	rec := httptest.NewRecorder()
+	auth.Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
+	require.Equal(t, http.StatusUnauthorized, rec.Code)
+	require.Equal(t, `Bearer realm="orders \"eu\"", error="invalid_token"`, rec.Header().Get("WWW-Authenticate"))
 }

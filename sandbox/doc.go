@@ -29,12 +29,16 @@
 // Requests carry "Authorization: Bearer <API_KEY>". The Authenticator puts the resolved Principal
 // (licensee, environment, key ID) in the request context, where FromContext reads it; Principal.Scope
 // ("sandbox:lic_42") is what keeps idempotency records and version pins per credential. Failures are
-// RFC 9457 problems (package apierror), all 401 with WWW-Authenticate: Bearer:
+// RFC 9457 problems (package apierror), all 401 with an RFC 6750 §3 challenge that names the realm
+// (AuthOptions.Realm, by default svcplatform):
 //
-//	missing header        api_key_missing    located at header Authorization
-//	not "Bearer <key>"    api_key_malformed  located at header Authorization, Bearer error="invalid_request"
-//	bad shape or checksum api_key_malformed  located at header Authorization, Bearer error="invalid_request"
-//	unknown/expired/revoked api_key_invalid  one identical body for all three, Bearer error="invalid_token"
+//	missing header           api_key_missing          Bearer realm="svcplatform"
+//	another scheme (Basic …) auth_scheme_unsupported  Bearer realm="svcplatform"
+//	not one "Bearer <key>"   api_key_malformed        Bearer realm="svcplatform", error="invalid_request"
+//	bad shape or checksum    api_key_malformed        Bearer realm="svcplatform", error="invalid_token"
+//	unknown/expired/revoked  api_key_invalid          Bearer realm="svcplatform", error="invalid_token"
+//
+// Each but the last is located at header Authorization; the last is one identical body for all three.
 //
 // No response or log line contains the key. A failing CredentialStore is a 503 with Retry-After,
 // never a 401 that would make a client throw a good key away.

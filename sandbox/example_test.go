@@ -20,10 +20,18 @@ func call(h http.Handler, method, path, key, body string) *httptest.ResponseReco
 	if key != "" {
 		r.Header.Set("Authorization", "Bearer "+key)
 	}
-	r.Header.Set("X-Request-Id", "req_example")
 	rec := httptest.NewRecorder()
-	apierror.WithRequestID(h).ServeHTTP(rec, r)
+	exampleRequestID(h).ServeHTTP(rec, r)
 	return rec
+}
+
+// exampleRequestID stands in for apierror.WithRequestID, whose IDs are fresh and random, so that the
+// examples' output is stable.
+func exampleRequestID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(apierror.HeaderRequestID, "req_example")
+		h.ServeHTTP(w, r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_example")))
+	})
 }
 
 // A service with both environments in one build: the key decides which data a request sees.
@@ -110,7 +118,7 @@ func ExampleAuthenticator() {
 	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
 	fmt.Println(rec.Body.String())
 	// Output:
-	// 401 Bearer
+	// 401 Bearer realm="svcplatform"
 	// {"type":"https://svcplatform.dev/problems/api_key_missing","title":"Unauthorized","status":401,"detail":"header Authorization is required: send Authorization: Bearer <API key>","code":"api_key_missing","request_id":"req_example","errors":[{"location":"header","name":"Authorization","code":"api_key_missing","detail":"header Authorization is required"}]}
 }
 

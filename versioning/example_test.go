@@ -69,7 +69,11 @@ func Example() {
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/orders", createOrder)
-	srv := apierror.WithRequestID(router.Handler(mux))
+	// In a service: apierror.WithRequestID, whose IDs are fresh and random; a fixed one here keeps the
+	// output stable.
+	srv := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		router.Handler(mux).ServeHTTP(w, r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_example")))
+	})
 
 	for _, req := range []struct{ path, body string }{
 		{"/v2/orders", `{"side":"buy"}`},
@@ -78,7 +82,6 @@ func Example() {
 	} {
 		r := httptest.NewRequest("POST", req.path, strings.NewReader(req.body))
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("X-Request-Id", "req_example")
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, r)
 		fmt.Println(strings.TrimSpace(fmt.Sprint(req.path, " ", w.Code, " ", w.Header().Get("X-SVC-Version"))))

@@ -234,7 +234,7 @@ func TestRangeHandlerAuthenticationError(t *testing.T) {
 	w := httptest.NewRecorder()
 	f.mux.ServeHTTP(w, r)
 	require.Equal(t, http.StatusUnauthorized, w.Code)
-	require.Equal(t, "Bearer", w.Header().Get("WWW-Authenticate"))
+	require.Equal(t, `Bearer realm="svcplatform"`, w.Header().Get("WWW-Authenticate"))
 }
 
 func TestRangeHandlerPrunedRange(t *testing.T) {

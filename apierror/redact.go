@@ -1,0 +1,83 @@
+package apierror
+
+import "strings"
+
+// credentialMarkers are the prefixes of the platform's secrets and of the key formats clients are
+// likely to paste by mistake: API keys (sk_), restricted and publishable keys (rk_, pk_) and webhook
+// signing secrets (whsec_).
+var credentialMarkers = [...]string{"sk_", "rk_", "pk_", "whsec_"}
+
+// minCredentialTail is how many characters must follow a marker before a word is taken for a
+// credential: a real key has dozens, and a short word such as "pk_id" is left alone.
+const minCredentialTail = 12
+
+// Redacted replaces a value shaped like a credential in a problem's detail.
+const Redacted = "(a value shaped like a credential, not repeated)"
+
+// LooksLikeCredential reports whether s contains a word shaped like an API key or a signing secret:
+// a run of letters, digits, '_' and '-' holding sk_, rk_, pk_ or whsec_ followed by at least 12 more
+// such characters. Such input is never echoed in a problem (Redact), nor taken over as a request ID.
+func LooksLikeCredential(s string) bool {
+	_, _, ok := nextCredential(s, 0)
+	return ok
+}
+
+// Redact returns s with every word shaped like a credential (LooksLikeCredential) replaced by
+// Redacted. The Writer applies it to a problem's title, detail, instance and violation details, so a
+// detail built from client input ("no webhook endpoint %q") never reflects a key the client pasted in
+// the wrong place into logs, proxies and error trackers.
+func Redact(s string) string {
+	start, end, ok := nextCredential(s, 0)
+	if !ok {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + len(Redacted))
+	last := 0
+	for ok {
+		b.WriteString(s[last:start])
+		b.WriteString(Redacted)
+		last = end
+		start, end, ok = nextCredential(s, end)
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// nextCredential finds the first credential-shaped word of s at or after from, as [start, end).
+func nextCredential(s string, from int) (start, end int, ok bool) {
+	for from < len(s) {
+		// The fast path: most details hold no marker at all.
+		i := strings.Index(s[from:], "k_")
+		j := strings.Index(s[from:], "whsec_")
+		if i < 0 && j < 0 {
+			return 0, 0, false
+		}
+		at := i
+		if at < 0 || j >= 0 && j < at {
+			at = j
+		}
+		at += from
+		// The word around the hit.
+		start = at
+		for start > 0 && isWordByte(s[start-1]) {
+			start--
+		}
+		end = at
+		for end < len(s) && isWordByte(s[end]) {
+			end++
+		}
+		word := s[start:end]
+		for _, m := range credentialMarkers {
+			if k := strings.Index(word, m); k >= 0 && len(word)-k-len(m) >= minCredentialTail {
+				return start, end, true
+			}
+		}
+		from = max(end, at+1)
+	}
+	return 0, 0, false
+}
