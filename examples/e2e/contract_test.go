@@ -85,7 +85,7 @@ func TestContract(t *testing.T) {
 			name, auth, code string
 		}{
 			{"no Authorization", "", sandbox.CodeAPIKeyMissing},
-			{"not Bearer", "Basic " + srv.SandboxKey, sandbox.CodeAPIKeyMalformed},
+			{"not Bearer", "Basic " + srv.SandboxKey, sandbox.CodeAuthScheme},
 			{"malformed key", "Bearer sk_sandbox_nope", sandbox.CodeAPIKeyMalformed},
 			{"checksum broken", "Bearer " + srv.SandboxKey[:len(srv.SandboxKey)-1] + flip(srv.SandboxKey[len(srv.SandboxKey)-1]), sandbox.CodeAPIKeyMalformed},
 			{"unknown key", bearer(unknown.Reveal()), sandbox.CodeAPIKeyInvalid},
@@ -355,16 +355,27 @@ func TestContract(t *testing.T) {
 		// The new key works, for a licensee of its own.
 		createOrder(t, srv.URL, c["api_key"].(string), orderBody)
 
-		for _, tc := range []struct{ name, auth, code string }{
-			{"no token", "", "admin_token_missing"},
-			{"wrong token", bearer("adm_wrong"), "admin_token_invalid"},
-			{"an API key", sk, "admin_token_invalid"},
+		// Whoever is not the operator gets exactly what a route that does not exist gets with the same
+		// credentials: the same status, code, detail and challenge; nothing reveals the route.
+		for _, tc := range []struct{ name, auth string }{
+			{"no token", ""},
+			{"wrong token", bearer("adm_wrong")},
+			{"the admin token with another scheme", "Basic " + srv.AdminToken},
+			{"a sandbox API key", sk},
+			{"a live API key", bearer(srv.LiveKey)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				r := request{Method: "POST", URL: url("/v1/sandbox/credentials"), Auth: tc.auth, Key: newKey()}.do(t)
-				p := r.expectProblem(t, http.StatusUnauthorized, tc.code)
-				require.True(t, locates(p, "header", "Authorization"))
+				unknown := request{Method: "POST", URL: url("/v1/sandbox/no_such_control"), Auth: tc.auth, Key: newKey()}.do(t)
+				require.NotEqual(t, http.StatusCreated, r.Status)
+				require.Equal(t, unknown.Status, r.Status, "body: %s", r.Body)
+				require.Equal(t, unknown.Header.Get("WWW-Authenticate"), r.Header.Get("WWW-Authenticate"))
+				p, q := r.object(t), unknown.object(t)
+				delete(p, "request_id")
+				delete(q, "request_id")
+				require.Equal(t, q, p)
 				require.NotContains(t, string(r.Body), srv.AdminToken)
+				require.NotContains(t, string(r.Body), "admin")
 			})
 		}
 		t.Run("members are refused", func(t *testing.T) {

@@ -14,23 +14,27 @@ import (
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
-// Problem codes of the admin token check.
+// Problem codes of the router.
 const (
-	CodeAdminTokenMissing = "admin_token_missing"
-	CodeAdminTokenInvalid = "admin_token_invalid"
-	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeRouteNotFound    = sandbox.CodeRouteNotFound
 )
 
 // routes wires every endpoint to its chain of middleware. Reading it top to bottom is the quickest way
 // to see what protects what:
 //
-//   - every response gets an X-Request-Id, which every problem repeats (apierror.WithRequestID);
+//   - every response gets an X-Request-Id of the server's own, which every problem repeats
+//     (apierror.WithRequestID);
+//   - what net/http's muxes would answer in plain text or HTML — a CONNECT, a path that is not in
+//     canonical form (which ServeMux redirects), a query string that does not parse — is a problem
+//     here (strict);
 //   - API routes authenticate the Bearer key and rate-limit production keys (sandbox); their refusals
 //     echo X-SVC-Version like every other answer on a known version (echoVersion);
 //   - the versioning router takes the version from the path, pins each licensee to one, refuses
 //     unknown and sunset versions, and strips the version so one mux serves them all;
 //   - every mutating route requires an Idempotency-Key, scoped by credential (idempotency);
-//   - sandbox controls answer a production key exactly like an unknown route.
+//   - sandbox controls answer a production key exactly like an unknown route, and issuing
+//     credentials answers anyone without the admin token exactly like an unknown route.
 func (s *Server) routes() http.Handler {
 	api := http.NewServeMux()
 	api.Handle("POST /orders", s.idempotent(http.HandlerFunc(s.createOrder)))
@@ -54,13 +58,63 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/sandbox/", s.sandboxOnly(s.idempotent(s.controls)))
 	api.Handle("/", s.fallback(api))
 
+	apiChain := s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(api))))
 	root := http.NewServeMux()
 	// Issuing credentials is an operator's act, authorised by the admin token rather than an API key;
-	// it is versioned like everything else, with no licensee to pin.
+	// it is versioned like everything else, with no licensee to pin. Without the token the request
+	// goes down the API chain like any other, where no route takes it: whoever is not the operator
+	// gets exactly what an unknown route gets, and learns nothing of this one.
 	root.Handle("POST /{version}/sandbox/credentials",
-		s.versions.Handler(s.adminOnly(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
-	root.Handle("/", s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(api)))))
-	return apierror.WithRequestID(root)
+		s.adminOr(apiChain, s.versions.Handler(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
+	root.Handle("/", apiChain)
+	return apierror.WithRequestID(s.strict(root))
+}
+
+// strict answers as problems what net/http's ServeMux would answer in plain text or HTML, before any
+// route is looked up:
+//
+//   - a CONNECT, or a request-target that is not a path, has no route (ServeMux: "404 page not
+//     found" in plain text);
+//   - a path with an empty, "." or ".." segment has no route either: ServeMux would redirect it to
+//     its cleaned form with an HTML body, so that "/v1/webhook_endpoints//events" — an ID left
+//     empty — would land on another resource;
+//   - a query string with a malformed percent-escape, a ';' or bytes that are not UTF-8 is a 400
+//     located at the parameter (apierror.ParseQuery): r.URL.Query() would drop the pair silently and
+//     serve the request as if the parameter had not been sent.
+//
+// A request-target net/http cannot parse at all (a malformed percent-escape in the path) is refused
+// by net/http before any handler runs, in plain text; docs/decisions.md lists those exceptions.
+func (s *Server) strict(next http.Handler) http.Handler {
+	notFound := s.notFoundHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if r.Method == http.MethodConnect || p == "" || p[0] != '/' {
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		if !canonicalPath(p) {
+			s.problems.Write(w, r, apierror.NotFound(CodeRouteNotFound,
+				"no route matches this path: it has an empty, '.' or '..' segment",
+				apierror.Path("path", CodeRouteNotFound, "has an empty, '.' or '..' segment")))
+			return
+		}
+		if _, err := apierror.ParseQuery(r); err != nil {
+			s.problems.Write(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// canonicalPath reports whether p, which starts with '/', has no empty, "." or ".." segment (a single
+// trailing slash aside).
+func canonicalPath(p string) bool {
+	for seg := range strings.SplitSeq(strings.TrimSuffix(p[1:], "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return p == "/"
+		}
+	}
+	return true
 }
 
 // fallback answers what no route took: 405 with Allow when the path exists under other methods, and
@@ -133,23 +187,22 @@ func (s *Server) sandboxOnly(next http.Handler) http.Handler {
 
 type adminKey struct{}
 
-// adminOnly admits requests bearing the admin token, compared in constant time. The problems never
-// echo what was sent.
-func (s *Server) adminOnly(next http.Handler) http.Handler {
+// adminOr serves admin with requests bearing the admin token, compared in constant time, and passes
+// every other request to other untouched, so that a wrong, missing or API-key credential is answered
+// by the ordinary chain exactly as on a route that does not exist. Nothing in the answer tells a
+// guesser that the token was wrong, or that the route is there.
+func (s *Server) adminOr(other, admin http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get(sandbox.HeaderAuthorization), "Bearer ")
-		switch {
-		case r.Header.Get(sandbox.HeaderAuthorization) == "":
-			s.problems.Write(w, r, apierror.Unauthenticated(CodeAdminTokenMissing,
-				"header Authorization is required: send Authorization: Bearer <admin token>",
-				apierror.Header(sandbox.HeaderAuthorization, CodeAdminTokenMissing, "header Authorization is required")))
-		case !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) != 1:
-			s.problems.Write(w, r, apierror.Unauthenticated(CodeAdminTokenInvalid,
-				"header Authorization: issuing credentials needs the admin token printed at the server's start",
-				apierror.Header(sandbox.HeaderAuthorization, CodeAdminTokenInvalid, "is not Bearer <admin token>")))
-		default:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, true)))
+		vals := r.Header.Values(sandbox.HeaderAuthorization)
+		token, ok := "", false
+		if len(vals) == 1 {
+			token, ok = strings.CutPrefix(vals[0], "Bearer ")
 		}
+		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) != 1 {
+			other.ServeHTTP(w, r)
+			return
+		}
+		admin.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, true)))
 	})
 }
 
