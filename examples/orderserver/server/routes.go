@@ -67,7 +67,7 @@ func (s *Server) routes() http.Handler {
 	root.Handle("POST /{version}/sandbox/credentials",
 		s.adminOr(apiChain, s.versions.Handler(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
 	root.Handle("/", apiChain)
-	return apierror.WithRequestID(s.strict(root))
+	return apierror.WithRequestID(s.problems.Recover(s.strict(root)))
 }
 
 // strict answers as problems what net/http's ServeMux would answer in plain text or HTML, before any
