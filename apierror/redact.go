@@ -2,10 +2,9 @@ package apierror
 
 import "strings"
 
-// credentialMarkers are the prefixes of the platform's secrets and of the key formats clients are
-// likely to paste by mistake: API keys (sk_), restricted and publishable keys (rk_, pk_) and webhook
-// signing secrets (whsec_).
-var credentialMarkers = [...]string{"sk_", "rk_", "pk_", "whsec_"}
+// The markers of a credential are the prefixes of the platform's secrets and of the key formats
+// clients are likely to paste by mistake: API keys (sk_), restricted and publishable keys (rk_, pk_)
+// and webhook signing secrets (whsec_).
 
 // minCredentialTail is how many characters must follow a marker before a word is taken for a
 // credential: a real key has dozens, and a short word such as "pk_id" is left alone.
@@ -48,36 +47,33 @@ func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
-// nextCredential finds the first credential-shaped word of s at or after from, as [start, end).
+// nextCredential finds the first credential-shaped word of s at or after from, as [start, end). Every
+// marker ends in '_', so one IndexByte scan finds the candidates: most details have no '_' at all.
 func nextCredential(s string, from int) (start, end int, ok bool) {
 	for from < len(s) {
-		// The fast path: most details hold no marker at all.
-		i := strings.Index(s[from:], "k_")
-		j := strings.Index(s[from:], "whsec_")
-		if i < 0 && j < 0 {
+		i := strings.IndexByte(s[from:], '_')
+		if i < 0 {
 			return 0, 0, false
 		}
-		at := i
-		if at < 0 || j >= 0 && j < at {
-			at = j
+		at := from + i // the '_'
+		from = at + 1
+		if !(at >= 2 && s[at-1] == 'k' && (s[at-2] == 's' || s[at-2] == 'r' || s[at-2] == 'p') ||
+			at >= 5 && s[at-5:at] == "whsec") {
+			continue
 		}
-		at += from
-		// The word around the hit.
+		// The word around the marker; it must be followed by enough characters to be a key.
 		start = at
 		for start > 0 && isWordByte(s[start-1]) {
 			start--
 		}
-		end = at
+		end = at + 1
 		for end < len(s) && isWordByte(s[end]) {
 			end++
 		}
-		word := s[start:end]
-		for _, m := range credentialMarkers {
-			if k := strings.Index(word, m); k >= 0 && len(word)-k-len(m) >= minCredentialTail {
-				return start, end, true
-			}
+		if end-at-1 >= minCredentialTail {
+			return start, end, true
 		}
-		from = max(end, at+1)
+		from = end
 	}
 	return 0, 0, false
 }
