@@ -25,8 +25,13 @@
 //
 //	Deprecation: @1767225600                          (Unix seconds of the deprecation)
 //	Sunset: Wed, 01 Jul 2026 00:00:00 GMT             (HTTP-date of the sunset, when one is set)
-//	Link: </v2/orders/ord_1>; rel="successor-version" (the same path on the successor)
+//	Link: </v2/orders/ord_1>; rel="successor-version" (the same path on the successor that answers)
 //	Link: <https://docs…/upgrade>; rel="deprecation"; type="text/html" (Version.DeprecationLink)
+//
+// The successor-version link names the nearest successor along the chain that is released and not
+// sunset at that instant (or, failing that, the newest newer version that answers), and is left out
+// when none does: following it never ends in a 404 or a 410. The 410's successor_version follows the
+// same rule.
 //
 // These headers are sent as soon as the date is in the registry, also before the deprecation
 // instant: RFC 9745 allows a Deprecation date in the future ("will be deprecated at"), and a client

@@ -3,6 +3,7 @@ package versioning_test
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,10 @@ func TestLifecycleBoundaries(t *testing.T) {
 		deprecatedNow bool
 	}{
 		{"v1 before release", "/v1/orders/ord_1", v1Released.Add(-time.Nanosecond), 404, "", "", nil, false},
+		// v2 is not released yet: no successor-version link that would answer 404.
 		{"v1 at release: deprecation already announced", "/v1/orders/ord_1", v1Released, 200, depV1, sunV1,
+			[]string{`<` + upgradeGuide + `>; rel="deprecation"; type="text/html"`}, false},
+		{"v1 once v2 is out", "/v1/orders/ord_1", v2Released, 200, depV1, sunV1,
 			[]string{`</v2/orders/ord_1>; rel="successor-version"`, `<` + upgradeGuide + `>; rel="deprecation"; type="text/html"`}, false},
 		{"v1 just before deprecation", "/v1/orders/ord_1", v1Deprecated.Add(-time.Nanosecond), 200, depV1, sunV1,
 			[]string{`</v2/orders/ord_1>; rel="successor-version"`, `<` + upgradeGuide + `>; rel="deprecation"; type="text/html"`}, false},
@@ -105,8 +109,52 @@ func TestSunsetProblem(t *testing.T) {
 	require.Equal(t, "v3", p.Extensions[versioning.MemberSuccessorVersion])
 	require.Equal(t, "version v1 was sunset on 2026-07-01T00:00:00Z; use v3", p.Detail)
 	require.Equal(t, []any{"v3"}, p.Extensions[versioning.MemberSupportedVersions])
-	require.Equal(t, `</v2/orders>; rel="successor-version"`, do(t, rt.Handler(newestOrderHandler()), request{path: "/v1/orders"}).Header().Values("Link")[0],
-		"the Link names the registered successor, the version history's next step")
+	require.Equal(t, `</v3/orders>; rel="successor-version"`, do(t, rt.Handler(newestOrderHandler()), request{path: "/v1/orders"}).Header().Values("Link")[0],
+		"the Link names the successor that answers, as the problem does, never the sunset v2 (a 410)")
+}
+
+// The successor-version link names the nearest successor released and not sunset at the instant of
+// the request, or is left out: following it never ends in a 404 or a 410.
+func TestSuccessorLinkNamesOnlyAVersionThatAnswers(t *testing.T) {
+	v4Released := v2Sunset.Add(30 * 24 * time.Hour)
+	versions := append(fixtureVersions(), versioning.Version{Name: "v4", Released: v4Released})
+	// v3 is deprecated and sunset with v2, and v4 comes a month later: a gap with no successor.
+	for i := range versions {
+		if versions[i].Name == "v3" {
+			versions[i].Deprecated, versions[i].Sunset = v2Deprecated, v2Sunset
+		}
+	}
+	reg, err := versioning.NewRegistry(versions, append(fixtureChanges(), versioning.Change{
+		Name: "v4_marker", Version: "v4", Description: "Marks v4.",
+		Response: func(map[string]any) error { return nil },
+	}))
+	require.NoError(t, err)
+	links := func(at time.Time, path string) []string {
+		rt := versioning.New(reg, &versioning.Options{Now: func() time.Time { return at }})
+		var out []string
+		for _, l := range do(t, rt.Handler(newestOrderHandler()), request{path: path}).Header().Values("Link") {
+			if strings.Contains(l, `rel="successor-version"`) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name, path string
+		at         time.Time
+		want       []string
+	}{
+		{"v1 before v2's sunset names v2", "/v1/orders", testNow, []string{`</v2/orders>; rel="successor-version"`}},
+		{"v2 names v3 while it answers", "/v2/orders", v2Deprecated, []string{`</v3/orders>; rel="successor-version"`}},
+		{"v2 at its sunset: v3 is gone and v4 not out, no link", "/v2/orders", v2Sunset, nil},
+		{"v3 at its sunset, v4 not released: no link", "/v3/orders", v2Sunset.Add(time.Hour), nil},
+		{"once v4 is out the sunset v2 points to it", "/v2/orders", v4Released, []string{`</v4/orders>; rel="successor-version"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, links(tt.at, tt.path))
+		})
+	}
 }
 
 func TestSuccessorLink(t *testing.T) {

@@ -190,7 +190,8 @@ func buildHeader(v Version) versionHeader {
 }
 
 // liveSuccessor is where a client of versions[i] should go at now: the first version along the
-// successor chain that still answers, or else the newest that does; "" when none does.
+// successor chain that answers at now (released, not sunset), or else the newest newer version that
+// does; "" when none does.
 func (reg *Registry) liveSuccessor(i int, now time.Time) string {
 	for name := reg.versions[i].Successor; name != ""; {
 		j := reg.index[name]
@@ -199,7 +200,7 @@ func (reg *Registry) liveSuccessor(i int, now time.Time) string {
 		}
 		name = reg.versions[j].Successor
 	}
-	if v, ok := reg.NewestReleased(now); ok && v.Name != reg.versions[i].Name {
+	if v, ok := reg.NewestReleased(now); ok && reg.index[v.Name] > i {
 		return v.Name
 	}
 	return ""

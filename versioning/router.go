@@ -190,6 +190,9 @@ type Decision struct {
 	// Override reports that the request was served on another version than the pin because
 	// AllowOverride allowed it.
 	Override bool
+	// At is the instant the decision was made at, by Options.Now: the lifecycle headers and the
+	// successor they name are those of this instant.
+	At time.Time
 }
 
 // Decide is the router's decision for r without HTTP, for callers who do not use the middleware:
@@ -220,7 +223,7 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 		return Decision{}, -1, &decisionError{cause: ErrUnknownVersion, problem: problemUnknown(name, rt.reg.Supported(now))}
 	}
 	v := rt.reg.versions[i]
-	d := Decision{Version: v, Deprecated: v.IsDeprecated(now)}
+	d := Decision{Version: v, Deprecated: v.IsDeprecated(now), At: now}
 	var err error
 	if v.IsSunset(now) {
 		err = &decisionError{cause: ErrVersionSunset, problem: problemSunset(v, rt.reg.liveSuccessor(i, now), rt.reg.Supported(now))}
@@ -359,7 +362,7 @@ func (rt *Router) Handler(next http.Handler) http.Handler {
 func (rt *Router) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	d, i, err := rt.decide(r)
 	if i >= 0 {
-		rt.setHeaders(w.Header(), r, i)
+		rt.setHeaders(w.Header(), r, i, d.At)
 	}
 	if err != nil {
 		rt.writer.Write(w, r, err)
@@ -394,8 +397,10 @@ const (
 )
 
 // setHeaders sets X-SVC-Version and, for a version with a deprecation scheduled, Deprecation,
-// Sunset and the Link relations. Links are added to any an outer handler set.
-func (rt *Router) setHeaders(h http.Header, r *http.Request, i int) {
+// Sunset and the Link relations. Links are added to any an outer handler set. The successor-version
+// link names the nearest successor that answers at now (released, not sunset), never one that would
+// answer 404 or 410, and is left out when there is none.
+func (rt *Router) setHeaders(h http.Header, r *http.Request, i int, now time.Time) {
 	vh := &rt.reg.header[i]
 	v := &rt.reg.versions[i]
 	if vh.deprecation == "" {
@@ -410,12 +415,12 @@ func (rt *Router) setHeaders(h http.Header, r *http.Request, i int) {
 	if vh.sunset != "" {
 		h[keySunset] = vals[2:3:3]
 	}
-	if v.Successor != "" {
+	if successor := rt.reg.liveSuccessor(i, now); successor != "" {
 		var target string
 		if rt.successorLink != nil {
-			target = rt.successorLink(r, v.Successor)
+			target = rt.successorLink(r, successor)
 		} else {
-			target = successorPath(r, v.Successor)
+			target = successorPath(r, successor)
 		}
 		if target != "" {
 			h[keyLink] = append(h[keyLink], "<"+target+`>; rel="successor-version"`)
