@@ -82,13 +82,17 @@
 // newest handler's JSON response, applies the chain newest-first and writes it with the handler's
 // status and headers and a correct Content-Length (validators such as ETag are dropped: they
 // describe the newest body). Only application/json bodies are shaped; problem+json is the same in
-// every version. Numbers keep every digit (they are never float64). Transforms run on an
-// encoding/json-compatible codec without reflection; BenchmarkTransform2KiB measures them.
+// every version, and a body signed with X-SVC-Signature (range retrieval) goes out byte for byte:
+// its signer rendered it for the licensee's version (Router.EventRenderer). Numbers keep every digit
+// (they are never float64). Transforms run on an encoding/json-compatible codec without reflection;
+// BenchmarkTransform2KiB measures them.
 //
 // Each change has a golden test: versiontest.Golden checks every registered change against
 // testdata/<change>/{response,request,event}.{newer,older}.json and fails on a missing file, a
 // difference, or a transform that changes nothing. Registry.RenderEvent renders a stored webhook
-// event at a licensee's pinned version; Router.RenderEvent looks the pin up.
+// event at a licensee's pinned version; Router.RenderEvent looks the pin up,
+// and Router.EventRenderer is that hook as a producer.RenderFunc for the Dispatcher and the
+// RangeHandler.
 //
 // # Putting it together
 //

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/webhook"
 )
 
 // serveShaped runs next with a writer that buffers its JSON output and, once next returns, writes
@@ -68,7 +69,10 @@ func (s *shapingWriter) WriteHeader(code int) {
 	}
 	s.status = code
 	h := s.w.Header()
-	jsonBody := isJSON(h.Get("Content-Type")) && bodyAllowed(code)
+	// A signed body (range retrieval's X-SVC-Signature) goes out byte for byte: the signature covers
+	// those bytes, and its signer rendered them for the licensee's version already (EventRenderer).
+	signed := h.Get(webhook.HeaderSignature) != ""
+	jsonBody := isJSON(h.Get("Content-Type")) && bodyAllowed(code) && !signed
 	encoded := h.Get("Content-Encoding") != "" && h.Get("Content-Encoding") != "identity"
 	switch {
 	case jsonBody && s.r.Method != http.MethodHead && !encoded:

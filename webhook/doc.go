@@ -11,7 +11,7 @@
 //	X-SVC-Signature: t=1767225600,v1=5257a869e7ec…8bd[,v1=…]
 //	X-SVC-Sequence: 42
 //
-//	{"id":"evt_…","sequence":42,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//	{"object":"event","id":"evt_…","sequence":42,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
 //
 // v1 is the lowercase hex HMAC-SHA256 of "<t>.<raw body>", keyed with the signing secret's bytes exactly
 // as issued ("whsec_…", prefix included); t is the signing time in Unix seconds. While a secret
@@ -19,9 +19,11 @@
 // so any Stripe-compatible verifier accepts it. X-SVC-Sequence repeats the body's sequence: one gap-free
 // counter per webhook endpoint, starting at 1. The range endpoint
 //
-//	GET /v1/webhook_endpoints/{id}/events?from=<n>&to=<n>&limit=<n>
+//	GET /{version}/webhook_endpoints/{id}/events?from=<n>&to=<n>&limit=<n>
 //
-// returns {"object":"list","data":[events],"has_more":bool}, signed the same way.
+// returns {"object":"list","data":[events],"has_more":bool}, signed the same way, each event rendered
+// at the API version the consumer's licensee is pinned to. A consumer asks under that version:
+// RangeClientOptions.APIVersion ("v2"), v1 by default; under another one the producer refuses it.
 //
 // # Verifying
 //

@@ -12,9 +12,12 @@ const (
 // X-SVC-Sequence header; a verifier rejects a delivery where the two disagree. Endpoint names the
 // webhook endpoint the event was signed for, so that a delivery captured on its way to one endpoint is
 // refused by another that happens to share its secret; a producer's stored events leave it empty and
-// the producer fills it in on the way out.
+// the producer fills it in on the way out. The envelope's first member is "object":"event", like the
+// "object" member of every resource of the API: encoders always write it (it is a constant, so the
+// struct has no field for it), and decoders accept an envelope without it, from producers that
+// predate it, but refuse any other value.
 //
-//	{"id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//	{"object":"event","id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
 type Event struct {
 	ID         string          `json:"id"`
 	Endpoint   string          `json:"endpoint,omitempty"`
@@ -24,6 +27,24 @@ type Event struct {
 	APIVersion string          `json:"api_version"`
 	Data       json.RawMessage `json:"data"`
 }
+
+// ObjectEvent is the "object" member of every event envelope.
+const ObjectEvent = "event"
+
+// MarshalJSON encodes the envelope, "object":"event" first.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(envelope{Object: ObjectEvent, plain: plain(e)})
+}
+
+// envelope is an Event on the wire: the constant "object" member and the Event's own. Decoders read
+// Object to refuse an envelope that says it is something else.
+type envelope struct {
+	Object string `json:"object"`
+	plain
+}
+
+// plain is Event without its MarshalJSON method.
+type plain Event
 
 // EventList is the body of a range retrieval response:
 // GET /v1/webhook_endpoints/{id}/events?from=&to=&limit= → {"object":"list","data":[…],"has_more":…}.

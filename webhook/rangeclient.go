@@ -57,11 +57,33 @@ type RangeClientOptions struct {
 	// DefaultMaxFetchBytes. Together with MaxResponseBytes it bounds what a fetch holds in memory:
 	// about twice the bodies (the bodies and the decoded events).
 	MaxFetchBytes int64
+	// APIVersion is the API version the consumer's licensee is pinned to, the path's first segment
+	// ("v2" asks GET {base}/v2/webhook_endpoints/{id}/events); empty means DefaultAPIVersion. Set it to
+	// your pin: the producer refuses a licensee on another version than its pin, and renders the
+	// fetched events at the pinned version, exactly as they were delivered.
+	APIVersion string
 }
 
-// RangeClient fetches a stream's events from the producer's range endpoint,
+// DefaultAPIVersion is the version a RangeClient asks under when RangeClientOptions.APIVersion is empty.
+const DefaultAPIVersion = "v1"
+
+// validAPIVersion reports whether v is a version path segment: "v" and a number without a leading zero.
+func validAPIVersion(v string) bool {
+	if len(v) < 2 || v[0] != 'v' || v[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return len(v) <= 10
+}
+
+// RangeClient fetches a stream's events from the producer's range endpoint, under the API version
+// the consumer is pinned to (RangeClientOptions.APIVersion, v1 by default),
 //
-//	GET {base}/v1/webhook_endpoints/{id}/events?from=<n>&to=<n>&limit=<n>
+//	GET {base}/{version}/webhook_endpoints/{id}/events?from=<n>&to=<n>&limit=<n>
 //	Authorization: Bearer <api key>
 //
 // following pages until has_more is false. Every response body must carry a valid X-SVC-Signature,
@@ -71,6 +93,7 @@ type RangeClientOptions struct {
 // the zero value is not usable: build one with NewRangeClient.
 type RangeClient struct {
 	base     string
+	version  string
 	auth     string
 	verifier *Verifier
 	client   *http.Client
@@ -96,6 +119,7 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 	}
 	c := &RangeClient{
 		base:     strings.TrimRight(u.String(), "/"),
+		version:  DefaultAPIVersion,
 		auth:     "Bearer " + apiKey,
 		verifier: v,
 		client:   &http.Client{Timeout: 30 * time.Second},
@@ -121,6 +145,12 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 		}
 		if opts.HTTPClient != nil {
 			c.client = opts.HTTPClient
+		}
+		if opts.APIVersion != "" {
+			if !validAPIVersion(opts.APIVersion) {
+				return nil, fmt.Errorf("webhook: APIVersion %q is not a version such as v1 or v2", opts.APIVersion)
+			}
+			c.version = opts.APIVersion
 		}
 	}
 	return c, nil
@@ -173,7 +203,7 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 	q.Set("from", strconv.FormatUint(from, 10))
 	q.Set("to", strconv.FormatUint(to, 10))
 	q.Set("limit", strconv.Itoa(c.pageSize))
-	target := c.base + "/v1/webhook_endpoints/" + url.PathEscape(stream) + "/events?" + q.Encode()
+	target := c.base + "/" + c.version + "/webhook_endpoints/" + url.PathEscape(stream) + "/events?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("webhook: range request: %w", err)
@@ -209,12 +239,23 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 	if err := c.verifier.Verify(resp.Header.Get(HeaderSignature), body); err != nil {
 		return nil, 0, fmt.Errorf("%w: stream %q: %w", ErrRangeResponse, stream, err)
 	}
-	var list EventList
-	if err := json.Unmarshal(body, &list); err != nil {
+	var wire struct {
+		Object  string     `json:"object"`
+		Data    []envelope `json:"data"`
+		HasMore bool       `json:"has_more"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
 		return nil, 0, fmt.Errorf("%w: stream %q: body is not an event list: %w", ErrRangeResponse, stream, err)
 	}
-	if list.Object != "list" {
+	if wire.Object != "list" {
 		return nil, 0, fmt.Errorf("%w: stream %q: object is not \"list\"", ErrRangeResponse, stream)
+	}
+	list := EventList{Object: wire.Object, Data: make([]Event, len(wire.Data)), HasMore: wire.HasMore}
+	for i := range wire.Data {
+		if o := wire.Data[i].Object; o != "" && o != ObjectEvent {
+			return nil, 0, fmt.Errorf("%w: stream %q: data[%d] is not an event", ErrRangeResponse, stream, i)
+		}
+		list.Data[i] = Event(wire.Data[i].plain)
 	}
 	if len(list.Data) > c.pageSize {
 		return nil, 0, fmt.Errorf("%w: stream %q: %d events in a page of %d", ErrRangeResponse, stream, len(list.Data), c.pageSize)

@@ -92,6 +92,9 @@ func TestNewRangeClientValidates(t *testing.T) {
 		{"page too big", "https://api.example.com", apiKey, v, &webhook.RangeClientOptions{PageSize: 1001}},
 		{"negative page", "https://api.example.com", apiKey, v, &webhook.RangeClientOptions{PageSize: -1}},
 		{"negative cap", "https://api.example.com", apiKey, v, &webhook.RangeClientOptions{MaxResponseBytes: -1}},
+		{"version without v", "https://api.example.com", apiKey, v, &webhook.RangeClientOptions{APIVersion: "2"}},
+		{"version with a leading zero", "https://api.example.com", apiKey, v, &webhook.RangeClientOptions{APIVersion: "v02"}},
+		{"version with a path", "https://api.example.com", apiKey, v, &webhook.RangeClientOptions{APIVersion: "v2/../admin"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,4 +237,58 @@ func TestRangeClientAgainstSource(t *testing.T) {
 		_, err := c.FetchRange(ctx, stream, 1, 10)
 		require.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+// A consumer pinned to v2 asks for its ranges under /v2/: under /v1/ the producer would refuse it
+// (403 version_not_enabled) and a dropped event would never be recovered.
+func TestRangeClientAPIVersion(t *testing.T) {
+	secret := webhook.NewSecret()
+	src := &recordingSource{Source: webhooktest.NewSource(secret, apiKey,
+		&webhooktest.SourceOptions{Now: func() time.Time { return epoch }, APIVersion: "v2"})}
+	for i := range 3 {
+		src.Emit("we_1", "order.created", map[string]int{"n": i})
+	}
+	srv := httptest.NewServer(src)
+	t.Cleanup(srv.Close)
+
+	v1 := newRangeClient(t, srv.URL, secret, &webhook.RangeClientOptions{HTTPClient: srv.Client()})
+	_, err := v1.FetchRange(context.Background(), "we_1", 1, 3)
+	var p *apierror.Error
+	require.ErrorAs(t, err, &p, "the default, v1, is refused by a producer that pins this licensee to v2")
+	require.Equal(t, "version_not_enabled", p.Code)
+
+	v2 := newRangeClient(t, srv.URL, secret, &webhook.RangeClientOptions{HTTPClient: srv.Client(), APIVersion: "v2"})
+	evs, err := v2.FetchRange(context.Background(), "we_1", 1, 3)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	require.Equal(t, "/v2/webhook_endpoints/we_1/events", src.reqs[len(src.reqs)-1].URL.Path)
+}
+
+// Every event of a page must be an event: an envelope whose "object" says otherwise is refused.
+func TestRangeClientRefusesAnotherObject(t *testing.T) {
+	secret := webhook.NewSecret()
+	for _, tc := range []struct {
+		object string
+		ok     bool
+	}{{`"event"`, true}, {"", true}, {`"order"`, false}} {
+		member := ""
+		if tc.object != "" {
+			member = `"object":` + tc.object + `,`
+		}
+		body := `{"object":"list","data":[{` + member + `"id":"evt_1","endpoint":"we_1","sequence":1,"type":"order.created","created":1767225600,"api_version":"v1","data":{}}],"has_more":false}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set(webhook.HeaderSignature, webhooktest.Header([]byte(body), epoch, secret))
+			_, _ = w.Write([]byte(body))
+		}))
+		c := newRangeClient(t, srv.URL, secret, &webhook.RangeClientOptions{HTTPClient: srv.Client()})
+		evs, err := c.FetchRange(context.Background(), "we_1", 1, 1)
+		srv.Close()
+		if tc.ok {
+			require.NoError(t, err, tc.object)
+			require.Len(t, evs, 1)
+			continue
+		}
+		require.ErrorIs(t, err, webhook.ErrRangeResponse, tc.object)
+	}
 }

@@ -59,19 +59,23 @@ const CodeSequenceMismatch = "sequence_mismatch"
 // failure is an *apierror.Error located at the offending member (a 400), so that a receiver can write
 // it as it is.
 func DecodeEvent(body []byte) (Event, error) {
-	var ev Event
-	if err := apierror.DecodeBytes(body, &ev, &apierror.DecodeOptions{AllowUnknownFields: true}); err != nil {
+	var env envelope
+	if err := apierror.DecodeBytes(body, &env, &apierror.DecodeOptions{AllowUnknownFields: true}); err != nil {
 		return Event{}, err
 	}
-	if err := ev.validate(); err != nil {
+	ev := Event(env.plain)
+	if err := ev.validate(env.Object); err != nil {
 		return Event{}, err
 	}
 	return ev, nil
 }
 
-// validate checks the members every consumer relies on, as located problems.
-func (e *Event) validate() error {
+// validate checks the members every consumer relies on, as located problems; object is the
+// envelope's "object" member, "" when it had none.
+func (e *Event) validate(object string) error {
 	var c apierror.Collector
+	c.Check(object == "" || object == ObjectEvent,
+		apierror.Body("/object", "invalid_object", `must be "event"`))
 	c.Require("/id", e.ID != "")
 	c.Check(e.Sequence != 0 && e.Sequence <= MaxSequence,
 		apierror.Body("/sequence", "invalid_sequence", "must be an integer from 1 to 9223372036854775807"))

@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -95,4 +97,22 @@ func TestDecodeEvent(t *testing.T) {
 			require.Equal(t, tc.pointer, p.Errors[0].Pointer)
 		})
 	}
+}
+
+// The envelope says it is an event; one without "object" (an older producer) is accepted, one that
+// says it is something else is refused, located.
+func TestDecodeEventObject(t *testing.T) {
+	const rest = `"id":"evt_1","sequence":1,"type":"order.created","created":1767225600,"api_version":"v1","data":{}}`
+	_, err := DecodeEvent([]byte(`{"object":"event",` + rest))
+	require.NoError(t, err)
+	_, err = DecodeEvent([]byte(`{` + rest))
+	require.NoError(t, err)
+	_, err = DecodeEvent([]byte(`{"object":"order",` + rest))
+	var p *apierror.Error
+	require.ErrorAs(t, err, &p)
+	require.Equal(t, "/object", p.Errors[0].Pointer)
+
+	b, err := json.Marshal(Event{ID: "evt_1", Sequence: 1, Type: "t", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), `{"object":"event","id":"evt_1",`), "%s", b)
 }

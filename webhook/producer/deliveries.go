@@ -16,6 +16,15 @@ import (
 // the endpoint ID from its {id} wildcard unless DeliveriesOptions.EndpointID says otherwise.
 const DeliveriesPattern = "GET /v1/webhook_endpoints/{id}/deliveries"
 
+// DeliveriesPatternStripped is DeliveriesPattern without the version segment, for a mux behind a
+// router that strips it (versioning.Options.StripVersion).
+const DeliveriesPatternStripped = "GET /webhook_endpoints/{id}/deliveries"
+
+// DeliveriesPatternFor is DeliveriesPattern under another version segment, as RangePatternFor.
+func DeliveriesPatternFor(version string) string {
+	return "GET /" + version + "/webhook_endpoints/{id}/deliveries"
+}
+
 // Limits of the history's limit query parameter.
 const (
 	DefaultDeliveriesLimit = 20
@@ -190,7 +199,12 @@ func (h *DeliveriesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, err := ParseDeliveriesQuery(ep.ID, r.URL.Query())
+	query, err := apierror.ParseQuery(r)
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	q, err := ParseDeliveriesQuery(ep.ID, query)
 	if err != nil {
 		h.errs.Write(w, r, err)
 		return

@@ -24,7 +24,7 @@
 //	X-SVC-Signature: t=1767225602,v1=5f1c…,v1=0b9e…
 //	X-SVC-Sequence: 7
 //
-//	{"id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//	{"object":"event","id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
 //
 // The signature is HMAC-SHA256 over "<t>.<body>" with one v1 per endpoint secret: while a secret
 // rotates the endpoint has two, and the consumer may hold either. The sequence header equals the
@@ -81,7 +81,7 @@
 //	Content-Type: application/json
 //	X-SVC-Signature: t=1767225700,v1=…
 //
-//	{"object":"list","data":[{"id":"evt_…","sequence":5,…},{…6…},{…7…}],"has_more":false}
+//	{"object":"list","data":[{"object":"event","id":"evt_…","sequence":5,…},{…6…},{…7…}],"has_more":false}
 //
 // from is required; to defaults to the newest event; limit is 1–1000, default 100. The range is
 // inclusive and ascending, has_more says whether events in the range follow the page, and the body is
@@ -113,11 +113,17 @@
 //	if err != nil { … }
 //	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
 //
+//	// Range retrieval and the delivery history answer on every API version: behind a
+//	// versioning.Router with StripVersion, mount the version-free patterns once (without one, mount
+//	// RangePatternFor(v) for each version v). Rendering at the pinned version is the router's
+//	// EventRenderer.
 //	mux := http.NewServeMux()
-//	mux.Handle(producer.RangePattern, producer.NewRangeHandler(log, eps,
+//	mux.Handle(producer.RangePatternStripped, producer.NewRangeHandler(log, eps,
+//		func(r *http.Request) (string, error) { return licenseeOf(r) },
+//		&producer.RangeOptions{Render: router.EventRenderer(nil)}))
+//	mux.Handle(producer.DeliveriesPatternStripped, producer.NewDeliveriesHandler(log, eps,
 //		func(r *http.Request) (string, error) { return licenseeOf(r) }, nil))
-//	mux.Handle(producer.DeliveriesPattern, producer.NewDeliveriesHandler(log, eps,
-//		func(r *http.Request) (string, error) { return licenseeOf(r) }, nil))
+//	api := router.Handler(mux)
 //
 //	// In a handler, inside the transaction that creates the order (the outbox):
 //	tx, _ := pool.Begin(ctx)

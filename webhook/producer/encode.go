@@ -16,7 +16,7 @@ import (
 
 // appendEvent appends ev as JSON. ev.Data must be valid JSON.
 func appendEvent(b []byte, ev *webhook.Event) []byte {
-	b = append(b, `{"id":`...)
+	b = append(b, `{"object":"event","id":`...)
 	b = jsonstr.AppendHTMLSafe(b, ev.ID)
 	if ev.Endpoint != "" {
 		b = append(b, `,"endpoint":`...)
@@ -41,7 +41,7 @@ func appendEvent(b []byte, ev *webhook.Event) []byte {
 
 // eventSize estimates the encoded size of ev, to size buffers in one allocation.
 func eventSize(ev *webhook.Event) int {
-	return 112 + len(ev.ID) + len(ev.Endpoint) + len(ev.Type) + len(ev.APIVersion) + len(ev.Data)
+	return 130 + len(ev.ID) + len(ev.Endpoint) + len(ev.Type) + len(ev.APIVersion) + len(ev.Data)
 }
 
 // appendList appends a range response body.

@@ -14,9 +14,22 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// RangePattern is the net/http ServeMux pattern of range retrieval; RangeHandler reads the endpoint ID
-// from its {id} wildcard unless RangeOptions.EndpointID says otherwise.
+// RangePattern is the net/http ServeMux pattern of range retrieval on v1; RangeHandler reads the
+// endpoint ID from its {id} wildcard unless RangeOptions.EndpointID says otherwise. A producer with
+// several API versions serves range retrieval on each of them (a consumer asks under the version its
+// licensee is pinned to): mount RangePatternFor(version) for each, or, behind a versioning.Router
+// that strips the version segment, the version-free RangePatternStripped once.
 const RangePattern = "GET /v1/webhook_endpoints/{id}/events"
+
+// RangePatternStripped is RangePattern without the version segment, for a mux behind a router that
+// strips it (versioning.Options.StripVersion).
+const RangePatternStripped = "GET /webhook_endpoints/{id}/events"
+
+// RangePatternFor is RangePattern under another version segment: RangePatternFor("v2") is
+// "GET /v2/webhook_endpoints/{id}/events".
+func RangePatternFor(version string) string {
+	return "GET /" + version + "/webhook_endpoints/{id}/events"
+}
 
 // Limits of the limit query parameter.
 const (
@@ -179,7 +192,12 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rq, err := ParseRangeQuery(r.URL.Query())
+	query, err := apierror.ParseQuery(r) // a malformed "to" must not read as no "to" at all
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	rq, err := ParseRangeQuery(query)
 	if err != nil {
 		h.errs.Write(w, r, err)
 		return

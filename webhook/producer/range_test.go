@@ -70,10 +70,22 @@ func (f *rangeFixture) get(t *testing.T, licensee, target string) *httptest.Resp
 func decodeList(t *testing.T, w *httptest.ResponseRecorder) webhook.EventList {
 	t.Helper()
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	var list webhook.EventList
+	var wire struct {
+		Object string `json:"object"`
+		Data   []struct {
+			Object string `json:"object"`
+			webhook.Event
+		} `json:"data"`
+		HasMore bool `json:"has_more"`
+	}
 	dec := json.NewDecoder(strings.NewReader(w.Body.String()))
 	dec.DisallowUnknownFields()
-	require.NoError(t, dec.Decode(&list))
+	require.NoError(t, dec.Decode(&wire))
+	list := webhook.EventList{Object: wire.Object, HasMore: wire.HasMore, Data: []webhook.Event{}}
+	for _, e := range wire.Data {
+		require.Equal(t, webhook.ObjectEvent, e.Object, "every event says what it is")
+		list.Data = append(list.Data, e.Event)
+	}
 	return list
 }
 
@@ -167,6 +179,10 @@ func TestRangeHandlerBadParameters(t *testing.T) {
 		{"limit above max", "from=1&limit=1001", []loc{{"limit", producer.CodeOutOfRange}}},
 		{"limit not numeric", "from=1&limit=many", []loc{{"limit", producer.CodeNotInteger}}},
 		{"several at once", "from=x&to=y&limit=5000", []loc{{"from", producer.CodeNotInteger}, {"to", producer.CodeNotInteger}, {"limit", producer.CodeOutOfRange}}},
+		// r.URL.Query() would drop the pair and serve up to the newest event as if "to" were absent.
+		{"to with a bad escape", "from=1&to=%zz", []loc{{"to", apierror.CodeQueryMalformed}}},
+		{"to with a truncated escape", "from=1&to=3%2", []loc{{"to", apierror.CodeQueryMalformed}}},
+		{"semicolon", "from=1;to=3", []loc{{"from", apierror.CodeQueryMalformed}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := f.get(t, "lic_1", "/v1/webhook_endpoints/we_a/events?"+tc.query)
@@ -181,7 +197,11 @@ func TestRangeHandlerBadParameters(t *testing.T) {
 				got = append(got, loc{v.Name, v.Code})
 			}
 			require.Equal(t, tc.want, got)
-			require.NotContains(t, w.Body.String(), "abc", "values are not echoed")
+			// The request ID is random and may hold "abc" itself: look at the rest.
+			body := problemWithoutRequestID(t, w)
+			raw, err := json.Marshal(body)
+			require.NoError(t, err)
+			require.NotContains(t, string(raw), "abc", "values are not echoed")
 		})
 	}
 }
@@ -379,4 +399,22 @@ func TestRangeRotatedSecretTakesEffectOnNextRequest(t *testing.T) {
 	next := webhook.NewSecret()
 	require.NoError(t, f.eps.Put(producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{next}, APIVersion: "v1"}))
 	check(next)
+}
+
+// Range retrieval is mounted under every version: RangePatternFor, and RangePatternStripped behind a
+// router that strips the version segment.
+func TestRangePatterns(t *testing.T) {
+	require.Equal(t, producer.RangePattern, producer.RangePatternFor("v1"))
+	require.Equal(t, "GET /v2/webhook_endpoints/{id}/events", producer.RangePatternFor("v2"))
+	require.Equal(t, producer.DeliveriesPattern, producer.DeliveriesPatternFor("v1"))
+	f := newRangeFixture(t, nil)
+	h := producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{Now: f.clk.Now})
+	f.mux.Handle(producer.RangePatternFor("v2"), h)
+	stripped := http.NewServeMux()
+	stripped.Handle(producer.RangePatternStripped, h)
+	f.mux.Handle("/v3/", http.StripPrefix("/v3", stripped))
+	for _, v := range []string{"v1", "v2", "v3"} {
+		list := decodeList(t, f.get(t, "lic_1", "/"+v+"/webhook_endpoints/we_a/events?from=2&to=4"))
+		require.Equal(t, []uint64{2, 3, 4}, listSeqs(list), v)
+	}
 }

@@ -22,6 +22,11 @@ type SourceOptions struct {
 	// Now is the clock used to sign deliveries and range responses and to date events; nil means
 	// time.Now.
 	Now func() time.Time
+	// APIVersion is the version segment the range endpoint is served under
+	// (GET /{APIVersion}/webhook_endpoints/{id}/events); empty means webhook.DefaultAPIVersion. A
+	// request under another version is refused as the producer refuses a licensee pinned elsewhere:
+	// 403 version_not_enabled.
+	APIVersion string
 }
 
 // Source is an in-memory producer for consumer tests. It keeps each stream's events (sequence 1, 2, …
@@ -59,8 +64,19 @@ func NewSource(secret, apiKey string, opts *SourceOptions) *Source {
 	if opts != nil && opts.Now != nil {
 		s.now = opts.Now
 	}
+	version := webhook.DefaultAPIVersion
+	if opts != nil && opts.APIVersion != "" {
+		version = opts.APIVersion
+	}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET /v1/webhook_endpoints/{id}/events", s.serveRange)
+	s.mux.HandleFunc("GET /{version}/webhook_endpoints/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		if v := r.PathValue("version"); v != version {
+			apierror.Write(w, r, apierror.Forbidden("version_not_enabled", "this licensee is pinned to "+version,
+				apierror.Path("version", "version_not_enabled", "this licensee is pinned to "+version)))
+			return
+		}
+		s.serveRange(w, r)
+	})
 	return s
 }
 
