@@ -444,7 +444,7 @@ func TestContract(t *testing.T) {
 		r := request{Method: "GET", URL: url("/v1/orders"), Auth: sk}.do(t)
 		r.expectProblem(t, http.StatusMethodNotAllowed, "method_not_allowed")
 		require.Equal(t, "POST", r.Header.Get("Allow"))
-		p := request{Method: "GET", URL: url("/v2/orders/ord_x"), Auth: sk}.do(t).expectProblem(t, http.StatusNotFound, "version_unknown")
+		p := request{Method: "GET", URL: url("/v3/orders/ord_x"), Auth: sk}.do(t).expectProblem(t, http.StatusNotFound, "version_unknown")
 		require.True(t, locates(p, "path", "version"))
 		request{Method: "POST", URL: url("/v0/orders"), Auth: sk, Key: newKey(), Body: orderBody}.do(t).
 			expectProblem(t, http.StatusNotFound, "version_unknown")

@@ -33,7 +33,7 @@ func scopeOf(r *http.Request) (string, error) {
 	return sandbox.ScopeFromContext(r.Context())
 }
 
-// createOrder handles POST /v1/orders. The idempotency middleware in front of it makes a retried
+// createOrder handles POST /{version}/orders. The idempotency middleware in front of it makes a retried
 // request replay this handler's response instead of running it again.
 func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	scope, err := scopeOf(r)
@@ -41,12 +41,8 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		s.problems.Write(w, r, err)
 		return
 	}
-	var in createOrderRequest
-	if err := apierror.Decode(r, &in, nil); err != nil { // strict: unknown members are refused, located
-		s.refuse(w, r, err)
-		return
-	}
-	if err := in.validate(); err != nil {
+	in, err := decodeCreateOrder(r, s.versionOf(r)) // strict: unknown members are refused, located
+	if err != nil {
 		s.refuse(w, r, err)
 		return
 	}

@@ -2,27 +2,31 @@ package server
 
 import (
 	"crypto/rand"
+	"net/http"
 	"encoding/base32"
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// Order is the reference server's one business resource, exactly as it goes over the wire:
+// Order is the reference server's one business resource, exactly as it goes over the wire in the
+// newest version, v2:
 //
-//	{"id":"ord_…","object":"order","account":"acc_1","side":"buy","status":"created","created":1767225600}
+//	{"id":"ord_…","object":"order","account":"acc_1","direction":"buy","status":"created","created":1767225600}
 //
-// It is also the data of the order.created webhook event.
+// v1 calls the direction "side" (the order_side_renamed_direction change in versions.go reshapes
+// every order, in responses and in webhook events, for licensees pinned to v1). It is also the data
+// of the order.created webhook event.
 type Order struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"` // always "order": clients can tell resources apart without the URL
-	Account string `json:"account"`
-	Side    string `json:"side"`
-	Status  string `json:"status"`  // "created"; the spec publishes no other state yet
-	Created int64  `json:"created"` // Unix seconds, like every timestamp of the platform
+	ID        string `json:"id"`
+	Object    string `json:"object"` // always "order": clients can tell resources apart without the URL
+	Account   string `json:"account"`
+	Direction string `json:"direction"`
+	Status    string `json:"status"`  // "created"; the spec publishes no other state yet
+	Created   int64  `json:"created"` // Unix seconds, like every timestamp of the platform
 }
 
-// Sides an order may take. The spec leaves them unpublished; the examples decide buy and sell.
+// Directions an order may take. The spec leaves them unpublished; the examples decide buy and sell.
 const (
 	SideBuy  = "buy"
 	SideSell = "sell"
@@ -39,16 +43,43 @@ const (
 // maxAccountLen bounds an account identifier.
 const maxAccountLen = 64
 
-// createOrderRequest is the body of POST /v1/orders. Pointers tell an absent or null member (which is
+// createOrderRequest is the body of POST /v2/orders. Pointers tell an absent or null member (which is
 // "required") from an empty one (which is "too short"): the client learns the precise reason.
 type createOrderRequest struct {
+	Account   *string `json:"account"`
+	Direction *string `json:"direction"`
+}
+
+// createOrderRequestV1 is the body of POST /v1/orders: the direction is called side.
+type createOrderRequestV1 struct {
 	Account *string `json:"account"`
 	Side    *string `json:"side"`
 }
 
+// decodeCreateOrder decodes and validates the body of POST /{version}/orders in that version's own
+// shape, strictly: a v1 body with "direction", or a v2 body with "side", has an unknown member, and
+// every violation is located at the member the client sent (/side for v1). This is why orders have
+// no Request transform: a transform would run before the handler, and a v1 client that left side
+// out would be told that /direction is missing.
+func decodeCreateOrder(r *http.Request, version string) (createOrderRequest, error) {
+	if version == "v1" {
+		var v1 createOrderRequestV1
+		if err := apierror.Decode(r, &v1, nil); err != nil {
+			return createOrderRequest{}, err
+		}
+		in := createOrderRequest{Account: v1.Account, Direction: v1.Side}
+		return in, in.validate("/side")
+	}
+	var in createOrderRequest
+	if err := apierror.Decode(r, &in, nil); err != nil {
+		return createOrderRequest{}, err
+	}
+	return in, in.validate("/direction")
+}
+
 // validate lists every violation at once, each located by its JSON Pointer, so a client fixes its
-// request in one round trip.
-func (in createOrderRequest) validate() error {
+// request in one round trip. direction is the pointer of the direction in the request's version.
+func (in createOrderRequest) validate(direction string) error {
 	var c apierror.Collector
 	if c.Require("/account", in.Account != nil) {
 		a := *in.Account
@@ -58,8 +89,8 @@ func (in createOrderRequest) validate() error {
 				"may contain only letters A-Z and a-z, digits, '_' and '-'"))
 		}
 	}
-	if c.Require("/side", in.Side != nil) {
-		c.Check(*in.Side == SideBuy || *in.Side == SideSell, apierror.Body("/side", CodeInvalidEnum,
+	if c.Require(direction, in.Direction != nil) {
+		c.Check(*in.Direction == SideBuy || *in.Direction == SideSell, apierror.Body(direction, CodeInvalidEnum,
 			"must be one of buy, sell"))
 	}
 	return c.Err()
@@ -79,7 +110,7 @@ func validAccount(s string) bool {
 
 // newOrder builds the order a valid request creates.
 func newOrder(in createOrderRequest, now time.Time) Order {
-	return Order{ID: newID("ord_"), Object: "order", Account: *in.Account, Side: *in.Side,
+	return Order{ID: newID("ord_"), Object: "order", Account: *in.Account, Direction: *in.Direction,
 		Status: "created", Created: now.Unix()}
 }
 

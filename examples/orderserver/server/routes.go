@@ -10,8 +10,6 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
-	"github.com/svcplatform/conventions/webhook"
-	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // Problem codes of the router.
@@ -264,14 +262,3 @@ func versionLicensee(r *http.Request) (string, bool) {
 // allowOverride lets sandbox requests try another version than their pin, once, without moving it:
 // an integration can test the next version before upgrading. Production requests cannot.
 func allowOverride(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) }
-
-// render renders a stored event at the version its endpoint's licensee is pinned to now, for the
-// dispatcher and the range handler alike, so a fetched event reads exactly as its delivery did.
-func (s *Server) render(ctx context.Context, ep producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
-	out, err := s.versions.RenderEvent(ctx, ep.Owner, versioning.EventShape{Version: ev.APIVersion, Type: ev.Type, Data: ev.Data})
-	if err != nil {
-		return webhook.Event{}, err
-	}
-	ev.APIVersion, ev.Type, ev.Data = out.Version, out.Type, out.Data
-	return ev, nil
-}

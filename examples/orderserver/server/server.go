@@ -126,6 +126,9 @@ type Config struct {
 	Sealer *idempotency.Sealer
 	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
 	Pins versioning.PinStore
+	// V1Deprecated and V1Sunset date v1's deprecation and sunset; zero means V1DeprecatesIn and
+	// V1SunsetsIn after the start of the day the server started (versions.go).
+	V1Deprecated, V1Sunset time.Time
 	// AdminToken authorises POST /v1/sandbox/credentials. Empty means a fresh random one (AdminToken).
 	AdminToken string
 	// BaseURL is the server's address as clients reach it, returned with issued credentials. Empty
@@ -222,15 +225,18 @@ func New(cfg Config) (*Server, error) {
 	s.idemSbx = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
 		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems})
 
-	// Versioning: v1 is the only version so far. A breaking change would add v2 with a
-	// versioning.Change that reshapes v2's bodies and events into v1's; licensees stay pinned to the
-	// version of their first request until they upgrade.
-	registry, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}}, nil)
+	// Versioning: v2 is the newest; v1 is reshaped from it and announces its deprecation and sunset
+	// (versions.go). Licensees stay pinned to the version of their first request until they upgrade.
+	registry, err := newRegistry(s.now(), cfg.V1Deprecated, cfg.V1Sunset)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.versions = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
-		AllowOverride: allowOverride, StripVersion: true, Writer: s.problems, Logger: s.log})
+		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
+		Writer: s.problems, Logger: s.log})
+	// Every event is rendered at the version its endpoint's licensee is pinned to, for deliveries and
+	// range retrieval alike: an endpoint's owner is the principal's scope, the router's licensee.
+	render := s.versions.EventRenderer(nil)
 
 	// Webhooks: the publisher appends to the store's log (inside the order's transaction, see
 	// createOrder); the dispatcher delivers through the fault-injecting transport, which acts only on
@@ -270,13 +276,13 @@ func New(cfg Config) (*Server, error) {
 		PerEndpoint:  cmp.Or(wh.PerEndpoint, DefaultPerEndpoint),
 		Now:          s.now,
 		Logger:       s.log,
-		Render:       s.render,
+		Render:       render,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.ranges = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
-		Render: s.render, Now: s.now, Logger: s.log})
+		Render: render, Now: s.now, Logger: s.log})
 	s.deliveries = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesOptions{
 		Logger: s.log})
 	// The router strips the version, so the controls live under "/sandbox" as the handlers see it.

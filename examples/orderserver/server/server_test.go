@@ -47,6 +47,9 @@ func (ts *testServer) do(method, path, key, idemKey, body string) *httptest.Resp
 	if idemKey != "" {
 		r.Header.Set("Idempotency-Key", idemKey)
 	}
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	w := httptest.NewRecorder()
 	ts.Handler().ServeHTTP(w, r)
 	return w
@@ -87,8 +90,22 @@ func TestServerInProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, evs, 1)
 		require.Equal(t, EventOrderCreated, evs[0].Type)
-		require.Equal(t, "v1", evs[0].APIVersion)
+		require.Equal(t, "v2", evs[0].APIVersion, "stored at the newest version")
+		require.Contains(t, string(evs[0].Data), `"direction":"sell"`)
 		require.Equal(t, int64(1), ts.Stats().EventsEmitted)
+		// Fetched, it is rendered at the licensee's pin, v1: "side", not "direction".
+		rg := ts.do("GET", "/v1/webhook_endpoints/"+ep.ID+"/events?from=1", ts.key, "", "")
+		require.Equal(t, http.StatusOK, rg.Code, rg.Body.String())
+		var list struct {
+			Data []struct {
+				APIVersion string         `json:"api_version"`
+				Data       map[string]any `json:"data"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(rg.Body.Bytes(), &list))
+		require.Equal(t, "v1", list.Data[0].APIVersion)
+		require.Equal(t, "sell", list.Data[0].Data["side"])
+		require.NotContains(t, list.Data[0].Data, "direction")
 
 		// The sandbox's trigger control emits through the same path.
 		tr := ts.do("POST", "/v1/sandbox/events", ts.key, ts.nextKey(), `{"type":"sandbox.ping"}`)
@@ -120,7 +137,7 @@ func FuzzCreateOrder(f *testing.F) {
 		w := ts.do("POST", "/v1/orders", ts.key, ts.nextKey(), body)
 		switch {
 		case w.Code == http.StatusCreated:
-			var o Order
+			var o struct{ Account, Side string } // v1's shape
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &o))
 			require.True(t, validAccount(o.Account) && len(o.Account) >= 1 && len(o.Account) <= maxAccountLen)
 			require.Contains(t, []string{SideBuy, SideSell}, o.Side)

@@ -120,7 +120,7 @@ func (s *PostgresStore) createOrderTx(ctx context.Context, tx pgx.Tx, scope stri
 	// One statement, one round trip: the order's INSERT and the read of the scope's endpoints.
 	rows, err := tx.Query(ctx, `WITH o AS (INSERT INTO orders (scope, id, account, side, status, created)
 VALUES ($1, $2, $3, $4, $5, $6))
-SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.Account, o.Side, o.Status, o.Created)
+SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.Account, o.Direction, o.Status, o.Created)
 	if err != nil {
 		return fmt.Errorf("server: create order: %w", err)
 	}
@@ -136,7 +136,7 @@ SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.A
 func (s *PostgresStore) Order(ctx context.Context, scope, id string) (Order, error) {
 	o := Order{Object: "order"}
 	err := s.dbFor(ctx).QueryRow(ctx, `SELECT id, account, side, status, created FROM orders WHERE scope = $1 AND id = $2`,
-		scope, id).Scan(&o.ID, &o.Account, &o.Side, &o.Status, &o.Created)
+		scope, id).Scan(&o.ID, &o.Account, &o.Direction, &o.Status, &o.Created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, ErrNotFound
 	}

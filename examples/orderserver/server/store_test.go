@@ -100,7 +100,7 @@ func TestPostgresStoreInRequestTransaction(t *testing.T) {
 }
 
 func testOrder(account string) Order {
-	return Order{ID: newID("ord_"), Object: "order", Account: account, Side: SideBuy, Status: "created",
+	return Order{ID: newID("ord_"), Object: "order", Account: account, Direction: SideBuy, Status: "created",
 		Created: time.Unix(1767225600, 0).Unix()}
 }
 
