@@ -16,7 +16,8 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 )
 
-// Order is an order as the server returns it.
+// Order is an order as the server returns it, in either version: Side is v1's "side" or v2's
+// "direction", whichever the body has (an order's JSON, or a webhook event's data).
 type Order struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
@@ -24,6 +25,23 @@ type Order struct {
 	Side    string `json:"side"`
 	Status  string `json:"status"`
 	Created int64  `json:"created"`
+}
+
+// UnmarshalJSON reads an order of v1 ("side") or v2 ("direction").
+func (o *Order) UnmarshalJSON(b []byte) error {
+	type plain Order
+	var w struct {
+		plain
+		Direction string `json:"direction"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*o = Order(w.plain)
+	if o.Side == "" {
+		o.Side = w.Direction
+	}
+	return nil
 }
 
 // Endpoint is a registered webhook endpoint, with its signing secret.
@@ -43,11 +61,21 @@ type Faults struct {
 	DelayMS      int64   `json:"delay_ms"`
 }
 
-// Client calls one order server with one API key. It is safe for concurrent use.
+// Client calls one order server with one API key, at one API version. It is safe for concurrent use.
 type Client struct {
 	BaseURL string
 	APIKey  string
 	HTTP    *http.Client
+	// Version is the API version the client speaks, the paths' first segment; empty means v1. An order's
+	// direction is "side" in v1 and "direction" in v2.
+	Version string
+}
+
+func (c *Client) version() string {
+	if c.Version == "" {
+		return "v1"
+	}
+	return c.Version
 }
 
 // Result says how the server answered a mutating request.
@@ -57,38 +85,47 @@ type Result struct {
 	Replayed bool
 	// RequestID is the server's X-Request-Id, for support.
 	RequestID string
+	// Version is the X-SVC-Version the server answered at; Deprecation, Sunset and Links are the
+	// lifecycle headers of a deprecated version (RFC 9745, RFC 8594), empty for a current one.
+	Version, Deprecation, Sunset string
+	Links                        []string
 }
 
 // CreateOrder creates an order. key is the Idempotency-Key; empty lets the transport choose one.
 func (c *Client) CreateOrder(ctx context.Context, key, account, side string) (Order, Result, error) {
 	var o Order
-	res, err := c.do(ctx, http.MethodPost, "/v1/orders", key, map[string]string{"account": account, "side": side}, http.StatusCreated, &o)
+	member := "side"
+	if c.version() != "v1" {
+		member = "direction"
+	}
+	res, err := c.do(ctx, http.MethodPost, "/orders", key, map[string]string{"account": account, member: side}, http.StatusCreated, &o)
 	return o, res, err
 }
 
 // GetOrder reads an order.
 func (c *Client) GetOrder(ctx context.Context, id string) (Order, error) {
 	var o Order
-	_, err := c.do(ctx, http.MethodGet, "/v1/orders/"+id, "", nil, http.StatusOK, &o)
+	_, err := c.do(ctx, http.MethodGet, "/orders/"+id, "", nil, http.StatusOK, &o)
 	return o, err
 }
 
 // CreateEndpoint registers a webhook endpoint for url.
 func (c *Client) CreateEndpoint(ctx context.Context, url string) (Endpoint, error) {
 	var ep Endpoint
-	_, err := c.do(ctx, http.MethodPost, "/v1/webhook_endpoints", idempotency.NewKey(), map[string]string{"url": url}, http.StatusCreated, &ep)
+	_, err := c.do(ctx, http.MethodPost, "/webhook_endpoints", idempotency.NewKey(), map[string]string{"url": url}, http.StatusCreated, &ep)
 	return ep, err
 }
 
 // SetFaults turns on webhook faults for a sandbox endpoint.
 func (c *Client) SetFaults(ctx context.Context, endpointID string, f Faults) error {
-	_, err := c.do(ctx, http.MethodPost, "/v1/sandbox/webhook_endpoints/"+endpointID+"/faults", idempotency.NewKey(), f, http.StatusOK, nil)
+	_, err := c.do(ctx, http.MethodPost, "/sandbox/webhook_endpoints/"+endpointID+"/faults", idempotency.NewKey(), f, http.StatusOK, nil)
 	return err
 }
 
-// do sends one request and decodes a success into out; any other answer is returned as the
-// server's *apierror.Error.
+// do sends one request to path under the client's version and decodes a success into out; any
+// other answer is returned as the server's *apierror.Error.
 func (c *Client) do(ctx context.Context, method, path, key string, in any, want int, out any) (Result, error) {
+	path = "/" + c.version() + path
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -118,7 +155,9 @@ func (c *Client) do(ctx context.Context, method, path, key string, in any, want 
 	}
 	defer resp.Body.Close()
 	res := Result{Replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true",
-		RequestID: resp.Header.Get(apierror.HeaderRequestID)}
+		RequestID: resp.Header.Get(apierror.HeaderRequestID), Version: resp.Header.Get("X-SVC-Version"),
+		Deprecation: resp.Header.Get("Deprecation"), Sunset: resp.Header.Get("Sunset"),
+		Links: resp.Header.Values("Link")}
 	if resp.StatusCode != want {
 		p, err := apierror.Parse(resp)
 		if err != nil {
