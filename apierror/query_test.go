@@ -3,7 +3,9 @@ package apierror_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,4 +49,33 @@ func TestParseQuery(t *testing.T) {
 			require.NoError(t, apierror.CheckResponse(rec.Result()))
 		})
 	}
+}
+
+// ParseQuery never panics, and whatever it accepts is exactly what url.ParseQuery reads from a query
+// without a ';'; whatever it refuses is a located 400.
+func FuzzParseQuery(f *testing.F) {
+	for _, seed := range []string{"", "a=1&b=2", "to=%zz", "a;b", "%ff=1", "q=a+b%20c&&x", "=1&a="} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		r := &http.Request{URL: &url.URL{RawQuery: raw}}
+		vals, err := apierror.ParseQuery(r)
+		if err != nil {
+			var p *apierror.Error
+			require.ErrorAs(t, err, &p)
+			require.Equal(t, http.StatusBadRequest, p.Status)
+			for _, v := range p.Errors {
+				require.Equal(t, apierror.LocationQuery, v.Location)
+				require.NotEmpty(t, v.Name)
+				require.True(t, utf8.ValidString(v.Name))
+			}
+			return
+		}
+		want, werr := url.ParseQuery(raw)
+		require.NoError(t, werr, "accepted what net/url refuses: %q", raw)
+		require.Equal(t, len(want), len(vals))
+		for k, v := range want {
+			require.Equal(t, v, vals[k])
+		}
+	})
 }
