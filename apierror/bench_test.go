@@ -1,6 +1,8 @@
 package apierror_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,7 +42,56 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if err := apierror.Decode(req, &in, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchOrder is a realistic order body: eight members, a nested object and an array of objects.
+type benchOrder struct {
+	Account  string            `json:"account"`
+	Side     string            `json:"side"`
+	Symbol   string            `json:"symbol"`
+	Quantity int64             `json:"quantity"`
+	Price    float64           `json:"price"`
+	Note     string            `json:"note"`
+	Metadata map[string]string `json:"metadata"`
+	Legs     []struct {
+		Venue string `json:"venue"`
+		Qty   int64  `json:"qty"`
+	} `json:"legs"`
+}
+
+const benchOrderBody = `{"account":"acc_7Hq2","side":"buy","symbol":"ACME","quantity":1200,"price":101.25,` +
+	`"note":"rebalance – quarterly (café order)","metadata":{"desk":"emea","trader":"t_42"},` +
+	`"legs":[{"venue":"XLON","qty":700},{"venue":"XPAR","qty":500}]}`
+
+// BenchmarkDecodeStrict and BenchmarkDecodeEncodingJSON decode the same bytes into the same struct:
+// the strict decoder (duplicates, exact names, UTF-8, then encoding/json) against encoding/json's
+// Decoder with DisallowUnknownFields, which lets all three through.
+func BenchmarkDecodeStrict(b *testing.B) {
+	data := []byte(benchOrderBody)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var o benchOrder
+		if err := apierror.DecodeBytes(data, &o, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeEncodingJSON(b *testing.B) {
+	data := []byte(benchOrderBody)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var o benchOrder
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"slices"
@@ -27,10 +28,23 @@ type DecodeOptions struct {
 	AllowUnknownFields bool
 }
 
-// Decode reads r's body as one JSON value into dst, strictly: the body is capped, unknown fields and
-// trailing data are refused, and every failure is an *Error whose violation says where the input went
-// wrong (the JSON Pointer of a field of the wrong type, the byte offset of a syntax error). An error
-// that is not an *Error means dst is not a valid destination: a programming error.
+// Decode reads r's body as one JSON value into dst, strictly, and every failure is an *Error whose
+// violation says where the input went wrong:
+//
+//   - the body must be sent as JSON: Content-Type application/json or application/<x>+json, with no
+//     parameter but charset=utf-8 (RequireJSON); anything else, a non-empty body without a
+//     Content-Type included, is 415 unsupported_media_type at header Content-Type, with Accept-Post
+//     or Accept-Patch. An empty body is 400 body_missing whatever the headers say;
+//   - the body is capped (413 beyond DecodeOptions.MaxBytes);
+//   - a member the destination does not have is 400 unknown_field, and member names match exactly:
+//     "ACCOUNT" is not "account" (encoding/json would take it);
+//   - a member given twice is 400 duplicate_member (encoding/json would keep the last);
+//   - a string that is not UTF-8, or holds an escaped lone surrogate, is 400 invalid_utf8
+//     (encoding/json would replace it with U+FFFD);
+//   - a value of the wrong type is located by JSON Pointer, array indices included; a syntax error by
+//     byte offset; data after the value is 400 trailing_data.
+//
+// An error that is not an *Error means dst is not a valid destination: a programming error.
 func Decode(r *http.Request, dst any, opts *DecodeOptions) error {
 	limit := int64(DefaultMaxBodyBytes)
 	if opts != nil && opts.MaxBytes > 0 {
@@ -39,7 +53,7 @@ func Decode(r *http.Request, dst any, opts *DecodeOptions) error {
 	if r.ContentLength > limit {
 		return BodyTooLarge(limit)
 	}
-	if r.Body == nil {
+	if r.Body == nil || r.ContentLength == 0 {
 		return Invalid(Body("", CodeBodyMissing, "a JSON body is required"))
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -53,29 +67,97 @@ func Decode(r *http.Request, dst any, opts *DecodeOptions) error {
 	if int64(len(data)) > limit {
 		return BodyTooLarge(limit)
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Invalid(Body("", CodeBodyMissing, "a JSON body is required"))
+	}
+	if err := RequireJSON(r); err != nil {
+		return err
+	}
 	return DecodeBytes(data, dst, opts)
 }
 
-// DecodeBytes is Decode for a body already in memory (its size is not checked).
+// CodeUnsupportedMediaType is the code of a request body that is not sent as JSON.
+const CodeUnsupportedMediaType = "unsupported_media_type"
+
+// RequireJSON checks that r declares a JSON body: exactly one Content-Type, application/json or
+// application/<x>+json (case-insensitive), whose only parameter, if any, is charset=utf-8. It returns
+// nil or the 415 problem, located at header Content-Type, with Accept-Post: application/json for a
+// POST and Accept-Patch: application/json for a PATCH (RFC 9110 §15.5.16). Decode calls it for a
+// non-empty body; a handler that reads the body itself calls it before DecodeBytes.
+//
+// A missing Content-Type is refused too: a JSON media type means a browser cannot send the request
+// cross-site as a CORS "simple request" (text/plain and form types are), and a body whose type is not
+// declared is never guessed at.
+func RequireJSON(r *http.Request) error {
+	vals := r.Header.Values("Content-Type")
+	var detail string
+	switch {
+	case len(vals) == 0 || strings.TrimSpace(vals[0]) == "":
+		detail = "header Content-Type is required: send Content-Type: application/json"
+	case len(vals) > 1:
+		detail = "send exactly one Content-Type header: application/json"
+	default:
+		mt, params, err := mime.ParseMediaType(vals[0])
+		switch {
+		case err != nil:
+			detail = "is not a media type: send Content-Type: application/json"
+		case mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
+			detail = "must be application/json, not " + mt
+		default:
+			for k, v := range params {
+				if k != "charset" {
+					detail = "takes no parameter " + strconv.Quote(k) + ": send Content-Type: application/json"
+				} else if !strings.EqualFold(v, "utf-8") {
+					detail = "must be UTF-8: JSON is exchanged in UTF-8 only (RFC 8259 §8.1)"
+				}
+			}
+		}
+	}
+	if detail == "" {
+		return nil
+	}
+	p := New(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "header Content-Type: "+detail,
+		Header("Content-Type", CodeUnsupportedMediaType, detail))
+	switch r.Method {
+	case http.MethodPost:
+		p.WithHeader("Accept-Post", "application/json")
+	case http.MethodPatch:
+		p.WithHeader("Accept-Patch", "application/json")
+	}
+	return p
+}
+
+// DecodeBytes is Decode for a body already in memory (its size and media type are not checked): the
+// strict checks of Decode, then encoding/json.
 func DecodeBytes(data []byte, dst any, opts *DecodeOptions) error {
 	allowUnknown := opts != nil && opts.AllowUnknownFields
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Invalid(Body("", CodeBodyMissing, "a JSON body is required"))
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if !allowUnknown {
-		dec.DisallowUnknownFields()
+	t := reflect.TypeOf(dst)
+	if t == nil || t.Kind() != reflect.Pointer || reflect.ValueOf(dst).IsNil() {
+		return fmt.Errorf("apierror: decode destination: %w", &json.InvalidUnmarshalError{Type: t})
 	}
-	if err := dec.Decode(dst); err != nil {
-		return mapDecodeError(err, data, dst, allowUnknown)
+	// One pass over the bytes for what encoding/json lets through silently; then encoding/json
+	// itself, which no longer needs DisallowUnknownFields: every member name left is an exact match
+	// or, with AllowUnknownFields, one it has no field for.
+	sc := scanPool.Get().(*strictScan)
+	defer sc.release()
+	sc.reset(data, allowUnknown)
+	v, end, ok := sc.scan(shapeOf(t.Elem()))
+	if v != nil {
+		return Invalid(*v)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		start := skipSpace(data, int(dec.InputOffset()))
-		if err == nil {
-			// Token read past the extra value; report where the first one ended instead.
-			start = skipSpace(data, int(firstValueEnd(data)))
+	if ok {
+		if start := skipSpace(data, end); start < len(data) {
+			return Invalid(Body("", CodeTrailingData, fmt.Sprintf("unexpected data after the JSON value at byte offset %d", start)))
 		}
-		return Invalid(Body("", CodeTrailingData, fmt.Sprintf("unexpected data after the JSON value at byte offset %d", start)))
+		if len(sc.strip) > 0 {
+			data = sc.stripped()
+		}
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		return mapDecodeError(err, data, dst, allowUnknown)
 	}
 	return nil
 }
@@ -89,14 +171,6 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// firstValueEnd returns the offset just past the first JSON value in data (which is known to be valid).
-func firstValueEnd(data []byte) int64 {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var raw json.RawMessage
-	_ = dec.Decode(&raw)
-	return dec.InputOffset()
-}
-
 func mapDecodeError(err error, data []byte, dst any, allowUnknown bool) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -105,6 +179,12 @@ func mapDecodeError(err error, data []byte, dst any, allowUnknown bool) error {
 	case errors.As(err, &inv):
 		return fmt.Errorf("apierror: decode destination: %w", err)
 	case errors.As(err, &syn):
+		if syn.Offset >= int64(len(data)) && (syn.Error() == "unexpected end of JSON input" ||
+			strings.HasPrefix(syn.Error(), "invalid character ' '") && len(data) > 0 && data[len(data)-1] != ' ') {
+			// The input ended inside a value; encoding/json blames the end, or a space it imagines
+			// there: the offset is where the input stopped.
+			return MalformedJSON(int64(len(data)), "unexpected end of JSON input")
+		}
 		// Offset counts the bytes read, the offending one included; report that byte's own 0-based offset.
 		return MalformedJSON(max(syn.Offset-1, 0), syn.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF):

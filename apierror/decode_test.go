@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +47,7 @@ type order struct {
 func decode(t *testing.T, body string, opts *apierror.DecodeOptions) (*order, *apierror.Error) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	var o order
 	err := apierror.Decode(req, &o, opts)
 	if err == nil {
@@ -84,6 +87,21 @@ func TestDecodeLocatesEveryFailure(t *testing.T) {
 		{"dash field is unknown", `{"Ignored":"x"}`, "unknown_field", "/Ignored", 400, ""},
 		{"custom unmarshaler", `{"when":"yesterday"}`, "invalid_value", "/when", 400, "yesterday"},
 		{"root not object", `[1,2]`, "wrong_type", "", 400, "must be an object, got array"},
+		// What encoding/json lets through silently.
+		{"duplicate member", `{"side":"buy","side":"sell"}`, "duplicate_member", "/side", 400, "more than once"},
+		{"duplicate spelt with an escape", `{"side":"buy","\u0073ide":"sell"}`, "duplicate_member", "/side", 400, ""},
+		{"duplicate nested in an array", `{"items":[{"sku":"a"},{"sku":"b","qty":1,"qty":2}]}`, "duplicate_member", "/items/1/qty", 400, ""},
+		{"duplicate in a map", `{"meta":{"a":1,"a":2}}`, "duplicate_member", "/meta/a", 400, ""},
+		{"duplicate in an interface value", `{"extra":{"x":[{"k":1,"k":1}]}}`, "duplicate_member", "/extra/x/0/k", 400, ""},
+		{"name in another case", `{"ACCOUNT":"acc_1"}`, "unknown_field", "/ACCOUNT", 400, "not a known field"},
+		{"name in mixed case", `{"account":"a","Side":"buy"}`, "unknown_field", "/Side", 400, ""},
+		{"invalid UTF-8 in a value", "{\"account\":\"a\xffb\"}", "invalid_utf8", "/account", 400, "not valid UTF-8"},
+		{"invalid UTF-8 in a name", "{\"acc\xc3\":1}", "invalid_utf8", "/acc\ufffd", 400, ""},
+		{"truncated UTF-8 sequence", "{\"note\":\"\xe2\x82\"}", "invalid_utf8", "/note", 400, ""},
+		{"escaped lone high surrogate", `{"note":"a\ud800b"}`, "invalid_utf8", "/note", 400, "surrogate"},
+		{"escaped lone low surrogate", `{"note":"\udc00"}`, "invalid_utf8", "/note", 400, "surrogate"},
+		{"high surrogate then not a low one", `{"note":"\ud800\u0041"}`, "invalid_utf8", "/note", 400, "surrogate"},
+		{"invalid UTF-8 deep in an array", "{\"items\":[{\"sku\":\"ok\"},{\"sku\":\"\xc0\xaf\"}]}", "invalid_utf8", "/items/1/sku", 400, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,7 +123,7 @@ func TestDecodeLocatesEveryFailure(t *testing.T) {
 func TestDecodeAccepts(t *testing.T) {
 	o, p := decode(t, `{"account":"acc_1","side":"buy","items":[{"sku":"a","qty":2}],"meta":{"k":1},
 		"price":1.5,"count":255,"paid":true,"extra":{"any":[1,"x",null]},"when":"2026-01-02T03:04:05Z",
-		"ref":null,"legacy":"42","note":"hi","ACCOUNT":"acc_1"}`, nil)
+		"ref":null,"legacy":"42","note":"hi"}`, nil)
 	require.Nil(t, p)
 	require.Equal(t, "acc_1", o.Account)
 	require.Equal(t, int32(2), o.Items[0].Qty)
@@ -117,6 +135,25 @@ func TestDecodeAllowUnknown(t *testing.T) {
 	o, p := decode(t, `{"account":"a","future_field":{"x":1}}`, &apierror.DecodeOptions{AllowUnknownFields: true})
 	require.Nil(t, p)
 	require.Equal(t, "a", o.Account)
+	// A member that matches a field only when case is ignored is an unknown member: ignored, never
+	// decoded into the field, wherever it stands.
+	allow := &apierror.DecodeOptions{AllowUnknownFields: true}
+	for _, body := range []string{
+		`{"ACCOUNT":"evil"}`, `{"account":"a","ACCOUNT":"evil"}`, `{"ACCOUNT":"evil","account":"a"}`,
+		`{"ACCOUNT":"evil" , "note":"n", "Account":{"x":[1]}}`, `{"items":[{"SKU":"evil","sku":"s"}],"account":"a"}`,
+	} {
+		o, p := decode(t, body, allow)
+		require.Nil(t, p, body)
+		require.NotEqual(t, "evil", o.Account, body)
+		if len(o.Items) > 0 {
+			require.Equal(t, "s", o.Items[0].SKU, body)
+		}
+	}
+	// Duplicates and invalid UTF-8 are refused with unknown members allowed too.
+	_, p = decode(t, `{"future":1,"future":2}`, allow)
+	require.Equal(t, "duplicate_member", p.Code)
+	_, p = decode(t, "{\"future\":\"\xff\"}", allow)
+	require.Equal(t, "invalid_utf8", p.Code)
 	_, p = decode(t, `{"future_field":1,"account":5}`, &apierror.DecodeOptions{AllowUnknownFields: true})
 	require.Equal(t, "/account", p.Errors[0].Pointer)
 }
@@ -129,6 +166,7 @@ func TestDecodeSizeCap(t *testing.T) {
 
 	// Without a Content-Length the cap still holds: the reader stops at MaxBytes+1.
 	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.ContentLength = -1
 	var o order
 	err := apierror.Decode(req, &o, &apierror.DecodeOptions{MaxBytes: 50})
@@ -138,6 +176,7 @@ func TestDecodeSizeCap(t *testing.T) {
 
 	// http.MaxBytesReader set by a server in front is honoured too.
 	req = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.ContentLength = -1
 	rec := httptest.NewRecorder()
 	req.Body = http.MaxBytesReader(rec, req.Body, 20)
@@ -148,6 +187,7 @@ func TestDecodeSizeCap(t *testing.T) {
 
 func TestDecodeBadDestination(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
 	var o order
 	err := apierror.Decode(req, o, nil) // not a pointer: a programming error, not a client error
 	require.Error(t, err)
@@ -180,6 +220,18 @@ func FuzzDecode(f *testing.F) {
 		for _, dst := range []any{new(order), new(awkward), new(any), new([]item)} {
 			err := apierror.DecodeBytes(body, dst, nil)
 			if err == nil {
+				// Accepted: nothing encoding/json would have let through silently is in it, and
+				// encoding/json reads the same value from it.
+				if !utf8.Valid(body) || hasLoneSurrogate(body) {
+					t.Fatalf("accepted a body that is not UTF-8: %q", body)
+				}
+				if dup, ok := duplicateMember(body); ok {
+					t.Fatalf("accepted %q, which repeats member %q", body, dup)
+				}
+				same := reflect.New(reflect.TypeOf(dst).Elem()).Interface()
+				if uerr := json.Unmarshal(body, same); uerr != nil || !reflect.DeepEqual(dst, same) {
+					t.Fatalf("accepted %q as %#v; encoding/json reads %#v (%v)", body, dst, same, uerr)
+				}
 				continue
 			}
 			var p *apierror.Error
@@ -204,10 +256,11 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("syntax error in %q reported at offset %v, encoding/json says %d", body, got, want)
 				}
 			} else if v.Code != "malformed_json" && v.Code != "body_missing" && v.Code != "trailing_data" {
-				if v.Pointer == "" && v.Code != "wrong_type" && v.Code != "invalid_value" {
+				if v.Pointer == "" && v.Code != "wrong_type" && v.Code != "invalid_value" && v.Code != "invalid_utf8" {
 					t.Fatalf("%s for %q not located by a pointer: %+v", v.Code, body, v)
 				}
-				if !pointerExists(body, v.Pointer) {
+				// With a repeated member, encoding/json keeps the last, and the pointer may name the first.
+				if _, dup := duplicateMember(body); !dup && !pointerExists(body, v.Pointer) {
 					t.Fatalf("pointer %q names nothing in %q (%+v)", v.Pointer, body, v)
 				}
 			}
@@ -218,6 +271,81 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// duplicateMember reports a member name some object of body repeats.
+func duplicateMember(body []byte) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	type frame struct {
+		object bool
+		names  map[string]bool
+		key    bool // the next string token of an object is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			switch tok {
+			case '{':
+				stack = append(stack, &frame{object: true, names: map[string]bool{}, key: true})
+			case '[':
+				stack = append(stack, &frame{})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].key = true
+				}
+			}
+			continue
+		case string:
+			if top != nil && top.object && top.key {
+				if top.names[tok] {
+					return tok, true
+				}
+				top.names[tok] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.object {
+			top.key = true
+		}
+	}
+}
+
+// hasLoneSurrogate reports whether body holds an escaped surrogate that is not half of a pair.
+func hasLoneSurrogate(body []byte) bool {
+	s := string(body)
+	for i := 0; i+6 <= len(s); i++ {
+		if s[i] == '\\' && s[i+1] == '\\' {
+			i++
+			continue
+		}
+		if s[i] != '\\' || s[i+1] != 'u' {
+			continue
+		}
+		r, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+		if err != nil || r < 0xD800 || r > 0xDFFF {
+			continue
+		}
+		if r >= 0xDC00 || i+12 > len(s) || s[i+6] != '\\' || s[i+7] != 'u' {
+			return true
+		}
+		r2, err := strconv.ParseUint(s[i+8:i+12], 16, 16)
+		if err != nil || r2 < 0xDC00 || r2 > 0xDFFF {
+			return true
+		}
+		i += 11
+	}
+	return false
 }
 
 // pointerExists reports whether an RFC 6901 pointer names a value in the first JSON value of data.

@@ -30,6 +30,7 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 	}
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"side":"hold"}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", "trace-42") // kept for the server's logs, never echoed
 	rec := httptest.NewRecorder()
 	apierror.WithRequestID(http.HandlerFunc(createOrder)).ServeHTTP(rec, req)
@@ -44,6 +45,7 @@ func Example() {
 // Decode locates a wrong type by JSON Pointer, array indices included.
 func ExampleDecode() {
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"items":[{"qty":1},{"qty":"two"}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	var in struct {
 		Items []struct {
 			Qty int `json:"qty"`

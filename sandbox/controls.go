@@ -217,6 +217,9 @@ func decodeTrigger(r *http.Request) (TriggerRequest, error) {
 			return req, apierror.BodyTooLarge(maxControlBody)
 		}
 		if len(strings.TrimSpace(string(data))) > 0 {
+			if err := apierror.RequireJSON(r); err != nil {
+				return req, err
+			}
 			if err := apierror.DecodeBytes(data, &req, nil); err != nil {
 				return req, err
 			}

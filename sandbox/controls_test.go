@@ -316,3 +316,34 @@ func TestControlsPrefix(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, do(t, h, http.MethodPost, "/v1/sandbox/reset", key, "").Code)
 	require.Equal(t, 1, reset)
 }
+
+// A trigger with a body must say it is JSON, as every body of the API must; an empty one needs no
+// Content-Type.
+func TestTriggerBodyMediaType(t *testing.T) {
+	a := newControlsApp(t, nil)
+	sb := issue(t, a.iss, "lic_a", Sandbox).APIKey
+	for _, tc := range []struct {
+		name, contentType, body string
+		status                  int
+	}{
+		{"json", "application/json", `{"type":"order.created"}`, http.StatusCreated},
+		{"empty body, no type", "", "", http.StatusCreated},
+		{"text", "text/plain", `{"type":"order.created"}`, http.StatusUnsupportedMediaType},
+		{"none", "", `{"type":"order.created"}`, http.StatusUnsupportedMediaType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/sandbox/events", strings.NewReader(tc.body))
+			if tc.contentType != "" {
+				r.Header.Set("Content-Type", tc.contentType)
+			}
+			r.Header.Set("Authorization", "Bearer "+sb)
+			rec := httptest.NewRecorder()
+			apierror.WithRequestID(a.h).ServeHTTP(rec, r)
+			require.Equal(t, tc.status, rec.Code, rec.Body.String())
+			if tc.status == http.StatusUnsupportedMediaType {
+				require.Equal(t, "application/json", rec.Header().Get("Accept-Post"))
+				require.NoError(t, apierror.CheckResponse(rec.Result()))
+			}
+		})
+	}
+}

@@ -17,6 +17,9 @@ import (
 // call serves one request with an API key and a fixed request ID, so the output is stable.
 func call(h http.Handler, method, path, key, body string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		r.Header.Set("Authorization", "Bearer "+key)
 	}

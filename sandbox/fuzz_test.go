@@ -75,6 +75,7 @@ func FuzzFaultsBody(f *testing.F) {
 	f.Add(``)
 	f.Fuzz(func(t *testing.T, body string) {
 		r := httptest.NewRequest(http.MethodPut, "/v1/sandbox/webhook_endpoints/we_1/faults", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
 		r = r.WithContext(NewContext(r.Context(), sb))
 		rec := httptest.NewRecorder()
 		c.ServeHTTP(rec, r)
@@ -116,6 +117,7 @@ func FuzzTriggerBody(f *testing.F) {
 	f.Add(`{"type":"order.created"`)
 	f.Fuzz(func(t *testing.T, body string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/sandbox/events", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
 		r = r.WithContext(NewContext(r.Context(), sb))
 		rec := httptest.NewRecorder()
 		c.ServeHTTP(rec, r)

@@ -242,6 +242,26 @@ func TestReceiverAnswers(t *testing.T) {
 			at:     []located{{"body", "", ""}},
 		},
 		{
+			// Signed, so not forged: but a body whose members disagree with themselves is never read
+			// one way by the consumer and another by a proxy or a log.
+			name: "signed body that repeats its sequence",
+			request: func(f *receiverFixture) *http.Request {
+				return webhooktest.NewRequestBody("/hook", []byte(`{"object":"event","id":"evt_1","sequence":1,"type":"order.created","sequence":2}`), 1, epoch, f.secret)
+			},
+			status: http.StatusBadRequest,
+			code:   apierror.CodeDuplicateMember,
+			at:     []located{{"body", "", "/sequence"}},
+		},
+		{
+			name: "signed body with invalid UTF-8",
+			request: func(f *receiverFixture) *http.Request {
+				return webhooktest.NewRequestBody("/hook", []byte("{\"id\":\"evt_\xff\",\"sequence\":1,\"type\":\"order.created\"}"), 1, epoch, f.secret)
+			},
+			status: http.StatusBadRequest,
+			code:   apierror.CodeInvalidUTF8,
+			at:     []located{{"body", "", "/id"}},
+		},
+		{
 			name: "signed body without a type",
 			request: func(f *receiverFixture) *http.Request {
 				return webhooktest.NewRequestBody("/hook", []byte(`{"id":"evt_1","sequence":1}`), 1, epoch, f.secret)

@@ -191,6 +191,9 @@ func TestProducerControlsOverHTTP(t *testing.T) {
 	p, rc := start(t, nil)
 	call := func(method, path, body string) *http.Response {
 		req, err := http.NewRequest(method, p.URL+path, bytes.NewBufferString(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+p.APIKey)
 		resp, err := http.DefaultClient.Do(req)

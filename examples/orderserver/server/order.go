@@ -2,8 +2,8 @@ package server
 
 import (
 	"crypto/rand"
-	"net/http"
 	"encoding/base32"
+	"net/http"
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
