@@ -26,6 +26,7 @@ func Example() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"account":"acc_1","side":"buy"}`))
 		r.Header.Set("Authorization", "Bearer "+creds.APIKey)
 		r.Header.Set("Idempotency-Key", "order-1")
+		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(w, r)
 		fmt.Println(w.Code, "replayed:", w.Header().Get("Idempotent-Replayed") == "true")
