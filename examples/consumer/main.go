@@ -3,8 +3,13 @@
 // going on, keeps its cursor in memory or in PostgreSQL (-postgres), and logs each processed event
 // once.
 //
-//	go run ./examples/consumer -addr 127.0.0.1:9090 -endpoint we_… -secret whsec_… \
-//	    -api-key sk_sandbox_… -base-url http://127.0.0.1:8080
+//	SVC_WEBHOOK_SECRET=whsec_… SVC_API_KEY=sk_sandbox_… \
+//	    go run ./examples/consumer -addr 127.0.0.1:9090 -endpoint we_… -base-url http://127.0.0.1:8080
+//
+// The signing secret and the API key are read from the environment (SVC_WEBHOOK_SECRET, SVC_API_KEY)
+// or from files (-secret-file, -api-key-file), never from flags: a command line is visible to every
+// user of the machine in ps. -api-version is the version the API key's licensee is pinned to (v1 by
+// default): missed events are fetched under it.
 //
 // Register http://127.0.0.1:9090/webhooks (any path works) with POST /v1/webhook_endpoints first: the
 // answer has the endpoint ID and secret this command needs.
@@ -20,6 +25,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,22 +43,45 @@ func main() {
 	}
 }
 
+// Environment variables that carry the consumer's secrets.
+const (
+	EnvSecret = "SVC_WEBHOOK_SECRET"
+	EnvAPIKey = "SVC_API_KEY"
+)
+
 func run(args []string, stdout, stderr io.Writer) error {
+	return runEnv(args, os.Getenv, stdout, stderr)
+}
+
+func runEnv(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:9090", "address to receive deliveries on (port 0 picks a free one)")
-	secret := fs.String("secret", "", "the endpoint's signing secret, whsec_… (required)")
-	apiKey := fs.String("api-key", "", "API key for range retrieval, sk_sandbox_… (required)")
+	secretFile := fs.String("secret-file", "", "file holding the endpoint's signing secret, whsec_… (or set "+EnvSecret+")")
+	apiKeyFile := fs.String("api-key-file", "", "file holding the API key for range retrieval, sk_sandbox_… (or set "+EnvAPIKey+")")
 	baseURL := fs.String("base-url", "http://127.0.0.1:8080", "the order server, for range retrieval")
 	endpoint := fs.String("endpoint", "", "the webhook endpoint ID, we_… (required)")
+	apiVersion := fs.String("api-version", "v1", "the API version the key's licensee is pinned to: missed events are fetched under it")
 	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: keep the cursor (and the processed events) there, so a restart resumes where it stopped")
 	catchUp := fs.Duration("catch-up", consumer.DefaultCatchUpInterval, "how often to ask for events after the cursor (0: never)")
+	if err := refuseSecretFlags(args); err != nil {
+		fmt.Fprintln(stderr, err)
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *secret == "" || *apiKey == "" || *endpoint == "" {
+	secret, err := readSecret("the signing secret", EnvSecret, *secretFile, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	apiKey, err := readSecret("the API key", EnvAPIKey, *apiKeyFile, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if *endpoint == "" {
 		fs.Usage()
-		return errors.New("-secret, -api-key and -endpoint are required")
+		return errors.New("-endpoint is required")
 	}
 	if *catchUp == 0 {
 		*catchUp = -1
@@ -61,8 +90,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cfg := consumer.Config{EndpointID: *endpoint, Secret: *secret, BaseURL: *baseURL, APIKey: *apiKey,
-		CatchUpInterval: *catchUp, Logger: logger}
+	cfg := consumer.Config{EndpointID: *endpoint, Secret: secret, BaseURL: *baseURL, APIKey: apiKey,
+		APIVersion: *apiVersion, CatchUpInterval: *catchUp, Logger: logger}
 	if *pgDSN != "" {
 		closeDB, err := usePostgres(ctx, *pgDSN, &cfg)
 		if err != nil {
@@ -89,4 +118,48 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cancel()
 	return c.Serve(ctx, ln)
+}
+
+// refuseSecretFlags fails on the flags that used to carry the secrets, with the way to pass them now.
+func refuseSecretFlags(args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			return nil
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "secret" || name == "api-key") {
+			return fmt.Errorf("-%s is no longer accepted: a command line is visible to every user of the machine (ps); "+
+				"set %s or %s, or pass -secret-file and -api-key-file", name, EnvSecret, EnvAPIKey)
+		}
+	}
+	return nil
+}
+
+// readSecret reads a secret from file when one is named, else from the environment variable env. A
+// file's surrounding whitespace (a trailing newline) is dropped; a file others may read gets a
+// warning, since the secret is then not much safer than on the command line.
+func readSecret(what, env, file string, getenv func(string) string, stderr io.Writer) (string, error) {
+	if file != "" {
+		info, err := os.Stat(file)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", what, err)
+		}
+		if info.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(stderr, "warning: %s is readable by other users (mode %v); chmod 600 it\n", file, info.Mode().Perm())
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", what, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("%s: %s is empty", what, file)
+		}
+		return v, nil
+	}
+	if v := strings.TrimSpace(getenv(env)); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("%s is required: set %s, or name a file holding it with -%s", what, env,
+		map[string]string{EnvSecret: "secret-file", EnvAPIKey: "api-key-file"}[env])
 }

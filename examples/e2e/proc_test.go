@@ -204,14 +204,21 @@ func startOrderServerEnv(t *testing.T, name string, env []string, args ...string
 type consumerProc struct {
 	*process
 	URL  string
+	Env  []string // its secrets, as the environment carries them (never flags: they show in ps)
 	Args []string // the flags it was started with, -addr aside
 }
 
-// startConsumer starts a consumer on addr (use freeAddr) for an endpoint of server.
-func startConsumer(t *testing.T, name, addr string, args ...string) *consumerProc {
+// consumerEnv is the environment that hands a consumer its signing secret and API key.
+func consumerEnv(secret, apiKey string) []string {
+	return []string{"SVC_WEBHOOK_SECRET=" + secret, "SVC_API_KEY=" + apiKey}
+}
+
+// startConsumer starts a consumer on addr (use freeAddr) for an endpoint of server, with env
+// (consumerEnv) carrying its secrets.
+func startConsumer(t *testing.T, name, addr string, env []string, args ...string) *consumerProc {
 	t.Helper()
-	p := start(t, name, consumerBin, append([]string{"-addr", addr}, args...)...)
-	return &consumerProc{process: p, URL: p.stdoutValue(t, "listening on "), Args: args}
+	p := startEnv(t, name, consumerBin, env, append([]string{"-addr", addr}, args...)...)
+	return &consumerProc{process: p, URL: p.stdoutValue(t, "listening on "), Env: env, Args: args}
 }
 
 // freeAddr returns a loopback address that was free a moment ago. The consumer's URL must be
@@ -230,10 +237,11 @@ func freeAddr(t *testing.T) string {
 
 // processedEvent is one "processed event" log line of the consumer.
 type processedEvent struct {
-	Sequence  uint64
-	EventID   string
-	Order     string
-	Recovered bool
+	Sequence   uint64
+	EventID    string
+	Order      string
+	APIVersion string
+	Recovered  bool
 }
 
 var logField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
@@ -254,6 +262,8 @@ func (c *consumerProc) processed() []processedEvent {
 				ev.EventID = m[2]
 			case "order":
 				ev.Order = m[2]
+			case "api_version":
+				ev.APIVersion = m[2]
 			case "recovered_by_range":
 				ev.Recovered = m[2] == "true"
 			}

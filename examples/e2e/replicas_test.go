@@ -113,7 +113,7 @@ func TestPostgresReplicas(t *testing.T) {
 		w.consumer.kill(t)
 		later := createOrders(t, b.URL, key, 5, 1)
 		restarted := startConsumer(t, "consumer-restarted", strings.TrimPrefix(w.consumer.URL, "http://"),
-			w.consumer.Args...)
+			w.consumer.Env, w.consumer.Args...)
 		eventually(t, deliveryTimeout, func() bool { return len(restarted.processed()) >= 5 },
 			"the restarted consumer processed %d of 5 missed events", len(restarted.processed()))
 		evs := restarted.processed()

@@ -24,9 +24,9 @@ func startWebhookSetup(t *testing.T, srv *orderServer, apiKey string, extra ...s
 	t.Helper()
 	addr := freeAddr(t)
 	id, secret := registerEndpoint(t, srv.URL, apiKey, "http://"+addr+"/webhooks")
-	args := append([]string{"-endpoint", id, "-secret", secret, "-api-key", apiKey, "-base-url", srv.URL,
-		"-catch-up", "300ms"}, extra...)
-	return &webhookSetup{srv: srv, endpoint: id, apiKey: apiKey, consumer: startConsumer(t, "consumer", addr, args...)}
+	args := append([]string{"-endpoint", id, "-base-url", srv.URL, "-catch-up", "300ms"}, extra...)
+	return &webhookSetup{srv: srv, endpoint: id, apiKey: apiKey,
+		consumer: startConsumer(t, "consumer", addr, consumerEnv(secret, apiKey), args...)}
 }
 
 // createOrders creates n orders with the given number of concurrent clients and returns their IDs.
@@ -122,4 +122,45 @@ func TestGapRecoveryUnderFaults(t *testing.T) {
 	}
 	require.Positive(t, recovered, "dropped and reordered deliveries are recovered through range retrieval")
 	t.Logf("%d of %d events were recovered by range fetch", recovered, n)
+}
+
+// A licensee pinned to v2 whose consumer loses deliveries gets them back through range retrieval
+// under /v2/ (the consumer's -api-version), in v2's shape. Before, the consumer asked under /v1/, the
+// router refused the v2 licensee, and a dropped event was never recovered.
+func TestGapRecoveryPinnedToV2(t *testing.T) {
+	srv := startOrderServer(t, "orderserver")
+	key := issueCredentials(t, srv)
+	addr := freeAddr(t)
+	// The licensee's first request pins it to v2.
+	ep := request{Method: "POST", URL: srv.URL + "/v2/webhook_endpoints", Auth: bearer(key), Key: newKey(),
+		Body: `{"url":"http://` + addr + `/webhooks"}`}.do(t).expectJSON(t, http.StatusCreated)
+	require.Equal(t, "v2", ep["api_version"])
+	id, secret := ep["id"].(string), ep["secret"].(string)
+	c := startConsumer(t, "consumer-v2", addr, consumerEnv(secret, key),
+		"-endpoint", id, "-base-url", srv.URL, "-api-version", "v2", "-catch-up", "300ms")
+	request{Method: "POST", URL: srv.URL + "/v2/sandbox/webhook_endpoints/" + id + "/faults", Auth: bearer(key),
+		Key: newKey(), Body: `{"drop":0.4}`}.do(t).expectJSON(t, http.StatusOK)
+
+	const n = 20
+	orders := make(map[string]bool, n)
+	for i := range n {
+		o := request{Method: "POST", URL: srv.URL + "/v2/orders", Auth: bearer(key), Key: newKey(),
+			Body: fmt.Sprintf(`{"account":"acc_%d","direction":"buy"}`, i)}.do(t).expectJSON(t, http.StatusCreated)
+		require.Equal(t, "buy", o["direction"])
+		orders[o["id"].(string)] = true
+	}
+	evs := waitProcessed(t, c, n, orders)
+	recovered := 0
+	for _, ev := range evs {
+		require.Equal(t, "v2", ev.APIVersion, "event %d", ev.Sequence)
+		if ev.Recovered {
+			recovered++
+		}
+	}
+	require.Positive(t, recovered, "dropped deliveries are recovered under /v2/")
+	// What was fetched reads as v2 too.
+	r := request{Method: "GET", URL: srv.URL + "/v2/webhook_endpoints/" + id + "/events?from=1&to=1", Auth: bearer(key)}.do(t)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"direction":"buy"`)
+	require.NotContains(t, string(r.Body), `"side"`)
 }

@@ -61,6 +61,12 @@ type Config struct {
 	// Logger receives one line per processed event (Info), and one per refused delivery with the
 	// status, code and reason (Warn). Nil means none.
 	Logger *slog.Logger
+	// APIVersion is the API version the consumer's licensee is pinned to: missed events are fetched
+	// under it (GET /{APIVersion}/webhook_endpoints/{id}/events). Empty means v1.
+	APIVersion string
+	// Timeouts bound what one client may hold of Serve's connections; zero fields mean
+	// graceful.DefaultTimeouts.
+	Timeouts graceful.Timeouts
 }
 
 // Stats counts what a Consumer did.
@@ -89,6 +95,7 @@ type Consumer struct {
 	process  webhook.ProcessFunc
 	catchUp  time.Duration
 	log      *slog.Logger
+	timeouts graceful.Timeouts
 
 	processed, recovered, duplicates, rejected, unavailable, twice atomic.Int64
 	audit                                                          bool
@@ -99,7 +106,7 @@ type Consumer struct {
 // New returns a Consumer configured by cfg.
 func New(cfg Config) (*Consumer, error) {
 	c := &Consumer{endpoint: cfg.EndpointID, process: cfg.Process, catchUp: cfg.CatchUpInterval, log: cfg.Logger,
-		audit: cfg.Audit, seen: make(map[string]bool)}
+		audit: cfg.Audit, seen: make(map[string]bool), timeouts: cfg.Timeouts}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -116,7 +123,8 @@ func New(cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	ranges, err := webhook.NewRangeClient(cfg.BaseURL, cfg.APIKey, verifier, &webhook.RangeClientOptions{HTTPClient: cfg.HTTPClient})
+	ranges, err := webhook.NewRangeClient(cfg.BaseURL, cfg.APIKey, verifier, &webhook.RangeClientOptions{
+		HTTPClient: cfg.HTTPClient, APIVersion: cfg.APIVersion})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -144,7 +152,7 @@ func (c *Consumer) handle(ctx context.Context, s webhook.Step) error {
 	}
 	_ = json.Unmarshal(s.Event.Data, &order) // only for the log line; events of other types have no id
 	c.log.InfoContext(ctx, "processed event", "sequence", s.Event.Sequence, "event_id", s.Event.ID,
-		"type", s.Event.Type, "order", order.ID, "recovered_by_range", s.Fetched)
+		"type", s.Event.Type, "api_version", s.Event.APIVersion, "order", order.ID, "recovered_by_range", s.Fetched)
 	c.processed.Add(1)
 	if s.Fetched {
 		c.recovered.Add(1)
@@ -203,8 +211,7 @@ func (c *Consumer) Stats() Stats {
 // Serve receives deliveries on ln at path "/" and below until ctx is cancelled, catching up every
 // CatchUpInterval, then shuts down gracefully. It returns nil after a clean shutdown.
 func (c *Consumer) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
+	hs := graceful.NewServer(c, c.timeouts, slog.NewLogLogger(c.log.Handler(), slog.LevelWarn))
 	conns := graceful.Track(hs)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

@@ -12,6 +12,7 @@ package graceful
 
 import (
 	"context"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -85,5 +86,68 @@ func Shutdown(ctx context.Context, hs *http.Server, t *Tracker) error {
 		case <-tick.C:
 			t.closeFresh(start, DefaultGrace)
 		}
+	}
+}
+
+// Timeouts bound what one client can hold of a server: a connection that drips its headers or body,
+// never reads its response, or idles between requests is closed, so a few slow or hostile clients
+// cannot pin connections (and their goroutines and buffers) indefinitely. Zero fields take the
+// defaults of DefaultTimeouts.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers.
+	ReadHeader time.Duration
+	// Read bounds reading a whole request, body included: 1 MiB, the largest body the examples
+	// accept, takes a second on a slow mobile link; thirty allow for far worse.
+	Read time.Duration
+	// Write bounds writing the response, from the end of the request's headers.
+	Write time.Duration
+	// Idle bounds a keep-alive connection's wait for its next request.
+	Idle time.Duration
+	// MaxHeaderBytes caps a request's headers; a larger one is answered 431 by net/http.
+	MaxHeaderBytes int
+}
+
+// DefaultTimeouts are the example servers' limits.
+var DefaultTimeouts = Timeouts{
+	ReadHeader:     5 * time.Second,
+	Read:           30 * time.Second,
+	Write:          60 * time.Second,
+	Idle:           120 * time.Second,
+	MaxHeaderBytes: 64 << 10,
+}
+
+// withDefaults fills the zero fields of t from DefaultTimeouts.
+func (t Timeouts) withDefaults() Timeouts {
+	d := DefaultTimeouts
+	if t.ReadHeader > 0 {
+		d.ReadHeader = t.ReadHeader
+	}
+	if t.Read > 0 {
+		d.Read = t.Read
+	}
+	if t.Write > 0 {
+		d.Write = t.Write
+	}
+	if t.Idle > 0 {
+		d.Idle = t.Idle
+	}
+	if t.MaxHeaderBytes > 0 {
+		d.MaxHeaderBytes = t.MaxHeaderBytes
+	}
+	return d
+}
+
+// NewServer returns an http.Server for h with the timeouts t (zero fields: the defaults) and
+// errorLog for net/http's own messages (nil: the standard logger).
+func NewServer(h http.Handler, t Timeouts, errorLog *log.Logger) *http.Server {
+	t = t.withDefaults()
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    t.MaxHeaderBytes,
+		ErrorLog:          errorLog,
 	}
 }

@@ -140,6 +140,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Timeouts bound what one client may hold of the server's connections (Serve); zero fields mean
+	// graceful.DefaultTimeouts: headers in 5 s, a request in 30 s, a response in 60 s, 120 s idle,
+	// headers of at most 64 KiB.
+	Timeouts graceful.Timeouts
 }
 
 // Stats counts what the server did, for the demo's report.
@@ -181,6 +185,7 @@ type Server struct {
 	versions   *versioning.Router
 	adminToken string
 	problems   apierror.Writer
+	timeouts   graceful.Timeouts
 	log        *slog.Logger
 	now        func() time.Time
 	stats      stats
@@ -189,7 +194,7 @@ type Server struct {
 
 // New returns a Server configured by cfg.
 func New(cfg Config) (*Server, error) {
-	s := &Server{store: cfg.Store, adminToken: cfg.AdminToken, log: cfg.Logger, now: cfg.Now}
+	s := &Server{store: cfg.Store, adminToken: cfg.AdminToken, log: cfg.Logger, now: cfg.Now, timeouts: cfg.Timeouts}
 	if s.store == nil {
 		s.store = NewMemoryStore()
 	}
@@ -348,11 +353,8 @@ func (s *Server) DeliverDue(ctx context.Context) (producer.Stats, error) {
 // stops the dispatcher (deliveries in flight are handed back, to be retried, never lost), and sends
 // any delivery the reorder fault still holds. It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second, // a slow client cannot hold a connection open forever
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	// A slow or hostile client cannot hold a connection open forever (graceful.DefaultTimeouts).
+	hs := graceful.NewServer(s.handler, s.timeouts, slog.NewLogLogger(s.log.Handler(), slog.LevelWarn))
 	conns := graceful.Track(hs)
 	dispatchCtx, stopDispatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopDispatch()
