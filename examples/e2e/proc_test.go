@@ -75,13 +75,8 @@ type process struct {
 	stopOnce       sync.Once
 }
 
-// start runs bin with args and stops it (SIGTERM, then a check of a clean exit) when the test ends.
-func start(t *testing.T, name, bin string, args ...string) *process {
-	t.Helper()
-	return startEnv(t, name, bin, nil, args...)
-}
-
-// startEnv is start with env (KEY=value) set for the process, on top of this process's environment.
+// startEnv runs bin with args and env (KEY=value, on top of this process's environment), and stops it
+// (SIGTERM, then a check of a clean exit) when the test ends.
 func startEnv(t *testing.T, name, bin string, env []string, args ...string) *process {
 	t.Helper()
 	p := &process{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
