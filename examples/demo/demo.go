@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,7 +103,9 @@ func run(ctx context.Context, opts options) (report, error) {
 	// responses after the server has acted on the request.
 	lossy := &lossyTransport{base: http.DefaultTransport, rate: opts.LoseResponses,
 		rng: rand.New(rand.NewPCG(opts.Seed, 2))}
-	api := &apiclient.Client{BaseURL: baseURL, APIKey: creds.APIKey, HTTP: &http.Client{
+	// The evaluation speaks v2, the newest version: its first request pins it there, and its
+	// consumer fetches missed events under /v2/.
+	api := &apiclient.Client{BaseURL: baseURL, APIKey: creds.APIKey, Version: "v2", HTTP: &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &idempotency.Transport{Base: lossy, MaxAttempts: 8,
 			MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
@@ -120,7 +124,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	}
 	processed := newOrderSet()
 	con, err := consumer.New(consumer.Config{EndpointID: ep.ID, Secret: ep.Secret, BaseURL: baseURL,
-		APIKey: creds.APIKey, Audit: true, CatchUpInterval: 500 * time.Millisecond,
+		APIKey: creds.APIKey, APIVersion: ep.APIVersion, Audit: true, CatchUpInterval: 500 * time.Millisecond,
 		Process: func(_ context.Context, s webhook.Step) error {
 			var o apiclient.Order
 			if err := json.Unmarshal(s.Event.Data, &o); err != nil {
@@ -136,7 +140,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	conCtx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopConsumer()
 	wg.Go(func() { _ = con.Serve(conCtx, conLn) })
-	say("consumer listening on http://%s, endpoint %s registered", conLn.Addr(), ep.ID)
+	say("consumer listening on http://%s, endpoint %s registered, pinned to %s", conLn.Addr(), ep.ID, ep.APIVersion)
 
 	if err := api.SetFaults(ctx, ep.ID, opts.Faults); err != nil {
 		return report{}, err
@@ -177,6 +181,8 @@ func run(ctx context.Context, opts options) (report, error) {
 		}
 	}
 	status("done")
+	ordersCreated := srv.Stats().OrdersCreated // before the tour's own order
+	versions := tourVersions(ctx, srv, baseURL, say)
 	// Stop the server first: its shutdown sends deliveries still held by the reorder fault, which the
 	// consumer must still be there to see (and recognise as duplicates).
 	stopServer()
@@ -185,16 +191,75 @@ func run(ctx context.Context, opts options) (report, error) {
 
 	st, cs := srv.Stats(), con.Stats()
 	rep := report{
-		OrdersRequested: opts.Orders, OrdersCreated: st.OrdersCreated, DistinctOrderIDs: len(c.ids),
+		OrdersRequested: opts.Orders, OrdersCreated: ordersCreated, DistinctOrderIDs: len(c.ids),
 		Inconsistent: c.inconsistent, RequestErrors: c.errors, FirstError: c.firstError,
 		ResponsesLost: lossy.lost.Load(), Repeats: c.repeats, ConcurrentPairs: c.pairs,
 		ReplaysServed: st.Idempotency.Replayed, Conflicts: st.Idempotency.Conflicts,
 		EventsEmitted: st.EventsEmitted, EventsProcessed: cs.Processed, Recovered: cs.Recovered,
 		DuplicateDeliveries: cs.Duplicates, RejectedDeliveries: cs.Rejected, Faults: st.Faults,
 		ProcessedTwice: cs.ProcessedTwice, MissingOrders: processed.missing(c.ids),
-		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil,
+		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil, Versions: versions,
 	}
 	return rep, nil
+}
+
+// versionSeen is what a client pinned to one version saw of an order.
+type versionSeen struct {
+	Version     string
+	Direction   string // the member that carried the order's direction: "side" in v1, "direction" in v2
+	Deprecation string
+	Sunset      string
+	Successor   string // the successor-version link, if any
+	Err         error
+}
+
+// tourVersions shows the two versions side by side: a second evaluation pinned to v1 creates an order
+// and reads it, and reads it again as v2 (a sandbox key may try the other version); v1's answers
+// announce its deprecation, sunset and successor.
+func tourVersions(ctx context.Context, srv *server.Server, baseURL string, say func(string, ...any)) []versionSeen {
+	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	if err != nil {
+		return []versionSeen{{Err: err}}
+	}
+	v1 := &apiclient.Client{BaseURL: baseURL, APIKey: creds.APIKey, Version: "v1"}
+	o, _, err := v1.CreateOrder(ctx, idempotency.NewKey(), "acc_v1", "sell")
+	if err != nil {
+		return []versionSeen{{Version: "v1", Err: err}}
+	}
+	var out []versionSeen
+	for _, version := range []string{"v1", "v2"} {
+		seen := versionSeen{Version: version}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/"+version+"/orders/"+o.ID, nil)
+		if err != nil {
+			return append(out, versionSeen{Version: version, Err: err})
+		}
+		req.Header.Set("Authorization", "Bearer "+creds.APIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return append(out, versionSeen{Version: version, Err: err})
+		}
+		var body map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return append(out, versionSeen{Version: version, Err: fmt.Errorf("GET %s: status %d: %v", req.URL.Path, resp.StatusCode, err)})
+		}
+		for _, member := range []string{"side", "direction"} {
+			if body[member] == "sell" {
+				seen.Direction = member
+			}
+		}
+		seen.Deprecation, seen.Sunset = resp.Header.Get("Deprecation"), resp.Header.Get("Sunset")
+		for _, l := range resp.Header.Values("Link") {
+			if strings.Contains(l, `rel="successor-version"`) {
+				seen.Successor = l
+			}
+		}
+		say("%s: order %s has %q; Deprecation %q, Sunset %q, %s", version, o.ID, seen.Direction,
+			seen.Deprecation, seen.Sunset, cmp.Or(seen.Successor, "no successor link"))
+		out = append(out, seen)
+	}
+	return out
 }
 
 // created is what the clients saw.
@@ -305,7 +370,7 @@ var errResponseLost = errors.New("demo: connection reset before the response arr
 
 func (t *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || req.Method != http.MethodPost || req.URL.Path != "/v1/orders" {
+	if err != nil || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/orders") {
 		return resp, err
 	}
 	t.mu.Lock()

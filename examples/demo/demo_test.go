@@ -63,12 +63,19 @@ func TestDemo(t *testing.T) {
 			require.Positive(t, rep.RejectedDeliveries, "corrupted signatures are rejected")
 			require.Contains(t, progress.String(), "creating: orders")
 			require.Contains(t, out.String(), "result                OK")
+			require.Contains(t, out.String(), `an order's direction is "side"; Deprecation @`)
+			require.Contains(t, out.String(), `an order's direction is "direction"; current`)
 		})
 	}
 }
 
 func TestReportVerdict(t *testing.T) {
-	good := report{OrdersRequested: 3, OrdersCreated: 3, DistinctOrderIDs: 3, EventsEmitted: 3, EventsProcessed: 3}
+	good := report{OrdersRequested: 3, OrdersCreated: 3, DistinctOrderIDs: 3, EventsEmitted: 3, EventsProcessed: 3,
+		Versions: []versionSeen{
+			{Version: "v1", Direction: "side", Deprecation: "@1803254400", Sunset: "Sat, 21 Aug 2027 00:00:00 GMT",
+				Successor: `</v2/orders/ord_1>; rel="successor-version"`},
+			{Version: "v2", Direction: "direction"},
+		}}
 	cases := []struct {
 		name   string
 		mutate func(*report)
@@ -82,6 +89,15 @@ func TestReportVerdict(t *testing.T) {
 		{"an event processed twice", func(r *report) { r.ProcessedTwice = 1 }, false},
 		{"a request failed", func(r *report) { r.RequestErrors = 1 }, false},
 		{"timed out", func(r *report) { r.TimedOut = true }, false},
+		{"v1 showed v2's shape", func(r *report) {
+			r.Versions = []versionSeen{{Version: "v1", Direction: "direction"}, r.Versions[1]}
+		}, false},
+		{"v1 without its successor", func(r *report) {
+			v1 := r.Versions[0]
+			v1.Successor = ""
+			r.Versions = []versionSeen{v1, r.Versions[1]}
+		}, false},
+		{"the tour failed", func(r *report) { r.Versions = nil }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

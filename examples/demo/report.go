@@ -37,6 +37,20 @@ type report struct {
 
 	Elapsed  time.Duration
 	TimedOut bool
+
+	// Versions is what clients pinned to v1 and v2 saw of one order.
+	Versions []versionSeen
+}
+
+// versionsOK reports whether each version showed its own shape, and only v1 its retirement.
+func (r report) versionsOK() bool {
+	if len(r.Versions) != 2 {
+		return false
+	}
+	v1, v2 := r.Versions[0], r.Versions[1]
+	return v1.Err == nil && v2.Err == nil && v1.Direction == "side" && v2.Direction == "direction" &&
+		v1.Deprecation != "" && v1.Sunset != "" && strings.Contains(v1.Successor, "</v2/orders/") &&
+		v2.Deprecation == "" && v2.Successor == ""
 }
 
 // Lost counts events emitted but never processed, and orders whose event never arrived.
@@ -54,7 +68,7 @@ func (r report) DoneTwice() int64 {
 // OK reports whether every order was created exactly once and every event processed exactly once.
 func (r report) OK() bool {
 	return !r.TimedOut && r.RequestErrors == 0 && r.OrdersCreated == int64(r.OrdersRequested) &&
-		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0
+		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0 && r.versionsOK()
 }
 
 func (r report) print(w io.Writer) {
@@ -77,6 +91,17 @@ func (r report) print(w io.Writer) {
 		r.RejectedDeliveries)
 	fmt.Fprintf(w, "  lost                  %d\n", r.Lost())
 	fmt.Fprintf(w, "  done twice            %d\n", r.DoneTwice())
+	for _, v := range r.Versions {
+		if v.Err != nil {
+			fmt.Fprintf(w, "  version %-13s failed: %v\n", v.Version, v.Err)
+			continue
+		}
+		retirement := "current"
+		if v.Deprecation != "" {
+			retirement = fmt.Sprintf("Deprecation %s, Sunset %s, %s", v.Deprecation, v.Sunset, v.Successor)
+		}
+		fmt.Fprintf(w, "  version %-13s an order's direction is %q; %s\n", v.Version, v.Direction, retirement)
+	}
 	if r.RequestErrors > 0 {
 		fmt.Fprintf(w, "  failed requests       %d (first: %v)\n", r.RequestErrors, r.FirstError)
 	}
