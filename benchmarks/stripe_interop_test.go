@@ -10,7 +10,7 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// The X-SVC-Signature scheme is Stripe's Stripe-Signature scheme (DECISIONS D3), so a consumer can
+// The X-SVC-Signature scheme is Stripe's Stripe-Signature scheme (docs/decisions.md D3), so a consumer can
 // verify our deliveries with stripe-go, and our verifier accepts what stripe-go signs. These tests
 // hold both directions against the real library. stripe-go's ValidatePayload checks the signature
 // and the timestamp only; it does not parse the body, so no API-version option is involved (that

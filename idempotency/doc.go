@@ -1,7 +1,7 @@
 // Package idempotency makes mutating requests safe to retry: a request repeated with the same
 // Idempotency-Key gets the original response, and the action is not performed again — "a replay
 // creates no second order". It follows draft-ietf-httpapi-idempotency-key-header and Stripe's
-// behaviour, as fixed by DECISIONS.md D2.
+// behaviour, as fixed by docs/decisions.md D2.
 //
 // The package has four parts: the Middleware (net/http) and its decision API (Begin, for other
 // routers and RPC frameworks); the Store contract with an in-memory implementation (MemoryStore) and

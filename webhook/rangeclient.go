@@ -15,7 +15,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// Limits of the range endpoint (DECISIONS D3): limit defaults to 100 and may not exceed 1000.
+// Limits of the range endpoint (docs/decisions.md D3): limit defaults to 100 and may not exceed 1000.
 const (
 	DefaultPageSize = 100
 	MaxPageSize     = 1000

@@ -33,7 +33,7 @@ const (
 	DefaultPerEndpoint  = 1
 	DefaultPollInterval = time.Second
 	DefaultUserAgent    = "svcplatform-webhooks/1"
-	// DefaultRetention is how long events stay retrievable by range (DECISIONS D3): 30 days.
+	// DefaultRetention is how long events stay retrievable by range (docs/decisions.md D3): 30 days.
 	DefaultRetention = 30 * 24 * time.Hour
 	// DefaultCleanupInterval is how often Run applies the retention.
 	DefaultCleanupInterval = time.Minute
