@@ -1,8 +1,7 @@
 // Package producer is the sending half of the platform's webhooks (docs/spec.md part 6,
 // docs/decisions.md D3): a durable event log with gap-free per-endpoint sequences, a dispatcher that
 // delivers signed events and retries them, and the range endpoint a consumer uses to fetch what it
-// missed. The consumer half —
-// verifying, ordering, gap recovery — is package webhook.
+// missed. The consumer half — verifying, ordering, gap recovery — is package webhook.
 //
 // # The pieces
 //
