@@ -23,7 +23,46 @@
 //
 // Every 4xx this package builds either lists at least one located violation or names the failing input
 // in its code and detail. 5xx bodies carry nothing but the request ID. No problem ever echoes a header
-// value, key, signature or secret.
+// value, key, signature or secret, and the Writer replaces any word of a title, detail, instance or
+// violation detail that is shaped like a credential (sk_…, rk_…, pk_…, whsec_…) with a placeholder
+// (Redact), so a detail that quotes client input cannot reflect a key pasted in the wrong place.
+//
+// # Request IDs
+//
+// WithRequestID gives every request an ID of the server's own, "req_" and 26 random characters, on the
+// X-Request-Id response header and in every problem. A client's X-Request-Id is never taken over or
+// echoed — a client that sent its live key there would see it reflected into every log and proxy on
+// the way; when it is well-formed and not shaped like a credential it is kept for the server's logs
+// (ClientRequestIDFrom).
+//
+// # Strict request bodies
+//
+// Decode reads a body strictly (docs/decisions.md D7, D8):
+//
+//	415 unsupported_media_type  a non-empty body not declared application/json or application/<x>+json
+//	                            (charset=utf-8 the only parameter), a missing Content-Type included;
+//	                            with Accept-Post or Accept-Patch. RequireJSON is the check alone.
+//	400 body_missing            an empty body
+//	413 body_too_large          over DecodeOptions.MaxBytes (1 MiB)
+//	400 malformed_json          a syntax error, at its byte offset
+//	400 duplicate_member        a member given twice (encoding/json would keep the last)
+//	400 unknown_field           a member the destination does not have, a name that differs from a
+//	                            field's only in case included (encoding/json would take it)
+//	400 invalid_utf8            a string that is not UTF-8 or holds an escaped lone surrogate
+//	400 wrong_type              a value of the wrong type, at its JSON Pointer
+//	400 trailing_data           anything after the value
+//
+// Requiring a JSON media type means a browser cannot send the request cross-site as a CORS simple
+// request, and a body whose type is not declared is never guessed at. The checks are one pass over the
+// bytes, guided by the destination's type, before encoding/json decodes: BenchmarkDecodeStrict
+// measures them beside BenchmarkDecodeEncodingJSON. ParseQuery is the strict counterpart for query
+// strings: a malformed escape is a located 400, never a parameter silently dropped.
+//
+// # Every error a problem
+//
+// Writer.Recover turns a handler's panic into the opaque 500 problem instead of a dropped connection.
+// What Go's net/http answers before any handler runs — a request line it cannot parse, headers over
+// MaxHeaderBytes (431) — cannot be a problem; docs/decisions.md D9 lists these exceptions.
 //
 // # Using it in a handler
 //
@@ -56,6 +95,8 @@
 // # Clients and tests
 //
 // Parse reads a problem response back into an *Error. Check and CheckResponse tell a product team's own
-// tests whether a 4xx conforms: problem+json, a specific code, a request_id, and the failing input named
-// with its reason. A generic body such as {"error":"invalid request"} fails it.
+// tests whether an error response conforms: problem+json, a type that is a URI reference, a specific
+// snake_case code, a request_id matching X-Request-Id, a detail that is more than a stock phrase, and,
+// for a 4xx, the failing input named with its reason. A generic body such as
+// {"error":"invalid request"} fails it.
 package apierror
