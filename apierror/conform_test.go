@@ -13,13 +13,7 @@ import (
 
 func TestCheckRejectsNonConforming(t *testing.T) {
 	problem := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req_1"}}
-	tests := []struct {
-		name   string
-		status int
-		header http.Header
-		body   string
-		want   string // substring of the failure
-	}{
+	tests := []nonConforming{
 		{"generic json error", 400, http.Header{"Content-Type": {"application/json"}}, `{"error":"invalid request"}`, "Content-Type"},
 		{"generic problem", 400, problem, `{"type":"about:blank","title":"Bad Request","status":400,"detail":"Invalid request","code":"invalid_request","request_id":"req_1"}`, "names no failing input"},
 		{"no code", 400, problem, `{"type":"x","title":"t","status":400,"detail":"account is required","request_id":"req_1"}`, "snake_case"},
@@ -32,13 +26,7 @@ func TestCheckRejectsNonConforming(t *testing.T) {
 		{"empty violation detail", 400, problem, `{"type":"x","title":"t","status":400,"code":"validation_failed","request_id":"req_1","errors":[{"location":"query","name":"a","code":"x","detail":" "}]}`, "detail is empty"},
 		{"not json", 400, problem, `oops`, "not a JSON"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := apierror.Check(tt.status, tt.header, []byte(tt.body))
-			require.Error(t, err)
-			require.Contains(t, err.Error(), tt.want)
-		})
-	}
+	requireNonConforming(t, tests)
 }
 
 func TestCheckPassesAndIgnoresNon4xx(t *testing.T) {
@@ -56,13 +44,7 @@ func TestCheckPassesAndIgnoresNon4xx(t *testing.T) {
 // RFC 6901 pointer, or whose detail is just the status text, does not conform.
 func TestCheckRejectsMoreNonConforming(t *testing.T) {
 	problem := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req_1"}}
-	tests := []struct {
-		name   string
-		status int
-		header http.Header
-		body   string
-		want   string
-	}{
+	tests := []nonConforming{
 		{"no request id header", 404, http.Header{"Content-Type": {"application/problem+json"}},
 			`{"type":"x","title":"t","status":404,"detail":"no such order","code":"order_not_found","request_id":"req_1"}`, "X-Request-Id"},
 		{"bad pointer escape", 400, problem,
@@ -70,13 +52,7 @@ func TestCheckRejectsMoreNonConforming(t *testing.T) {
 		{"status text detail", 404, problem,
 			`{"type":"x","title":"Not Found","status":404,"detail":"Not Found","code":"not_found","request_id":"req_1"}`, "does not say"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := apierror.Check(tt.status, tt.header, []byte(tt.body))
-			require.Error(t, err)
-			require.Contains(t, err.Error(), tt.want)
-		})
-	}
+	requireNonConforming(t, tests)
 }
 
 // What Check let through before: a type that is no URI reference, a detail that is only a stock
@@ -87,13 +63,7 @@ func TestCheckCatchesWhatItLetThrough(t *testing.T) {
 	ok := `{"type":"https://svcplatform.dev/problems/order_not_found","title":"Not Found","status":404,` +
 		`"detail":"no order ord_1 in this account","code":"order_not_found","request_id":"req_1"}`
 	require.NoError(t, apierror.Check(404, problem, []byte(ok)))
-	tests := []struct {
-		name   string
-		status int
-		header http.Header
-		body   string
-		want   string
-	}{
+	tests := []nonConforming{
 		{"type with spaces", 404, problem,
 			`{"type":"order not found","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`, "URI reference"},
 		{"type with a bad escape", 404, problem,
@@ -118,14 +88,28 @@ func TestCheckCatchesWhatItLetThrough(t *testing.T) {
 		{"5xx with a stock detail", 503, problem,
 			`{"type":"x","title":"t","status":503,"detail":"Something went wrong","code":"store_unavailable","request_id":"req_1"}`, "stock phrase"},
 	}
+	requireNonConforming(t, tests)
+	for _, ref := range []string{"about:blank", "/problems/x", "x", "https://svcplatform.dev/problems/a_b?x=1#f", "urn:svc:problem:x", "tag:svc,2026:x"} {
+		require.NoError(t, apierror.Check(404, problem, []byte(`{"type":"`+ref+`","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`)), ref)
+	}
+}
+
+// nonConforming is an error response Check must refuse, with a substring of its complaint.
+type nonConforming struct {
+	name   string
+	status int
+	header http.Header
+	body   string
+	want   string
+}
+
+func requireNonConforming(t *testing.T, tests []nonConforming) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := apierror.Check(tt.status, tt.header, []byte(tt.body))
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want)
 		})
-	}
-	for _, ref := range []string{"about:blank", "/problems/x", "x", "https://svcplatform.dev/problems/a_b?x=1#f", "urn:svc:problem:x", "tag:svc,2026:x"} {
-		require.NoError(t, apierror.Check(404, problem, []byte(`{"type":"`+ref+`","title":"t","status":404,"detail":"no order ord_1","code":"order_not_found","request_id":"req_1"}`)), ref)
 	}
 }

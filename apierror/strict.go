@@ -488,23 +488,31 @@ func (sc *strictScan) object(s *shape) *Violation {
 			sc.strip = append(sc.strip, [2]int{memberStart, sc.i})
 		}
 		sc.path = sc.path[:len(sc.path)-1]
-		sc.skipSpace()
-		if sc.i >= len(sc.data) {
-			return sc.fail()
+		if closed, ok := sc.next('}'); !ok || closed {
+			sc.depth--
+			sc.keys = sc.keys[:base]
+			return nil
 		}
+	}
+}
+
+// next consumes what follows a member or an element: a comma, or closer. It reports whether the
+// container closed, and ok false (with sc.syntax set) for anything else.
+func (sc *strictScan) next(closer byte) (closed, ok bool) {
+	sc.skipSpace()
+	if sc.i < len(sc.data) {
 		switch sc.data[sc.i] {
 		case ',':
 			sc.i++
 			sc.skipSpace()
-		case '}':
+			return false, true
+		case closer:
 			sc.i++
-			sc.depth--
-			sc.keys = sc.keys[:base]
-			return nil
-		default:
-			return sc.fail()
+			return true, true
 		}
 	}
+	sc.syntax = true
+	return false, false
 }
 
 func (sc *strictScan) duplicate() {
@@ -570,21 +578,10 @@ func (sc *strictScan) array(s *shape) *Violation {
 		if v := sc.value(elem); v != nil || sc.syntax {
 			return v
 		}
-		sc.skipSpace()
-		if sc.i >= len(sc.data) {
-			return sc.fail()
-		}
-		switch sc.data[sc.i] {
-		case ',':
-			sc.i++
-			sc.skipSpace()
-		case ']':
-			sc.i++
+		if closed, ok := sc.next(']'); !ok || closed {
 			sc.depth--
 			sc.path = sc.path[:len(sc.path)-1]
 			return nil
-		default:
-			return sc.fail()
 		}
 	}
 }
