@@ -241,7 +241,7 @@ func (sc *strictScan) literal(word string) *Violation {
 	return nil
 }
 
-// number scans a number by RFC 8259's grammar.
+// number scans a number by RFC 8259's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func (sc *strictScan) number() *Violation {
 	d, i := sc.data, sc.i
 	if i < len(d) && d[i] == '-' {
@@ -251,19 +251,12 @@ func (sc *strictScan) number() *Violation {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i = digitsEnd(d, i)
 	default:
 		return sc.fail()
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		start := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == start {
+		if i = digitsEnd(d, i+1); d[i-1] == '.' {
 			return sc.fail()
 		}
 	}
@@ -273,15 +266,20 @@ func (sc *strictScan) number() *Violation {
 			i++
 		}
 		start := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		if i == start {
+		if i = digitsEnd(d, i); i == start {
 			return sc.fail()
 		}
 	}
 	sc.i = i
 	return nil
+}
+
+// digitsEnd returns the index just past the run of decimal digits of d that starts at i.
+func digitsEnd(d []byte, i int) int {
+	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // str scans a string starting at its opening quote and reports whether it holds an escape. Bytes
