@@ -201,16 +201,16 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 		b = append(b, '"')
 	}
 	b = append(b, `,"title":`...)
-	b = jsonstr.Append(b, Redact(title))
+	b = jsonstr.Append(b, redact(title))
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	if e.Detail != "" {
 		b = append(b, `,"detail":`...)
-		b = jsonstr.Append(b, Redact(e.Detail))
+		b = jsonstr.Append(b, redact(e.Detail))
 	}
 	if e.Instance != "" {
 		b = append(b, `,"instance":`...)
-		b = jsonstr.Append(b, Redact(e.Instance))
+		b = jsonstr.Append(b, redact(e.Instance))
 	}
 	b = append(b, `,"code":`...)
 	b = jsonstr.Append(b, e.Code)
@@ -237,7 +237,7 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 			b = append(b, `,"code":`...)
 			b = jsonstr.Append(b, v.Code)
 			b = append(b, `,"detail":`...)
-			b = jsonstr.Append(b, Redact(v.Detail))
+			b = jsonstr.Append(b, redact(v.Detail))
 			b = append(b, '}')
 		}
 		b = append(b, ']')
