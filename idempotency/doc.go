@@ -16,7 +16,7 @@
 //	Request                                             Response
 //	--------------------------------------------------  ------------------------------------------------
 //	no credential (default Scope: Authorization)        401 credential_missing (header Authorization),
-//	                                                        WWW-Authenticate: Bearer
+//	                                                        WWW-Authenticate: Bearer realm="svcplatform"
 //	no Idempotency-Key                                  400 idempotency_key_missing  (header Idempotency-Key)
 //	key empty, over 255 bytes, not visible ASCII        400 idempotency_key_invalid  (header Idempotency-Key)
 //	  (0x21-0x7E), or the header sent twice
