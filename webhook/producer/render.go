@@ -8,9 +8,10 @@ import (
 )
 
 // RenderFunc renders a stored event for an endpoint, typically at the API version the endpoint's
-// licensee is pinned to: versioning.Router.EventRenderer is one, which looks the pin up. It may change Type,
-// APIVersion and Data; the event's ID, Sequence and Created are kept whatever it returns, because the
-// consumer's ordering and deduplication depend on them. It must be safe for concurrent use.
+// licensee is pinned to: versioning.Router.EventRenderer is one, which looks the pin up. It may
+// change Type, APIVersion and Data; the event's ID, Sequence and Created are kept whatever it
+// returns, because the consumer's ordering and deduplication depend on them. It must be safe for
+// concurrent use.
 type RenderFunc func(ctx context.Context, ep Endpoint, ev webhook.Event) (webhook.Event, error)
 
 // render applies fn (when set) and pins the fields a renderer may not change. The envelope names the
