@@ -93,7 +93,7 @@ func RequireJSON(r *http.Request) error {
 	var detail string
 	switch {
 	case len(vals) == 0 || strings.TrimSpace(vals[0]) == "":
-		detail = "header Content-Type is required: send Content-Type: application/json"
+		detail = "is required with a body: send Content-Type: application/json"
 	case len(vals) > 1:
 		detail = "send exactly one Content-Type header: application/json"
 	default:
