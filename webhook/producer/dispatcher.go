@@ -144,6 +144,11 @@ type DispatcherOptions struct {
 	Retention time.Duration
 	// CleanupInterval is how often Run applies the retention; 0 means DefaultCleanupInterval.
 	CleanupInterval time.Duration
+	// Sequencer configures the Sequencer the Dispatcher runs when its Log is a Sequencing one
+	// (pgstore.EventLog, DeferredMemoryLog): events appended there are numbered after they commit,
+	// and the Dispatcher's Run numbers them in the background, waking its own claim loop after each
+	// batch. nil means the defaults. It is ignored for a Log that numbers at Append.
+	Sequencer *SequencerOptions
 }
 
 // Dispatcher delivers the due events of a Log to their endpoints: POST of the event JSON with
@@ -189,6 +194,7 @@ type Dispatcher struct {
 	cleanup     time.Duration
 	signers     signerCache
 	group       groupCommit
+	sequencer   *Sequencer // nil unless log is Sequencing
 
 	mu       sync.Mutex
 	inFlight int               // request slots reserved, over all endpoints
@@ -274,7 +280,46 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
+	if sq, ok := log.(Sequencing); ok {
+		var so SequencerOptions
+		if opts.Sequencer != nil {
+			so = *opts.Sequencer
+		}
+		if so.Logger == nil {
+			so.Logger = d.logger
+		}
+		user := so.OnSequenced
+		so.OnSequenced = func(runs []SequencedRun) {
+			if user != nil {
+				user(runs)
+			}
+			d.signal() // numbered events are deliverable: claim them now rather than at the next poll
+		}
+		var err error
+		if d.sequencer, err = NewSequencer(sq, &so); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// Wake tells the Dispatcher that events were just committed. On a Sequencing log its Sequencer
+// numbers them at once (and the claim loop follows); on another it claims at once. Either way Run
+// would find them at its next poll; Wake only saves the wait. It never blocks.
+func (d *Dispatcher) Wake() {
+	if d.sequencer != nil {
+		d.sequencer.Wake()
+		return
+	}
+	d.signal()
+}
+
+// signal wakes Run's claim loop without blocking.
+func (d *Dispatcher) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Stats counts what a DeliverDue pass did. It is a plain value; the zero value is a pass that did
@@ -304,6 +349,9 @@ func (s *Stats) add(o Stats) {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if d.sequencer != nil {
+		wg.Go(func() { _ = d.sequencer.Run(ctx) })
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var lastCleanup time.Time
@@ -353,15 +401,21 @@ func (d *Dispatcher) Cleanup(ctx context.Context) (int, error) {
 	}
 }
 
-// DeliverDue makes one pass: one claim of due deliveries, delivered by the workers (endpoints in
+// DeliverDue makes one pass: on a Sequencing log it first numbers every committed, unnumbered event
+// (Sequencer.Drain); then one claim of due deliveries, delivered by the workers (endpoints in
 // parallel, each endpoint's in sequence order), and every outcome recorded before it returns. It
-// returns an error only when the claim fails. Run does the same without waiting between claims.
+// returns an error only when the numbering or the claim fails. Run does the same without waiting between claims.
 func (d *Dispatcher) DeliverDue(ctx context.Context) (Stats, error) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		total Stats
 	)
+	if d.sequencer != nil {
+		if _, err := d.sequencer.Drain(ctx); err != nil {
+			return Stats{}, fmt.Errorf("producer: numbering events: %w", err)
+		}
+	}
 	_, err := d.claim(ctx, &wg, func(st Stats) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -16,8 +16,11 @@ import (
 //
 // Implementations must keep these promises, which logtest.Run checks:
 //
-//   - Append gives the events of a stream the sequences 1, 2, 3, … in the order they commit: no gap
-//     and no reuse, even when appends race or a transaction that appended rolls back.
+//   - The events of a stream get the sequences 1, 2, 3, …: no gap and no reuse, even when appends
+//     race or a transaction that appended rolls back. A Log numbers each event either at Append, in
+//     the order appends commit (MemoryLog), or after the append commits, by Sequencing.Sequence
+//     (pgstore.EventLog, DeferredMemoryLog), which keeps a stream's hot counter out of the
+//     appending transaction. An event is visible to Range, Claim and Status only once numbered.
 //   - Range reads a contiguous, ascending slice of a stream and says whether more follow; a range that
 //     starts below the retained window fails with a *PrunedError (errors.Is ErrPruned) instead of
 //     silently returning a hole.
@@ -31,7 +34,8 @@ import (
 // concurrent use.
 type Log interface {
 	// Append stores ev as the next event of stream and returns it with its Sequence (and its ID, when
-	// ev.ID was empty: the log assigns "evt_…"). ev.Sequence is ignored. ev.Type must be set and
+	// ev.ID was empty: the log assigns "evt_…"); on a Sequencing log the event is numbered later and
+	// the Sequence returned is 0. ev.Sequence is ignored. ev.Type must be set and
 	// ev.Data must be valid JSON, or the error is ErrInvalidEvent. The event's first delivery is due
 	// at ev.Created.
 	Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error)

@@ -14,3 +14,7 @@ func TestMemoryLogConformance(t *testing.T) {
 func TestMemoryLogZeroValue(t *testing.T) {
 	logtest.Run(t, func(*testing.T) producer.Log { return &producer.MemoryLog{} })
 }
+
+func TestDeferredMemoryLogConformance(t *testing.T) {
+	logtest.Run(t, func(*testing.T) producer.Log { return producer.NewDeferredMemoryLog() })
+}

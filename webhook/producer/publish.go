@@ -58,7 +58,8 @@ func (p *Publisher) WithLog(log Log) *Publisher {
 }
 
 // Publish appends an event of the given type to the endpoint's stream and returns it with its ID and
-// sequence. data is marshalled with encoding/json, except json.RawMessage and []byte, which must
+// sequence — Sequence 0 on a Sequencing log (pgstore.EventLog), which numbers the event after it
+// commits. data is marshalled with encoding/json, except json.RawMessage and []byte, which must
 // already be JSON and are stored as they are.
 func (p *Publisher) Publish(ctx context.Context, endpointID, eventType string, data any) (webhook.Event, error) {
 	if _, err := p.endpoints.Lookup(ctx, endpointID); err != nil {

@@ -40,7 +40,19 @@ const (
 )
 
 // Run runs the suite. newLog must return an empty log for each call; each subtest gets its own.
+//
+// A log that numbers events after they commit (producer.Sequencing) runs the suite twice over: the
+// Sequencing subtests check the unnumbered state and Sequence itself, under racing appenders and
+// racing sequencers; every other subtest sees the log through an adapter whose Append numbers the
+// event at once (it calls Sequence until the event has its number), so that the promises of Log are
+// checked on the numbers Sequence hands out.
 func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
+	if _, ok := newLog(t).(producer.Sequencing); ok {
+		runSequencing(t, func(t *testing.T) producer.Sequencing { return newLog(t).(producer.Sequencing) })
+		raw := newLog
+		newLog = func(t *testing.T) producer.Log { return newNumbered(raw(t).(producer.Sequencing)) }
+		t.Run("EndToEndWithFaults/Deferred", func(t *testing.T) { RunEndToEnd(t, raw(t)) })
+	}
 	t.Run("AppendNumbersEachStreamFrom1", func(t *testing.T) { testAppendNumbers(t, newLog(t)) })
 	t.Run("AppendKeepsFields", func(t *testing.T) { testAppendKeepsFields(t, newLog(t)) })
 	t.Run("AppendRejectsInvalid", func(t *testing.T) { testAppendRejectsInvalid(t, newLog(t)) })
