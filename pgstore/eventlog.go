@@ -25,22 +25,26 @@ import (
 // their delivery state, in the tables EventLogMigration creates. Events and delivery state survive
 // restarts, and any number of Dispatcher replicas can share one EventLog.
 //
-// Append is one statement: an INSERT … ON CONFLICT DO UPDATE that bumps the stream's counter row,
-// feeding the event INSERT in the same statement. The counter row stays locked until the transaction
-// ends, so appends to one stream commit in sequence order and a rolled-back append leaves no gap
-// (the number is handed out again; nobody ever saw it). Appends to different streams do not wait for
-// each other.
+// It numbers events after they commit (producer.Sequencing). Append is one INSERT into the pending
+// table and locks no shared row, so the appends of one stream — every order of a busy licensee —
+// commit in parallel instead of one after the other; it returns the event with Sequence 0. Sequence
+// then numbers committed pending events, oldest first, in one short statement: it takes the streams'
+// numbering locks (transaction-scoped advisory locks, tried, never waited for), moves their events
+// into the events table with the next numbers from each stream's counter row, and commits. Until then
+// an event is invisible to Range, Claim and Status. A Sequence that dies before its commit rolls back
+// whole: no number is lost or given twice. A Dispatcher on an EventLog runs a producer.Sequencer, so
+// an application that runs a Dispatcher needs nothing more; call the Dispatcher's Wake after a commit
+// to have the events numbered at once rather than at the sequencer's next poll.
 //
 // The transactional outbox: build an EventLog on the caller's pgx.Tx (NewEventLog(tx, opts), which is
-// cheap) and the event commits or rolls back with the business change that caused it. Keep such
-// transactions short: the next append to the same stream waits for them. A transaction that appends
-// to several streams should do so in a fixed order (sorted by endpoint ID, say): two transactions
-// taking the same counter rows in opposite orders deadlock, and PostgreSQL aborts one of them.
+// cheap) and the event commits or rolls back with the business change that caused it, and is numbered
+// only once it has committed.
 //
 // Claim leases due deliveries with SELECT … FOR UPDATE SKIP LOCKED, so replicas never block on or
 // take each other's rows, and a per-row fencing token makes a stale holder's settlement fail.
 // Cleanup deletes in bounded batches and advances each stream's pruned_through watermark, which Range
-// reads in the same statement as the events, so a range never shows a hole.
+// reads in the same statement as the events, so a range never shows a hole. It never removes a
+// pending event.
 //
 // Transactions must be READ COMMITTED (PostgreSQL's default). An EventLog is safe for concurrent use
 // when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It never closes the DB. Its zero value is
@@ -49,18 +53,26 @@ type EventLog struct {
 	db  DB
 	cfg evlogConfig
 	sql evlogSQL
+	// beforeCommit, when set (by tests), runs inside Sequence's transaction after the numbering
+	// statement and before the commit.
+	beforeCommit func(ctx context.Context, tx pgx.Tx) error
 }
 
 var (
-	_ producer.Log     = (*EventLog)(nil)
-	_ producer.Settler = (*EventLog)(nil)
+	_ producer.Log        = (*EventLog)(nil)
+	_ producer.Settler    = (*EventLog)(nil)
+	_ producer.Sequencing = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, built once per table name.
 type evlogSQL struct {
-	append, rangeQ, claim, settle, release, status, attempts string
-	cleanupPick, cleanupLock, cleanupDelete                  string
+	append, sequence, unsequenced, rangeQ, claim, settle, release, status, attempts string
+	cleanupPick, cleanupLock, cleanupDelete                                         string
 }
+
+// sequenceLockClass is the first key of the numbering locks (pg_try_advisory_xact_lock(class,
+// hashtext(events table, stream))). Two streams whose keys collide merely take turns.
+const sequenceLockClass = 0x73657173 // "seqs"
 
 // NewEventLog returns an EventLog on db with the tables named by opts (nil means the defaults). Run
 // MigrateEventLog once first.
@@ -68,13 +80,34 @@ func NewEventLog(db DB, opts *EventLogOptions) *EventLog {
 	o := evlogResolve(opts)
 	e, s, a := o.events, o.streams, o.attempts
 	return &EventLog{db: db, cfg: o, sql: evlogSQL{
-		append: `WITH c AS (
-    INSERT INTO ` + s + ` AS c (stream, last_seq) VALUES ($1, 1)
-    ON CONFLICT (stream) DO UPDATE SET last_seq = c.last_seq + 1
-    RETURNING last_seq)
+		append: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data)
+VALUES ($1, $2, $3, $4, $5, $6)`,
+		// One statement numbers a batch. picked: the oldest pending events. held: their streams whose
+		// numbering lock this transaction got (tried, never waited for: a stream another sequencer holds
+		// is left to it). moved: those events, out of the pending table (a row another sequencer moved
+		// since this statement's snapshot is skipped by the DELETE). c: each stream's counter, raised by
+		// its count and locked until the commit. Then the events go in with consecutive numbers in
+		// append order.
+		sequence: `WITH picked AS MATERIALIZED (
+    SELECT pos, stream FROM ` + o.pending + ` ORDER BY pos LIMIT $1),
+held AS MATERIALIZED (
+    SELECT d.stream FROM (SELECT DISTINCT stream FROM picked) d
+    WHERE pg_try_advisory_xact_lock($2, hashtext($3 || d.stream))),
+moved AS (
+    DELETE FROM ` + o.pending + ` p USING picked JOIN held ON held.stream = picked.stream
+    WHERE p.pos = picked.pos
+    RETURNING p.pos, p.stream, p.id, p.type, p.created, p.api_version, p.data),
+n AS (SELECT stream, count(*) AS k FROM moved GROUP BY stream),
+c AS (
+    INSERT INTO ` + s + ` AS c (stream, last_seq) SELECT stream, k FROM n ORDER BY stream
+    ON CONFLICT (stream) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq
+    RETURNING c.stream, c.last_seq)
 INSERT INTO ` + e + ` (stream, seq, id, type, created, api_version, data, next_attempt_at)
-SELECT $1, c.last_seq, $2, $3, $4, $5, $6, $7 FROM c
-RETURNING seq`,
+SELECT m.stream, c.last_seq - n.k + row_number() OVER (PARTITION BY m.stream ORDER BY m.pos),
+       m.id, m.type, m.created, m.api_version, m.data, to_timestamp(m.created)
+FROM moved m JOIN n ON n.stream = m.stream JOIN c ON c.stream = m.stream
+RETURNING stream, seq, id`,
+		unsequenced: `SELECT count(*) FROM ` + o.pending,
 		// One statement, one snapshot: the watermark and the events agree even while Cleanup runs.
 		rangeQ: `SELECT c.pruned_through, e.seq, e.id, e.type, e.created, e.api_version, e.data
 FROM ` + s + ` c
@@ -157,7 +190,8 @@ DELETE FROM ` + e + ` e USING m WHERE e.stream = m.stream AND e.seq <= m.through
 	}}
 }
 
-// Append implements producer.Log. On a pgx.Tx it joins the caller's transaction.
+// Append implements producer.Log: it stores the event unnumbered and returns it with Sequence 0
+// (Sequence numbers it once it has committed). On a pgx.Tx it joins the caller's transaction.
 func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
 	if err := producer.CheckEvent(stream, ev); err != nil {
 		return webhook.Event{}, err
@@ -165,15 +199,81 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 	if ev.ID == "" {
 		ev.ID = randid.New("evt_")
 	}
-	var seq int64
-	err := l.db.QueryRow(ctx, l.sql.append, stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data),
-		time.Unix(ev.Created, 0)).Scan(&seq)
-	if err != nil {
+	if _, err := l.db.Exec(ctx, l.sql.append, stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data)); err != nil {
 		return webhook.Event{}, fmt.Errorf("pgstore: event log append: %w", err)
 	}
-	ev.Sequence = uint64(seq)
+	ev.Sequence = 0
 	ev.Data = slices.Clone(ev.Data)
 	return ev, nil
+}
+
+// Sequence implements producer.Sequencing: one transaction that numbers at most limit of the oldest
+// committed pending events, of the streams no other sequencer is numbering at the moment. The runs
+// come back ordered by stream.
+func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.SequencedRun, error) {
+	if limit < 1 {
+		return nil, ctx.Err()
+	}
+	tx, err := l.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, l.sql.sequence, int64(limit), int32(sequenceLockClass), l.cfg.events+"#")
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	}
+	type numbered struct {
+		stream, id string
+		seq        int64
+	}
+	var got []numbered
+	for rows.Next() {
+		var n numbered
+		if err := rows.Scan(&n.stream, &n.seq, &n.id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+		}
+		got = append(got, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	}
+	if l.beforeCommit != nil {
+		if err := l.beforeCommit(ctx, tx); err != nil {
+			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	}
+	if len(got) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(got, func(a, b numbered) int {
+		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.seq, b.seq))
+	})
+	var runs []producer.SequencedRun
+	for i, n := range got {
+		if i == 0 || n.stream != got[i-1].stream {
+			runs = append(runs, producer.SequencedRun{Stream: n.stream, First: uint64(n.seq)})
+		}
+		r := &runs[len(runs)-1]
+		r.IDs = append(r.IDs, n.id)
+	}
+	return runs, nil
+}
+
+// Unsequenced reports how many appended events wait for their number: committed ones, and on a
+// pgx.Tx those of the transaction. A number that stays high means no Sequencer (no Dispatcher) runs
+// on the log.
+func (l *EventLog) Unsequenced(ctx context.Context) (int, error) {
+	var n int64
+	if err := l.db.QueryRow(ctx, l.sql.unsequenced).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pgstore: event log unsequenced: %w", err)
+	}
+	return int(n), nil
 }
 
 // evlogInt clamps a sequence to bigint: sequences never reach 2⁶³, but a client's "to" may.

@@ -8,7 +8,7 @@ import (
 
 // DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
 // per-stream counters live beside it in the same name with "_streams" appended, the delivery history
-// with "_attempts".
+// with "_attempts", the appended events that wait for their number with "_pending".
 const DefaultEventLogTable = "webhook_events"
 
 // EventLogOptions configures an EventLog and its migration. A nil *EventLogOptions and the zero value
@@ -18,7 +18,8 @@ type EventLogOptions struct {
 	// connection's search_path.
 	Schema string
 	// Table is the events table's name; the counters table is Table+"_streams", the delivery
-	// history Table+"_attempts". Default DefaultEventLogTable.
+	// history Table+"_attempts", the unnumbered events Table+"_pending". Default
+	// DefaultEventLogTable.
 	Table string
 }
 
@@ -28,6 +29,7 @@ type evlogConfig struct {
 	events   string // qualified, quoted
 	streams  string
 	attempts string
+	pending  string
 }
 
 func evlogResolve(opts *EventLogOptions) evlogConfig {
@@ -41,6 +43,7 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 	o.events = qualify(o.Schema, o.Table)
 	o.streams = qualify(o.Schema, o.Table+"_streams")
 	o.attempts = qualify(o.Schema, o.Table+"_attempts")
+	o.pending = qualify(o.Schema, o.Table+"_pending")
 	return o
 }
 
@@ -95,11 +98,21 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	);
 //	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_stream_idx" ON "webhook_events_attempts" (stream, id);
 //	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_event_idx" ON "webhook_events_attempts" (stream, seq, id);
+//	CREATE TABLE IF NOT EXISTS "webhook_events_pending" (  -- appended, committed, not yet numbered
+//	    pos         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- append order
+//	    stream      text   NOT NULL,
+//	    id          text   NOT NULL,
+//	    type        text   NOT NULL,
+//	    created     bigint NOT NULL,
+//	    api_version text   NOT NULL,
+//	    data        bytea  NOT NULL
+//	);
 //
-// Sequences come from the counter row, never from a SEQUENCE: a sequence's values are handed out
-// outside the transaction, so a rollback leaves a gap and two transactions can commit out of order.
-// The counter row is updated in the same statement as the event insert, which holds its lock until the
-// transaction ends: the next append to the stream waits, and numbers commit in order with no gap.
+// Append inserts into the pending table only: no shared row is locked in the appending transaction,
+// so appends to one stream commit in parallel. Sequence then moves committed pending events into the
+// events table, numbering them from the stream's counter row, in one statement. Sequences come from
+// the counter row, never from a SEQUENCE: a sequence's values are handed out outside the transaction,
+// so a rollback would leave a gap. (pos does come from one, and may have gaps; it only orders.)
 // Counter rows are never deleted, so retention never lets a sequence be reused.
 func EventLogMigration(opts *EventLogOptions) string {
 	o := evlogResolve(opts)
@@ -150,13 +163,23 @@ CREATE TABLE IF NOT EXISTS %s (
 );
 CREATE INDEX IF NOT EXISTS %s ON %s (stream, id);
 CREATE INDEX IF NOT EXISTS %s ON %s (stream, seq, id);
+CREATE TABLE IF NOT EXISTS %s (
+    pos         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    stream      text   NOT NULL,
+    id          text   NOT NULL,
+    type        text   NOT NULL,
+    created     bigint NOT NULL,
+    api_version text   NOT NULL,
+    data        bytea  NOT NULL
+);
 `, o.streams, o.events,
 		quoteIdent(o.Table+"_due_idx"), o.events,
 		quoteIdent(o.Table+"_created_idx"), o.events,
 		quoteIdent(o.Table+"_held_idx"), o.events,
 		o.attempts,
 		quoteIdent(o.Table+"_attempts_stream_idx"), o.attempts,
-		quoteIdent(o.Table+"_attempts_event_idx"), o.attempts)
+		quoteIdent(o.Table+"_attempts_event_idx"), o.attempts,
+		o.pending)
 	return b.String()
 }
 
