@@ -54,8 +54,8 @@ type EventLog struct {
 	cfg evlogConfig
 	sql evlogSQL
 	// beforeCommit, when set (by tests), runs inside Sequence's transaction after the numbering
-	// statement and before the commit.
-	beforeCommit func(ctx context.Context, tx pgx.Tx) error
+	// statement and before the commit, with the runs the statement numbered.
+	beforeCommit func(ctx context.Context, tx pgx.Tx, runs []producer.SequencedRun) error
 }
 
 var (
@@ -223,13 +223,9 @@ func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.Sequence
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 	}
-	type numbered struct {
-		stream, id string
-		seq        int64
-	}
-	var got []numbered
+	var got []evlogNumbered
 	for rows.Next() {
-		var n numbered
+		var n evlogNumbered
 		if err := rows.Scan(&n.stream, &n.seq, &n.id); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
@@ -240,18 +236,30 @@ func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.Sequence
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 	}
+	runs := evlogRuns(got)
 	if l.beforeCommit != nil {
-		if err := l.beforeCommit(ctx, tx); err != nil {
+		if err := l.beforeCommit(ctx, tx, runs); err != nil {
 			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 	}
+	return runs, nil
+}
+
+// evlogNumbered is one event the numbering statement moved.
+type evlogNumbered struct {
+	stream, id string
+	seq        int64
+}
+
+// evlogRuns groups numbered events into runs, ordered by stream and then sequence; nil for none.
+func evlogRuns(got []evlogNumbered) []producer.SequencedRun {
 	if len(got) == 0 {
-		return nil, nil
+		return nil
 	}
-	slices.SortFunc(got, func(a, b numbered) int {
+	slices.SortFunc(got, func(a, b evlogNumbered) int {
 		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.seq, b.seq))
 	})
 	var runs []producer.SequencedRun
@@ -262,7 +270,7 @@ func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.Sequence
 		r := &runs[len(runs)-1]
 		r.IDs = append(r.IDs, n.id)
 	}
-	return runs, nil
+	return runs
 }
 
 // Unsequenced reports how many appended events wait for their number: committed ones, and on a

@@ -165,6 +165,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 		_, err := first.Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
 	}
+	require.Equal(t, 2, numberAll(t, first))
 	crashed, err := first.Claim(ctx, producer.ClaimRequest{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, crashed, 1)

@@ -11,8 +11,10 @@ import (
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
-// The transactional outbox: the order and its webhook event commit together, or neither does, and the
-// event's sequence is gap-free either way. (Compiled, not run: it needs a PostgreSQL.)
+// The transactional outbox: the order and its webhook event commit together, or neither does. The
+// event is numbered after the commit, by the Dispatcher's sequencer, so the order's transaction never
+// waits for another order's; the stream's sequences stay gap-free either way. (Compiled, not run: it
+// needs a PostgreSQL.)
 func ExampleNewEventLog() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
@@ -46,11 +48,12 @@ func ExampleNewEventLog() {
 	if err := tx.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("order ord_1 is event %d of we_123", ev.Sequence)
 
 	d, err := producer.NewDispatcher(events, eps, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = d.Run(ctx) // in its own goroutine in a real service; stops when ctx is cancelled
+	d.Wake() // numbers ev at once instead of at the sequencer's next poll; never blocks
+	log.Printf("order ord_1 is event %s of we_123", ev.ID)
+	_ = d.Run(ctx) // in its own goroutine in a real service: numbers, then delivers; stops when ctx is cancelled
 }

@@ -69,108 +69,88 @@ func evlogSeqs(t *testing.T, l producer.Log, stream string) []uint64 {
 	return out
 }
 
-// waitForLockWaiter returns once some other backend of the test database is waiting for a lock: the
-// second appender has reached the counter row. It polls the server, which answers at once; nothing
-// sleeps.
-func waitForLockWaiter(t *testing.T, pool *pgxpool.Pool, schema string) {
+// numberAll numbers every committed pending event of l (Sequence until it finds nothing) and returns
+// how many it numbered.
+func numberAll(t testing.TB, l *pgstore.EventLog) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int
-		require.NoError(t, pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity
-			 WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, $1) > 0`, schema).Scan(&n))
-		if n > 0 {
-			return
+	n := 0
+	for {
+		runs, err := l.Sequence(context.Background(), 1000)
+		require.NoError(t, err)
+		if len(runs) == 0 {
+			return n
+		}
+		for _, r := range runs {
+			n += len(r.IDs)
 		}
 	}
-	t.Fatal("the second append never waited for the first")
 }
 
 func TestEventLogTransactions(t *testing.T) {
 	ctx := context.Background()
-	t.Run("a rolled-back append leaves no gap", func(t *testing.T) {
+	t.Run("a rolled-back append leaves nothing to number", func(t *testing.T) {
 		l, pool, opts := newEventLog(t)
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
-		require.Equal(t, uint64(1), e.Sequence)
+		require.Zero(t, e.Sequence, "numbered after the commit, not at Append")
+		require.NotEmpty(t, e.ID)
 		require.NoError(t, tx.Rollback(ctx))
+		require.Zero(t, numberAll(t, l))
 
-		e, err = l.Append(ctx, "we_a", evlogEvent("order.created"))
-		require.NoError(t, err)
-		require.Equal(t, uint64(1), e.Sequence, "the number nobody saw is handed out again")
-		e, err = l.Append(ctx, "we_a", evlogEvent("order.created"))
-		require.NoError(t, err)
-		require.Equal(t, uint64(2), e.Sequence)
-		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
+		for range 2 {
+			_, err = l.Append(ctx, "we_a", evlogEvent("order.created"))
+			require.NoError(t, err)
+		}
+		require.Equal(t, 2, numberAll(t, l))
+		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"), "the rolled-back event took no number")
 	})
 
-	t.Run("a racing append waits and takes the rolled-back number", func(t *testing.T) {
-		l, pool, opts := newEventLog(t)
-		_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
-		require.NoError(t, err)
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
-		require.NoError(t, err)
-		require.Equal(t, uint64(2), e.Sequence)
-
-		got := make(chan uint64, 1)
-		go func() {
-			e, err := l.Append(ctx, "we_a", evlogEvent("order.shipped"))
-			if err != nil {
-				t.Error(err)
-			}
-			got <- e.Sequence
-		}()
-		waitForLockWaiter(t, pool, opts.Schema)
-		require.NoError(t, tx.Rollback(ctx))
-		require.Equal(t, uint64(2), <-got)
-		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
-		evs, _, err := l.Range(ctx, "we_a", 2, 2, 1)
-		require.NoError(t, err)
-		require.Equal(t, "order.shipped", evs[0].Type)
-	})
-
-	t.Run("appends commit in sequence order", func(t *testing.T) {
+	t.Run("appends to one stream do not wait for each other", func(t *testing.T) {
 		l, pool, opts := newEventLog(t)
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		first, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
-		require.Equal(t, uint64(1), e.Sequence)
 
-		got := make(chan uint64, 1)
-		go func() {
-			e, err := l.Append(ctx, "we_a", evlogEvent("order.shipped"))
-			if err != nil {
-				t.Error(err)
-			}
-			got <- e.Sequence
-		}()
-		waitForLockWaiter(t, pool, opts.Schema)
-		// While the first transaction is open nobody can see event 2 without event 1: it waits.
-		require.Empty(t, evlogSeqs(t, l, "we_a"))
-		require.NoError(t, tx.Commit(ctx))
-		require.Equal(t, uint64(2), <-got)
-		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
-	})
-
-	t.Run("other streams do not wait", func(t *testing.T) {
-		l, pool, opts := newEventLog(t)
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
-		require.NoError(t, err)
+		// The first transaction is still open: the second append neither waits for it nor is numbered
+		// behind it. Before issue 20 this append queued on the stream's counter row.
 		short, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		e, err := l.Append(short, "we_b", evlogEvent("order.created"))
+		second, err := l.Append(short, "we_a", evlogEvent("order.shipped"))
 		require.NoError(t, err)
-		require.Equal(t, uint64(1), e.Sequence)
+		require.Equal(t, 1, numberAll(t, l), "only the committed event is numbered")
+		evs, _, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		require.Equal(t, second.ID, evs[0].ID)
+		require.Equal(t, uint64(1), evs[0].Sequence)
+
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, 1, numberAll(t, l))
+		evs, _, err = l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{second.ID, first.ID}, []string{evs[0].ID, evs[1].ID},
+			"numbered in the order they became visible")
+		require.Equal(t, []uint64{1, 2}, evlogSeqs(t, l, "we_a"))
+	})
+
+	t.Run("the appending transaction sees its own pending event", func(t *testing.T) {
+		_, pool, opts := newEventLog(t)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		tl := pgstore.NewEventLog(tx, opts)
+		_, err = tl.Append(ctx, "we_a", evlogEvent("order.created"))
+		require.NoError(t, err)
+		n, err := tl.Unsequenced(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		n, err = pgstore.NewEventLog(pool, opts).Unsequenced(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "nobody else sees it before the commit")
 	})
 }
 
@@ -205,6 +185,7 @@ func TestEventLogOutbox(t *testing.T) {
 	var orders int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders))
 	require.Equal(t, 2, orders)
+	require.Equal(t, 2, numberAll(t, l))
 	evs, _, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
@@ -232,10 +213,12 @@ func TestEventLogMigration(t *testing.T) {
 		require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
 	}
 	l := pgstore.NewEventLog(pool, opts)
-	e, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
+	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), e.Sequence)
 	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+opts.Schema+`"."hooks_pending"`).Scan(&n))
+	require.Equal(t, 1, n, "the configured schema holds the pending table")
+	require.Equal(t, 1, numberAll(t, l))
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+opts.Schema+`"."hooks"`).Scan(&n))
 	require.Equal(t, 1, n, "the configured schema and table hold the event")
 
@@ -256,6 +239,7 @@ func TestEventLogDefaultsToSearchPath(t *testing.T) {
 	l := pgstore.NewEventLog(pool, nil)
 	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
 	require.NoError(t, err)
+	require.Equal(t, 1, numberAll(t, l))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM webhook_events_streams`).Scan(&n))
 	require.Equal(t, 1, n)
@@ -279,8 +263,9 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 		e, err := l.Append(ctx, "we_a", webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created", Created: evlogT0.Unix(),
 			APIVersion: "2026-01-01", Data: json.RawMessage(d)})
 		require.NoError(t, err)
-		require.Equal(t, uint64(i+1), e.Sequence)
+		require.Equal(t, fmt.Sprintf("evt_%d", i), e.ID)
 	}
+	require.Equal(t, len(datas), numberAll(t, l))
 	evs, more, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
 	require.NoError(t, err)
 	require.False(t, more)
