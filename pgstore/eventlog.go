@@ -59,15 +59,16 @@ type EventLog struct {
 }
 
 var (
-	_ producer.Log        = (*EventLog)(nil)
-	_ producer.Settler    = (*EventLog)(nil)
-	_ producer.Sequencing = (*EventLog)(nil)
+	_ producer.Log           = (*EventLog)(nil)
+	_ producer.Settler       = (*EventLog)(nil)
+	_ producer.Sequencing    = (*EventLog)(nil)
+	_ producer.BatchAppender = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, built once per table name.
 type evlogSQL struct {
-	append, sequence, unsequenced, rangeQ, claim, settle, release, status, attempts string
-	cleanupPick, cleanupLock, cleanupDelete                                         string
+	append, appendBatch, sequence, unsequenced, rangeQ, claim, settle, release, status, attempts string
+	cleanupPick, cleanupLock, cleanupDelete                                                      string
 }
 
 // sequenceLockClass is the first key of the numbering locks (pg_try_advisory_xact_lock(class,
@@ -82,6 +83,12 @@ func NewEventLog(db DB, opts *EventLogOptions) *EventLog {
 	return &EventLog{db: db, cfg: o, sql: evlogSQL{
 		append: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data)
 VALUES ($1, $2, $3, $4, $5, $6)`,
+		// The batch in its order (pos follows the rows as the SELECT yields them, ordered by n).
+		appendBatch: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data)
+SELECT stream, id, type, created, api_version, data
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[])
+     WITH ORDINALITY AS b(stream, id, type, created, api_version, data, n)
+ORDER BY n`,
 		// One statement numbers a batch. picked: the oldest pending events. held: their streams whose
 		// numbering lock this transaction got (tried, never waited for: a stream another sequencer holds
 		// is left to it). moved: those events, out of the pending table (a row another sequencer moved
@@ -205,6 +212,38 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 	ev.Sequence = 0
 	ev.Data = slices.Clone(ev.Data)
 	return ev, nil
+}
+
+// AppendBatch implements producer.BatchAppender: one statement stores every event unnumbered, all or
+// none, and returns them with Sequence 0. Sequence numbers them in the batch's order. On a pgx.Tx it
+// joins the caller's transaction.
+func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEvent) ([]webhook.Event, error) {
+	if err := producer.CheckBatch(events); err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, ctx.Err()
+	}
+	var (
+		out                       = make([]webhook.Event, len(events))
+		streams, ids, types, vers = make([]string, len(events)), make([]string, len(events)), make([]string, len(events)), make([]string, len(events))
+		created                   = make([]int64, len(events))
+		datas                     = make([][]byte, len(events))
+	)
+	for i, se := range events {
+		ev := se.Event
+		if ev.ID == "" {
+			ev.ID = randid.New("evt_")
+		}
+		ev.Sequence = 0
+		ev.Data = slices.Clone(ev.Data)
+		out[i] = ev
+		streams[i], ids[i], types[i], vers[i], created[i], datas[i] = se.Stream, ev.ID, ev.Type, ev.APIVersion, ev.Created, ev.Data
+	}
+	if _, err := l.db.Exec(ctx, l.sql.appendBatch, streams, ids, types, created, vers, datas); err != nil {
+		return nil, fmt.Errorf("pgstore: event log append: %w", err)
+	}
+	return out, nil
 }
 
 // Sequence implements producer.Sequencing: one transaction that numbers at most limit of the oldest

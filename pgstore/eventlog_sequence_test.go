@@ -207,6 +207,9 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	_, _, opts := newEventLog(t)
 	a, b := pgstore.NewEventLog(fastCommitPool(t), opts), pgstore.NewEventLog(fastCommitPool(t), opts)
 	inside, release := make(chan []producer.SequencedRun), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failing test must not leave a stuck in its transaction
 	pgstore.SetSequenceHook(a, func(_ context.Context, _ pgx.Tx, runs []producer.SequencedRun) error {
 		inside <- runs
 		<-release
@@ -247,7 +250,7 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, runs, "we_a's new events wait for a's turn to end")
 
-	close(release)
+	free()
 	got := <-aDone
 	require.NoError(t, got.err)
 	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 1, IDs: a1}}, got.runs)

@@ -38,7 +38,9 @@ type TriggerRequest struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// Triggered is one event a Trigger hook emitted, on one endpoint.
+// Triggered is one event a Trigger hook emitted, on one endpoint. Its Event.Sequence is 0 (and left
+// out of the JSON) when the producer's log numbers events after they commit, as pgstore.EventLog
+// does: the number is assigned a moment later, and the delivery and range retrieval carry it.
 type Triggered struct {
 	Endpoint string        `json:"endpoint"`
 	Event    webhook.Event `json:"event"`

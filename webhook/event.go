@@ -15,13 +15,15 @@ const (
 // the producer fills it in on the way out. The envelope's first member is "object":"event", like the
 // "object" member of every resource of the API: encoders always write it (it is a constant, so the
 // struct has no field for it), and decoders accept an envelope without it, from producers that
-// predate it, but refuse any other value.
+// predate it, but refuse any other value. Every delivered or retrieved event has a Sequence of 1 or
+// more; an event that a producer appended but has not numbered yet (a log that numbers after the
+// commit, such as pgstore.EventLog) has Sequence 0, and its envelope leaves "sequence" out.
 //
 //	{"object":"event","id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
 type Event struct {
 	ID         string          `json:"id"`
 	Endpoint   string          `json:"endpoint,omitempty"`
-	Sequence   uint64          `json:"sequence"`
+	Sequence   uint64          `json:"sequence,omitzero"`
 	Type       string          `json:"type"`
 	Created    int64           `json:"created"`
 	APIVersion string          `json:"api_version"`

@@ -22,8 +22,10 @@ func appendEvent(b []byte, ev *webhook.Event) []byte {
 		b = append(b, `,"endpoint":`...)
 		b = jsonstr.AppendHTMLSafe(b, ev.Endpoint)
 	}
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendUint(b, ev.Sequence, 10)
+	if ev.Sequence != 0 { // only an event not yet numbered has none
+		b = append(b, `,"sequence":`...)
+		b = strconv.AppendUint(b, ev.Sequence, 10)
+	}
 	b = append(b, `,"type":`...)
 	b = jsonstr.AppendHTMLSafe(b, ev.Type)
 	b = append(b, `,"created":`...)

@@ -84,6 +84,22 @@ type Log interface {
 	Cleanup(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// BatchAppender is implemented by Logs that append several events — to one stream or to several — in
+// one call: pgstore.EventLog in one statement (one round trip instead of one per event), MemoryLog
+// under one lock. Publisher.PublishToEach uses it when the Log has it. AppendBatch keeps Append's
+// promises for every event and is all or nothing: an invalid event (ErrInvalidEvent, naming its
+// index) or a failure appends none. The events of one stream come in the batch's order, and the
+// results are in the batch's order too.
+type BatchAppender interface {
+	AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error)
+}
+
+// StreamEvent is an event bound for a stream, for BatchAppender. It is a plain value.
+type StreamEvent struct {
+	Stream string
+	Event  webhook.Event
+}
+
 // Settler is implemented by Logs that can record many attempts' outcomes in one round trip, such as
 // pgstore.EventLog. The Dispatcher then gathers the outcomes its workers have ready at the same moment
 // into one Settle call (a group commit): on PostgreSQL that is one commit for many deliveries instead
@@ -305,6 +321,17 @@ func CheckEvent(stream string, ev webhook.Event) error {
 		return fmt.Errorf("%w: empty type", ErrInvalidEvent)
 	case !json.Valid(ev.Data):
 		return fmt.Errorf("%w: data is not valid JSON", ErrInvalidEvent)
+	}
+	return nil
+}
+
+// CheckBatch validates a BatchAppender's events, each as Append would, naming the first invalid one
+// by its index.
+func CheckBatch(events []StreamEvent) error {
+	for i, se := range events {
+		if err := CheckEvent(se.Stream, se.Event); err != nil {
+			return fmt.Errorf("event %d: %w", i, err)
+		}
 	}
 	return nil
 }

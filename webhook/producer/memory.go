@@ -24,8 +24,9 @@ type MemoryLog struct {
 }
 
 var (
-	_ Log     = (*MemoryLog)(nil)
-	_ Settler = (*MemoryLog)(nil)
+	_ Log           = (*MemoryLog)(nil)
+	_ Settler       = (*MemoryLog)(nil)
+	_ BatchAppender = (*MemoryLog)(nil)
 )
 
 // NewMemoryLog returns an empty MemoryLog.
@@ -57,14 +58,37 @@ func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event)
 	if err := ctx.Err(); err != nil {
 		return webhook.Event{}, err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.appendLocked(stream, ev), nil
+}
+
+// AppendBatch implements BatchAppender: every event is checked before any is appended, and all are
+// appended under one lock, so the batch is all or nothing and its events of one stream are
+// consecutive.
+func (m *MemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
+	if err := CheckBatch(events); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]webhook.Event, len(events))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, se := range events {
+		out[i] = m.appendLocked(se.Stream, se.Event)
+	}
+	return out, nil
+}
+
+// appendLocked numbers and stores a checked event; m.mu is held.
+func (m *MemoryLog) appendLocked(stream string, ev webhook.Event) webhook.Event {
 	if ev.ID == "" {
 		ev.ID = randid.New("evt_")
 	}
 	// The caller keeps its slice; the log keeps its own copy.
 	ev.Data = append([]byte(nil), ev.Data...)
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.streams == nil {
 		m.streams = make(map[string]*memStream)
 	}
@@ -76,7 +100,9 @@ func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event)
 	s.last++
 	ev.Sequence = s.last
 	s.events = append(s.events, memEvent{ev: ev, status: DeliveryStatus{NextAttempt: time.Unix(ev.Created, 0)}})
-	return ev, nil
+	out := ev
+	out.Data = append([]byte(nil), ev.Data...)
+	return out
 }
 
 // Range implements Log.

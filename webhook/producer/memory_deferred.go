@@ -28,8 +28,9 @@ type pendingEvent struct {
 }
 
 var (
-	_ Sequencing = (*DeferredMemoryLog)(nil)
-	_ Settler    = (*DeferredMemoryLog)(nil)
+	_ Sequencing    = (*DeferredMemoryLog)(nil)
+	_ Settler       = (*DeferredMemoryLog)(nil)
+	_ BatchAppender = (*DeferredMemoryLog)(nil)
 )
 
 // NewDeferredMemoryLog returns an empty DeferredMemoryLog.
@@ -37,22 +38,36 @@ func NewDeferredMemoryLog() *DeferredMemoryLog { return &DeferredMemoryLog{Memor
 
 // Append implements Log: the event is stored unnumbered and returned with Sequence 0.
 func (m *DeferredMemoryLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
-	if err := CheckEvent(stream, ev); err != nil {
+	out, err := m.AppendBatch(ctx, []StreamEvent{{Stream: stream, Event: ev}})
+	if err != nil {
 		return webhook.Event{}, err
+	}
+	return out[0], nil
+}
+
+// AppendBatch implements BatchAppender: the events are stored unnumbered, all or none, and returned
+// with Sequence 0.
+func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
+	if err := CheckBatch(events); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return webhook.Event{}, err
+		return nil, err
 	}
-	if ev.ID == "" {
-		ev.ID = randid.New("evt_")
-	}
-	ev.Sequence = 0
-	ev.Data = append([]byte(nil), ev.Data...)
+	out := make([]webhook.Event, len(events))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.pending = append(m.pending, pendingEvent{stream: stream, ev: ev})
-	out := ev
-	out.Data = append([]byte(nil), ev.Data...)
+	for i, se := range events {
+		ev := se.Event
+		if ev.ID == "" {
+			ev.ID = randid.New("evt_")
+		}
+		ev.Sequence = 0
+		ev.Data = append([]byte(nil), ev.Data...)
+		m.pending = append(m.pending, pendingEvent{stream: se.Stream, ev: ev})
+		out[i] = ev
+		out[i].Data = append([]byte(nil), ev.Data...)
+	}
 	return out, nil
 }
 

@@ -78,19 +78,61 @@ func (p *Publisher) PublishTo(ctx context.Context, ep Endpoint, eventType string
 	return p.publish(ctx, ep.ID, eventType, data)
 }
 
-func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, data any) (webhook.Event, error) {
-	var raw []byte
+// PublishToEach publishes one business event to each of the endpoints the caller holds — a
+// licensee's endpoints, read in the same transaction as the append — marshalling data once. Each
+// endpoint gets an event of its own (its own ID, and its own place in that endpoint's stream). On a
+// BatchAppender log (pgstore.EventLog, MemoryLog) all the events go in one call, all or none; on
+// another, one Append each, in order, stopping at the first failure. The events come back in the order
+// of eps. No endpoints publishes nothing.
+func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType string, data any) ([]webhook.Event, error) {
+	if len(eps) == 0 {
+		return nil, nil
+	}
+	raw, err := marshalData(data)
+	if err != nil {
+		return nil, err
+	}
+	batch := make([]StreamEvent, len(eps))
+	created := p.now().Unix()
+	for i, ep := range eps {
+		if ep.ID == "" {
+			return nil, fmt.Errorf("producer: publish to endpoint %d: %w", i, ErrUnknownEndpoint)
+		}
+		batch[i] = StreamEvent{Stream: ep.ID, Event: webhook.Event{ID: randid.New("evt_"), Type: eventType,
+			Created: created, APIVersion: p.apiVersion, Data: raw}}
+	}
+	if ba, ok := p.log.(BatchAppender); ok {
+		return ba.AppendBatch(ctx, batch)
+	}
+	out := make([]webhook.Event, len(batch))
+	for i, se := range batch {
+		if out[i], err = p.log.Append(ctx, se.Stream, se.Event); err != nil {
+			return out[:i], err
+		}
+	}
+	return out, nil
+}
+
+// marshalData returns an event's data as JSON: json.RawMessage and []byte as they are, anything else
+// through encoding/json.
+func marshalData(data any) ([]byte, error) {
 	switch d := data.(type) {
 	case json.RawMessage:
-		raw = d
+		return d, nil
 	case []byte:
-		raw = d
-	default:
-		b, err := json.Marshal(data)
-		if err != nil {
-			return webhook.Event{}, fmt.Errorf("%w: marshal data: %w", ErrInvalidEvent, err)
-		}
-		raw = b
+		return d, nil
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: marshal data: %w", ErrInvalidEvent, err)
+	}
+	return b, nil
+}
+
+func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, data any) (webhook.Event, error) {
+	raw, err := marshalData(data)
+	if err != nil {
+		return webhook.Event{}, err
 	}
 	ev := webhook.Event{
 		ID:         randid.New("evt_"),

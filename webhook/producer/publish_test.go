@@ -94,3 +94,48 @@ func (c countingEndpoints) Lookup(context.Context, string) (producer.Endpoint, e
 	c.lookups.Add(1)
 	return producer.Endpoint{}, producer.ErrUnknownEndpoint
 }
+
+// TestPublishToEach: one business event, an event of its own on each endpoint's stream, data
+// marshalled once; in one AppendBatch on a BatchAppender log and one Append each on any other log.
+func TestPublishToEach(t *testing.T) {
+	ctx := context.Background()
+	eps := []producer.Endpoint{{ID: "we_a"}, {ID: "we_b"}, {ID: "we_c"}}
+	for name, l := range map[string]producer.Log{
+		"batch":    producer.NewMemoryLog(),
+		"one each": appendOnly{producer.NewMemoryLog()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pub := producer.NewPublisher(l, countingEndpoints{lookups: new(atomic.Int64)}, &producer.PublisherOptions{Now: newClock().Now})
+			evs, err := pub.PublishToEach(ctx, eps, "order.created", map[string]string{"id": "ord_1"})
+			require.NoError(t, err)
+			require.Len(t, evs, 3)
+			seen := map[string]bool{}
+			for i, e := range evs {
+				require.False(t, seen[e.ID], "each endpoint gets an event of its own")
+				seen[e.ID] = true
+				require.Equal(t, uint64(1), e.Sequence)
+				require.JSONEq(t, `{"id":"ord_1"}`, string(e.Data))
+				got, _, err := l.Range(ctx, eps[i].ID, 1, 1, 1)
+				require.NoError(t, err)
+				require.Equal(t, e.ID, got[0].ID, "in the order of the endpoints")
+				require.Equal(t, t0.Unix(), got[0].Created)
+			}
+
+			none, err := pub.PublishToEach(ctx, nil, "order.created", 1)
+			require.NoError(t, err)
+			require.Empty(t, none)
+			_, err = pub.PublishToEach(ctx, []producer.Endpoint{{ID: "we_a"}, {}}, "order.created", 1)
+			require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
+			_, err = pub.PublishToEach(ctx, eps, "order.created", make(chan int))
+			require.ErrorIs(t, err, producer.ErrInvalidEvent)
+			_, err = pub.PublishToEach(ctx, eps, "", 1)
+			require.ErrorIs(t, err, producer.ErrInvalidEvent)
+			got, _, err := l.Range(ctx, "we_a", 1, 10, 10)
+			require.NoError(t, err)
+			require.Len(t, got, 1, "refused publications appended nothing")
+		})
+	}
+}
+
+// appendOnly hides a log's BatchAppender.
+type appendOnly struct{ producer.Log }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/sandbox"
@@ -206,15 +207,36 @@ func (s *Server) adminOr(other, admin http.Handler) http.Handler {
 
 // idempotent puts next behind the idempotency middleware of the request's environment: production
 // keys use production's records, sandbox keys and the admin the sandbox's.
+//
+// A request whose handler appended webhook events (noteAppended) wakes the dispatcher once the
+// middleware has returned: by then the request's transaction — which holds the events in
+// transactional mode — has committed, so the sequencer numbers them at once instead of at its next
+// poll, and the dispatcher delivers them.
 func (s *Server) idempotent(next http.Handler) http.Handler {
 	live, sbx := s.idem.Handler(next), s.idemSbx.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		appended := new(atomic.Bool)
+		r = r.WithContext(context.WithValue(r.Context(), appendedKey{}, appended))
 		if p, ok := sandbox.FromContext(r.Context()); ok && p.Environment == sandbox.Live {
 			live.ServeHTTP(w, r)
-			return
+		} else {
+			sbx.ServeHTTP(w, r)
 		}
-		sbx.ServeHTTP(w, r)
+		if appended.Load() {
+			s.dispatcher.Wake()
+		}
 	})
+}
+
+// appendedKey is the context key of a request's "appended events" flag (see idempotent).
+type appendedKey struct{}
+
+// noteAppended records that the request appended webhook events, so that the dispatcher is woken once
+// they have committed.
+func noteAppended(ctx context.Context) {
+	if f, ok := ctx.Value(appendedKey{}).(*atomic.Bool); ok {
+		f.Store(true)
+	}
 }
 
 // idempotencyScope keeps every credential's idempotency records apart: a principal's scope is its

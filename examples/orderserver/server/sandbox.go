@@ -47,6 +47,7 @@ func (s *Server) trigger(ctx context.Context, p sandbox.Principal, req sandbox.T
 			return out, err
 		}
 		s.stats.eventsEmitted.Add(1)
+		noteAppended(ctx)
 		out = append(out, sandbox.Triggered{Endpoint: id, Event: ev})
 	}
 	return out, nil

@@ -47,6 +47,9 @@ const (
 // event at once (it calls Sequence until the event has its number), so that the promises of Log are
 // checked on the numbers Sequence hands out.
 func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
+	if _, ok := newLog(t).(producer.BatchAppender); ok {
+		t.Run("AppendBatch", func(t *testing.T) { testAppendBatch(t, newLog(t)) })
+	}
 	if _, ok := newLog(t).(producer.Sequencing); ok {
 		runSequencing(t, func(t *testing.T) producer.Sequencing { return newLog(t).(producer.Sequencing) })
 		raw := newLog
@@ -74,6 +77,70 @@ func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
 	t.Run("RetentionKeepsWindowContiguous", func(t *testing.T) { testRetentionContiguous(t, newLog(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, newLog(t)) })
 	t.Run("EndToEndWithFaults", func(t *testing.T) { RunEndToEnd(t, newLog(t)) })
+}
+
+// testAppendBatch checks a BatchAppender: a batch over two streams keeps its order in each stream and
+// in the results, and a batch with one invalid event appends nothing.
+func testAppendBatch(t *testing.T, l producer.Log) {
+	ctx := context.Background()
+	ba := l.(producer.BatchAppender)
+	publish := func() { // a Sequencing log numbers after the commit: number what is there
+		if sq, ok := l.(producer.Sequencing); ok {
+			for {
+				runs, err := sq.Sequence(ctx, 100)
+				require.NoError(t, err)
+				if len(runs) == 0 {
+					return
+				}
+			}
+		}
+	}
+	out, err := ba.AppendBatch(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, out)
+
+	streams := []string{"we_a", "we_b", "we_a", "we_a", "we_b"}
+	batch := make([]producer.StreamEvent, len(streams))
+	for i, s := range streams {
+		batch[i] = producer.StreamEvent{Stream: s, Event: ev("order.created", t0(), fmt.Sprintf(`{"i":%d}`, i))}
+	}
+	batch[1].Event.ID = "evt_given"
+	out, err = ba.AppendBatch(ctx, batch)
+	require.NoError(t, err)
+	require.Len(t, out, len(batch))
+	require.Equal(t, "evt_given", out[1].ID, "a given ID is kept")
+	for i, e := range out {
+		require.NotEmpty(t, e.ID)
+		require.JSONEq(t, fmt.Sprintf(`{"i":%d}`, i), string(e.Data), "results in the batch's order")
+	}
+	publish()
+	want := map[string][]string{"we_a": {out[0].ID, out[2].ID, out[3].ID}, "we_b": {out[1].ID, out[4].ID}}
+	for stream, ids := range want {
+		evs, _, err := l.Range(ctx, stream, 1, math.MaxUint64, 10)
+		require.NoError(t, err)
+		got := make([]string, len(evs))
+		for i, e := range evs {
+			got[i] = e.ID
+			require.Equal(t, uint64(i+1), e.Sequence)
+		}
+		require.Equal(t, ids, got, "%s in the batch's order", stream)
+	}
+
+	bad := []producer.StreamEvent{
+		{Stream: "we_a", Event: ev("order.created", t0(), `{}`)},
+		{Stream: "we_c", Event: ev("order.created", t0(), `{}`)},
+		{Stream: "we_a", Event: ev("order.created", t0(), `{not json`)},
+	}
+	_, err = ba.AppendBatch(ctx, bad)
+	require.ErrorIs(t, err, producer.ErrInvalidEvent)
+	require.ErrorContains(t, err, "event 2")
+	publish()
+	evs, _, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 3, "an invalid batch appends none of its events")
+	evs, _, err = l.Range(ctx, "we_c", 1, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.Empty(t, evs)
 }
 
 func ev(typ string, created time.Time, data string) webhook.Event {
