@@ -9,7 +9,9 @@
 //     handler's own writes (TxFromContext) and the stored response in one transaction; a duplicate
 //     that arrives meanwhile gets 409 for the same payload and 422 for another at once.
 //   - EventLog (producer.Log): per-endpoint streams with gap-free sequences, delivery leases shared by
-//     every replica's Dispatcher, range reads; Append joins the caller's transaction as an outbox.
+//     every replica's Dispatcher, range reads; Append (and AppendBatch, one statement for many) joins
+//     the caller's transaction as an outbox and locks no shared row: events are numbered after they
+//     commit, by the Dispatcher's Sequencer, so one busy licensee's orders commit in parallel.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx
 //     commit the consumer's own effects with the cursor, exactly once.
 //   - PinStore (versioning.PinStore) and CredentialStore (sandbox.CredentialStore).

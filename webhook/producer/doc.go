@@ -11,9 +11,37 @@
 //     the caller's transaction (the transactional outbox). logtest.Run is the conformance suite.
 //   - Endpoints looks up an endpoint: URL, signing secrets, owning licensee, pinned API version.
 //     MemoryEndpoints is an in-memory registry.
-//   - Publisher stamps and appends an event: Publish(ctx, endpointID, "order.created", order).
+//   - Publisher stamps and appends an event: Publish(ctx, endpointID, "order.created", order), or
+//     PublishToEach for every endpoint of a licensee at once (one statement on PostgreSQL).
+//   - Sequencer numbers the events of a Sequencing log after they commit (see below); a Dispatcher
+//     runs one itself.
 //   - Dispatcher delivers due events, retries failures on a schedule, and applies the retention.
 //   - RangeHandler serves GET /v1/webhook_endpoints/{id}/events?from=&to=&limit=.
+//
+// # Numbering after the commit
+//
+// A stream's sequences are gap-free, so its events are numbered one after the other. Numbering inside
+// the appending transaction — the obvious design — makes every order of a licensee wait for the
+// previous order's commit on the stream's counter: one busy licensee is capped at one commit at a
+// time, whatever the hardware. pgstore.EventLog therefore numbers after the commit (a Sequencing
+// log): Append stores the event unnumbered, in the caller's transaction and locking no shared row,
+// and returns it with Sequence 0; a Sequencer then numbers committed events in batches, oldest
+// first, one short transaction per batch. Every promise stays: sequences start at 1, have no gap and
+// are never reused, an event exists if and only if its transaction committed, and a stream's events
+// appended one after the other keep their order. Until it is numbered an event is invisible to
+// Range, Claim and Status, so deliveries and range retrieval only ever see numbered events.
+//
+// Sequencers on several replicas share the work: a sequencer takes a stream's numbering lock for the
+// length of its batch's transaction, tried and never waited for, so one stream is numbered by one
+// sequencer at a time and the others move on to other streams; a sequencer that dies mid-batch rolls
+// back whole, leaving neither a gap nor a number given twice. The Dispatcher's Sequencer wakes when
+// Dispatcher.Wake is called — after a commit that appended events — and otherwise polls
+// (DefaultSequencePoll); under load it runs back to back. There is deliberately no LISTEN/NOTIFY: a
+// transaction that sends NOTIFY takes a database-wide lock at commit (PostgreSQL queues notifications
+// in commit order), which would serialize every order's commit again. A replica that appends without
+// calling Wake is covered by the poll, and by any sequencer that is busy: one that numbered something
+// looks again at once. DeferredMemoryLog numbers the same way in memory, for tests of code that must
+// work with Sequence 0 at Append.
 //
 // # Delivery
 //

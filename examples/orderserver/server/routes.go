@@ -223,7 +223,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			sbx.ServeHTTP(w, r)
 		}
 		if appended.Load() {
-			s.dispatcher.Wake()
+			s.wake()
 		}
 	})
 }

@@ -174,6 +174,7 @@ type Server struct {
 	idemSbx    *idempotency.Middleware // sandbox keys and the admin
 	publisher  *producer.Publisher
 	dispatcher *producer.Dispatcher
+	wake       func() // after a request's events committed: the dispatcher's Wake (tests watch it)
 	faults     sandbox.FaultTable
 	transport  *sandbox.FaultTransport
 	controls   *sandbox.Controls
@@ -286,6 +287,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.wake = s.dispatcher.Wake
 	s.ranges = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
 		Render: render, Now: s.now, Logger: s.log})
 	s.deliveries = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesOptions{

@@ -538,3 +538,61 @@ func TestEndpointLimitPostgresReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ids, 16)
 }
+
+// TestEventsNumberedAfterTheRequestCommits: on PostgreSQL in transactional mode, an order's event is
+// appended unnumbered inside the request's transaction, and the server wakes the dispatcher's
+// sequencer once that transaction has committed — not before, when the sequencer could not see the
+// event yet and would go back to sleep until its next poll. A request that appends nothing wakes
+// nobody.
+func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testenv.PostgresPool(t)
+	sbxTable := &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
+	require.NoError(t, errors.Join(MigratePostgres(ctx, pool), pgstore.MigrateCredentials(ctx, pool, nil),
+		pgstore.MigrateIdempotency(ctx, pool, nil), pgstore.MigrateIdempotency(ctx, pool, sbxTable),
+		pgstore.MigratePinStore(ctx, pool, nil)))
+	store := NewPostgresStore(pool)
+	srv, err := New(Config{Store: store, Credentials: pgstore.NewCredentialStore(pool, nil),
+		Pins:        pgstore.NewPinStore(pool, nil),
+		Idempotency: pgstore.NewIdempotencyStore(pool, nil), SandboxIdempotency: pgstore.NewIdempotencyStore(pool, sbxTable),
+		Transactor: pgstore.NewTransactor(pool, nil), SandboxTransactor: pgstore.NewTransactor(pool, sbxTable),
+		Webhooks: WebhookOptions{Guard: loopbackGuard()}})
+	require.NoError(t, err)
+	log := store.Log().(*pgstore.EventLog)
+	type wakeup struct{ pending, numbered int }
+	var wakes []wakeup
+	srv.wake = func() {
+		// What a sequencer woken now would find: the event committed and waiting for its number.
+		pending, err := log.Unsequenced(ctx)
+		require.NoError(t, err)
+		runs, err := log.Sequence(ctx, 100)
+		require.NoError(t, err)
+		n := 0
+		for _, r := range runs {
+			n += len(r.IDs)
+		}
+		wakes = append(wakes, wakeup{pending, n})
+	}
+	ts := &testServer{Server: srv}
+	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	require.NoError(t, err)
+	ts.key = creds.APIKey
+
+	w := ts.do("POST", "/v1/webhook_endpoints", ts.key, ts.nextKey(), `{"url":"http://127.0.0.1:9/hook"}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	require.Empty(t, wakes, "registering an endpoint appends no event")
+
+	w = ts.do("POST", "/v1/orders", ts.key, ts.nextKey(), `{"account":"acc_1","side":"buy"}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	require.Equal(t, []wakeup{{pending: 1, numbered: 1}}, wakes, "woken once, after the commit")
+
+	w = ts.do("POST", "/v1/sandbox/events", ts.key, ts.nextKey(), `{"type":"sandbox.ping"}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	require.Len(t, wakes, 2)
+	require.Equal(t, wakeup{pending: 1, numbered: 1}, wakes[1])
+	require.NotContains(t, w.Body.String(), `"sequence"`, "the trigger answers before the event has its number")
+
+	w = ts.do("POST", "/v1/orders", ts.key, "", `{"account":"acc_1","side":"buy"}`)
+	require.Equal(t, http.StatusBadRequest, w.Code, "no Idempotency-Key: refused, nothing appended")
+	require.Len(t, wakes, 2)
+}
