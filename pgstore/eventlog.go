@@ -253,12 +253,39 @@ func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.Sequence
 	if limit < 1 {
 		return nil, ctx.Err()
 	}
+	if l.beforeCommit == nil {
+		// The statement is its own transaction: its numbering locks are held until it commits, and
+		// it commits before its last row reaches us. One round trip.
+		got, err := l.sequenceOn(ctx, l.db, limit)
+		if err != nil {
+			return nil, err
+		}
+		return evlogRuns(got), nil
+	}
 	tx, err := l.db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, l.sql.sequence, int64(limit), int32(sequenceLockClass), l.cfg.events+"#")
+	got, err := l.sequenceOn(ctx, tx, limit)
+	if err != nil {
+		return nil, err
+	}
+	runs := evlogRuns(got)
+	if l.beforeCommit != nil {
+		if err := l.beforeCommit(ctx, tx, runs); err != nil {
+			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	}
+	return runs, nil
+}
+
+// sequenceOn runs the numbering statement on db and reads what it numbered.
+func (l *EventLog) sequenceOn(ctx context.Context, db DB, limit int) ([]evlogNumbered, error) {
+	rows, err := db.Query(ctx, l.sql.sequence, int64(limit), int32(sequenceLockClass), l.cfg.events+"#")
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 	}
@@ -275,16 +302,7 @@ func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.Sequence
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 	}
-	runs := evlogRuns(got)
-	if l.beforeCommit != nil {
-		if err := l.beforeCommit(ctx, tx, runs); err != nil {
-			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
-	}
-	return runs, nil
+	return got, nil
 }
 
 // evlogNumbered is one event the numbering statement moved.

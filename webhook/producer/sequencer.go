@@ -25,7 +25,9 @@ type Sequencing interface {
 	// runs: per stream, the consecutive sequences it assigned. It returns nil when there was nothing to
 	// number. Concurrent calls — in one process or in replicas sharing a database — never number the
 	// same event twice, and never both number events of one stream at the same moment. limit < 1
-	// numbers nothing.
+	// numbers nothing. A call that fails numbered nothing — except when the store committed and the
+	// answer was lost on the way back (a connection cut at that instant): the events are then numbered
+	// and visible like any other, only not reported.
 	Sequence(ctx context.Context, limit int) ([]SequencedRun, error)
 }
 
