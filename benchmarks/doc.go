@@ -18,6 +18,9 @@
 //     appended and delivered per second (pgstore.EventLog, producer.Dispatcher) against Watermill's
 //     SQL publisher and subscriber. Sized by SVC_BENCH_* variables (see pgthroughput_test.go); skips
 //     without SVC_TEST_POSTGRES_DSN, and without pgbench unless CI=true.
+//   - BenchmarkPGOutbox, the same way: one busy licensee's orders through the transactional outbox on
+//     the library path, with 1 and 8 endpoints, events numbered after the commit (with the
+//     commit-to-numbered lag) and, for comparison, inside the order's transaction, against pgbench -N.
 //
 // The tests beside them check that every library really does its work on the prepared inputs (each
 // verifier accepts its delivery and rejects a changed body; each middleware replays instead of
