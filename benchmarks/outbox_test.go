@@ -140,20 +140,8 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 		mu.Unlock()
 		return nil
 	}
-	warm := warmups(k.clients)
-	if err := runClients(k.clients, warm, func(c, i int) error { return order(c, -1-i) }); err != nil {
-		b.Fatal(err)
-	}
-	total := k.orders * b.N
-	tracer.reset()
-	m := startMeter()
-	err = runClients(k.clients, total, order)
-	m.stop()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stmts, trips := tracer.stmts.Load(), tracer.trips.Load()
-	tracer.report(b, "order", total)
+	total, warm := k.orders*b.N, warmups(k.clients)
+	m, stmts, trips := orderPhase(b, k.clients, total, tracer, order)
 
 	// Every event of every order, numbered 1.. on each stream with no gap.
 	want := (warm + total)
@@ -173,14 +161,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 		}
 	}
 
-	tps := pgbenchTPS(b)
-	ours := perSecond(total, m.elapsed)
-	reportPerOp(b, m.elapsed, m.dMallocs, m.dBytes, total)
-	b.ReportMetric(ours, "orders/s")
-	b.ReportMetric(tps, "tps")
-	b.ReportMetric(ours/tps, "ratio")
-	b.ReportMetric(float64(stmts)/float64(total), "stmts/order")
-	b.ReportMetric(float64(trips)/float64(total), "roundtrips/order")
+	reportOrders(b, m, total, pgbenchTPS(b), stmts, trips)
 	if !inTx {
 		mu.Lock()
 		lags := make([]time.Duration, 0, len(committed))

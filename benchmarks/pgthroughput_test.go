@@ -363,6 +363,36 @@ func runClients(clients, total int, job func(client, i int) error) error {
 	return firstErr
 }
 
+// orderPhase places warmups(clients) orders untimed (so that pools are open and statements prepared
+// before the clock starts), then total orders timed and traced, and returns the timed meter and the
+// statements and round trips the tracer counted in it. order(c, i) places order i from client c;
+// warm-up orders have negative i.
+func orderPhase(b *testing.B, clients, total int, tracer *stmtTracer, order func(c, i int) error) (m *meter, stmts, trips int64) {
+	if err := runClients(clients, warmups(clients), func(c, i int) error { return order(c, -1-i) }); err != nil {
+		b.Fatal(err)
+	}
+	tracer.reset()
+	m = startMeter()
+	err := runClients(clients, total, order)
+	m.stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tracer.report(b, "order", total)
+	return m, tracer.stmts.Load(), tracer.trips.Load()
+}
+
+// reportOrders reports an order phase against pgbench's tps.
+func reportOrders(b *testing.B, m *meter, total int, tps float64, stmts, trips int64) {
+	ours := perSecond(total, m.elapsed)
+	reportPerOp(b, m.elapsed, m.dMallocs, m.dBytes, total)
+	b.ReportMetric(ours, "orders/s")
+	b.ReportMetric(tps, "tps")
+	b.ReportMetric(ours/tps, "ratio")
+	b.ReportMetric(float64(stmts)/float64(total), "stmts/order")
+	b.ReportMetric(float64(trips)/float64(total), "roundtrips/order")
+}
+
 // --- orders vs pgbench ------------------------------------------------------------------------------
 
 // benchOrders places orders through the reference server. Each client is a licensee of its own, or,
@@ -380,9 +410,9 @@ func benchOrders(b *testing.B, shared bool) {
 	pool := schemaPool(b, dsn, 32, tracer)
 	srv := newOrderServer(b, pool)
 
-	// One sandbox licensee per client (sandbox keys have no rate ceiling; production's 100/s per
-	// licensee would measure the limiter), each with one webhook endpoint, so each order appends one
-	// event to its licensee's stream inside the order's transaction.
+	// One sandbox licensee per client, or one for all when shared (sandbox keys have no rate ceiling;
+	// production's 100/s per licensee would measure the limiter), each with one webhook endpoint, so
+	// each order appends one event to its licensee's stream inside the order's transaction.
 	keys := make([]string, k.clients)
 	for c := range keys {
 		if shared && c > 0 {
@@ -409,16 +439,9 @@ func benchOrders(b *testing.B, shared bool) {
 		}
 		return nil
 	}
-	// Warm-up, concurrent like the measurement, so that the pool has opened its connections and pgx
-	// has prepared every statement on them before the clock starts; it also pins each licensee's
-	// version.
-	warm := warmups(k.clients)
-	if err := runClients(k.clients, warm, func(c, i int) error { return order(c, -1-i) }); err != nil {
-		b.Fatal(err)
-	}
-
 	// The events are numbered after their orders commit, by a sequencer as the server's dispatcher
-	// runs one (the benchmark does not deliver): its work is part of what an order costs.
+	// runs one (the benchmark does not deliver): its work is part of what an order costs. The warm-up
+	// orders also pin each licensee's version.
 	seqLog := pgstore.NewEventLog(pool, nil)
 	seq, err := producer.NewSequencer(seqLog, &producer.SequencerOptions{PollInterval: 5 * time.Millisecond})
 	if err != nil {
@@ -429,16 +452,8 @@ func benchOrders(b *testing.B, shared bool) {
 	sequencing.Go(func() { _ = seq.Run(seqCtx) })
 	defer func() { stopSeq(); sequencing.Wait() }()
 
-	total := k.orders * b.N
-	tracer.reset()
-	m := startMeter()
-	err = runClients(k.clients, total, order)
-	m.stop()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stmts, trips := tracer.stmts.Load(), tracer.trips.Load()
-	tracer.report(b, "order", total)
+	total, warm := k.orders*b.N, warmups(k.clients)
+	m, stmts, trips := orderPhase(b, k.clients, total, tracer, order)
 	if err := waitUnsequenced(ctx, seqLog); err != nil {
 		b.Fatal(err)
 	}
@@ -459,14 +474,7 @@ func benchOrders(b *testing.B, shared bool) {
 		b.Fatalf("orders table has %d rows, want %d", rows, want)
 	}
 
-	tps := runPgbench(b, pgbench, dsn, k.clients, k.pgbenchSeconds)
-	ours := perSecond(total, m.elapsed)
-	reportPerOp(b, m.elapsed, m.dMallocs, m.dBytes, total)
-	b.ReportMetric(ours, "orders/s")
-	b.ReportMetric(tps, "tps")
-	b.ReportMetric(ours/tps, "ratio")
-	b.ReportMetric(float64(stmts)/float64(total), "stmts/order")
-	b.ReportMetric(float64(trips)/float64(total), "roundtrips/order")
+	reportOrders(b, m, total, runPgbench(b, pgbench, dsn, k.clients, k.pgbenchSeconds), stmts, trips)
 }
 
 // waitUnsequenced returns once the log has no event waiting for its number, or fails after a minute.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -490,20 +491,8 @@ func TestDeliveryHistory(t *testing.T) {
 // endpoints exist afterwards, and every other request got the 422.
 func TestEndpointLimitPostgresReplicas(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.PostgresPool(t)
-	sbxTable := &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
-	require.NoError(t, errors.Join(MigratePostgres(ctx, pool), pgstore.MigrateCredentials(ctx, pool, nil),
-		pgstore.MigrateIdempotency(ctx, pool, nil), pgstore.MigrateIdempotency(ctx, pool, sbxTable),
-		pgstore.MigratePinStore(ctx, pool, nil)))
-	replica := func() *Server {
-		s, err := New(Config{Store: NewPostgresStore(pool), Credentials: pgstore.NewCredentialStore(pool, nil),
-			Pins:        pgstore.NewPinStore(pool, nil),
-			Idempotency: pgstore.NewIdempotencyStore(pool, nil), SandboxIdempotency: pgstore.NewIdempotencyStore(pool, sbxTable),
-			Transactor: pgstore.NewTransactor(pool, nil), SandboxTransactor: pgstore.NewTransactor(pool, sbxTable),
-			Webhooks: WebhookOptions{MaxEndpoints: 16}})
-		require.NoError(t, err)
-		return s
-	}
+	pool := migratedPostgres(t)
+	replica := func() *Server { return newPostgresServer(t, pool, WebhookOptions{MaxEndpoints: 16}) }
 	a, b := &testServer{Server: replica()}, &testServer{Server: replica()}
 	creds, err := a.IssueCredentials(ctx, sandbox.Sandbox)
 	require.NoError(t, err)
@@ -546,19 +535,8 @@ func TestEndpointLimitPostgresReplicas(t *testing.T) {
 // nobody.
 func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.PostgresPool(t)
-	sbxTable := &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
-	require.NoError(t, errors.Join(MigratePostgres(ctx, pool), pgstore.MigrateCredentials(ctx, pool, nil),
-		pgstore.MigrateIdempotency(ctx, pool, nil), pgstore.MigrateIdempotency(ctx, pool, sbxTable),
-		pgstore.MigratePinStore(ctx, pool, nil)))
-	store := NewPostgresStore(pool)
-	srv, err := New(Config{Store: store, Credentials: pgstore.NewCredentialStore(pool, nil),
-		Pins:        pgstore.NewPinStore(pool, nil),
-		Idempotency: pgstore.NewIdempotencyStore(pool, nil), SandboxIdempotency: pgstore.NewIdempotencyStore(pool, sbxTable),
-		Transactor: pgstore.NewTransactor(pool, nil), SandboxTransactor: pgstore.NewTransactor(pool, sbxTable),
-		Webhooks: WebhookOptions{Guard: loopbackGuard()}})
-	require.NoError(t, err)
-	log := store.Log().(*pgstore.EventLog)
+	srv := newPostgresServer(t, migratedPostgres(t), WebhookOptions{Guard: loopbackGuard()})
+	log := srv.store.Log().(*pgstore.EventLog)
 	type wakeup struct{ pending, numbered int }
 	var wakes []wakeup
 	srv.wake = func() {
@@ -595,4 +573,31 @@ func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
 	w = ts.do("POST", "/v1/orders", ts.key, "", `{"account":"acc_1","side":"buy"}`)
 	require.Equal(t, http.StatusBadRequest, w.Code, "no Idempotency-Key: refused, nothing appended")
 	require.Len(t, wakes, 2)
+}
+
+// migratedPostgres returns a pool on a fresh schema with every table the server uses on PostgreSQL.
+func migratedPostgres(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, _ := testenv.PostgresPool(t)
+	require.NoError(t, errors.Join(MigratePostgres(ctx, pool), pgstore.MigrateCredentials(ctx, pool, nil),
+		pgstore.MigrateIdempotency(ctx, pool, nil), pgstore.MigrateIdempotency(ctx, pool, pgSandboxIdempotency),
+		pgstore.MigratePinStore(ctx, pool, nil)))
+	return pool
+}
+
+var pgSandboxIdempotency = &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
+
+// newPostgresServer is the server as -postgres wires it: every store on pool, transactional mode.
+func newPostgresServer(t *testing.T, pool *pgxpool.Pool, wh WebhookOptions) *Server {
+	t.Helper()
+	s, err := New(Config{Store: NewPostgresStore(pool), Credentials: pgstore.NewCredentialStore(pool, nil),
+		Pins:               pgstore.NewPinStore(pool, nil),
+		Idempotency:        pgstore.NewIdempotencyStore(pool, nil),
+		SandboxIdempotency: pgstore.NewIdempotencyStore(pool, pgSandboxIdempotency),
+		Transactor:         pgstore.NewTransactor(pool, nil),
+		SandboxTransactor:  pgstore.NewTransactor(pool, pgSandboxIdempotency),
+		Webhooks:           wh})
+	require.NoError(t, err)
+	return s
 }
