@@ -246,9 +246,11 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 	return out, nil
 }
 
-// Sequence implements producer.Sequencing: one transaction that numbers at most limit of the oldest
-// committed pending events, of the streams no other sequencer is numbering at the moment. The runs
-// come back ordered by stream.
+// Sequence implements producer.Sequencing: one statement, its own transaction, that numbers at most
+// limit of the oldest committed pending events, of the streams no other sequencer is numbering at the
+// moment. The runs come back ordered by stream. Call it on a log built on a pool (the Dispatcher's
+// Sequencer does); on a pgx.Tx the statement runs inside that transaction, whose commit then decides,
+// and the streams stay locked until it ends.
 func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.SequencedRun, error) {
 	if limit < 1 {
 		return nil, ctx.Err()
