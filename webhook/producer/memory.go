@@ -67,6 +67,12 @@ func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event)
 // appended under one lock, so the batch is all or nothing and its events of one stream are
 // consecutive.
 func (m *MemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
+	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event { return m.appendLocked(se.Stream, se.Event) })
+}
+
+// appendBatch is the memory logs' AppendBatch: it checks every event and the context, then, holding
+// mu, appends each event with add and returns what add returned, in the batch's order.
+func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, add func(StreamEvent) webhook.Event) ([]webhook.Event, error) {
 	if err := CheckBatch(events); err != nil {
 		return nil, err
 	}
@@ -74,10 +80,10 @@ func (m *MemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]we
 		return nil, err
 	}
 	out := make([]webhook.Event, len(events))
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	for i, se := range events {
-		out[i] = m.appendLocked(se.Stream, se.Event)
+		out[i] = add(se)
 	}
 	return out, nil
 }

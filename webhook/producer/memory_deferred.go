@@ -48,16 +48,7 @@ func (m *DeferredMemoryLog) Append(ctx context.Context, stream string, ev webhoo
 // AppendBatch implements BatchAppender: the events are stored unnumbered, all or none, and returned
 // with Sequence 0.
 func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
-	if err := CheckBatch(events); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]webhook.Event, len(events))
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, se := range events {
+	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event {
 		ev := se.Event
 		if ev.ID == "" {
 			ev.ID = randid.New("evt_")
@@ -65,10 +56,10 @@ func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEven
 		ev.Sequence = 0
 		ev.Data = append([]byte(nil), ev.Data...)
 		m.pending = append(m.pending, pendingEvent{stream: se.Stream, ev: ev})
-		out[i] = ev
-		out[i].Data = append([]byte(nil), ev.Data...)
-	}
-	return out, nil
+		out := ev
+		out.Data = append([]byte(nil), ev.Data...)
+		return out
+	})
 }
 
 // Sequence implements Sequencing.
