@@ -16,8 +16,14 @@ const DefaultTypeBase = "https://svcplatform.dev/problems/"
 // HeaderRequestID is the header that carries the request ID in both directions.
 const HeaderRequestID = "X-Request-Id"
 
-// Writer renders errors as problem responses. The zero value is ready to use: it derives type URIs
-// from DefaultTypeBase and logs nothing. A Writer is safe for concurrent use.
+// Writer renders errors as problem responses. A service makes one, with its own type base and logger,
+// and hands it to everything that writes problems: the Problems field of every Options in this library
+// (idempotency, webhook, webhook/producer, versioning, sandbox), or, once for the whole service, its
+// Handler middleware, which every Writer left zero defers to.
+//
+// The zero value is ready to use: it takes the Writer that Handler put in the request's context, and
+// without one derives type URIs from DefaultTypeBase and logs nothing. A Writer is safe for
+// concurrent use.
 type Writer struct {
 	// TypeBase prefixes a problem's code to form its type URI; empty means DefaultTypeBase.
 	TypeBase string
@@ -30,8 +36,14 @@ type Writer struct {
 // 4xx or 5xx, becomes the opaque 500, and the original error is logged, never sent.
 func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w, r, err) }
 
-// Write is the package-level Write with this Writer's settings.
+// Write is the package-level Write with this Writer's settings. The zero Writer uses the Writer that
+// Handler put in the request's context, when there is one.
 func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
+	if wr == (Writer{}) && r != nil {
+		if cw, ok := r.Context().Value(writerKey{}).(*Writer); ok {
+			wr = *cw
+		}
+	}
 	p, _ := err.(*Error) // the common case, checked first so that no pointer escapes for errors.As
 	if p == nil {
 		p = asError(err)
@@ -121,7 +133,7 @@ func ContextWithRequestID(ctx context.Context, id string) context.Context {
 func NewRequestID() string { return randid.New("req_") }
 
 // ValidRequestID reports whether a client-sent X-Request-Id is worth keeping for the server's logs:
-// 1 to 128 bytes of letters, digits, '-', '_', '.' and ':', and not shaped like a credential
+// 1 to 128 bytes of letters, digits, '-', '_', '.', ':' and '/', and not shaped like a credential
 // (LooksLikeCredential). It is never echoed either way: see WithRequestID.
 func ValidRequestID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
@@ -129,7 +141,7 @@ func ValidRequestID(id string) bool {
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':' || c == '/') {
 			return false
 		}
 	}
@@ -148,16 +160,46 @@ func ClientRequestIDFrom(ctx context.Context) string {
 
 // WithRequestID is middleware that gives every request an ID of the server's own, "req_" and 26
 // random characters: it is in the request context (RequestIDFrom), on the response's X-Request-Id
-// header, and in every problem body Write renders.
+// header, and in every problem body Write renders. It is RequestIDs{}.Handler.
 //
 // A client's X-Request-Id is never taken over or echoed. Echoing it would reflect whatever the client
 // put there — a client that sent its live API key as the header would see the key repeated in the
 // response and in every log, proxy and error tracker on the way. When it is well-formed and not
 // shaped like a credential (ValidRequestID) it is kept for the server's logs (ClientRequestIDFrom);
 // the client correlates by the ID it gets back.
-func WithRequestID(next http.Handler) http.Handler {
+func WithRequestID(next http.Handler) http.Handler { return RequestIDs{}.Handler(next) }
+
+// RequestIDs is the request-ID middleware with its one option. The zero value is WithRequestID. It is
+// safe for concurrent use.
+type RequestIDs struct {
+	// From, when set, adopts the ID that a layer in front of this one already gave the request, so
+	// that one request has one ID in every log line, header and problem body instead of two. With
+	// chi, whose middleware.RequestID runs first:
+	//
+	//	r.Use(middleware.RequestID, apierror.RequestIDs{From: func(r *http.Request) string {
+	//		return middleware.GetReqID(r.Context())
+	//	}}.Handler)
+	//
+	// An ID From returns is echoed on X-Request-Id and in problem bodies, so it is adopted only when it
+	// is ValidRequestID — 1 to 128 bytes of letters, digits and -_.:/, not shaped like a credential;
+	// anything else, "" included, gets an ID of the server's own. Upstream sources often take the
+	// client's X-Request-Id as it came (chi's does): this check is what keeps a key pasted there from
+	// coming back.
+	From func(r *http.Request) string
+}
+
+// Handler implements the middleware: see WithRequestID and From.
+func (ri RequestIDs) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := NewRequestID()
+		var id string
+		if ri.From != nil {
+			if up := ri.From(r); ValidRequestID(up) {
+				id = up
+			}
+		}
+		if id == "" {
+			id = NewRequestID()
+		}
 		w.Header().Set(HeaderRequestID, id)
 		ctx := ContextWithRequestID(r.Context(), id)
 		if sent := r.Header.Get(HeaderRequestID); sent != "" && ValidRequestID(sent) {
@@ -179,4 +221,20 @@ func requestID(w http.ResponseWriter, r *http.Request) string {
 		return id
 	}
 	return NewRequestID()
+}
+
+type writerKey struct{}
+
+// Handler is middleware that makes wr the Writer of every problem written for the requests through
+// next, by this library's packages and by the package-level Write and WriteJSON, wherever the Writer
+// at hand was left zero: the one place a service sets its problem type base and logger. A non-zero
+// Writer given explicitly (an Options.Problems) still wins.
+//
+//	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: log}
+//	srv := &http.Server{Handler: apierror.WithRequestID(problems.Handler(problems.ServeMux(mux)))}
+func (wr Writer) Handler(next http.Handler) http.Handler {
+	cw := &wr
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerKey{}, cw)))
+	})
 }
