@@ -131,7 +131,12 @@ func TestWriterHandlerSetsTheServiceWriter(t *testing.T) {
 	mux.HandleFunc("/explicit", func(w http.ResponseWriter, r *http.Request) {
 		explicit.Write(w, r, apierror.MissingHeader("Idempotency-Key"))
 	})
+	mux.HandleFunc("/logger-only", func(w http.ResponseWriter, r *http.Request) {
+		// A package that set only its own Logger still takes the service's type base.
+		apierror.Writer{Logger: slog.New(slog.DiscardHandler)}.Write(w, r, apierror.MissingHeader("Idempotency-Key"))
+	})
 	h := apierror.WithRequestID(service.Handler(mux))
+	require.Equal(t, "https://payments.example/problems/header_missing", conforming(t, serve(h, http.MethodGet, "/logger-only")).Type)
 
 	require.Equal(t, "https://payments.example/problems/header_missing", conforming(t, serve(h, http.MethodGet, "/zero")).Type)
 	p := conforming(t, serve(h, http.MethodGet, "/package"))

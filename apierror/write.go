@@ -21,9 +21,9 @@ const HeaderRequestID = "X-Request-Id"
 // (idempotency, webhook, webhook/producer, versioning, sandbox), or, once for the whole service, its
 // Handler middleware, which every Writer left zero defers to.
 //
-// The zero value is ready to use: it takes the Writer that Handler put in the request's context, and
-// without one derives type URIs from DefaultTypeBase and logs nothing. A Writer is safe for
-// concurrent use.
+// The zero value is ready to use: each field left empty is taken from the Writer that Handler put in
+// the request's context, and without one it derives type URIs from DefaultTypeBase and logs nothing.
+// A Writer is safe for concurrent use.
 type Writer struct {
 	// TypeBase prefixes a problem's code to form its type URI; empty means DefaultTypeBase.
 	TypeBase string
@@ -36,13 +36,11 @@ type Writer struct {
 // 4xx or 5xx, becomes the opaque 500, and the original error is logged, never sent.
 func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w, r, err) }
 
-// Write is the package-level Write with this Writer's settings. The zero Writer uses the Writer that
-// Handler put in the request's context, when there is one.
+// Write is the package-level Write with this Writer's settings. A field left empty is taken from the
+// Writer that Handler put in the request's context, when there is one.
 func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
-	if wr == (Writer{}) && r != nil {
-		if cw, ok := r.Context().Value(writerKey{}).(*Writer); ok {
-			wr = *cw
-		}
+	if (wr.TypeBase == "" || wr.Logger == nil) && r != nil {
+		wr = wr.withDefaults(r.Context())
 	}
 	p, _ := err.(*Error) // the common case, checked first so that no pointer escapes for errors.As
 	if p == nil {
@@ -226,9 +224,9 @@ func requestID(w http.ResponseWriter, r *http.Request) string {
 type writerKey struct{}
 
 // Handler is middleware that makes wr the Writer of every problem written for the requests through
-// next, by this library's packages and by the package-level Write and WriteJSON, wherever the Writer
-// at hand was left zero: the one place a service sets its problem type base and logger. A non-zero
-// Writer given explicitly (an Options.Problems) still wins.
+// next, by this library's packages and by the package-level Write and WriteJSON: wherever a Writer
+// leaves TypeBase or Logger empty, wr's is used. This is the one place a service sets its problem type
+// base and logger; a field given explicitly (an Options.Problems with its own TypeBase) still wins.
 //
 //	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: log}
 //	srv := &http.Server{Handler: apierror.WithRequestID(problems.Handler(problems.ServeMux(mux)))}
@@ -237,4 +235,17 @@ func (wr Writer) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerKey{}, cw)))
 	})
+}
+
+// withDefaults fills wr's empty fields from the Writer Handler put in ctx.
+func (wr Writer) withDefaults(ctx context.Context) Writer {
+	if cw, ok := ctx.Value(writerKey{}).(*Writer); ok {
+		if wr.TypeBase == "" {
+			wr.TypeBase = cw.TypeBase
+		}
+		if wr.Logger == nil {
+			wr.Logger = cw.Logger
+		}
+	}
+	return wr
 }

@@ -47,8 +47,9 @@ const DefaultAuthRetryAfter = time.Second
 
 // AuthOptions tune an Authenticator. A nil *AuthOptions means the defaults.
 type AuthOptions struct {
-	// Writer renders the problems; its zero value is apierror's default.
-	Writer apierror.Writer
+	// Problems writes the problem responses (its TypeBase and Logger). Fields left empty come from the
+	// Writer apierror.Writer.Handler put in the request's context, else apierror's defaults.
+	Problems apierror.Writer
 	// Logger records refused credentials (the reason and a redacted key, never the key) at Info, and
 	// resolver failures at Error; nil logs nothing.
 	Logger *slog.Logger
@@ -87,7 +88,7 @@ func NewAuthenticator(r Resolver, opts *AuthOptions) *Authenticator {
 	}
 	a := &Authenticator{resolver: r, retryAfter: DefaultAuthRetryAfter, realm: apierror.DefaultRealm}
 	if opts != nil {
-		a.writer, a.log = opts.Writer, opts.Logger
+		a.writer, a.log = opts.Problems, opts.Logger
 		if opts.RetryAfter > 0 {
 			a.retryAfter = opts.RetryAfter
 		}

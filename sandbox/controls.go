@@ -19,9 +19,6 @@ const DefaultControlsPrefix = "/v1/sandbox"
 // DefaultTestEventType is the type of a triggered event when the request names none.
 const DefaultTestEventType = "sandbox.test"
 
-// CodeRouteNotFound is the code of NotFoundHandler's 404.
-const CodeRouteNotFound = "route_not_found"
-
 // ErrUnknownEndpoint is what hooks return for a webhook endpoint that does not exist or is not the
 // caller's; Controls answer both with the same 404.
 var ErrUnknownEndpoint = errors.New("sandbox: unknown webhook endpoint")
@@ -69,10 +66,11 @@ type ControlsOptions struct {
 	Prefix string
 	// NotFound answers requests the controls refuse: production keys, requests without a principal,
 	// and paths that name no control. Give it the application's own not-found handler so that a
-	// production key cannot tell the controls exist; nil means NotFoundHandler(Writer).
+	// production key cannot tell the controls exist; nil means Problems.NotFoundHandler() (apierror.RouteNotFound).
 	NotFound http.Handler
-	// Writer renders the problems; its zero value is apierror's default.
-	Writer apierror.Writer
+	// Problems writes the problem responses (its TypeBase and Logger). Fields left empty come from the
+	// Writer apierror.Writer.Handler put in the request's context, else apierror's defaults.
+	Problems apierror.Writer
 	// Logger records hook failures; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -105,22 +103,12 @@ func NewControls(h Hooks, opts *ControlsOptions) *Controls {
 		if opts.Prefix != "" {
 			c.prefix = strings.TrimRight(opts.Prefix, "/")
 		}
-		c.notFound, c.writer, c.log = opts.NotFound, opts.Writer, opts.Logger
+		c.notFound, c.writer, c.log = opts.NotFound, opts.Problems, opts.Logger
 	}
 	if c.notFound == nil {
-		c.notFound = NotFoundHandler(c.writer)
+		c.notFound = c.writer.NotFoundHandler()
 	}
 	return c
-}
-
-// NotFoundHandler returns the 404 problem handler for a path that names no route: code
-// route_not_found, located at the path. Use it as the application's own not-found handler too, so
-// that a refused control and an unknown route read the same.
-func NotFoundHandler(w apierror.Writer) http.Handler {
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		w.Write(rw, r, apierror.NotFound(CodeRouteNotFound, "no route matches this method and path",
-			apierror.Path("path", CodeRouteNotFound, "no route matches this method and path")))
-	})
 }
 
 // ServeHTTP implements http.Handler.
@@ -172,9 +160,7 @@ func (c *Controls) allow(w http.ResponseWriter, r *http.Request, methods ...stri
 			return true
 		}
 	}
-	allow := strings.Join(methods, ", ")
-	c.writer.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed",
-		"this sandbox control accepts "+allow).WithHeader("Allow", allow))
+	c.writer.Write(w, r, apierror.MethodNotAllowed(r.Method, methods...))
 	return false
 }
 

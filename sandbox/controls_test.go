@@ -67,7 +67,7 @@ func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 			},
 		}
 	}
-	notFound := NotFoundHandler(apierror.Writer{})
+	notFound := apierror.Writer{}.NotFoundHandler()
 	mux := http.NewServeMux()
 	mux.Handle("/", notFound)
 	mux.Handle("/v1/sandbox/", NewControls(*hooks, &ControlsOptions{NotFound: notFound}))
@@ -129,7 +129,7 @@ func TestControlsWithoutPrincipal(t *testing.T) {
 	c := NewControls(Hooks{Reset: func(context.Context, Principal) error { panic("must not run") }}, nil)
 	rec := do(t, c, http.MethodPost, "/v1/sandbox/reset", "", "")
 	require.Equal(t, http.StatusNotFound, rec.Code)
-	require.Equal(t, CodeRouteNotFound, problem(t, rec).Code)
+	require.Equal(t, apierror.CodeRouteNotFound, problem(t, rec).Code)
 }
 
 // Paths a ServeMux would clean or redirect before they reach the controls, served directly.
@@ -142,7 +142,7 @@ func TestControlsOddPaths(t *testing.T) {
 			rec := httptest.NewRecorder()
 			c.ServeHTTP(rec, r)
 			require.Equal(t, http.StatusNotFound, rec.Code)
-			require.Equal(t, CodeRouteNotFound, problem(t, rec).Code)
+			require.Equal(t, apierror.CodeRouteNotFound, problem(t, rec).Code)
 		})
 	}
 }
@@ -302,7 +302,7 @@ func TestControlsHookFailures(t *testing.T) {
 	for _, path := range []string{"/v1/sandbox/events", "/v1/sandbox/webhook_endpoints/we_1/faults"} {
 		rec = do(t, h, http.MethodPost, path, key, "")
 		require.Equal(t, http.StatusNotFound, rec.Code)
-		require.Equal(t, CodeRouteNotFound, problem(t, rec).Code)
+		require.Equal(t, apierror.CodeRouteNotFound, problem(t, rec).Code)
 	}
 }
 

@@ -151,8 +151,9 @@ func (tb *TokenBucket) Len() int {
 type RateLimitOptions struct {
 	// Now is the clock passed to the Limiter; nil means time.Now.
 	Now func() time.Time
-	// Writer renders the problems; its zero value is apierror's default.
-	Writer apierror.Writer
+	// Problems writes the problem responses (its TypeBase and Logger). Fields left empty come from the
+	// Writer apierror.Writer.Handler put in the request's context, else apierror's defaults.
+	Problems apierror.Writer
 	// Logger records limiter failures; nil logs nothing.
 	Logger *slog.Logger
 	// FailClosed answers 503 when the Limiter fails. By default the request goes through: a rate limit
@@ -185,7 +186,7 @@ func NewRateLimit(l Limiter, opts *RateLimitOptions) *RateLimit {
 		if opts.Now != nil {
 			rl.now = opts.Now
 		}
-		rl.writer, rl.log, rl.failClosed = opts.Writer, opts.Logger, opts.FailClosed
+		rl.writer, rl.log, rl.failClosed = opts.Problems, opts.Logger, opts.FailClosed
 	}
 	return rl
 }

@@ -159,9 +159,7 @@ func (rt *Router) PinHandler() http.Handler {
 			}
 			pin, err = rt.Upgrade(r.Context(), lic, *in.Version)
 		default:
-			w.Header().Set("Allow", "GET, HEAD, POST")
-			rt.writer.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed",
-				"the version pin supports GET and POST"))
+			rt.writer.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodGet, http.MethodHead, http.MethodPost))
 			return
 		}
 		if err != nil {

@@ -91,9 +91,10 @@ type Options struct {
 	MaxResponseBody int64
 	// RetryAfter is sent with the 503 written when Pins fails; zero means DefaultRetryAfter.
 	RetryAfter time.Duration
-	// Writer renders problems; its zero value is apierror's default. When its Logger is nil, Logger
-	// is used.
-	Writer apierror.Writer
+	// Problems writes the problem responses: its TypeBase, and its Logger (nil means Logger). Fields
+	// left empty come from the Writer apierror.Writer.Handler put in the request's context, else
+	// apierror's defaults.
+	Problems apierror.Writer
 	// Logger records pins created and moved (Info), bodies that could not be shaped (Warn, Error),
 	// store failures and misbehaving hooks (Error). Nil logs nothing.
 	Logger *slog.Logger
@@ -137,7 +138,7 @@ func New(reg *Registry, opts *Options) *Router {
 		reg: reg, now: o.Now, pins: o.Pins, licensee: o.Licensee, allowOverride: o.AllowOverride,
 		firstUse: o.FirstUse, onRequest: o.OnRequest, strip: o.StripVersion, successorLink: o.SuccessorLink,
 		maxReq: o.MaxRequestBody, maxResp: o.MaxResponseBody, retryAfter: o.RetryAfter,
-		writer: o.Writer, log: o.Logger,
+		writer: o.Problems, log: o.Logger,
 	}
 	if rt.now == nil {
 		rt.now = time.Now

@@ -114,8 +114,8 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	)
 	require.NoError(t, err)
 	owner := func(r *http.Request) (string, error) { lic, _ := licensee(r); return lic, nil }
-	mux.Handle(producer.RangePatternStripped, producer.NewRangeHandler(log, eps, owner,
-		&producer.RangeOptions{Render: router.EventRenderer(nil)}))
+	mux.Handle(producer.RangePatternStripped, must(producer.NewRangeHandler(log, eps, owner,
+		&producer.RangeOptions{Render: router.EventRenderer(nil)})))
 
 	pub := producer.NewPublisher(log, eps, &producer.PublisherOptions{APIVersion: "v2"})
 	for i, dir := range []string{"buy", "sell", "buy"} {

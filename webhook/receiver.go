@@ -104,8 +104,7 @@ func NewReceiver(stream string, v *Verifier, t *Tracker, opts *ReceiverOptions) 
 // ServeHTTP handles one delivery.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		rc.problems.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed",
-			"webhook deliveries are POST requests").WithHeader("Allow", http.MethodPost))
+		rc.problems.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodPost))
 		return
 	}
 	body, err := rc.readBody(w, r)

@@ -181,7 +181,7 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 	}
 
 	auth := sandbox.NewAuthenticator(issuer, &sandbox.AuthOptions{Logger: o.Logger})
-	notFound := sandbox.NotFoundHandler(apierror.Writer{})
+	notFound := apierror.Writer{}.NotFoundHandler()
 	licensee := func(r *http.Request) (string, error) {
 		pr, ok := sandbox.FromContext(r.Context())
 		if !ok {
@@ -189,10 +189,15 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		}
 		return pr.Licensee, nil
 	}
+	ranges, err := producer.NewRangeHandler(p.log, endpoints, licensee,
+		&producer.RangeOptions{Now: p.dispatcherNow, Logger: o.Logger})
+	if err != nil {
+		p.srv.Close()
+		t.Fatalf("sandboxtest: range handler: %v", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", notFound)
-	mux.Handle(producer.RangePattern, auth.Handler(producer.NewRangeHandler(p.log, endpoints, licensee,
-		&producer.RangeOptions{Now: p.dispatcherNow, Logger: o.Logger})))
+	mux.Handle(producer.RangePattern, auth.Handler(ranges))
 	mux.Handle(sandbox.DefaultControlsPrefix+"/", auth.Handler(sandbox.NewControls(sandbox.Hooks{
 		Trigger:   p.trigger,
 		SetFaults: p.setFaults,

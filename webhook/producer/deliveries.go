@@ -44,6 +44,10 @@ const CodeInvalidOutcome = "invalid_outcome"
 type DeliveriesOptions struct {
 	// EndpointID extracts the endpoint ID from the request; nil means r.PathValue("id").
 	EndpointID func(r *http.Request) string
+	// Problems writes the problem responses: its TypeBase, and its Logger (nil means Logger). Fields
+	// left empty come from the Writer apierror.Writer.Handler put in the request's context, else
+	// apierror's defaults.
+	Problems apierror.Writer
 	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
 	Logger *slog.Logger
 }
@@ -78,10 +82,10 @@ type DeliveriesHandler struct {
 
 // NewDeliveriesHandler returns the delivery history handler for the attempts in log of the endpoints
 // in endpoints; licensee maps each request to the licensee it is authenticated as, as for
-// NewRangeHandler.
-func NewDeliveriesHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *DeliveriesOptions) *DeliveriesHandler {
-	if log == nil || endpoints == nil || licensee == nil {
-		panic("producer: NewDeliveriesHandler needs a Log, Endpoints and a LicenseeFunc")
+// NewRangeHandler. A nil log, endpoints or licensee is an error.
+func NewDeliveriesHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *DeliveriesOptions) (*DeliveriesHandler, error) {
+	if err := handlerDeps("NewDeliveriesHandler", log, endpoints, licensee); err != nil {
+		return nil, err
 	}
 	h := &DeliveriesHandler{log: log, endpoints: endpoints, licensee: licensee,
 		endpointID: func(r *http.Request) string { return r.PathValue("id") }}
@@ -89,9 +93,12 @@ func NewDeliveriesHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, o
 		if opts.EndpointID != nil {
 			h.endpointID = opts.EndpointID
 		}
-		h.errs.Logger = opts.Logger
+		h.errs = opts.Problems
+		if h.errs.Logger == nil {
+			h.errs.Logger = opts.Logger
+		}
 	}
-	return h
+	return h, nil
 }
 
 // ParseDeliveriesQuery reads sequence, outcome, limit and starting_after into an AttemptQuery for

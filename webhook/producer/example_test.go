@@ -92,8 +92,12 @@ func ExampleRangeHandler() {
 	_, _ = log.Cleanup(ctx, created.Add(150*time.Minute), 100)
 
 	licensee := func(r *http.Request) (string, error) { return "lic_1", nil } // your authentication
+	ranges, err := producer.NewRangeHandler(log, eps, licensee, nil)
+	if err != nil {
+		panic(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, producer.NewRangeHandler(log, eps, licensee, nil))
+	mux.Handle(producer.RangePattern, ranges)
 
 	for _, target := range []string{
 		"/v1/webhook_endpoints/we_123/events?from=3&to=4",

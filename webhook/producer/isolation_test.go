@@ -328,7 +328,7 @@ func TestDeliveryHistory(t *testing.T) {
 
 	licensee := func(r *http.Request) (string, error) { return r.Header.Get("X-Licensee"), nil }
 	mux := http.NewServeMux()
-	mux.Handle(producer.DeliveriesPattern, producer.NewDeliveriesHandler(l, eps, licensee, nil))
+	mux.Handle(producer.DeliveriesPattern, must(producer.NewDeliveriesHandler(l, eps, licensee, nil)))
 	get := func(lic, target string) (int, map[string]any) {
 		r := httptest.NewRequest(http.MethodGet, target, nil)
 		r.Header.Set("X-Licensee", lic)

@@ -62,6 +62,10 @@ type RangeOptions struct {
 	Render RenderFunc
 	// Now is the clock that stamps the response signature; nil means time.Now.
 	Now func() time.Time
+	// Problems writes the problem responses: its TypeBase, and its Logger (nil means Logger). Fields
+	// left empty come from the Writer apierror.Writer.Handler put in the request's context, else
+	// apierror's defaults.
+	Problems apierror.Writer
 	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
 	Logger *slog.Logger
 }
@@ -92,10 +96,10 @@ type RangeHandler struct {
 
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
 // endpoints. licensee is required: it maps each request to the licensee it is authenticated as, and
-// only that licensee's endpoints are visible.
-func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *RangeOptions) *RangeHandler {
-	if log == nil || endpoints == nil || licensee == nil {
-		panic("producer: NewRangeHandler needs a Log, Endpoints and a LicenseeFunc")
+// only that licensee's endpoints are visible. A nil log, endpoints or licensee is an error.
+func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *RangeOptions) (*RangeHandler, error) {
+	if err := handlerDeps("NewRangeHandler", log, endpoints, licensee); err != nil {
+		return nil, err
 	}
 	h := &RangeHandler{log: log, endpoints: endpoints, licensee: licensee, now: time.Now,
 		endpointID: func(r *http.Request) string { return r.PathValue("id") }}
@@ -107,9 +111,25 @@ func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *
 		if opts.Now != nil {
 			h.now = opts.Now
 		}
-		h.errs.Logger = opts.Logger
+		h.errs = opts.Problems
+		if h.errs.Logger == nil {
+			h.errs.Logger = opts.Logger
+		}
 	}
-	return h
+	return h, nil
+}
+
+// handlerDeps checks the arguments every handler constructor requires.
+func handlerDeps(ctor string, log Log, endpoints Endpoints, licensee LicenseeFunc) error {
+	switch {
+	case log == nil:
+		return fmt.Errorf("producer: %s needs a Log", ctor)
+	case endpoints == nil:
+		return fmt.Errorf("producer: %s needs Endpoints", ctor)
+	case licensee == nil:
+		return fmt.Errorf("producer: %s needs a LicenseeFunc", ctor)
+	}
+	return nil
 }
 
 // RangeQuery is a parsed range request, a plain value.
@@ -242,8 +262,7 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func ownEndpoint(w http.ResponseWriter, r *http.Request, errs *apierror.Writer, endpoints Endpoints,
 	licenseeOf LicenseeFunc, id string) (Endpoint, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		errs.Write(w, r, apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", "use GET"))
+		errs.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodGet, http.MethodHead))
 		return Endpoint{}, false
 	}
 	licensee, err := licenseeOf(r)

@@ -52,7 +52,7 @@ func newRangeFixture(t *testing.T, opts *producer.RangeOptions) *rangeFixture {
 		opts.Now = f.clk.Now
 	}
 	f.mux = http.NewServeMux()
-	f.mux.Handle(producer.RangePattern, producer.NewRangeHandler(f.log, f.eps, testLicensee, opts))
+	f.mux.Handle(producer.RangePattern, must(producer.NewRangeHandler(f.log, f.eps, testLicensee, opts)))
 	return f
 }
 
@@ -308,9 +308,9 @@ func TestRangeHandlerRendersAtPinnedVersion(t *testing.T) {
 
 func TestRangeHandlerOtherRouters(t *testing.T) {
 	f := newRangeFixture(t, nil)
-	h := producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{
+	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{
 		EndpointID: func(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/hooks/") },
-	})
+	}))
 	r := httptest.NewRequest(http.MethodGet, "/hooks/we_a?from=2&to=3", nil)
 	r.Header.Set(licenseeHeader, "lic_1")
 	w := httptest.NewRecorder()
@@ -320,7 +320,7 @@ func TestRangeHandlerOtherRouters(t *testing.T) {
 
 func TestRangeHandlerMethods(t *testing.T) {
 	f := newRangeFixture(t, nil)
-	h := producer.NewRangeHandler(f.log, f.eps, testLicensee, nil)
+	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, nil))
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
 		r := httptest.NewRequest(m, "/v1/webhook_endpoints/we_a/events?from=1", nil)
 		r.SetPathValue("id", "we_a")
@@ -348,7 +348,7 @@ func (brokenLog) Range(context.Context, string, uint64, uint64, int) ([]webhook.
 
 func TestRangeHandlerStoreFailureIsOpaque(t *testing.T) {
 	f := newRangeFixture(t, nil)
-	h := producer.NewRangeHandler(brokenLog{f.log}, f.eps, testLicensee, nil)
+	h := must(producer.NewRangeHandler(brokenLog{f.log}, f.eps, testLicensee, nil))
 	mux := http.NewServeMux()
 	mux.Handle(producer.RangePattern, h)
 	r := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_a/events?from=1", nil)
@@ -408,7 +408,7 @@ func TestRangePatterns(t *testing.T) {
 	require.Equal(t, "GET /v2/webhook_endpoints/{id}/events", producer.RangePatternFor("v2"))
 	require.Equal(t, producer.DeliveriesPattern, producer.DeliveriesPatternFor("v1"))
 	f := newRangeFixture(t, nil)
-	h := producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{Now: f.clk.Now})
+	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{Now: f.clk.Now}))
 	f.mux.Handle(producer.RangePatternFor("v2"), h)
 	stripped := http.NewServeMux()
 	stripped.Handle(producer.RangePatternStripped, h)

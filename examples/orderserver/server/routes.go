@@ -15,8 +15,8 @@ import (
 
 // Problem codes of the router.
 const (
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeRouteNotFound    = sandbox.CodeRouteNotFound
+	CodeMethodNotAllowed = apierror.CodeMethodNotAllowed
+	CodeRouteNotFound    = apierror.CodeRouteNotFound
 )
 
 // routes wires every endpoint to its chain of middleware. Reading it top to bottom is the quickest way
@@ -169,7 +169,7 @@ func (s *Server) faultsOtherMethods(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) notFoundHandler() http.Handler { return sandbox.NotFoundHandler(s.problems) }
+func (s *Server) notFoundHandler() http.Handler { return s.problems.NotFoundHandler() }
 
 // sandboxOnly answers a production principal as if the route did not exist, before the idempotency
 // middleware can answer anything that would reveal it does.

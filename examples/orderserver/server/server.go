@@ -214,11 +214,11 @@ func New(cfg Config) (*Server, error) {
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
 	s.issuer = sandbox.NewIssuer(cfg.Credentials, &sandbox.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
 		LiveBaseURL: cfg.BaseURL, Logger: s.log})
-	s.auth = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Writer: s.problems, Logger: s.log})
+	s.auth = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log})
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
 	// sandbox measures the build rather than a throttle.
 	s.limit = sandbox.NewRateLimit(sandbox.NewTokenBucket(LiveRate, LiveBurst, nil),
-		&sandbox.RateLimitOptions{Now: s.now, Writer: s.problems, Logger: s.log})
+		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log})
 
 	// Idempotency: every mutating route, scoped by credential, with sandbox and production records in
 	// stores of their own (see Config.SandboxIdempotency).
@@ -239,7 +239,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.versions = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
 		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
-		Writer: s.problems, Logger: s.log})
+		Problems: s.problems, Logger: s.log})
 	// Every event is rendered at the version its endpoint's licensee is pinned to, for deliveries and
 	// range retrieval alike: an endpoint's owner is the principal's scope, the router's licensee.
 	render := s.versions.EventRenderer(nil)
@@ -288,13 +288,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.wake = s.dispatcher.Wake
-	s.ranges = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
-		Render: render, Now: s.now, Logger: s.log})
-	s.deliveries = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesOptions{
-		Logger: s.log})
+	s.ranges, err = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
+		Render: render, Now: s.now, Problems: s.problems})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.deliveries, err = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesOptions{
+		Problems: s.problems})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	// The router strips the version, so the controls live under "/sandbox" as the handlers see it.
 	s.controls = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
-		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Writer: s.problems, Logger: s.log})
+		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Problems: s.problems, Logger: s.log})
 	s.handler = s.routes()
 	return s, nil
 }

@@ -64,12 +64,16 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 	producerMux := http.NewServeMux()
 	producerSrv := httptest.NewServer(producerMux)
 	defer producerSrv.Close()
-	producerMux.Handle(producer.RangePattern, producer.NewRangeHandler(l, eps, func(r *http.Request) (string, error) {
+	ranges, err := producer.NewRangeHandler(l, eps, func(r *http.Request) (string, error) {
 		if r.Header.Get("Authorization") != "Bearer "+apiKey {
 			return "", errors.New("unauthenticated")
 		}
 		return "lic_e2e", nil
-	}, &producer.RangeOptions{Now: clk.Now}))
+	}, &producer.RangeOptions{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	producerMux.Handle(producer.RangePattern, ranges)
 
 	network := &faultyNetwork{next: http.DefaultTransport, roll: roll}
 	rangeNet := &http.Client{Transport: &droppingTransport{next: http.DefaultTransport, roll: roll}}

@@ -176,6 +176,14 @@ func testRacingSequencers(t *testing.T, l producer.Sequencing) {
 	for range SequencerRacers {
 		sequencers.Go(func() {
 			for {
+				// Whether the appenders were done is read before the call: an empty answer then
+				// means nothing is left. Read after it, an event appended in between would be missed.
+				var done bool
+				select {
+				case <-stop:
+					done = true
+				default:
+				}
 				runs, err := l.Sequence(ctx, 50)
 				if err == nil {
 					err = record(runs)
@@ -184,12 +192,8 @@ func testRacingSequencers(t *testing.T, l producer.Sequencing) {
 					errs <- err
 					return
 				}
-				select {
-				case <-stop:
-					if len(runs) == 0 {
-						return
-					}
-				default:
+				if done && len(runs) == 0 {
+					return
 				}
 			}
 		})
