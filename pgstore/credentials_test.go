@@ -96,7 +96,7 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
 	iss := sandbox.NewIssuer(pgstore.NewCredentialStore(pool, opts), &sandbox.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour})
-	h := sandbox.NewAuthenticator(iss, nil).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must(sandbox.NewAuthenticator(iss, nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := sandbox.FromContext(r.Context())
 		_, _ = w.Write([]byte(p.Scope()))
 	}))
@@ -157,7 +157,7 @@ func TestCredentialStoreDatabaseDown(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer "+c.APIKey)
 	rec := httptest.NewRecorder()
-	sandbox.NewAuthenticator(iss, nil).Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
+	must(sandbox.NewAuthenticator(iss, nil)).Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 }
 

@@ -81,10 +81,10 @@ type Authenticator struct {
 	realm      string
 }
 
-// NewAuthenticator returns an Authenticator that resolves keys with r.
-func NewAuthenticator(r Resolver, opts *AuthOptions) *Authenticator {
+// NewAuthenticator returns an Authenticator that resolves keys with r; a nil r is an error.
+func NewAuthenticator(r Resolver, opts *AuthOptions) (*Authenticator, error) {
 	if r == nil {
-		panic("sandbox: NewAuthenticator needs a Resolver")
+		return nil, errors.New("sandbox: NewAuthenticator needs a Resolver")
 	}
 	a := &Authenticator{resolver: r, retryAfter: DefaultAuthRetryAfter, realm: apierror.DefaultRealm}
 	if opts != nil {
@@ -96,7 +96,7 @@ func NewAuthenticator(r Resolver, opts *AuthOptions) *Authenticator {
 			a.realm = opts.Realm
 		}
 	}
-	return a
+	return a, nil
 }
 
 // problemError carries both the condition (for errors.Is and logs) and the problem (for apierror.Write).

@@ -17,7 +17,7 @@ import (
 
 func TestAuthenticatorAdmits(t *testing.T) {
 	iss := NewIssuer(nil, nil)
-	auth := NewAuthenticator(iss, nil)
+	auth := must(NewAuthenticator(iss, nil))
 	h := auth.Handler(echoPrincipal)
 	for _, env := range []Environment{Sandbox, Live} {
 		t.Run(string(env), func(t *testing.T) {
@@ -50,7 +50,7 @@ func TestAuthenticator401(t *testing.T) {
 	typo := good[:len(good)-1] + map[bool]string{true: "b", false: "a"}[good[len(good)-1] == 'a']
 
 	logger, logs := logBuffer()
-	auth := NewAuthenticator(iss, &AuthOptions{Logger: logger})
+	auth := must(NewAuthenticator(iss, &AuthOptions{Logger: logger}))
 	h := auth.Handler(echoPrincipal)
 
 	tests := []struct {
@@ -122,7 +122,7 @@ func TestAuthenticator401(t *testing.T) {
 
 func TestAuthenticatorResolverFailure(t *testing.T) {
 	logger, logs := logBuffer()
-	auth := NewAuthenticator(NewIssuer(failingStore{}, nil), &AuthOptions{Logger: logger, RetryAfter: 3 * time.Second})
+	auth := must(NewAuthenticator(NewIssuer(failingStore{}, nil), &AuthOptions{Logger: logger, RetryAfter: 3 * time.Second}))
 	k, err := NewKey(Live)
 	require.NoError(t, err)
 	called := false
@@ -148,7 +148,7 @@ func TestAuthenticatorRefusesAMismatchedResolver(t *testing.T) {
 	require.NoError(t, err)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", "Bearer "+k.Reveal())
-	_, err = NewAuthenticator(wrongEnvResolver{}, nil).Authenticate(r)
+	_, err = must(NewAuthenticator(wrongEnvResolver{}, nil)).Authenticate(r)
 	require.Error(t, err)
 	var pe *apierror.Error
 	require.True(t, errors.As(err, &pe))
@@ -156,12 +156,12 @@ func TestAuthenticatorRefusesAMismatchedResolver(t *testing.T) {
 }
 
 func TestNewAuthenticatorNeedsAResolver(t *testing.T) {
-	require.Panics(t, func() { NewAuthenticator(nil, nil) })
+	require.Panics(t, func() { must(NewAuthenticator(nil, nil)) })
 }
 
 // The realm is configurable and written as a quoted-string, so an odd one cannot break the header.
 func TestAuthenticatorRealm(t *testing.T) {
-	auth := NewAuthenticator(NewIssuer(nil, nil), &AuthOptions{Realm: `orders "eu"`})
+	auth := must(NewAuthenticator(NewIssuer(nil, nil), &AuthOptions{Realm: `orders "eu"`}))
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer sk_sandbox_short")
 	rec := httptest.NewRecorder()

@@ -34,7 +34,7 @@ func BenchmarkParseKey(b *testing.B) {
 func BenchmarkAuthenticate(b *testing.B) {
 	iss := NewIssuer(nil, nil)
 	c, _ := iss.Issue(context.Background(), Evaluation{Licensee: "lic_a"})
-	auth := NewAuthenticator(iss, nil)
+	auth := must(NewAuthenticator(iss, nil))
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer "+c.APIKey)
 	b.ReportAllocs()
@@ -47,7 +47,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 
 // The refusal path: what an attacker spraying keys costs the server.
 func BenchmarkAuthenticateUnknownKey(b *testing.B) {
-	auth := NewAuthenticator(NewIssuer(nil, nil), nil)
+	auth := must(NewAuthenticator(NewIssuer(nil, nil), nil))
 	k, _ := NewKey(Live)
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer "+k.Reveal())
@@ -61,7 +61,7 @@ func BenchmarkAuthenticateUnknownKey(b *testing.B) {
 
 func BenchmarkRateLimitCheck(b *testing.B) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	rl := NewRateLimit(NewTokenBucket(1e9, 1e9, nil), &RateLimitOptions{Now: func() time.Time { return now }})
+	rl := must(NewRateLimit(must(NewTokenBucket(1e9, 1e9, nil)), &RateLimitOptions{Now: func() time.Time { return now }}))
 	for _, env := range []Environment{Sandbox, Live} {
 		b.Run(string(env), func(b *testing.B) {
 			r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
@@ -78,7 +78,7 @@ func BenchmarkRateLimitCheck(b *testing.B) {
 
 func BenchmarkTokenBucketManyLicensees(b *testing.B) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	tb := NewTokenBucket(1e9, 1e9, &TokenBucketOptions{MaxLicensees: 1000})
+	tb := must(NewTokenBucket(1e9, 1e9, &TokenBucketOptions{MaxKeys: 1000}))
 	ps := make([]Principal, 4096) // more than the bound: evictions on the way
 	for i := range ps {
 		ps[i] = Principal{Licensee: "lic_" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676)), Environment: Live}
@@ -87,7 +87,7 @@ func BenchmarkTokenBucketManyLicensees(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, _, err := tb.Allow(ctx, ps[i%len(ps)], now); err != nil {
+		if _, _, err := tb.Allow(ctx, ps[i%len(ps)].Scope(), now); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -116,7 +116,7 @@ func (okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func BenchmarkFaultTransport(b *testing.B) {
 	var ft FaultTable
 	_ = ft.Set("we_faulty", Faults{Drop: 0.1, Duplicate: 0.1, BadSignature: 0.1})
-	tr := NewFaultTransport(okTransport{}, &ft, nil)
+	tr := must(NewFaultTransport(okTransport{}, &ft, nil))
 	defer tr.Close()
 	body := strings.Repeat("x", 512)
 	for _, ep := range []string{"we_clean", "we_faulty"} {

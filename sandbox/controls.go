@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -96,11 +97,18 @@ type Controls struct {
 
 var _ http.Handler = (*Controls)(nil)
 
-// NewControls returns the controls wired to h.
-func NewControls(h Hooks, opts *ControlsOptions) *Controls {
+// NewControls returns the controls wired to h. A nil hook leaves its control out: its path answers like
+// an unknown route. Hooks with none set, and a Prefix that is not an absolute path, are errors.
+func NewControls(h Hooks, opts *ControlsOptions) (*Controls, error) {
+	if h.Trigger == nil && h.SetFaults == nil && h.Reset == nil {
+		return nil, errors.New("sandbox: NewControls needs at least one hook: Trigger, SetFaults or Reset")
+	}
 	c := &Controls{hooks: h, prefix: DefaultControlsPrefix}
 	if opts != nil {
 		if opts.Prefix != "" {
+			if !strings.HasPrefix(opts.Prefix, "/") || strings.ContainsAny(opts.Prefix, "?#") {
+				return nil, fmt.Errorf("sandbox: NewControls: Prefix %q is not an absolute path", opts.Prefix)
+			}
 			c.prefix = strings.TrimRight(opts.Prefix, "/")
 		}
 		c.notFound, c.writer, c.log = opts.NotFound, opts.Problems, opts.Logger
@@ -108,7 +116,7 @@ func NewControls(h Hooks, opts *ControlsOptions) *Controls {
 	if c.notFound == nil {
 		c.notFound = c.writer.NotFoundHandler()
 	}
-	return c
+	return c, nil
 }
 
 // ServeHTTP implements http.Handler.

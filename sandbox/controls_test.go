@@ -70,9 +70,9 @@ func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 	notFound := apierror.Writer{}.NotFoundHandler()
 	mux := http.NewServeMux()
 	mux.Handle("/", notFound)
-	mux.Handle("/v1/sandbox/", NewControls(*hooks, &ControlsOptions{NotFound: notFound}))
+	mux.Handle("/v1/sandbox/", must(NewControls(*hooks, &ControlsOptions{NotFound: notFound})))
 	mux.HandleFunc("GET /v1/orders", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	a.h = NewAuthenticator(a.iss, nil).Handler(mux)
+	a.h = must(NewAuthenticator(a.iss, nil)).Handler(mux)
 	return a
 }
 
@@ -126,7 +126,7 @@ func TestControlsRefuseProductionKeys(t *testing.T) {
 }
 
 func TestControlsWithoutPrincipal(t *testing.T) {
-	c := NewControls(Hooks{Reset: func(context.Context, Principal) error { panic("must not run") }}, nil)
+	c := must(NewControls(Hooks{Reset: func(context.Context, Principal) error { panic("must not run") }}, nil))
 	rec := do(t, c, http.MethodPost, "/v1/sandbox/reset", "", "")
 	require.Equal(t, http.StatusNotFound, rec.Code)
 	require.Equal(t, apierror.CodeRouteNotFound, problem(t, rec).Code)
@@ -134,7 +134,7 @@ func TestControlsWithoutPrincipal(t *testing.T) {
 
 // Paths a ServeMux would clean or redirect before they reach the controls, served directly.
 func TestControlsOddPaths(t *testing.T) {
-	c := NewControls(Hooks{SetFaults: func(context.Context, Principal, string, Faults) error { panic("must not run") }}, nil)
+	c := must(NewControls(Hooks{SetFaults: func(context.Context, Principal, string, Faults) error { panic("must not run") }}, nil))
 	for _, path := range []string{"/v1/sandbox/webhook_endpoints//faults", "/v1/sandbox/webhook_endpoints/faults", "/v1/sandbox", "/v1/sandboxreset", "/elsewhere"} {
 		t.Run(path, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPut, path, strings.NewReader(`{"drop":0.5}`))
@@ -286,8 +286,8 @@ func TestControlsHookFailures(t *testing.T) {
 	a := newControlsApp(t, nil)
 	a.fail = errors.New("database exploded at 10.0.0.7")
 	mux := http.NewServeMux()
-	mux.Handle("/v1/sandbox/", NewControls(Hooks{Reset: func(ctx context.Context, p Principal) error { return a.fail }}, &ControlsOptions{Logger: logger}))
-	h := NewAuthenticator(a.iss, nil).Handler(mux)
+	mux.Handle("/v1/sandbox/", must(NewControls(Hooks{Reset: func(ctx context.Context, p Principal) error { return a.fail }}, &ControlsOptions{Logger: logger})))
+	h := must(NewAuthenticator(a.iss, nil)).Handler(mux)
 	key := issue(t, a.iss, "lic_a", Sandbox).APIKey
 
 	rec := do(t, h, http.MethodPost, "/v1/sandbox/reset", key, "")
@@ -309,8 +309,8 @@ func TestControlsHookFailures(t *testing.T) {
 func TestControlsPrefix(t *testing.T) {
 	iss := NewIssuer(nil, nil)
 	reset := 0
-	h := NewAuthenticator(iss, nil).Handler(NewControls(Hooks{Reset: func(context.Context, Principal) error { reset++; return nil }},
-		&ControlsOptions{Prefix: "/sandbox-controls/"}))
+	h := must(NewAuthenticator(iss, nil)).Handler(must(NewControls(Hooks{Reset: func(context.Context, Principal) error { reset++; return nil }},
+		&ControlsOptions{Prefix: "/sandbox-controls/"})))
 	key := issue(t, iss, "lic_a", Sandbox).APIKey
 	require.Equal(t, http.StatusNoContent, do(t, h, http.MethodPost, "/sandbox-controls/reset", key, "").Code)
 	require.Equal(t, http.StatusNotFound, do(t, h, http.MethodPost, "/v1/sandbox/reset", key, "").Code)

@@ -44,7 +44,7 @@ func Example() {
 	sandboxCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 	liveCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 
-	orders := sandbox.NewScoped[string](&sandbox.MemoryKV[string]{})
+	orders := must(sandbox.NewScoped[string](&sandbox.MemoryKV[string]{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if err := orders.Put(r.Context(), r.PathValue("id"), "buy"); err != nil {
@@ -62,8 +62,8 @@ func Example() {
 		}
 		_, _ = io.WriteString(w, side)
 	})
-	limit := sandbox.NewRateLimit(sandbox.NewTokenBucket(100, 100, nil), nil)
-	h := sandbox.NewAuthenticator(issuer, nil).Handler(limit.Handler(mux))
+	limit := must(sandbox.NewRateLimit(must(sandbox.NewTokenBucket(100, 100, nil)), nil))
+	h := must(sandbox.NewAuthenticator(issuer, nil)).Handler(limit.Handler(mux))
 
 	fmt.Println(strings.HasPrefix(sandboxCreds.APIKey, "sk_sandbox_"), strings.HasPrefix(liveCreds.APIKey, "sk_live_"))
 	fmt.Println("create with the sandbox key:", call(h, "PUT", "/v1/orders/ord_1", sandboxCreds.APIKey, "").Code)
@@ -116,7 +116,7 @@ func ExampleIssuer_Issue() {
 
 // A missing key is a 401 located at the Authorization header.
 func ExampleAuthenticator() {
-	auth := sandbox.NewAuthenticator(sandbox.NewIssuer(nil, nil), nil)
+	auth := must(sandbox.NewAuthenticator(sandbox.NewIssuer(nil, nil), nil))
 	rec := call(auth.Handler(http.NotFoundHandler()), "GET", "/v1/orders", "", "")
 	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
 	fmt.Println(rec.Body.String())
@@ -132,8 +132,8 @@ func ExampleRateLimit() {
 	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 	// 1 request per second; the clock stands still, so every request arrives in the same instant.
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	limit := sandbox.NewRateLimit(sandbox.NewTokenBucket(1, 1, nil), &sandbox.RateLimitOptions{Now: func() time.Time { return now }})
-	h := sandbox.NewAuthenticator(issuer, nil).Handler(limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	limit := must(sandbox.NewRateLimit(must(sandbox.NewTokenBucket(1, 1, nil)), &sandbox.RateLimitOptions{Now: func() time.Time { return now }}))
+	h := must(sandbox.NewAuthenticator(issuer, nil)).Handler(limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 
 	sandboxOK := 0
 	for range 1000 {
@@ -166,15 +166,15 @@ func ExampleControls() {
 	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
 	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 	faults := &sandbox.FaultTable{}
-	controls := sandbox.NewControls(sandbox.Hooks{
+	controls := must(sandbox.NewControls(sandbox.Hooks{
 		SetFaults: func(_ context.Context, _ sandbox.Principal, id string, f sandbox.Faults) error {
 			if id != "we_1" {
 				return sandbox.ErrUnknownEndpoint
 			}
 			return faults.Set(id, f)
 		},
-	}, nil)
-	h := sandbox.NewAuthenticator(issuer, nil).Handler(controls)
+	}, nil))
+	h := must(sandbox.NewAuthenticator(issuer, nil)).Handler(controls)
 
 	rec := call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", sb.APIKey, `{"drop":0.2,"reorder":0.1}`)
 	fmt.Println(rec.Code, faults.FaultsFor("we_1").Drop)
@@ -196,7 +196,7 @@ func ExampleFaultTransport() {
 	defer consumer.Close()
 	faults := &sandbox.FaultTable{}
 	_ = faults.Set("we_1", sandbox.Faults{Drop: 1})
-	tr := sandbox.NewFaultTransport(nil, faults, nil)
+	tr := must(sandbox.NewFaultTransport(nil, faults, nil))
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 

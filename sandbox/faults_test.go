@@ -186,7 +186,7 @@ func TestFaultTransportPassesThrough(t *testing.T) {
 	rc := &recorder{}
 	var ft FaultTable
 	require.NoError(t, ft.Set("we_faulty", Faults{Drop: 1}))
-	tr := NewFaultTransport(rc, &ft, nil)
+	tr := must(NewFaultTransport(rc, &ft, nil))
 	defer tr.Close()
 
 	// Not a delivery (no endpoint in the context), and a delivery to an endpoint without faults.
@@ -238,11 +238,11 @@ func TestFaultTransportFaults(t *testing.T) {
 			require.NoError(t, ft.Set("we_1", tc.faults))
 			var mu sync.Mutex
 			var events []FaultEvent
-			tr := NewFaultTransport(rc, &ft, &FaultTransportOptions{OnFault: func(e FaultEvent) {
+			tr := must(NewFaultTransport(rc, &ft, &FaultTransportOptions{OnFault: func(e FaultEvent) {
 				mu.Lock()
 				events = append(events, e)
 				mu.Unlock()
-			}})
+			}}))
 			defer tr.Close()
 			resp := roundTrip(t, tr, delivery(t, context.Background(), "we_1", 7))
 			tc.check(t, resp, rc.all(), events)
@@ -255,7 +255,7 @@ func TestFaultTransportDelay(t *testing.T) {
 		rc := &recorder{}
 		var ft FaultTable
 		require.NoError(t, ft.Set("we_1", Faults{Delay: 1, DelayMS: 1500}))
-		tr := NewFaultTransport(rc, &ft, nil)
+		tr := must(NewFaultTransport(rc, &ft, nil))
 		defer tr.Close()
 		start := time.Now()
 		roundTrip(t, tr, delivery(t, context.Background(), "we_1", 1))
@@ -278,7 +278,7 @@ func TestFaultTransportReorder(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			rc := &recorder{}
 			var ft FaultTable
-			tr := NewFaultTransport(rc, &ft, nil)
+			tr := must(NewFaultTransport(rc, &ft, nil))
 			defer tr.Close()
 			require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
 			// The producer cancels its request context as soon as it has an answer; the held
@@ -301,7 +301,7 @@ func TestFaultTransportReorder(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			rc := &recorder{}
 			var ft FaultTable
-			tr := NewFaultTransport(rc, &ft, nil)
+			tr := must(NewFaultTransport(rc, &ft, nil))
 			defer tr.Close()
 			require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
 			for seq := uint64(1); seq <= 3; seq++ {
@@ -317,7 +317,7 @@ func TestFaultTransportReorder(t *testing.T) {
 			rc := &recorder{}
 			var ft FaultTable
 			require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
-			tr := NewFaultTransport(rc, &ft, &FaultTransportOptions{HoldFor: 2 * time.Second})
+			tr := must(NewFaultTransport(rc, &ft, &FaultTransportOptions{HoldFor: 2 * time.Second}))
 			defer tr.Close()
 			start := time.Now()
 			roundTrip(t, tr, delivery(t, context.Background(), "we_1", 1))
@@ -333,7 +333,7 @@ func TestFaultTransportReorder(t *testing.T) {
 			rc := &recorder{}
 			var ft FaultTable
 			require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
-			tr := NewFaultTransport(rc, &ft, nil)
+			tr := must(NewFaultTransport(rc, &ft, nil))
 			roundTrip(t, tr, delivery(t, context.Background(), "we_1", 1))
 			roundTrip(t, tr, delivery(t, context.Background(), "we_2", 5))
 			require.Equal(t, []uint64{5}, rc.seqs(), "we_1's delivery is held")
@@ -360,7 +360,7 @@ func TestFaultTransportHeldSendFailureIsLogged(t *testing.T) {
 		logger, logs := logBuffer()
 		var ft FaultTable
 		require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
-		tr := NewFaultTransport(failingBase{}, &ft, &FaultTransportOptions{Logger: logger})
+		tr := must(NewFaultTransport(failingBase{}, &ft, &FaultTransportOptions{Logger: logger}))
 		roundTrip(t, tr, delivery(t, context.Background(), "we_1", 1))
 		require.NoError(t, tr.Close())
 		require.Contains(t, logs.String(), "connection refused")
@@ -375,10 +375,10 @@ func TestFaultTransportSeededRates(t *testing.T) {
 		var ft FaultTable
 		require.NoError(t, ft.Set("we_1", Faults{Drop: 0.2, Duplicate: 0.1, BadSignature: 0.05}))
 		var events []FaultEvent
-		tr := NewFaultTransport(rc, &ft, &FaultTransportOptions{
+		tr := must(NewFaultTransport(rc, &ft, &FaultTransportOptions{
 			Rand:    rand.New(rand.NewPCG(seed, 42)),
 			OnFault: func(e FaultEvent) { events = append(events, e) },
-		})
+		}))
 		defer tr.Close()
 		for seq := uint64(1); seq <= 4000; seq++ {
 			roundTrip(t, tr, delivery(t, context.Background(), "we_1", seq))
@@ -440,7 +440,7 @@ func TestFaultTransportFlush(t *testing.T) {
 		var ft FaultTable
 		require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
 		require.NoError(t, ft.Set("we_2", Faults{Reorder: 1}))
-		tr := NewFaultTransport(rc, &ft, nil)
+		tr := must(NewFaultTransport(rc, &ft, nil))
 		defer tr.Close()
 		for seq := uint64(1); seq <= 3; seq++ {
 			roundTrip(t, tr, delivery(t, context.Background(), "we_1", seq))
@@ -474,7 +474,7 @@ func TestFaultTransportConcurrentNothingLost(t *testing.T) {
 	for e := range endpoints {
 		require.NoError(t, ft.Set("we_"+strconv.Itoa(e), Faults{Reorder: 0.5}))
 	}
-	tr := NewFaultTransport(rc, &ft, &FaultTransportOptions{HoldFor: time.Millisecond, Rand: rand.New(rand.NewPCG(7, 7))})
+	tr := must(NewFaultTransport(rc, &ft, &FaultTransportOptions{HoldFor: time.Millisecond, Rand: rand.New(rand.NewPCG(7, 7))}))
 	var wg sync.WaitGroup
 	for e := range endpoints {
 		wg.Go(func() {

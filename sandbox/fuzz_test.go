@@ -20,7 +20,7 @@ func FuzzAuthorization(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	auth := NewAuthenticator(iss, nil)
+	auth := must(NewAuthenticator(iss, nil))
 	f.Add("Bearer " + c.APIKey)
 	f.Add("bearer  " + c.APIKey)
 	f.Add("Bearer " + c.APIKey[:len(c.APIKey)-1])
@@ -58,12 +58,12 @@ func FuzzAuthorization(f *testing.F) {
 // conforming 400, and the hook sees only valid faults.
 func FuzzFaultsBody(f *testing.F) {
 	var table FaultTable
-	c := NewControls(Hooks{SetFaults: func(_ context.Context, _ Principal, id string, fl Faults) error {
+	c := must(NewControls(Hooks{SetFaults: func(_ context.Context, _ Principal, id string, fl Faults) error {
 		if err := fl.Validate(); err != nil {
 			return errors.New("hook got invalid faults")
 		}
 		return table.Set(id, fl)
-	}}, nil)
+	}}, nil))
 	sb := Principal{Licensee: "lic_a", Environment: Sandbox}
 	f.Add(`{"drop":0.2,"duplicate":0.1,"reorder":0.1,"bad_signature":0.05,"delay_ms":0}`)
 	f.Add(`{"delay":1,"delay_ms":30000}`)
@@ -101,12 +101,12 @@ func FuzzFaultsBody(f *testing.F) {
 // FuzzTriggerBody feeds arbitrary bodies to POST …/events: 201 with a valid event type and an object
 // for data, or a conforming 400.
 func FuzzTriggerBody(f *testing.F) {
-	c := NewControls(Hooks{Trigger: func(_ context.Context, _ Principal, req TriggerRequest) ([]Triggered, error) {
+	c := must(NewControls(Hooks{Trigger: func(_ context.Context, _ Principal, req TriggerRequest) ([]Triggered, error) {
 		if !validEventType(req.Type) || !json.Valid(req.Data) || !strings.HasPrefix(strings.TrimSpace(string(req.Data)), "{") {
 			return nil, errors.New("hook got an invalid request")
 		}
 		return nil, nil
-	}}, nil)
+	}}, nil))
 	sb := Principal{Licensee: "lic_a", Environment: Sandbox}
 	f.Add(``)
 	f.Add(`{}`)

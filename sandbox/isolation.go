@@ -72,12 +72,12 @@ type Scoped[V any] struct {
 	kv KV[V]
 }
 
-// NewScoped returns kv scoped by the context's principal.
-func NewScoped[V any](kv KV[V]) *Scoped[V] {
+// NewScoped returns kv scoped by the context's principal; a nil kv is an error.
+func NewScoped[V any](kv KV[V]) (*Scoped[V], error) {
 	if kv == nil {
-		panic("sandbox: NewScoped needs a KV")
+		return nil, errors.New("sandbox: NewScoped needs a KV")
 	}
-	return &Scoped[V]{kv: kv}
+	return &Scoped[V]{kv: kv}, nil
 }
 
 // Get returns the value under key in the caller's scope, or ErrNotFound.

@@ -80,7 +80,7 @@ func TestScopedIsolation(t *testing.T) {
 		{Licensee: "lic_b", Environment: Live},
 	}
 	kv := &MemoryKV[string]{}
-	s := NewScoped[string](kv)
+	s := must(NewScoped[string](kv))
 	ctxOf := func(p Principal) context.Context { return NewContext(context.Background(), p) }
 	for _, p := range principals {
 		require.NoError(t, s.Put(ctxOf(p), "ord_1", "order of "+p.Scope()))
@@ -116,7 +116,7 @@ func TestScopedIsolation(t *testing.T) {
 
 func TestScopedReset(t *testing.T) {
 	kv := &MemoryKV[int]{}
-	s := NewScoped[int](kv)
+	s := must(NewScoped[int](kv))
 	sbA := NewContext(context.Background(), Principal{Licensee: "lic_a", Environment: Sandbox})
 	liveA := NewContext(context.Background(), Principal{Licensee: "lic_a", Environment: Live})
 	sbAB := NewContext(context.Background(), Principal{Licensee: "lic_ab", Environment: Sandbox})
@@ -143,7 +143,7 @@ func TestScopedReset(t *testing.T) {
 // Through HTTP: an order created with a sandbox key is a 404 with the same licensee's production key.
 func TestIsolationOverHTTP(t *testing.T) {
 	iss := NewIssuer(nil, nil)
-	orders := NewScoped[string](&MemoryKV[string]{})
+	orders := must(NewScoped[string](&MemoryKV[string]{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if err := orders.Put(r.Context(), r.PathValue("id"), "created"); err != nil {
@@ -161,7 +161,7 @@ func TestIsolationOverHTTP(t *testing.T) {
 		}
 		_ = json.NewEncoder(w).Encode(v)
 	})
-	h := NewAuthenticator(iss, nil).Handler(mux)
+	h := must(NewAuthenticator(iss, nil)).Handler(mux)
 	sandboxKey := issue(t, iss, "lic_a", Sandbox).APIKey
 	liveKey := issue(t, iss, "lic_a", Live).APIKey
 
@@ -209,7 +209,7 @@ func TestScopeFitsVersionPins(t *testing.T) {
 			return scope, err == nil
 		}})
 	iss := NewIssuer(nil, nil)
-	h := NewAuthenticator(iss, nil).Handler(router.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := must(NewAuthenticator(iss, nil)).Handler(router.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})))
 	longest := strings.Repeat("l", MaxLicenseeLen)

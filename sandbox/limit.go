@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -13,36 +14,38 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// Limiter is the production rate-limit hook: it decides whether a principal may make one more request
-// at now. The RateLimit middleware never calls it for sandbox principals: the sandbox has no ceiling.
-// Implementations must be safe for concurrent use; a distributed one (a shared counter in Redis, say)
-// plugs in here.
+// Limiter is the rate-limit hook: it decides whether the caller a key names may make one more request
+// at now. Keys come from RateLimitOptions.Key — by default the sandbox principal's licensee and
+// environment, and never at all for a sandbox principal, since the sandbox has no ceiling — so a
+// Limiter knows nothing of how callers are authenticated. Implementations must be safe for concurrent
+// use; a distributed one (a shared counter in Redis, say) plugs in here.
 type Limiter interface {
-	// Allow reports whether p may make one request at now; when it may not, retryAfter is how long
-	// until it may. An error means the limiter itself failed.
-	Allow(ctx context.Context, p Principal, now time.Time) (ok bool, retryAfter time.Duration, err error)
+	// Allow reports whether the caller named key may make one request at now; when it may not,
+	// retryAfter is how long until it may. An error means the limiter itself failed.
+	Allow(ctx context.Context, key string, now time.Time) (ok bool, retryAfter time.Duration, err error)
 }
 
-// DefaultMaxLicensees bounds how many licensees' buckets a TokenBucket keeps.
-const DefaultMaxLicensees = 10_000
+// DefaultMaxKeys bounds how many keys' buckets a TokenBucket keeps.
+const DefaultMaxKeys = 10_000
 
 // TokenBucketOptions tune a TokenBucket. A nil *TokenBucketOptions means the defaults.
 type TokenBucketOptions struct {
-	// MaxLicensees bounds the buckets kept; the least recently used is dropped beyond it. Zero means
-	// DefaultMaxLicensees. A dropped bucket comes back full, so keep the bound above the number of
-	// licensees active within a bucket's refill time.
-	MaxLicensees int
-	// Limits, when set, chooses the rate and burst per principal (a licensee's plan, say); it is
-	// called once when a licensee's bucket is created. A burst below 1 is raised to 1.
-	Limits func(p Principal) (perSecond float64, burst int)
+	// MaxKeys bounds the buckets kept; the least recently used is dropped beyond it. Zero means
+	// DefaultMaxKeys; negative is an error. A dropped bucket comes back full, so keep the bound above
+	// the number of keys active within a bucket's refill time.
+	MaxKeys int
+	// Limits, when set, chooses the rate and burst per key (a licensee's plan, say); it is called once
+	// when a key's bucket is created. A burst below 1 is raised to 1; a negative or NaN rate refills
+	// nothing.
+	Limits func(key string) (perSecond float64, burst int)
 }
 
-// TokenBucket is a Limiter with one token bucket per licensee and environment, kept in a bounded LRU map. It is safe for concurrent use. Build one with
-// NewTokenBucket; the zero value is not usable.
+// TokenBucket is a Limiter with one token bucket per key, kept in a bounded LRU map. It is safe for
+// concurrent use. Build one with NewTokenBucket; the zero value is not usable (its Allow is an error).
 type TokenBucket struct {
 	limit  float64
 	burst  int
-	limits func(Principal) (float64, int)
+	limits func(string) (float64, int)
 	max    int
 
 	mu      sync.Mutex
@@ -88,34 +91,42 @@ func (b *bucket) take(now time.Time) (bool, time.Duration) {
 
 var _ Limiter = (*TokenBucket)(nil)
 
-// NewTokenBucket returns a TokenBucket that lets each licensee make perSecond requests per second on
-// average and up to burst at once; math.Inf(1) admits everything. It panics when burst is below 1,
-// since such a bucket refuses everything, or when perSecond is negative or NaN.
-func NewTokenBucket(perSecond float64, burst int, opts *TokenBucketOptions) *TokenBucket {
+// NewTokenBucket returns a TokenBucket that lets each key make perSecond requests per second on
+// average and up to burst at once; math.Inf(1) admits everything. A burst below 1 (such a bucket
+// refuses everything), a negative or NaN perSecond, and a negative MaxKeys are errors.
+func NewTokenBucket(perSecond float64, burst int, opts *TokenBucketOptions) (*TokenBucket, error) {
 	if burst < 1 {
-		panic("sandbox: NewTokenBucket needs a burst of at least 1")
+		return nil, fmt.Errorf("sandbox: NewTokenBucket needs a burst of at least 1, not %d", burst)
 	}
 	if !(perSecond >= 0) {
-		panic("sandbox: NewTokenBucket needs a rate of zero or more")
+		return nil, fmt.Errorf("sandbox: NewTokenBucket needs a rate of zero or more, not %v", perSecond)
 	}
-	tb := &TokenBucket{limit: perSecond, burst: burst, max: DefaultMaxLicensees, buckets: make(map[string]*list.Element)}
+	tb := &TokenBucket{limit: perSecond, burst: burst, max: DefaultMaxKeys, buckets: make(map[string]*list.Element)}
 	if opts != nil {
-		if opts.MaxLicensees > 0 {
-			tb.max = opts.MaxLicensees
+		if opts.MaxKeys < 0 {
+			return nil, fmt.Errorf("sandbox: NewTokenBucket: MaxKeys %d is negative", opts.MaxKeys)
+		}
+		if opts.MaxKeys > 0 {
+			tb.max = opts.MaxKeys
 		}
 		tb.limits = opts.Limits
 	}
-	return tb
+	return tb, nil
 }
 
+// ErrZeroTokenBucket: Allow on a TokenBucket that NewTokenBucket did not build.
+var ErrZeroTokenBucket = errors.New("sandbox: TokenBucket not built with NewTokenBucket")
+
 // Allow implements Limiter.
-func (tb *TokenBucket) Allow(ctx context.Context, p Principal, now time.Time) (bool, time.Duration, error) {
-	ok, wait := tb.bucket(p).take(now)
+func (tb *TokenBucket) Allow(ctx context.Context, key string, now time.Time) (bool, time.Duration, error) {
+	if tb.buckets == nil {
+		return false, 0, ErrZeroTokenBucket
+	}
+	ok, wait := tb.bucket(key).take(now)
 	return ok, wait, nil
 }
 
-func (tb *TokenBucket) bucket(p Principal) *bucket {
-	scope := p.Scope()
+func (tb *TokenBucket) bucket(scope string) *bucket {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if el, ok := tb.buckets[scope]; ok {
@@ -124,7 +135,7 @@ func (tb *TokenBucket) bucket(p Principal) *bucket {
 	}
 	r, b := tb.limit, tb.burst
 	if tb.limits != nil {
-		r, b = tb.limits(p)
+		r, b = tb.limits(scope)
 		b = max(b, 1)
 		if !(r >= 0) {
 			r = 0 // a negative or NaN rate from the hook refills nothing rather than admitting all
@@ -147,8 +158,30 @@ func (tb *TokenBucket) Len() int {
 	return tb.lru.Len()
 }
 
+// KeyFunc names the caller a request is limited as: the key its Limiter counts by. An empty key means
+// the request is not limited at all. An error is written as the response: an *apierror.Error (a 401,
+// say) as it is, anything else as the opaque 500.
+type KeyFunc func(r *http.Request) (key string, err error)
+
+// PrincipalKey is the default KeyFunc: the sandbox principal's licensee and environment
+// (Principal.Scope), and no limit for a sandbox principal — the sandbox has no ceiling. A request
+// without a principal is a wiring mistake (RateLimit before the Authenticator): ErrNoPrincipal.
+func PrincipalKey(r *http.Request) (string, error) {
+	p, ok := FromContext(r.Context())
+	if !ok {
+		return "", ErrNoPrincipal
+	}
+	if p.Environment == Sandbox {
+		return "", nil
+	}
+	return p.Scope(), nil
+}
+
 // RateLimitOptions tune a RateLimit. A nil *RateLimitOptions means the defaults.
 type RateLimitOptions struct {
+	// Key names the caller each request is limited as; nil means PrincipalKey. A team with its own
+	// authentication gives its own: the user or account ID its middleware put in the context.
+	Key KeyFunc
 	// Now is the clock passed to the Limiter; nil means time.Now.
 	Now func() time.Time
 	// Problems writes the problem responses (its TypeBase and Logger). Fields left empty come from the
@@ -164,48 +197,67 @@ type RateLimitOptions struct {
 // ErrRateLimited: the principal is over its production rate limit.
 var ErrRateLimited = errors.New("sandbox: rate limited")
 
-// RateLimit is the rate-limit middleware. It must run after the Authenticator: the environment of the
-// request's principal decides, and in the sandbox no ceiling applies at all (the Limiter is not even
-// consulted, so a sandbox load test measures the build, not a throttle). Production requests over the
-// limit get a 429 problem with Retry-After. A request without a principal is a wiring mistake and gets
-// an opaque 500.
+// RateLimit is the rate-limit middleware: requests over the Limiter's limit for their key get a 429
+// problem with Retry-After. With the default Key it must run after the Authenticator: the environment
+// of the request's principal decides, and in the sandbox no ceiling applies at all (the Limiter is not
+// even consulted, so a sandbox load test measures the build, not a throttle); a request without a
+// principal is a wiring mistake and gets an opaque 500.
 //
-// A RateLimit is safe for concurrent use. Build one with NewRateLimit; the zero value is not usable.
+// A RateLimit is safe for concurrent use. Build one with NewRateLimit; the zero value is not usable
+// (its Check is an error).
 type RateLimit struct {
 	limiter    Limiter
+	key        KeyFunc
 	now        func() time.Time
 	writer     apierror.Writer
 	log        *slog.Logger
 	failClosed bool
 }
 
-// NewRateLimit returns middleware that limits production requests with l. A nil l limits nothing.
-func NewRateLimit(l Limiter, opts *RateLimitOptions) *RateLimit {
-	rl := &RateLimit{limiter: l, now: time.Now}
+// NewRateLimit returns middleware that limits requests with l, by the key Options.Key gives each; a
+// nil l is an error (a limit that limits nothing would be a silent no-op).
+func NewRateLimit(l Limiter, opts *RateLimitOptions) (*RateLimit, error) {
+	if l == nil {
+		return nil, errors.New("sandbox: NewRateLimit needs a Limiter")
+	}
+	rl := &RateLimit{limiter: l, key: PrincipalKey, now: time.Now}
 	if opts != nil {
+		if opts.Key != nil {
+			rl.key = opts.Key
+		}
 		if opts.Now != nil {
 			rl.now = opts.Now
 		}
 		rl.writer, rl.log, rl.failClosed = opts.Problems, opts.Logger, opts.FailClosed
 	}
-	return rl
+	return rl, nil
 }
 
+// ErrZeroRateLimit: Check on a RateLimit that NewRateLimit did not build.
+var ErrZeroRateLimit = errors.New("sandbox: RateLimit not built with NewRateLimit")
+
 // Check is the middleware's decision without HTTP: nil when r may proceed, otherwise an error that
-// wraps the condition (ErrRateLimited, ErrNoPrincipal, or the limiter's failure) and the
-// *apierror.Error to answer with.
+// wraps the condition (ErrRateLimited, ErrNoPrincipal or the Key's error, or the limiter's failure)
+// and the *apierror.Error to answer with.
 func (rl *RateLimit) Check(r *http.Request) error {
-	p, ok := FromContext(r.Context())
-	if !ok {
-		return &problemError{cause: ErrNoPrincipal, problem: apierror.Internal()}
+	if rl.limiter == nil {
+		return &problemError{cause: ErrZeroRateLimit, problem: apierror.Internal()}
 	}
-	if p.Environment == Sandbox || rl.limiter == nil {
+	key, err := rl.key(r)
+	if err != nil {
+		var p *apierror.Error
+		if errors.As(err, &p) {
+			return err
+		}
+		return &problemError{cause: err, problem: apierror.Internal()}
+	}
+	if key == "" {
 		return nil
 	}
-	allowed, retry, err := rl.limiter.Allow(r.Context(), p, rl.now())
+	allowed, retry, err := rl.limiter.Allow(r.Context(), key, rl.now())
 	if err != nil {
 		if rl.log != nil {
-			rl.log.ErrorContext(r.Context(), "sandbox: rate limiter failed", "licensee", p.Licensee,
+			rl.log.ErrorContext(r.Context(), "sandbox: rate limiter failed", "key", key,
 				"fail_closed", rl.failClosed, "error", err)
 		}
 		if !rl.failClosed {
@@ -224,8 +276,15 @@ func (rl *RateLimit) Check(r *http.Request) error {
 func (rl *RateLimit) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := rl.Check(r); err != nil {
-			if rl.log != nil && errors.Is(err, ErrNoPrincipal) {
-				rl.log.ErrorContext(r.Context(), "sandbox: RateLimit ran without an authenticated principal; put it after the Authenticator")
+			if rl.log != nil {
+				switch {
+				case errors.Is(err, ErrNoPrincipal):
+					rl.log.ErrorContext(r.Context(), "sandbox: RateLimit ran without an authenticated principal; put it after the Authenticator")
+				case errors.Is(err, ErrZeroRateLimit):
+					rl.log.ErrorContext(r.Context(), err.Error())
+				case !errors.Is(err, ErrRateLimited):
+					rl.log.ErrorContext(r.Context(), "sandbox: rate limit refused the request", "error", err)
+				}
 			}
 			rl.writer.Write(w, r, err)
 			return

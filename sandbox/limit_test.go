@@ -21,40 +21,40 @@ import (
 func TestTokenBucket(t *testing.T) {
 	clk := newClock()
 	ctx := context.Background()
-	tb := NewTokenBucket(2, 3, nil) // 2 requests/s, burst 3
+	tb := must(NewTokenBucket(2, 3, nil)) // 2 requests/s, burst 3
 	a := Principal{Licensee: "lic_a", Environment: Live}
 	b := Principal{Licensee: "lic_b", Environment: Live}
 
 	for i := range 3 {
-		ok, _, err := tb.Allow(ctx, a, clk.Now())
+		ok, _, err := tb.Allow(ctx, a.Scope(), clk.Now())
 		require.NoError(t, err)
 		require.True(t, ok, "burst request %d", i)
 	}
-	ok, retry, err := tb.Allow(ctx, a, clk.Now())
+	ok, retry, err := tb.Allow(ctx, a.Scope(), clk.Now())
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, 500*time.Millisecond, retry, "one token every 500ms")
 
-	ok, _, _ = tb.Allow(ctx, b, clk.Now())
+	ok, _, _ = tb.Allow(ctx, b.Scope(), clk.Now())
 	require.True(t, ok, "licensees have their own buckets")
 
 	// Refused requests must not consume: after exactly retry, one request goes through.
 	for range 5 {
-		ok, _, _ = tb.Allow(ctx, a, clk.Now())
+		ok, _, _ = tb.Allow(ctx, a.Scope(), clk.Now())
 		require.False(t, ok)
 	}
 	clk.Advance(retry)
-	ok, _, _ = tb.Allow(ctx, a, clk.Now())
+	ok, _, _ = tb.Allow(ctx, a.Scope(), clk.Now())
 	require.True(t, ok)
-	ok, _, _ = tb.Allow(ctx, a, clk.Now())
+	ok, _, _ = tb.Allow(ctx, a.Scope(), clk.Now())
 	require.False(t, ok)
 }
 
 func TestTokenBucketBoundsItsMemory(t *testing.T) {
 	clk := newClock()
-	tb := NewTokenBucket(1, 1, &TokenBucketOptions{MaxLicensees: 4})
+	tb := must(NewTokenBucket(1, 1, &TokenBucketOptions{MaxKeys: 4}))
 	for i := range 100 {
-		ok, _, err := tb.Allow(context.Background(), Principal{Licensee: fmt.Sprint("lic_", i), Environment: Live}, clk.Now())
+		ok, _, err := tb.Allow(context.Background(), Principal{Licensee: fmt.Sprint("lic_", i), Environment: Live}.Scope(), clk.Now())
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -62,27 +62,27 @@ func TestTokenBucketBoundsItsMemory(t *testing.T) {
 
 	// The most recently used licensee keeps its (empty) bucket while others come and go.
 	hot := Principal{Licensee: "lic_hot", Environment: Live}
-	ok, _, _ := tb.Allow(context.Background(), hot, clk.Now())
+	ok, _, _ := tb.Allow(context.Background(), hot.Scope(), clk.Now())
 	require.True(t, ok)
 	for i := range 10 {
-		ok, _, _ = tb.Allow(context.Background(), hot, clk.Now())
+		ok, _, _ = tb.Allow(context.Background(), hot.Scope(), clk.Now())
 		require.False(t, ok, "hot licensee must stay limited (%d)", i)
-		_, _, _ = tb.Allow(context.Background(), Principal{Licensee: fmt.Sprint("lic_cold", i), Environment: Live}, clk.Now())
+		_, _, _ = tb.Allow(context.Background(), Principal{Licensee: fmt.Sprint("lic_cold", i), Environment: Live}.Scope(), clk.Now())
 	}
 }
 
 func TestTokenBucketPerPrincipalLimits(t *testing.T) {
 	clk := newClock()
-	tb := NewTokenBucket(1, 1, &TokenBucketOptions{Limits: func(p Principal) (float64, int) {
-		if p.Licensee == "lic_big" {
+	tb := must(NewTokenBucket(1, 1, &TokenBucketOptions{Limits: func(key string) (float64, int) {
+		if key == "live:lic_big" {
 			return 100, 10
 		}
 		return 1, 0 // raised to 1
-	}})
+	}}))
 	count := func(p Principal) int {
 		n := 0
 		for range 50 {
-			if ok, _, _ := tb.Allow(context.Background(), p, clk.Now()); ok {
+			if ok, _, _ := tb.Allow(context.Background(), p.Scope(), clk.Now()); ok {
 				n++
 			}
 		}
@@ -90,7 +90,8 @@ func TestTokenBucketPerPrincipalLimits(t *testing.T) {
 	}
 	require.Equal(t, 10, count(Principal{Licensee: "lic_big", Environment: Live}))
 	require.Equal(t, 1, count(Principal{Licensee: "lic_small", Environment: Live}))
-	require.Panics(t, func() { NewTokenBucket(1, 0, nil) })
+	_, err := NewTokenBucket(1, 0, nil)
+	require.ErrorContains(t, err, "burst of at least 1")
 }
 
 // countingLimiter wraps a Limiter and counts its calls.
@@ -99,9 +100,9 @@ type countingLimiter struct {
 	calls atomic.Int64
 }
 
-func (c *countingLimiter) Allow(ctx context.Context, p Principal, now time.Time) (bool, time.Duration, error) {
+func (c *countingLimiter) Allow(ctx context.Context, key string, now time.Time) (bool, time.Duration, error) {
 	c.calls.Add(1)
-	return c.Limiter.Allow(ctx, p, now)
+	return c.Limiter.Allow(ctx, key, now)
 }
 
 // The sandbox has no rate ceiling: with the clock frozen, 20,000 requests arrive "in the same
@@ -110,9 +111,9 @@ func (c *countingLimiter) Allow(ctx context.Context, p Principal, now time.Time)
 func TestSandboxHasNoRateCeiling(t *testing.T) {
 	clk := newClock()
 	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
-	lim := &countingLimiter{Limiter: NewTokenBucket(1, 1, nil)}
+	lim := &countingLimiter{Limiter: must(NewTokenBucket(1, 1, nil))}
 	var served atomic.Int64
-	h := NewAuthenticator(iss, nil).Handler(NewRateLimit(lim, &RateLimitOptions{Now: clk.Now}).Handler(
+	h := must(NewAuthenticator(iss, nil)).Handler(must(NewRateLimit(lim, &RateLimitOptions{Now: clk.Now})).Handler(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			served.Add(1)
 			w.WriteHeader(http.StatusCreated)
@@ -157,7 +158,7 @@ func TestSandboxHasNoRateCeiling(t *testing.T) {
 func TestRateLimit429(t *testing.T) {
 	clk := newClock()
 	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
-	h := NewAuthenticator(iss, nil).Handler(NewRateLimit(NewTokenBucket(0.25, 2, nil), &RateLimitOptions{Now: clk.Now}).Handler(
+	h := must(NewAuthenticator(iss, nil)).Handler(must(NewRateLimit(must(NewTokenBucket(0.25, 2, nil)), &RateLimitOptions{Now: clk.Now})).Handler(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })))
 	live := issue(t, iss, "lic_a", Live).APIKey
 	otherLicensee := issue(t, iss, "lic_b", Live).APIKey
@@ -183,7 +184,7 @@ func TestRateLimit429(t *testing.T) {
 // failingLimiter fails every call.
 type failingLimiter struct{}
 
-func (failingLimiter) Allow(context.Context, Principal, time.Time) (bool, time.Duration, error) {
+func (failingLimiter) Allow(context.Context, string, time.Time) (bool, time.Duration, error) {
 	return false, 0, errors.New("limiter down")
 }
 
@@ -209,10 +210,10 @@ func TestRateLimitFailures(t *testing.T) {
 		p    *Principal
 		code int
 	}{
-		{"fails open by default", NewRateLimit(failingLimiter{}, &RateLimitOptions{Logger: logger}), &live, http.StatusOK},
-		{"fails closed when told", NewRateLimit(failingLimiter{}, &RateLimitOptions{FailClosed: true}), &live, http.StatusServiceUnavailable},
-		{"nil limiter limits nothing", NewRateLimit(nil, nil), &live, http.StatusOK},
-		{"no principal is a wiring mistake", NewRateLimit(NewTokenBucket(1, 1, nil), &RateLimitOptions{Logger: logger}), nil, http.StatusInternalServerError},
+		{"fails open by default", must(NewRateLimit(failingLimiter{}, &RateLimitOptions{Logger: logger})), &live, http.StatusOK},
+		{"fails closed when told", must(NewRateLimit(failingLimiter{}, &RateLimitOptions{FailClosed: true})), &live, http.StatusServiceUnavailable},
+		{"the zero RateLimit refuses to guess", &RateLimit{}, &live, http.StatusInternalServerError},
+		{"no principal is a wiring mistake", must(NewRateLimit(must(NewTokenBucket(1, 1, nil)), &RateLimitOptions{Logger: logger})), nil, http.StatusInternalServerError},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,6 +226,58 @@ func TestRateLimitFailures(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "limiter down")
 	require.Contains(t, logs.String(), "put it after the Authenticator")
+
+	_, err := NewRateLimit(nil, nil)
+	require.ErrorContains(t, err, "needs a Limiter", "a limit that limits nothing is a configuration error")
+	_, _, err = (&TokenBucket{}).Allow(context.Background(), "k", time.Now())
+	require.ErrorIs(t, err, ErrZeroTokenBucket)
+}
+
+// A team with its own authentication limits by its own key: no sandbox Principal anywhere.
+func TestRateLimitByATeamsOwnKey(t *testing.T) {
+	clk := newClock()
+	type userKey struct{}
+	// The team's authentication middleware put the user in the context; the API token header stands
+	// in for it here.
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u := r.Header.Get("X-Test-User"); u != "" {
+				r = r.WithContext(context.WithValue(r.Context(), userKey{}, u))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	key := func(r *http.Request) (string, error) {
+		u, ok := r.Context().Value(userKey{}).(string)
+		switch {
+		case !ok:
+			return "", apierror.Unauthenticated("user_missing", "send X-Test-User")
+		case u == "admin":
+			return "", nil // not limited
+		}
+		return "user:" + u, nil
+	}
+	rl := must(NewRateLimit(must(NewTokenBucket(1, 2, nil)), &RateLimitOptions{Key: key, Now: clk.Now}))
+	h := apierror.WithRequestID(auth(rl.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))))
+	codes := func(user string, n int) []int {
+		var out []int
+		for range n {
+			r := httptest.NewRequest(http.MethodGet, "/v1/things", nil)
+			if user != "" {
+				r.Header.Set("X-Test-User", user)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			out = append(out, rec.Code)
+		}
+		return out
+	}
+	require.Equal(t, []int{200, 200, 429, 429}, codes("ann", 4), "burst 2, then limited")
+	require.Equal(t, []int{200, 200, 429}, codes("bob", 3), "each key its own bucket")
+	require.Equal(t, []int{200, 200, 200, 200, 200}, codes("admin", 5), "an empty key is not limited")
+	require.Equal(t, []int{401}, codes("", 1), "the key's own problem is written as it is")
+	clk.Advance(time.Second)
+	require.Equal(t, []int{200, 429}, codes("ann", 2))
 }
 
 func TestTokenBucketEdgeRates(t *testing.T) {
@@ -232,53 +285,57 @@ func TestTokenBucketEdgeRates(t *testing.T) {
 	ctx := context.Background()
 	p := Principal{Licensee: "lic_a", Environment: Live}
 
-	unlimited := NewTokenBucket(math.Inf(1), 1, nil)
+	unlimited := must(NewTokenBucket(math.Inf(1), 1, nil))
 	for range 1000 {
-		ok, _, _ := unlimited.Allow(ctx, p, clk.Now())
+		ok, _, _ := unlimited.Allow(ctx, p.Scope(), clk.Now())
 		require.True(t, ok)
 	}
 
-	never := NewTokenBucket(0, 2, nil)
+	never := must(NewTokenBucket(0, 2, nil))
 	for range 2 {
-		ok, _, _ := never.Allow(ctx, p, clk.Now())
+		ok, _, _ := never.Allow(ctx, p.Scope(), clk.Now())
 		require.True(t, ok)
 	}
 	clk.Advance(24 * time.Hour)
-	ok, retry, _ := never.Allow(ctx, p, clk.Now())
+	ok, retry, _ := never.Allow(ctx, p.Scope(), clk.Now())
 	require.False(t, ok, "a zero rate never refills")
 	require.Positive(t, retry)
 
 	// A clock that steps backwards refills nothing and takes nothing extra.
-	back := NewTokenBucket(1, 1, nil)
-	ok, _, _ = back.Allow(ctx, p, clk.Now())
+	back := must(NewTokenBucket(1, 1, nil))
+	ok, _, _ = back.Allow(ctx, p.Scope(), clk.Now())
 	require.True(t, ok)
-	ok, _, _ = back.Allow(ctx, p, clk.Now().Add(-time.Hour))
+	ok, _, _ = back.Allow(ctx, p.Scope(), clk.Now().Add(-time.Hour))
 	require.False(t, ok)
-	ok, _, _ = back.Allow(ctx, p, clk.Now().Add(time.Second))
+	ok, _, _ = back.Allow(ctx, p.Scope(), clk.Now().Add(time.Second))
 	require.True(t, ok, "one second after the last take, one token is back")
 
 	// Fractional rates round Retry-After up, never down to zero.
-	slow := NewTokenBucket(3, 1, nil)
-	_, _, _ = slow.Allow(ctx, p, clk.Now())
-	ok, retry, _ = slow.Allow(ctx, p, clk.Now())
+	slow := must(NewTokenBucket(3, 1, nil))
+	_, _, _ = slow.Allow(ctx, p.Scope(), clk.Now())
+	ok, retry, _ = slow.Allow(ctx, p.Scope(), clk.Now())
 	require.False(t, ok)
 	require.Equal(t, time.Duration(333333334), retry)
 
-	require.Panics(t, func() { NewTokenBucket(-1, 1, nil) })
-	require.Panics(t, func() { NewTokenBucket(math.NaN(), 1, nil) })
+	for _, rate := range []float64{-1, math.NaN()} {
+		_, err := NewTokenBucket(rate, 1, nil)
+		require.ErrorContains(t, err, "rate of zero or more")
+	}
+	_, err := NewTokenBucket(1, 1, &TokenBucketOptions{MaxKeys: -1})
+	require.ErrorContains(t, err, "MaxKeys -1 is negative")
 }
 
 // Concurrent callers on one bucket never get more than the burst plus what the elapsed time refills.
 func TestTokenBucketConcurrentAdmissionsAreExact(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	tb := NewTokenBucket(10, 50, nil)
+	tb := must(NewTokenBucket(10, 50, nil))
 	p := Principal{Licensee: "lic_a", Environment: Live}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
 			for range 100 {
-				if ok, _, _ := tb.Allow(context.Background(), p, now); ok {
+				if ok, _, _ := tb.Allow(context.Background(), p.Scope(), now); ok {
 					admitted.Add(1)
 				}
 			}

@@ -112,10 +112,10 @@ type heldDelivery struct {
 var _ http.RoundTripper = (*FaultTransport)(nil)
 
 // NewFaultTransport returns a transport that sends through base (nil means http.DefaultTransport)
-// with the faults source gives each endpoint.
-func NewFaultTransport(base http.RoundTripper, source FaultSource, opts *FaultTransportOptions) *FaultTransport {
+// with the faults source gives each endpoint. A nil source is an error.
+func NewFaultTransport(base http.RoundTripper, source FaultSource, opts *FaultTransportOptions) (*FaultTransport, error) {
 	if source == nil {
-		panic("sandbox: NewFaultTransport needs a FaultSource")
+		return nil, errors.New("sandbox: NewFaultTransport needs a FaultSource")
 	}
 	if base == nil {
 		base = http.DefaultTransport
@@ -136,7 +136,7 @@ func NewFaultTransport(base http.RoundTripper, source FaultSource, opts *FaultTr
 		}
 		t.rnd, t.onFault, t.log = opts.Rand, opts.OnFault, opts.Logger
 	}
-	return t
+	return t, nil
 }
 
 type endpointKey struct{}

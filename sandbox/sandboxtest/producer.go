@@ -151,13 +151,17 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		t.Fatalf("sandboxtest: consumer URL: %v", err)
 	}
 	p.pub = producer.NewPublisher(p.log, endpoints, &producer.PublisherOptions{APIVersion: o.APIVersion, Now: o.Now})
-	p.transport = sandbox.NewFaultTransport(o.Transport, p.faults, &sandbox.FaultTransportOptions{
+	p.transport, err = sandbox.NewFaultTransport(o.Transport, p.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       o.Rand,
 		HoldFor:    o.HoldFor,
 		OnFault:    p.record,
 		Logger:     o.Logger,
 	})
+	if err != nil {
+		p.srv.Close()
+		t.Fatalf("sandboxtest: fault transport: %v", err)
+	}
 	schedule := make([]time.Duration, o.Retries)
 	for i := range schedule {
 		schedule[i] = retryStep
@@ -180,7 +184,11 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		t.Fatalf("sandboxtest: dispatcher: %v", err)
 	}
 
-	auth := sandbox.NewAuthenticator(issuer, &sandbox.AuthOptions{Logger: o.Logger})
+	auth, err := sandbox.NewAuthenticator(issuer, &sandbox.AuthOptions{Logger: o.Logger})
+	if err != nil {
+		p.srv.Close()
+		t.Fatalf("sandboxtest: authenticator: %v", err)
+	}
 	notFound := apierror.Writer{}.NotFoundHandler()
 	licensee := func(r *http.Request) (string, error) {
 		pr, ok := sandbox.FromContext(r.Context())
@@ -195,14 +203,19 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		p.srv.Close()
 		t.Fatalf("sandboxtest: range handler: %v", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", notFound)
-	mux.Handle(producer.RangePattern, auth.Handler(ranges))
-	mux.Handle(sandbox.DefaultControlsPrefix+"/", auth.Handler(sandbox.NewControls(sandbox.Hooks{
+	controls, err := sandbox.NewControls(sandbox.Hooks{
 		Trigger:   p.trigger,
 		SetFaults: p.setFaults,
 		Reset:     p.reset,
-	}, &sandbox.ControlsOptions{NotFound: notFound, Logger: o.Logger})))
+	}, &sandbox.ControlsOptions{NotFound: notFound, Logger: o.Logger})
+	if err != nil {
+		p.srv.Close()
+		t.Fatalf("sandboxtest: controls: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", notFound)
+	mux.Handle(producer.RangePattern, auth.Handler(ranges))
+	mux.Handle(sandbox.DefaultControlsPrefix+"/", auth.Handler(controls))
 	var h http.Handler = apierror.WithRequestID(mux)
 	handler.Store(&h)
 

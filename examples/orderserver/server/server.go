@@ -214,11 +214,20 @@ func New(cfg Config) (*Server, error) {
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
 	s.issuer = sandbox.NewIssuer(cfg.Credentials, &sandbox.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
 		LiveBaseURL: cfg.BaseURL, Logger: s.log})
-	s.auth = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log})
+	var err error
+	if s.auth, err = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
 	// sandbox measures the build rather than a throttle.
-	s.limit = sandbox.NewRateLimit(sandbox.NewTokenBucket(LiveRate, LiveBurst, nil),
-		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log})
+	bucket, err := sandbox.NewTokenBucket(LiveRate, LiveBurst, nil)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if s.limit, err = sandbox.NewRateLimit(bucket,
+		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 
 	// Idempotency: every mutating route, scoped by credential, with sandbox and production records in
 	// stores of their own (see Config.SandboxIdempotency).
@@ -256,13 +265,16 @@ func New(cfg Config) (*Server, error) {
 	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
 	s.publisher = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
 		APIVersion: registry.Newest().Name, Now: s.now})
-	s.transport = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.Guard), &s.faults, &sandbox.FaultTransportOptions{
+	s.transport, err = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.Guard), &s.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       cfg.Webhooks.FaultRand,
 		HoldFor:    cfg.Webhooks.ReorderHold,
 		OnFault:    s.countFault,
 		Logger:     s.log,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	schedule := cfg.Webhooks.RetrySchedule
 	if schedule == nil {
 		schedule = DefaultRetrySchedule()
@@ -299,8 +311,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// The router strips the version, so the controls live under "/sandbox" as the handlers see it.
-	s.controls = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
+	s.controls, err = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
 		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Problems: s.problems, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.handler = s.routes()
 	return s, nil
 }
