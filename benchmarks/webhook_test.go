@@ -184,7 +184,7 @@ func signCases() []webhookCase {
 				tb.Fatal(err)
 			}
 			return func() error {
-				if s.Sign(body, now) == "" {
+				if sig, err := s.Sign(body, now); err != nil || sig == "" {
 					return errMismatch{"ours"}
 				}
 				return nil

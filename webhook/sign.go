@@ -61,7 +61,8 @@ func Sign(body []byte, t time.Time, secrets ...string) (string, error) {
 // Signer signs with a fixed list of secrets and keeps their keyed HMAC states in pools, as a Verifier
 // does, so that a producer signing many deliveries neither re-keys an HMAC nor allocates more than the
 // header string per message. Build one with NewSigner; it is safe for concurrent use. The header it
-// writes is byte for byte what Sign writes for the same body, time and secrets.
+// writes is byte for byte what Sign writes for the same body, time and secrets. The zero value has no
+// secrets: its Sign is ErrNoSecret.
 type Signer struct {
 	keys []*verifierKey
 }
@@ -83,10 +84,11 @@ func NewSigner(secrets ...string) (*Signer, error) {
 }
 
 // Sign returns the X-SVC-Signature value for body sent at time t. A nil or zero Signer (one not built
-// by NewSigner) panics rather than emit a header without a signature: there is no "signing off".
-func (s *Signer) Sign(body []byte, t time.Time) string {
+// by NewSigner) returns ErrNoSecret rather than a header without a signature: there is no "signing
+// off".
+func (s *Signer) Sign(body []byte, t time.Time) (string, error) {
 	if s == nil || len(s.keys) == 0 {
-		panic("webhook: Sign on a Signer without secrets: build it with NewSigner")
+		return "", ErrNoSecret
 	}
 	// Room for "t=<20 digits>" and two v1s on the stack; more secrets than that grow onto the heap.
 	var stack [2 + 20 + 2*(4+2*sha256.Size)]byte
@@ -106,5 +108,5 @@ func (s *Signer) Sign(body []byte, t time.Time) string {
 		k.pool.Put(m)
 		ts = out[2 : 2+len(ts)] // out may have moved
 	}
-	return string(out)
+	return string(out), nil
 }

@@ -896,10 +896,13 @@ func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl Delivery) (bod
 		return nil, "", Attempt{Class: ClassRender, Reason: "render failed"}
 	}
 	signer, err := d.signers.get(ep)
+	if err == nil {
+		sig, err = signer.Sign(body, d.now())
+	}
 	if err != nil {
 		return nil, "", Attempt{Class: ClassNoSecret, Reason: "no signing secret"}
 	}
-	return body, signer.Sign(body, d.now()), Attempt{}
+	return body, sig, Attempt{}
 }
 
 // attempt makes one delivery request (unless prepare already failed it) and fills in r's Attempt.

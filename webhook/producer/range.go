@@ -240,11 +240,14 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body := encodeList(events, more)
 	signer, err := h.signers.get(ep)
+	var sig string
+	if err == nil {
+		sig, err = signer.Sign(body, h.now())
+	}
 	if err != nil {
 		h.errs.Write(w, r, fmt.Errorf("producer: sign range of %s: %w", ep.ID, err))
 		return
 	}
-	sig := signer.Sign(body, h.now())
 	hd := w.Header()
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Cache-Control", "no-store")
