@@ -138,9 +138,9 @@ func newOurs(first bool, next http.Handler) http.Handler {
 	opts := &idempotency.Options{Store: idempotency.NewMemoryStore(nil)}
 	if first {
 		clock := &firstClock{base: time.Now()}
-		opts.Now, opts.Retention = clock.now, firstRetention
+		opts.Now, opts.Retention, opts.Lease = clock.now, firstRetention, firstRetention/2
 	}
-	return idempotency.New(opts).Handler(next)
+	return must(idempotency.New(opts)).Handler(next)
 }
 
 // newOursScoped is newOurs with the scope taken from an authenticated principal, which the benchmark
@@ -150,9 +150,9 @@ func newOursScoped(first bool, next http.Handler) http.Handler {
 		Scope: func(*http.Request) (string, error) { return "lic_bench", nil }}
 	if first {
 		clock := &firstClock{base: time.Now()}
-		opts.Now, opts.Retention = clock.now, firstRetention
+		opts.Now, opts.Retention, opts.Lease = clock.now, firstRetention, firstRetention/2
 	}
-	return idempotency.New(opts).Handler(next)
+	return must(idempotency.New(opts)).Handler(next)
 }
 
 // --- Fiber ---------------------------------------------------------------------------------------

@@ -123,6 +123,9 @@ type Attempt struct {
 // one scope (answer 429), ErrKeyInvalid for a malformed key, ErrScopeEmpty for an empty scope; the
 // Attempt is then nil.
 func (m *Middleware) Begin(ctx context.Context, req Request) (*Attempt, error) {
+	if m == nil || m.store == nil {
+		return nil, ErrNotBuilt
+	}
 	if !ValidKey(req.Key) {
 		return nil, ErrKeyInvalid
 	}

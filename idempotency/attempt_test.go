@@ -19,7 +19,7 @@ import (
 
 func TestBeginDecisions(t *testing.T) {
 	ctx := context.Background()
-	m := idempotency.New(nil)
+	m := must(idempotency.New(nil))
 	fp := idempotency.NewFingerprint("/orders.v1.Orders/Create", "", "", sha256.Sum256([]byte("msg")))
 	other := idempotency.NewFingerprint("/orders.v1.Orders/Create", "", "", sha256.Sum256([]byte("other")))
 	r := idempotency.Request{Scope: "tenant-1", Key: "k1", Fingerprint: fp}
@@ -73,7 +73,7 @@ func TestBeginDecisions(t *testing.T) {
 func TestBeginErrors(t *testing.T) {
 	ctx := context.Background()
 	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
-	m := idempotency.New(&idempotency.Options{Store: store})
+	m := must(idempotency.New(&idempotency.Options{Store: store}))
 	_, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "bad key"})
 	require.ErrorIs(t, err, idempotency.ErrKeyInvalid)
 	_, err = m.Begin(ctx, idempotency.Request{Scope: "s", Key: ""})
@@ -95,7 +95,7 @@ func TestBeginErrors(t *testing.T) {
 func TestBeginRenewsUntilComplete(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		m := idempotency.New(&idempotency.Options{Lease: 3 * time.Second})
+		m := must(idempotency.New(&idempotency.Options{Lease: 3 * time.Second}))
 		r := idempotency.Request{Scope: "s", Key: "k"}
 		a, err := m.Begin(ctx, r)
 		require.NoError(t, err)
@@ -269,7 +269,7 @@ func TestTransactionalMode(t *testing.T) {
 				w.(http.Flusher).Flush() // must not reach the client before the commit
 			}
 		})
-		m := idempotency.New(&idempotency.Options{Transactor: s, MaxResponseBytes: 1024, ReleaseServerErrors: true})
+		m := must(idempotency.New(&idempotency.Options{Transactor: s, MaxResponseBytes: 1024, ReleaseServerErrors: true}))
 		return s, &committed, m.Handler(h), m
 	}
 
@@ -339,7 +339,7 @@ func TestTransactionalMode(t *testing.T) {
 	})
 
 	t.Run("claim failure", func(t *testing.T) {
-		m := idempotency.New(&idempotency.Options{Transactor: failingTx{}})
+		m := must(idempotency.New(&idempotency.Options{Transactor: failingTx{}}))
 		h := &orders{}
 		requireProblem(t, serve(m.Handler(h), req("POST", "/orders", "k1", authA, order)), 503, "service_unavailable")
 		require.Zero(t, h.calls.Load())

@@ -99,7 +99,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		newMW := func(retention time.Duration, sealer *idempotency.Sealer) func() http.Handler {
 			return func() http.Handler {
 				store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 50_000})
-				return idempotency.New(&idempotency.Options{Store: store, Now: benchClock(), Retention: retention, Sealer: sealer}).Handler(bare)
+				return must(idempotency.New(&idempotency.Options{Store: store, Now: benchClock(), Retention: retention, Sealer: sealer})).Handler(bare)
 			}
 		}
 		key, err := idempotency.GenerateSealKey(1)

@@ -276,7 +276,7 @@ func (l *lossy) RoundTrip(r *http.Request) (*http.Response, error) {
 // The retry is answered from the record; the order exists once.
 func TestTransportAgainstMiddleware(t *testing.T) {
 	h := &orders{}
-	srv := httptest.NewServer(idempotency.New(nil).Handler(h))
+	srv := httptest.NewServer(must(idempotency.New(nil)).Handler(h))
 	defer srv.Close()
 	client := &http.Client{Transport: &idempotency.Transport{Base: &lossy{base: srv.Client().Transport}, MinBackoff: time.Millisecond}}
 	r, err := http.NewRequest("POST", srv.URL+"/v1/orders", strings.NewReader(order))

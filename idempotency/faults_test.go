@@ -58,7 +58,7 @@ func TestCompleteRetriedAfterStoreOutage(t *testing.T) {
 				store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
 				logs := &logBuffer{}
 				h := &orders{}
-				m := idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()})
+				m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()}))
 				mw := m.Handler(h)
 				// The store goes down while the handler runs: the claim succeeded, the completion fails.
 				down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -98,7 +98,7 @@ func TestCloseGivesUpPendingCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
 		logs := &logBuffer{}
-		m := idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()})
+		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			store.down.Store(true)
 			w.WriteHeader(http.StatusCreated)
@@ -120,7 +120,7 @@ func TestCloseWaitsForPendingCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
 		h := &orders{}
-		m := idempotency.New(&idempotency.Options{Store: store})
+		m := must(idempotency.New(&idempotency.Options{Store: store}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			store.down.Store(true)
 			h.ServeHTTP(w, r)
@@ -160,7 +160,7 @@ func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 		mem := idempotency.NewMemoryStore(nil)
 		store := &hangStore{Store: mem, hangKey: "slow", release: make(chan struct{})}
 		const lease = 30 * time.Second
-		m := idempotency.New(&idempotency.Options{Store: store, Lease: lease})
+		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: lease}))
 		done := make(chan struct{})
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			<-done
@@ -209,7 +209,7 @@ func TestStoreTimeoutAnswers503(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := &orders{}
-				m := idempotency.New(&idempotency.Options{Store: blockingStore{idempotency.NewMemoryStore(nil)}, StoreTimeout: tc.timeout})
+				m := must(idempotency.New(&idempotency.Options{Store: blockingStore{idempotency.NewMemoryStore(nil)}, StoreTimeout: tc.timeout}))
 				start := time.Now()
 				w := serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 				require.Equal(t, tc.want, time.Since(start), "answered at the deadline (fake time)")
@@ -226,7 +226,7 @@ func TestStoreTimeoutAnswers503(t *testing.T) {
 func TestQuotaPerScope(t *testing.T) {
 	h := &orders{}
 	store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1000, MaxRecordsPerScope: 3})
-	m := idempotency.New(&idempotency.Options{Store: store})
+	m := must(idempotency.New(&idempotency.Options{Store: store}))
 	mw := m.Handler(h)
 	for i := range 3 {
 		require.Equal(t, http.StatusCreated, serve(mw, req("POST", "/v1/orders", "k"+itoa(int64(i)), authA, order)).Code)
@@ -247,7 +247,7 @@ func TestQuotaPerScope(t *testing.T) {
 // own quota, and every other tenant keeps being served.
 func TestNoisyNeighbourFillsOnlyItsQuota(t *testing.T) {
 	h := &orders{}
-	m := idempotency.New(&idempotency.Options{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 2000})})
+	m := must(idempotency.New(&idempotency.Options{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 2000})}))
 	mw := m.Handler(h)
 	var refused int
 	for i := range 2500 {
@@ -298,7 +298,7 @@ func TestNotPerformedReleasesTheKey(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	})
 	store := idempotency.NewMemoryStore(nil)
-	mw := idempotency.New(&idempotency.Options{Store: store}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	require.Equal(t, http.StatusBadRequest, serve(mw, req("POST", "/v1/orders", "k1", authA, `{"side":"junk"}`)).Code)
 	require.Zero(t, store.Len(), "junk bodies do not fill the store")
 	// The same key with the corrected body runs (not 422: nothing was stored for the junk).
@@ -318,7 +318,7 @@ func TestNotPerformedIgnoredOutside4xx(t *testing.T) {
 			idempotency.NotPerformed(w)
 			w.WriteHeader(status)
 		})
-		mw := idempotency.New(nil).Handler(h)
+		mw := must(idempotency.New(nil)).Handler(h)
 		serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 		replay := serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 		require.Equal(t, status, replay.Code)
@@ -331,7 +331,7 @@ func TestNotPerformedIgnoredOutside4xx(t *testing.T) {
 // credential and the second is a replay.
 func TestDefaultScopeSchemeCaseInsensitive(t *testing.T) {
 	h := &orders{}
-	mw := idempotency.New(nil).Handler(h)
+	mw := must(idempotency.New(nil)).Handler(h)
 	const token = "sk_sandbox_aaaaaaaaaaaaaaaa"
 	require.Equal(t, http.StatusCreated, serve(mw, req("POST", "/v1/orders", "k1", "Bearer "+token, order)).Code)
 	for _, auth := range []string{"bearer " + token, "BEARER " + token, "Bearer   " + token} {

@@ -67,7 +67,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte("created"))
 		})
-		mw := idempotency.New(&idempotency.Options{MaxRequestBytes: 1 << 16}).Handler(h)
+		mw := must(idempotency.New(&idempotency.Options{MaxRequestBytes: 1 << 16})).Handler(h)
 		auth := ""
 		if secret != "" {
 			auth = "Bearer sk_" + secret

@@ -31,7 +31,7 @@ func TestThousandRacersOneExecution(t *testing.T) {
 				_, _ = w.Write([]byte(`{"id":"ord_` + itoa(n) + `"}`))
 			})
 			store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{Shards: shards})
-			m := idempotency.New(&idempotency.Options{Store: store})
+			m := must(idempotency.New(&idempotency.Options{Store: store}))
 			mw := m.Handler(h)
 			const n = 1000
 			results := make([]*httptest.ResponseRecorder, n)
@@ -108,7 +108,7 @@ func TestLeaseExpiryTakeOverAndFencing(t *testing.T) {
 	})
 	// Renewal runs on the runtime's timers every Lease/3; with an hour's lease it never fires here,
 	// so the injected clock alone decides when the lease is over.
-	m := idempotency.New(&idempotency.Options{Now: clk.Now, Lease: time.Hour, Logger: logs.logger()})
+	m := must(idempotency.New(&idempotency.Options{Now: clk.Now, Lease: time.Hour, Logger: logs.logger()}))
 	mw := m.Handler(h)
 
 	resA := make(chan *httptest.ResponseRecorder)
@@ -148,7 +148,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 			time.Sleep(5 * time.Minute) // ten leases
 			w.WriteHeader(http.StatusCreated)
 		})
-		m := idempotency.New(&idempotency.Options{Lease: 30 * time.Second})
+		m := must(idempotency.New(&idempotency.Options{Lease: 30 * time.Second}))
 		mw := m.Handler(h)
 		done := make(chan int)
 		go func() { done <- serve(mw, req("POST", "/v1/orders", "k1", authA, order)).Code }()
@@ -178,7 +178,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 			cause = context.Cause(r.Context())
 			w.WriteHeader(http.StatusServiceUnavailable)
 		})
-		m := idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger(), CancelOnLeaseLoss: true})
+		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger(), CancelOnLeaseLoss: true}))
 		start := time.Now()
 		serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 		require.ErrorIs(t, cause, idempotency.ErrLeaseLost)
@@ -201,7 +201,7 @@ func TestLeaseRenewalSurvivesStoreErrors(t *testing.T) {
 			require.NoError(t, r.Context().Err())
 			w.WriteHeader(http.StatusCreated)
 		})
-		m := idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second})
+		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second}))
 		require.Equal(t, 201, serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order)).Code)
 		st := m.Stats()
 		// The failed renewal is tried again at the next tick, which may still fall in the fault.
@@ -219,7 +219,7 @@ func TestClientGoneStillCompletes(t *testing.T) {
 		cancel()
 		w.WriteHeader(http.StatusCreated)
 	})
-	mw := idempotency.New(nil).Handler(h)
+	mw := must(idempotency.New(nil)).Handler(h)
 	serve(mw, req("POST", "/v1/orders", "k1", authA, order).WithContext(ctx))
 	w := serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
@@ -229,7 +229,7 @@ func TestClientGoneStillCompletes(t *testing.T) {
 func TestRetentionExpiry(t *testing.T) {
 	clk := newClock()
 	h := &orders{}
-	mw := idempotency.New(&idempotency.Options{Now: clk.Now, Retention: time.Hour}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{Now: clk.Now, Retention: time.Hour})).Handler(h)
 	serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	clk.Advance(time.Hour - time.Millisecond)
 	require.Equal(t, "true", serve(mw, req("POST", "/v1/orders", "k1", authA, order)).Header().Get(idempotency.HeaderReplayed))
@@ -261,7 +261,7 @@ func TestRenewalUnderChurn(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // several leases of work
 			w.WriteHeader(http.StatusCreated)
 		})
-		m := idempotency.New(&idempotency.Options{Lease: 6 * time.Millisecond})
+		m := must(idempotency.New(&idempotency.Options{Lease: 6 * time.Millisecond}))
 		mw := m.Handler(h)
 		const workers, each = 8, 25
 		var wg sync.WaitGroup

@@ -38,7 +38,7 @@ func (l *lookupCounter) Lookup(ctx context.Context, key idempotency.Key, now tim
 func TestLesson_NoCheckThenLock(t *testing.T) {
 	store := &lookupCounter{Store: idempotency.NewMemoryStore(nil)}
 	h := &orders{}
-	mw := idempotency.New(&idempotency.Options{Store: store}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	for range 3 {
 		require.Equal(t, 201, serve(mw, req("POST", "/v1/orders", "k1", authA, order)).Code)
 	}
@@ -65,7 +65,7 @@ func TestLesson_ReleaseNeedsOwnership(t *testing.T) {
 			w.WriteHeader(201)
 		}
 	})
-	m := idempotency.New(&idempotency.Options{Now: clk.Now, Lease: time.Hour})
+	m := must(idempotency.New(&idempotency.Options{Now: clk.Now, Lease: time.Hour}))
 	mw := m.Handler(h)
 	panicked := make(chan any)
 	go func() {
@@ -92,7 +92,7 @@ func TestLesson_ReleaseNeedsOwnership(t *testing.T) {
 // the retention.
 func TestLesson_LeaseIsNotRetention(t *testing.T) {
 	clk := newClock()
-	m := idempotency.New(&idempotency.Options{Now: clk.Now, Lease: 30 * time.Second, Retention: 24 * time.Hour})
+	m := must(idempotency.New(&idempotency.Options{Now: clk.Now, Lease: 30 * time.Second, Retention: 24 * time.Hour}))
 	// A process claims and dies: no renewal, no completion.
 	crashed, err := m.Begin(context.Background(), idempotency.Request{Scope: "s", Key: "k1", NoRenew: true})
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestLesson_SlowHandlerRunsOnce(t *testing.T) {
 			time.Sleep(2 * time.Minute)
 			w.WriteHeader(201)
 		})
-		m := idempotency.New(&idempotency.Options{Lease: 10 * time.Second})
+		m := must(idempotency.New(&idempotency.Options{Lease: 10 * time.Second}))
 		mw := m.Handler(h)
 		go serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 		time.Sleep(time.Minute)
@@ -147,7 +147,7 @@ func TestLesson_FingerprintOnEveryPath(t *testing.T) {
 		}
 		w.WriteHeader(201)
 	})
-	mw := idempotency.New(&idempotency.Options{Now: clk.Now, Lease: time.Hour}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{Now: clk.Now, Lease: time.Hour})).Handler(h)
 
 	serve(mw, req("POST", "/fast", "done", authA, order))
 	requireProblem(t, serve(mw, req("POST", "/fast", "done", authA, `{"side":"sell"}`)), 422, idempotency.CodeKeyReused)
@@ -167,7 +167,7 @@ func TestLesson_FingerprintOnEveryPath(t *testing.T) {
 func TestLesson_MissingKeyIsAnError(t *testing.T) {
 	store := idempotency.NewMemoryStore(nil)
 	h := &orders{}
-	mw := idempotency.New(&idempotency.Options{Store: store}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	requireProblem(t, serve(mw, req("POST", "/v1/orders", "", authA, order)), 400, idempotency.CodeKeyMissing)
 	requireProblem(t, serve(mw, req("POST", "/v1/orders", "", authB, `{}`)), 400, idempotency.CodeKeyMissing)
 	r := req("POST", "/v1/orders", "", authA, order)
@@ -194,7 +194,7 @@ func TestLesson_RecorderCannotBeBypassed(t *testing.T) {
 		http.NewResponseController(w).Flush()
 		_, _ = io.Copy(w, f)
 	})
-	srv := httptest.NewServer(idempotency.New(nil).Handler(h))
+	srv := httptest.NewServer(must(idempotency.New(nil)).Handler(h))
 	defer srv.Close()
 	var bodies []string
 	for range 2 {
@@ -214,7 +214,7 @@ func TestLesson_RecorderCannotBeBypassed(t *testing.T) {
 
 // "Unicode keys pass a character-length check but overflow a byte limit" (hono-idempotency #93).
 func TestLesson_KeyLimitsAreBytes(t *testing.T) {
-	mw := idempotency.New(nil).Handler(&orders{})
+	mw := must(idempotency.New(nil)).Handler(&orders{})
 	require.False(t, idempotency.ValidKey(strings.Repeat("€", 85)), "85 characters, 255 bytes, not visible ASCII")
 	require.False(t, idempotency.ValidKey(strings.Repeat("a", 256)))
 	require.True(t, idempotency.ValidKey(strings.Repeat("a", 255)))
@@ -225,7 +225,7 @@ func TestLesson_KeyLimitsAreBytes(t *testing.T) {
 // neither ever receives the other's response.
 func TestLesson_ScopedByCredential(t *testing.T) {
 	h := &orders{}
-	mw := idempotency.New(nil).Handler(h)
+	mw := must(idempotency.New(nil)).Handler(h)
 	a := serve(mw, req("POST", "/v1/orders", "1", authA, `{"account":"acc_A"}`))
 	b := serve(mw, req("POST", "/v1/orders", "1", authB, `{"account":"acc_B"}`))
 	require.Empty(t, b.Header().Get(idempotency.HeaderReplayed))
@@ -241,7 +241,7 @@ func TestLesson_StoreFailureFailsClosed(t *testing.T) {
 	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
 	store.fail(&store.claimErr, errDown)
 	h := &orders{}
-	w := serve(idempotency.New(&idempotency.Options{Store: store}).Handler(h), req("POST", "/v1/orders", "k1", authA, order))
+	w := serve(must(idempotency.New(&idempotency.Options{Store: store})).Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
 	require.NotEmpty(t, w.Header().Get("Retry-After"))
 	require.Zero(t, h.calls.Load())

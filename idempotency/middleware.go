@@ -1,15 +1,18 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/textproto"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,7 +141,8 @@ type Options struct {
 // Middleware makes mutating requests idempotent: see the package documentation for the wire
 // behaviour. Build one with New and wrap handlers with Handler, or decide without net/http with Begin.
 //
-// A Middleware is safe for concurrent use. Its zero value is not usable: call New.
+// A Middleware is safe for concurrent use. Its zero value is not usable: its Begin returns ErrNotBuilt
+// and its Handler answers the opaque 500 to every request. Call New.
 type Middleware struct {
 	store            Store
 	scope            func(*http.Request) (string, error)
@@ -168,11 +172,17 @@ type Middleware struct {
 	pending pending
 }
 
-// New returns a Middleware configured by opts, which may be nil.
-func New(opts *Options) *Middleware {
+// New returns a Middleware configured by opts, which may be nil. A configuration it cannot honour is
+// an error that names the option: a negative duration or size, a Retention not longer than the Lease
+// (a record would expire while its request still runs, and a retry would run it again), or Methods that
+// name a safe method (GET, HEAD, OPTIONS, TRACE) or something that is not a method.
+func New(opts *Options) (*Middleware, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	m := &Middleware{
 		store:            o.Store,
@@ -267,7 +277,7 @@ func New(opts *Options) *Middleware {
 
 	m.buffers.New = func() any { return new(exchange) }
 	m.pending.init()
-	return m
+	return m, nil
 }
 
 func (m *Middleware) methodList() string {
@@ -349,8 +359,15 @@ func canonicalCredential(dst []byte, auth string) []byte {
 	return append(dst, auth[i:]...)
 }
 
+// ErrNotBuilt: a Middleware used without New. Its Begin returns it, and its Handler answers every
+// request with the opaque 500 rather than let a mutating request through unguarded.
+var ErrNotBuilt = errors.New("idempotency: Middleware not built with New")
+
 // Handler returns next wrapped with the middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
+	if m == nil || m.store == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, ErrNotBuilt) })
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
@@ -655,3 +672,49 @@ func (br *bodyReader) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (br *bodyReader) Close() error { return nil }
+
+// validate reports the first option New cannot honour.
+func (o *Options) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Lease", o.Lease}, {"Retention", o.Retention}, {"RetryAfter", o.RetryAfter},
+		{"QuotaRetryAfter", o.QuotaRetryAfter}, {"StoreTimeout", o.StoreTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("idempotency: New: %s %v is negative", d.name, d.v)
+		}
+	}
+	if o.MaxRequestBytes < 0 {
+		return fmt.Errorf("idempotency: New: MaxRequestBytes %d is negative", o.MaxRequestBytes)
+	}
+	if o.MaxResponseBytes < 0 {
+		return fmt.Errorf("idempotency: New: MaxResponseBytes %d is negative", o.MaxResponseBytes)
+	}
+	lease, retention := cmp.Or(o.Lease, DefaultLease), cmp.Or(o.Retention, DefaultRetention)
+	if retention <= lease {
+		return fmt.Errorf("idempotency: New: Retention %v must be longer than Lease %v: a record would expire while its request runs", retention, lease)
+	}
+	for _, m := range o.Methods {
+		switch {
+		case !validMethodToken(m):
+			return fmt.Errorf("idempotency: New: Methods: %q is not an HTTP method", m)
+		case m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace:
+			return fmt.Errorf("idempotency: New: Methods: %s is a safe method and needs no Idempotency-Key", m)
+		}
+	}
+	return nil
+}
+
+// validMethodToken reports whether m is an RFC 9110 method token.
+func validMethodToken(m string) bool {
+	if m == "" {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if c <= ' ' || c >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c)) {
+			return false
+		}
+	}
+	return true
+}

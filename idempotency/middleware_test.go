@@ -84,7 +84,7 @@ func TestWireBehaviour(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &orders{}
-			mw := idempotency.New(tc.opts).Handler(h)
+			mw := must(idempotency.New(tc.opts)).Handler(h)
 			first := map[string]string{} // scope and key → the original body
 			for i, s := range tc.steps {
 				w := serve(mw, req(s.method, s.target, s.key, s.auth, s.body))
@@ -107,7 +107,7 @@ func TestWireBehaviour(t *testing.T) {
 }
 
 func TestProblemsAreLocated(t *testing.T) {
-	mw := idempotency.New(&idempotency.Options{MaxRequestBytes: 4}).Handler(&orders{})
+	mw := must(idempotency.New(&idempotency.Options{MaxRequestBytes: 4})).Handler(&orders{})
 	cases := []struct {
 		name              string
 		r                 *http.Request
@@ -151,7 +151,7 @@ func TestInFlightConflict(t *testing.T) {
 		<-release
 		w.WriteHeader(http.StatusCreated)
 	})
-	mw := idempotency.New(&idempotency.Options{RetryAfter: 3 * time.Second}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{RetryAfter: 3 * time.Second})).Handler(h)
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- serve(mw, req("POST", "/v1/orders", "k1", authA, order)) }()
 	<-started
@@ -182,7 +182,7 @@ func TestReplayHeaders(t *testing.T) {
 		w.Header().Set("Location", "/changed")
 		_, _ = io.WriteString(w, `{"id":"ord_1"}`)
 	})
-	mw := idempotency.New(&idempotency.Options{ReplayHeaders: []string{"link"}}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{ReplayHeaders: []string{"link"}})).Handler(h)
 	first := serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	require.Equal(t, 201, first.Code)
 	replay := serve(mw, req("POST", "/v1/orders", "k1", authA, order))
@@ -198,7 +198,7 @@ func TestReplayHeaders(t *testing.T) {
 }
 
 func TestReplayedHeaderSlicesAreNotShared(t *testing.T) {
-	mw := idempotency.New(nil).Handler(&orders{})
+	mw := must(idempotency.New(nil)).Handler(&orders{})
 	serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	// A later middleware that appends to a replayed header must not change what the store holds.
 	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +220,7 @@ func TestServerErrorsAreStoredByDefault(t *testing.T) {
 				calls++
 				apierror.Write(w, r, apierror.Internal())
 			})
-			m := idempotency.New(&idempotency.Options{ReleaseServerErrors: release})
+			m := must(idempotency.New(&idempotency.Options{ReleaseServerErrors: release}))
 			mw := m.Handler(h)
 			require.Equal(t, 500, serve(mw, req("POST", "/v1/orders", "k1", authA, order)).Code)
 			w := serve(mw, req("POST", "/v1/orders", "k1", authA, order))
@@ -243,7 +243,7 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 	store.fail(&store.claimErr, errDown)
 	logs := &logBuffer{}
 	h := &orders{}
-	m := idempotency.New(&idempotency.Options{Store: store, Logger: logs.logger(), RetryAfter: 2 * time.Second})
+	m := must(idempotency.New(&idempotency.Options{Store: store, Logger: logs.logger(), RetryAfter: 2 * time.Second}))
 	w := serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 	requireProblem(t, w, http.StatusServiceUnavailable, apierror.CodeUnavailable)
 	require.Equal(t, "2", w.Header().Get("Retry-After"))
@@ -258,7 +258,7 @@ func TestStoreFailureFailOpen(t *testing.T) {
 	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
 	store.fail(&store.claimErr, errDown)
 	h := &orders{}
-	m := idempotency.New(&idempotency.Options{Store: store, FailOpen: true})
+	m := must(idempotency.New(&idempotency.Options{Store: store, FailOpen: true}))
 	w := serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 	require.Equal(t, 201, w.Code)
 	require.Contains(t, w.Body.String(), `"request":`+order, "the handler gets the whole body")
@@ -276,7 +276,7 @@ func TestCustomScope(t *testing.T) {
 		return "tenant:" + tenant, nil
 	}
 	h := &orders{}
-	mw := idempotency.New(&idempotency.Options{Scope: scope}).Handler(h)
+	mw := must(idempotency.New(&idempotency.Options{Scope: scope})).Handler(h)
 	as := func(tenant string, r *http.Request) *http.Request {
 		if tenant == "" {
 			return r
@@ -292,7 +292,7 @@ func TestCustomScope(t *testing.T) {
 
 	t.Run("empty scope is a server error, never a shared scope", func(t *testing.T) {
 		logs := &logBuffer{}
-		mw := idempotency.New(&idempotency.Options{Scope: func(*http.Request) (string, error) { return "", nil }, Logger: logs.logger()}).Handler(h)
+		mw := must(idempotency.New(&idempotency.Options{Scope: func(*http.Request) (string, error) { return "", nil }, Logger: logs.logger()})).Handler(h)
 		requireProblem(t, serve(mw, req("POST", "/v1/orders", "k1", "", order)), 500, apierror.CodeInternal)
 		require.Contains(t, logs.String(), "empty scope")
 	})
@@ -301,7 +301,7 @@ func TestCustomScope(t *testing.T) {
 func TestBodyHandling(t *testing.T) {
 	t.Run("chunked body over the cap", func(t *testing.T) {
 		h := &orders{}
-		mw := idempotency.New(&idempotency.Options{MaxRequestBytes: 10}).Handler(h)
+		mw := must(idempotency.New(&idempotency.Options{MaxRequestBytes: 10})).Handler(h)
 		r := req("POST", "/v1/orders", "k1", authA, "")
 		r.Body = io.NopCloser(strings.NewReader(strings.Repeat("x", 11)))
 		r.ContentLength = -1
@@ -314,7 +314,7 @@ func TestBodyHandling(t *testing.T) {
 	})
 	t.Run("outer MaxBytesReader", func(t *testing.T) {
 		h := &orders{}
-		mw := idempotency.New(nil).Handler(h)
+		mw := must(idempotency.New(nil)).Handler(h)
 		r := req("POST", "/v1/orders", "k1", authA, strings.Repeat("x", 100))
 		w := httptest.NewRecorder()
 		r.Body = http.MaxBytesReader(w, r.Body, 50)
@@ -323,7 +323,7 @@ func TestBodyHandling(t *testing.T) {
 	})
 	t.Run("read error", func(t *testing.T) {
 		h := &orders{}
-		mw := idempotency.New(nil).Handler(h)
+		mw := must(idempotency.New(nil)).Handler(h)
 		r := req("POST", "/v1/orders", "k1", authA, "")
 		r.Body = io.NopCloser(io.MultiReader(strings.NewReader("part"), iotest{}))
 		r.ContentLength = -1
@@ -339,7 +339,7 @@ func TestBodyHandling(t *testing.T) {
 			got = []byte(sb.String())
 			w.WriteHeader(204)
 		})
-		mw := idempotency.New(nil).Handler(h)
+		mw := must(idempotency.New(nil)).Handler(h)
 		body := strings.Repeat("0123456789", 10_000)
 		require.Equal(t, 204, serve(mw, req("POST", "/v1/orders", "k1", authA, body)).Code)
 		require.Equal(t, body, string(got))
@@ -361,7 +361,7 @@ func TestHandlerPanicReleasesKey(t *testing.T) {
 		}
 		w.WriteHeader(202)
 	})
-	m := idempotency.New(&idempotency.Options{Logger: logs.logger()})
+	m := must(idempotency.New(&idempotency.Options{Logger: logs.logger()}))
 	mw := m.Handler(h)
 	require.PanicsWithValue(t, "boom", func() { serve(mw, req("POST", "/v1/orders", "k1", authA, order)) })
 	require.Contains(t, logs.String(), "handler panicked")
@@ -376,7 +376,7 @@ func TestHandlerPanicReleasesKey(t *testing.T) {
 
 	t.Run("http.ErrAbortHandler", func(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) })
-		mw := idempotency.New(nil).Handler(h)
+		mw := must(idempotency.New(nil)).Handler(h)
 		require.PanicsWithValue(t, http.ErrAbortHandler, func() { serve(mw, req("POST", "/v1/orders", "k2", authA, order)) })
 		require.PanicsWithValue(t, http.ErrAbortHandler, func() { serve(mw, req("POST", "/v1/orders", "k2", authA, order)) },
 			"released: the retry runs (and panics) again instead of getting 409")
@@ -385,7 +385,7 @@ func TestHandlerPanicReleasesKey(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	h := &orders{}
-	m := idempotency.New(nil)
+	m := must(idempotency.New(nil))
 	mw := m.Handler(h)
 	serve(mw, req("POST", "/v1/orders", "k1", authA, order))
 	serve(mw, req("POST", "/v1/orders", "k1", authA, order))
@@ -397,7 +397,7 @@ func TestStats(t *testing.T) {
 
 func TestConcurrentDistinctKeys(t *testing.T) {
 	h := &orders{}
-	mw := idempotency.New(nil).Handler(h)
+	mw := must(idempotency.New(nil)).Handler(h)
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Add(1)

@@ -71,7 +71,7 @@ func TestRecorderCapturesEveryPath(t *testing.T) {
 				tc.write(t, w)
 			})
 			// A real server, so that the underlying writer really has ReadFrom, Flush and Hijack.
-			srv := httptest.NewServer(idempotency.New(nil).Handler(h))
+			srv := httptest.NewServer(must(idempotency.New(nil)).Handler(h))
 			defer srv.Close()
 			post := func() *http.Response {
 				r, err := http.NewRequest("POST", srv.URL+"/v1/things", strings.NewReader("{}"))
@@ -106,7 +106,7 @@ func TestRecorderRefusesHijack(t *testing.T) {
 		_, _, rcErr = http.NewResponseController(w).Hijack()
 		w.WriteHeader(http.StatusAccepted)
 	})
-	srv := httptest.NewServer(idempotency.New(nil).Handler(h))
+	srv := httptest.NewServer(must(idempotency.New(nil)).Handler(h))
 	defer srv.Close()
 	for range 2 {
 		r, _ := http.NewRequest("POST", srv.URL, nil)
@@ -129,7 +129,7 @@ func TestRecorderUnwrap(t *testing.T) {
 		w.WriteHeader(204)
 	})
 	w := httptest.NewRecorder()
-	idempotency.New(nil).Handler(h).ServeHTTP(w, req("POST", "/", "k", authA, ""))
+	must(idempotency.New(nil)).Handler(h).ServeHTTP(w, req("POST", "/", "k", authA, ""))
 	require.Same(t, w, inner)
 }
 
@@ -157,7 +157,7 @@ func TestRecorderStatusHandling(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mw := idempotency.New(nil).Handler(tc.handler)
+			mw := must(idempotency.New(nil)).Handler(tc.handler)
 			first := serve(mw, req("POST", "/", "k", authA, ""))
 			require.Equal(t, tc.wantBody, first.Body.String()) // (httptest's recorder keeps a 1xx as Code)
 			replay := serve(mw, req("POST", "/", "k", authA, ""))
@@ -182,7 +182,7 @@ func TestResponseOverCap(t *testing.T) {
 			_, _ = io.WriteString(w, big[i:min(i+1000, len(big))])
 		}
 	})
-	m := idempotency.New(&idempotency.Options{MaxResponseBytes: 1024})
+	m := must(idempotency.New(&idempotency.Options{MaxResponseBytes: 1024}))
 	mw := m.Handler(h)
 	first := serve(mw, req("POST", "/v1/reports", "k", authA, ""))
 	require.Equal(t, 201, first.Code)
@@ -209,7 +209,7 @@ func TestCompleteFailureFallsBackToBodylessRecord(t *testing.T) {
 		w.WriteHeader(201)
 		_, _ = w.Write(make([]byte, 8<<10))
 	})
-	m := idempotency.New(&idempotency.Options{Store: store, Logger: logs.logger()})
+	m := must(idempotency.New(&idempotency.Options{Store: store, Logger: logs.logger()}))
 	mw := m.Handler(h)
 	require.Len(t, serve(mw, req("POST", "/", "k", authA, "")).Body.Bytes(), 8<<10)
 	replay := serve(mw, req("POST", "/", "k", authA, ""))

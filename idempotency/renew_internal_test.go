@@ -22,7 +22,7 @@ func (lostStore) Renew(context.Context, Key, uint64, time.Time) error { return E
 // handler runs, and a retry would run the handler a second time.
 func TestRenewalLostUnlinksBeforeReuse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := New(&Options{Store: lostStore{NewMemoryStore(nil)}, Lease: time.Minute})
+		m := must(New(&Options{Store: lostStore{NewMemoryStore(nil)}, Lease: time.Minute}))
 		var rn renewal
 		a := &Attempt{Decision: Execute, Key: Key{Scope: "s", Key: "k"}, Token: 1, m: m, store: m.store, ctx: context.Background()}
 		m.renewer.start(m, a, &rn)

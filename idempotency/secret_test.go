@@ -53,7 +53,7 @@ func newSealer(t *testing.T, ids ...uint32) (*idempotency.Sealer, []idempotency.
 func TestSecretWithoutSealerIsRedacted(t *testing.T) {
 	var calls int
 	store := idempotency.NewMemoryStore(nil)
-	mw := idempotency.New(&idempotency.Options{Store: store}).Handler(issue(&calls))
+	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(issue(&calls))
 	first := serve(mw, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
 	require.Equal(t, http.StatusCreated, first.Code)
 	require.Contains(t, first.Body.String(), issuedKey)
@@ -75,7 +75,7 @@ func TestSealedBodies(t *testing.T) {
 	var calls int
 	store := idempotency.NewMemoryStore(nil)
 	sealer, keys := newSealer(t, 1)
-	mw := idempotency.New(&idempotency.Options{Store: store, Sealer: sealer}).Handler(issue(&calls))
+	mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: sealer})).Handler(issue(&calls))
 	first := serve(mw, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
 	require.Equal(t, http.StatusCreated, first.Code)
 	raw := storedBody(t, store)
@@ -93,12 +93,12 @@ func TestSealedBodies(t *testing.T) {
 	require.NoError(t, err)
 	rotated, err := idempotency.NewSealer(newKey, keys[0])
 	require.NoError(t, err)
-	mw2 := idempotency.New(&idempotency.Options{Store: store, Sealer: rotated}).Handler(issue(&calls))
+	mw2 := must(idempotency.New(&idempotency.Options{Store: store, Sealer: rotated})).Handler(issue(&calls))
 	require.Equal(t, first.Body.String(), serve(mw2, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}")).Body.String())
 
 	// A ring that lost the key replays without the body; the handler still does not run again.
 	lost, _ := newSealer(t, 3)
-	mw3 := idempotency.New(&idempotency.Options{Store: store, Sealer: lost}).Handler(issue(&calls))
+	mw3 := must(idempotency.New(&idempotency.Options{Store: store, Sealer: lost})).Handler(issue(&calls))
 	gone := serve(mw3, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
 	require.Equal(t, http.StatusCreated, gone.Code)
 	require.Empty(t, gone.Body.String())
@@ -111,7 +111,7 @@ func TestSealedBodyBoundToItsKey(t *testing.T) {
 	ctx := context.Background()
 	sealer, _ := newSealer(t, 1)
 	store := idempotency.NewMemoryStore(nil)
-	m := idempotency.New(&idempotency.Options{Store: store, Sealer: sealer})
+	m := must(idempotency.New(&idempotency.Options{Store: store, Sealer: sealer}))
 	a, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)
 	require.NoError(t, a.Complete(ctx, idempotency.Response{Status: 201, Body: []byte(issuedKey)}))

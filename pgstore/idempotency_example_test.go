@@ -29,7 +29,7 @@ func ExampleNewIdempotencyStore() {
 		log.Fatal(err)
 	}
 	store := pgstore.NewIdempotencyStore(pool, opts)
-	mw := idempotency.New(&idempotency.Options{Store: store})
+	mw := must(idempotency.New(&idempotency.Options{Store: store}))
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -69,7 +69,7 @@ func ExampleNewTransactor() {
 	if err := pgstore.MigrateIdempotency(ctx, pool, nil); err != nil {
 		log.Fatal(err)
 	}
-	mw := idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(pool, nil)})
+	mw := must(idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(pool, nil)}))
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct {

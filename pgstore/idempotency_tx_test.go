@@ -60,7 +60,7 @@ func (e *idemTxEnv) middleware(tweak func(*idempotency.Options)) *idempotency.Mi
 	if tweak != nil {
 		tweak(o)
 	}
-	return idempotency.New(o)
+	return must(idempotency.New(o))
 }
 
 // orderHandler writes an order in the request's transaction, then runs then (if set) and answers.
@@ -427,7 +427,7 @@ func TestTransactorTakesOverDeadStoreModeOwner(t *testing.T) {
 // TestTransactorSharesRecordsWithStoreMode: both modes use the same rows, so replicas may mix them.
 func TestTransactorSharesRecordsWithStoreMode(t *testing.T) {
 	e := newIdemTxEnv(t)
-	plain := idempotency.New(&idempotency.Options{Store: pgstore.NewIdempotencyStore(e.pool, e.opts), Now: e.clock.Now})
+	plain := must(idempotency.New(&idempotency.Options{Store: pgstore.NewIdempotencyStore(e.pool, e.opts), Now: e.clock.Now}))
 	txm := e.middleware(nil)
 	inside, release := make(chan struct{}), make(chan struct{})
 	var plainRuns atomic.Int32
@@ -469,7 +469,7 @@ func TestTransactorIsolation(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(strict.Close)
 	var level string
-	m := idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(strict, e.opts)})
+	m := must(idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(strict, e.opts)}))
 	rec := e.do(m.Handler(e.orderHandler(func(_ http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
 		require.NoError(t, tx.QueryRow(r.Context(), `SHOW transaction_isolation`).Scan(&level))
 		return true

@@ -150,8 +150,8 @@ func TestPinStoreAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	lic := func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true }
 	now := func() time.Time { return pinT0 }
-	a := versioning.New(reg, &versioning.Options{Now: now, Pins: s, Licensee: lic, FirstUse: versioning.PinRequested})
-	b := versioning.New(reg, &versioning.Options{Now: now, Pins: s, Licensee: lic, FirstUse: versioning.PinRequested})
+	a := must(versioning.New(reg, &versioning.Options{Now: now, Pins: s, Licensee: lic, FirstUse: versioning.PinRequested}))
+	b := must(versioning.New(reg, &versioning.Options{Now: now, Pins: s, Licensee: lic, FirstUse: versioning.PinRequested}))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	call := func(rt *versioning.Router, path, licensee string) int {
 		r := httptest.NewRequest("GET", path, nil)

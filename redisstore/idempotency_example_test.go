@@ -29,7 +29,7 @@ func ExampleNewIdempotencyStore() {
 		// running on it would let evicted keys run twice.
 		log.Fatal(err)
 	}
-	mw := idempotency.New(&idempotency.Options{Store: store})
+	mw := must(idempotency.New(&idempotency.Options{Store: store}))
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -203,11 +203,11 @@ func TestScopeFitsVersionPins(t *testing.T) {
 	reg, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}}, nil)
 	require.NoError(t, err)
 	pins := versioning.NewMemoryPinStore()
-	router := versioning.New(reg, &versioning.Options{Pins: pins,
+	router := must(versioning.New(reg, &versioning.Options{Pins: pins,
 		Licensee: func(r *http.Request) (string, bool) {
 			scope, err := RequestScope(r)
 			return scope, err == nil
-		}})
+		}}))
 	iss := NewIssuer(nil, nil)
 	h := must(NewAuthenticator(iss, nil)).Handler(router.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)

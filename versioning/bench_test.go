@@ -43,7 +43,7 @@ func BenchmarkRouting(b *testing.B) {
 	reg := fixtureRegistry(b)
 	pinned := func(opts *versioning.Options) *versioning.Router {
 		opts.Now, opts.Licensee = now, headerLicensee
-		rt := versioning.New(reg, opts)
+		rt := must(versioning.New(reg, opts))
 		r := httptest.NewRequest("GET", "/v3/orders", nil)
 		r.Header.Set(licenseeHeader, "lic_bench")
 		if _, err := rt.Decide(r); err != nil { // pins lic_bench to v3
@@ -60,10 +60,10 @@ func BenchmarkRouting(b *testing.B) {
 	}
 	b.Run("bare", func(b *testing.B) { serveBench(b, ok, req("/v3/orders", false)) })
 	b.Run("newest", func(b *testing.B) {
-		serveBench(b, versioning.New(reg, &versioning.Options{Now: now}).Handler(ok), req("/v3/orders", false))
+		serveBench(b, must(versioning.New(reg, &versioning.Options{Now: now})).Handler(ok), req("/v3/orders", false))
 	})
 	b.Run("deprecated_headers", func(b *testing.B) {
-		serveBench(b, versioning.New(reg, &versioning.Options{Now: now}).Handler(ok), req("/v1/orders/ord_1", false))
+		serveBench(b, must(versioning.New(reg, &versioning.Options{Now: now})).Handler(ok), req("/v1/orders/ord_1", false))
 	})
 	b.Run("pinned_memory", func(b *testing.B) {
 		serveBench(b, pinned(&versioning.Options{}).Handler(ok), req("/v3/orders", true))
@@ -72,7 +72,7 @@ func BenchmarkRouting(b *testing.B) {
 		serveBench(b, pinned(&versioning.Options{PinCacheTTL: 1 << 62}).Handler(ok), req("/v3/orders", true))
 	})
 	b.Run("strip_version", func(b *testing.B) {
-		serveBench(b, versioning.New(reg, &versioning.Options{Now: now, StripVersion: true}).Handler(ok), req("/v3/orders", false))
+		serveBench(b, must(versioning.New(reg, &versioning.Options{Now: now, StripVersion: true})).Handler(ok), req("/v3/orders", false))
 	})
 }
 
@@ -125,7 +125,7 @@ func BenchmarkShapedRequest(b *testing.B) {
 		_, _ = w.Write(body)
 	})
 	b.SetBytes(int64(len(body)))
-	serveBench(b, versioning.New(twoChangeRegistry(b), nil).Handler(h), httptest.NewRequest("GET", "/v1/orders", nil))
+	serveBench(b, must(versioning.New(twoChangeRegistry(b), nil)).Handler(h), httptest.NewRequest("GET", "/v1/orders", nil))
 }
 
 func BenchmarkRenderEvent(b *testing.B) {

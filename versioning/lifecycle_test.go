@@ -56,10 +56,10 @@ func TestLifecycleBoundaries(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var usage []versioning.Usage
-			rt := versioning.New(fixtureRegistry(t), &versioning.Options{
+			rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{
 				Now:       func() time.Time { return tc.at },
 				OnRequest: func(u versioning.Usage) { usage = append(usage, u) },
-			})
+			}))
 			var deprecated bool
 			h := rt.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				d, _ := versioning.DecisionFromContext(r.Context())
@@ -95,7 +95,7 @@ func TestLifecycleBoundaries(t *testing.T) {
 }
 
 func TestSunsetProblem(t *testing.T) {
-	rt := versioning.New(fixtureRegistry(t), &versioning.Options{Now: func() time.Time { return v1Sunset }})
+	rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: func() time.Time { return v1Sunset }}))
 	w := do(t, rt.Handler(newestOrderHandler()), request{path: "/v1/orders"})
 	p := problem(t, w, http.StatusGone, versioning.CodeVersionSunset)
 	requireLocatedAtVersion(t, p, versioning.CodeVersionSunset)
@@ -104,7 +104,7 @@ func TestSunsetProblem(t *testing.T) {
 	require.Equal(t, []any{"v2", "v3"}, p.Extensions[versioning.MemberSupportedVersions])
 
 	// When the successor is sunset too, the problem points past it to a version that answers.
-	rt = versioning.New(fixtureRegistry(t), &versioning.Options{Now: func() time.Time { return v2Sunset }})
+	rt = must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: func() time.Time { return v2Sunset }}))
 	p = problem(t, do(t, rt.Handler(newestOrderHandler()), request{path: "/v1/orders"}), http.StatusGone, versioning.CodeVersionSunset)
 	require.Equal(t, "v3", p.Extensions[versioning.MemberSuccessorVersion])
 	require.Equal(t, "version v1 was sunset on 2026-07-01T00:00:00Z; use v3", p.Detail)
@@ -130,7 +130,7 @@ func TestSuccessorLinkNamesOnlyAVersionThatAnswers(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	links := func(at time.Time, path string) []string {
-		rt := versioning.New(reg, &versioning.Options{Now: func() time.Time { return at }})
+		rt := must(versioning.New(reg, &versioning.Options{Now: func() time.Time { return at }}))
 		var out []string
 		for _, l := range do(t, rt.Handler(newestOrderHandler()), request{path: path}).Header().Values("Link") {
 			if strings.Contains(l, `rel="successor-version"`) {
@@ -180,26 +180,26 @@ func TestSuccessorLink(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := versioning.New(reg, &versioning.Options{Now: now})
+			rt := must(versioning.New(reg, &versioning.Options{Now: now}))
 			w := do(t, tc.h(rt), request{path: tc.target})
 			require.Equal(t, tc.want, w.Header().Values("Link")[0])
 		})
 	}
 	t.Run("hook", func(t *testing.T) {
-		rt := versioning.New(reg, &versioning.Options{Now: now, SuccessorLink: func(r *http.Request, successor string) string {
+		rt := must(versioning.New(reg, &versioning.Options{Now: now, SuccessorLink: func(r *http.Request, successor string) string {
 			return "https://api.example.com/" + successor + "/"
-		}})
+		}}))
 		w := do(t, rt.Handler(http.NotFoundHandler()), request{path: "/v2/orders"})
 		require.Equal(t, []string{`<https://api.example.com/v3/>; rel="successor-version"`}, w.Header().Values("Link"))
 	})
 	t.Run("hook may opt out", func(t *testing.T) {
-		rt := versioning.New(reg, &versioning.Options{Now: now, SuccessorLink: func(*http.Request, string) string { return "" }})
+		rt := must(versioning.New(reg, &versioning.Options{Now: now, SuccessorLink: func(*http.Request, string) string { return "" }}))
 		w := do(t, rt.Handler(http.NotFoundHandler()), request{path: "/v2/orders"})
 		require.Empty(t, w.Header().Values("Link"))
 		require.NotEmpty(t, w.Header().Get("Deprecation"))
 	})
 	t.Run("links set outside are kept, handler may add", func(t *testing.T) {
-		rt := versioning.New(reg, &versioning.Options{Now: now})
+		rt := must(versioning.New(reg, &versioning.Options{Now: now}))
 		inner := rt.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Add("Link", `</docs>; rel="help"`)
 			w.Header().Add(versioning.HeaderVersion, "tampered")

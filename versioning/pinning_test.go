@@ -34,7 +34,7 @@ func newPinEnv(t *testing.T, mod func(*versioning.Options)) *pinEnv {
 	if mod != nil {
 		mod(opts)
 	}
-	e.rt = versioning.New(fixtureRegistry(t), opts)
+	e.rt = must(versioning.New(fixtureRegistry(t), opts))
 	var mu sync.Mutex
 	e.h = e.rt.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
@@ -290,7 +290,7 @@ func TestPinCache(t *testing.T) {
 	require.Equal(t, 1, e.pins.getCount(), "the pin is read once within the TTL")
 
 	// Another replica (sharing the store, not the cache) upgrades the licensee.
-	replica := versioning.New(fixtureRegistry(t), &versioning.Options{Now: e.clk.Now, Pins: e.pins.PinStore, Licensee: headerLicensee})
+	replica := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: e.clk.Now, Pins: e.pins.PinStore, Licensee: headerLicensee}))
 	_, err := replica.Upgrade(context.Background(), "lic_c", "v3")
 	require.NoError(t, err)
 	require.Equal(t, 200, do(t, e.h, request{path: "/v3/orders", licensee: "lic_c"}).Code,

@@ -125,10 +125,13 @@ type Router struct {
 	log           *slog.Logger
 }
 
-// New returns a Router over reg. It panics when reg is nil, a programming error.
-func New(reg *Registry, opts *Options) *Router {
+// New returns a Router over reg; a nil reg, or a negative RetryAfter, is an error.
+func New(reg *Registry, opts *Options) (*Router, error) {
 	if reg == nil {
-		panic("versioning: New needs a Registry")
+		return nil, errors.New("versioning: New needs a Registry")
+	}
+	if opts != nil && opts.RetryAfter < 0 {
+		return nil, fmt.Errorf("versioning: New: RetryAfter %v is negative", opts.RetryAfter)
 	}
 	var o Options
 	if opts != nil {
@@ -168,7 +171,7 @@ func New(reg *Registry, opts *Options) *Router {
 		}
 		rt.cache = newPinCache(o.PinCacheTTL, size)
 	}
-	return rt
+	return rt, nil
 }
 
 // Registry returns the router's registry.

@@ -56,7 +56,7 @@ func TestRouting(t *testing.T) {
 
 	clk := newClock(testNow)
 	newRouter := func(strip bool) *versioning.Router {
-		return versioning.New(fixtureRegistry(t), &versioning.Options{Now: clk.Now, StripVersion: strip})
+		return must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: clk.Now, StripVersion: strip}))
 	}
 	cases := []struct {
 		name                        string
@@ -93,7 +93,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestRoutingMountedInMux(t *testing.T) {
-	rt := versioning.New(fixtureRegistry(t), &versioning.Options{Now: newClock(testNow).Now})
+	rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: newClock(testNow).Now}))
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	outer.Handle("/", rt.Handler(echo("api")))
@@ -108,7 +108,7 @@ func TestRoutingMountedInMux(t *testing.T) {
 }
 
 func TestStripVersionEscapedPath(t *testing.T) {
-	rt := versioning.New(fixtureRegistry(t), &versioning.Options{Now: newClock(testNow).Now, StripVersion: true})
+	rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: newClock(testNow).Now, StripVersion: true}))
 	var path, raw, orig string
 	h := rt.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path, raw = r.URL.Path, r.URL.RawPath
@@ -129,7 +129,7 @@ func TestStripVersionEscapedPath(t *testing.T) {
 
 func TestUnknownVersion(t *testing.T) {
 	clk := newClock(testNow)
-	rt := versioning.New(fixtureRegistry(t), &versioning.Options{Now: clk.Now})
+	rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: clk.Now}))
 	called := false
 	h := rt.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
 	cases := []struct {
@@ -169,7 +169,7 @@ func TestPerVersionHandler(t *testing.T) {
 	vs[1].Handler = echo("v1-legacy") // v1
 	reg, err := versioning.NewRegistry(vs, fixtureChanges())
 	require.NoError(t, err)
-	rt := versioning.New(reg, &versioning.Options{Now: newClock(testNow).Now})
+	rt := must(versioning.New(reg, &versioning.Options{Now: newClock(testNow).Now}))
 	h := rt.Handler(newestOrderHandler())
 
 	w := do(t, h, request{method: "POST", path: "/v1/orders", body: `{"direction":"buy"}`})
@@ -188,16 +188,16 @@ func TestPerVersionHandler(t *testing.T) {
 	}
 	reg, err = versioning.NewRegistry(vs, fixtureChanges())
 	require.NoError(t, err)
-	h = versioning.New(reg, &versioning.Options{Now: newClock(testNow).Now}).Handler(nil)
+	h = must(versioning.New(reg, &versioning.Options{Now: newClock(testNow).Now})).Handler(nil)
 	require.Equal(t, "own-v2", do(t, h, request{path: "/v2/x"}).Header().Get("X-Tag"))
 }
 
 func TestNewPanicsWithoutRegistry(t *testing.T) {
-	require.Panics(t, func() { versioning.New(nil, nil) })
+	require.Panics(t, func() { must(versioning.New(nil, nil)) })
 }
 
 func TestDecideWithoutMiddleware(t *testing.T) {
-	rt := versioning.New(fixtureRegistry(t), &versioning.Options{Now: newClock(testNow).Now, Licensee: headerLicensee})
+	rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: newClock(testNow).Now, Licensee: headerLicensee}))
 	r := httptest.NewRequest("GET", "/v3/orders", nil)
 	r.Header.Set(licenseeHeader, "lic_decide")
 	d, err := rt.Decide(r)

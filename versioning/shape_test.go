@@ -26,7 +26,7 @@ func shapeRouter(t *testing.T, mod func(*versioning.Options)) *versioning.Router
 	if mod != nil {
 		mod(opts)
 	}
-	return versioning.New(fixtureRegistry(t), opts)
+	return must(versioning.New(fixtureRegistry(t), opts))
 }
 
 func TestResponseShaping(t *testing.T) {
@@ -196,7 +196,7 @@ func TestShapingTransformFailure(t *testing.T) {
 		Name: "explodes", Version: "v2", Response: func(map[string]any) error { return errors.New("boom") },
 	}})
 	require.NoError(t, err)
-	rt := versioning.New(reg, &versioning.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	rt := must(versioning.New(reg, &versioning.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	w := do(t, rt.Handler(newestOrderHandler()), request{method: "POST", path: "/v1/orders", body: "{}"})
 	problem(t, w, 500, apierror.CodeInternal)
 	require.Empty(t, w.Header().Get("Location"))
@@ -288,7 +288,7 @@ func TestRequestShaping(t *testing.T) {
 			},
 		}})
 		require.NoError(t, err)
-		h := versioning.New(reg, nil).Handler(newestOrderHandler())
+		h := must(versioning.New(reg, nil)).Handler(newestOrderHandler())
 		w := do(t, h, request{method: "POST", path: "/v1/orders", body: `{"direction":1}`})
 		p := problem(t, w, 400, "wrong_type")
 		require.Equal(t, "/direction", p.Errors[0].Pointer)
@@ -296,7 +296,7 @@ func TestRequestShaping(t *testing.T) {
 			Name: "explodes", Version: "v2", Request: func(map[string]any) error { return errors.New("boom") },
 		}})
 		require.NoError(t, err)
-		w = do(t, versioning.New(reg2, nil).Handler(newestOrderHandler()), request{method: "POST", path: "/v1/orders", body: `{}`})
+		w = do(t, must(versioning.New(reg2, nil)).Handler(newestOrderHandler()), request{method: "POST", path: "/v1/orders", body: `{}`})
 		problem(t, w, 500, apierror.CodeInternal)
 	})
 }

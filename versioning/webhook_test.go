@@ -64,8 +64,8 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 		lic, ok := keys[r.Header.Get("Authorization")]
 		return lic, ok
 	}
-	router := versioning.New(twoVersions(t), &versioning.Options{Pins: pins, Licensee: licensee, StripVersion: true,
-		Now: func() time.Time { return testNow }})
+	router := must(versioning.New(twoVersions(t), &versioning.Options{Pins: pins, Licensee: licensee, StripVersion: true,
+		Now: func() time.Time { return testNow }}))
 	for lic, v := range map[string]string{"lic_v1": "v1", "lic_v2": "v2"} {
 		_, err := router.Repin(ctx, lic, v)
 		require.NoError(t, err)
@@ -195,7 +195,7 @@ func ExampleRouter_EventRenderer() {
 			Description: "An order's side is called direction.",
 			Response:    func(o map[string]any) error { o["side"] = o["direction"]; delete(o, "direction"); return nil },
 		}})
-	router := versioning.New(reg, nil)
+	router := must(versioning.New(reg, nil))
 	_, _ = router.Repin(context.Background(), "lic_1", "v1")
 	render := router.EventRenderer(nil) // the endpoint's Owner is the licensee
 

@@ -48,7 +48,7 @@ func RunOutage(t *testing.T, newBackend func(t *testing.T) OutageBackend) {
 			t.Skip("the backend has no Stall")
 		}
 		var runs atomic.Int32
-		m := idempotency.New(&idempotency.Options{Store: b.Store, StoreTimeout: 300 * time.Millisecond,
+		m := newMiddleware(t, &idempotency.Options{Store: b.Store, StoreTimeout: 300 * time.Millisecond,
 			Scope: func(*http.Request) (string, error) { return "outage", nil }})
 		b.Stall()
 		defer b.Restore()
@@ -78,7 +78,7 @@ func testOutage(t *testing.T, b OutageBackend, outage time.Duration) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"ord_1"}`)
 	})
-	m := idempotency.New(&idempotency.Options{Store: b.Store, Now: clock.Now, Lease: replicaLease,
+	m := newMiddleware(t, &idempotency.Options{Store: b.Store, Now: clock.Now, Lease: replicaLease,
 		StoreTimeout: 2 * time.Second, Scope: func(*http.Request) (string, error) { return "outage", nil }})
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	h := m.Handler(handler)

@@ -224,7 +224,7 @@ func testExactlyOnceAcrossReplicas(t *testing.T, mode ReplicaMode) {
 	for n := range servers {
 		o := b.Options()
 		o.Now = clock.Now
-		servers[n] = httptest.NewServer(idempotency.New(o).Handler(handler))
+		servers[n] = httptest.NewServer(newMiddleware(t, o).Handler(handler))
 		t.Cleanup(servers[n].Close)
 	}
 	client := replicaHTTPClient(t)
@@ -401,7 +401,7 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	})
 	newServer := func(o *idempotency.Options, h http.Handler) *httptest.Server {
 		o.Now, o.Lease = clock.Now, replicaLease
-		srv := httptest.NewServer(idempotency.New(o).Handler(h))
+		srv := httptest.NewServer(newMiddleware(t, o).Handler(h))
 		t.Cleanup(srv.Close)
 		return srv
 	}
@@ -494,7 +494,7 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 func testStoreOutage(t *testing.T, mode ReplicaMode) {
 	require.NotNil(t, mode.Unreachable, "storetest: ReplicaMode.Unreachable")
 	var runs atomic.Int32
-	h := idempotency.New(mode.Unreachable(t)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := newMiddleware(t, mode.Unreachable(t)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 	}))
 	srv := httptest.NewServer(h)

@@ -235,10 +235,14 @@ func New(cfg Config) (*Server, error) {
 	if sbxStore == nil && cfg.Idempotency != nil {
 		sbxStore = cfg.Idempotency
 	}
-	s.idem = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
-		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems})
-	s.idemSbx = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
-		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems})
+	if s.idem, err = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
+		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if s.idemSbx, err = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
+		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 
 	// Versioning: v2 is the newest; v1 is reshaped from it and announces its deprecation and sunset
 	// (versions.go). Licensees stay pinned to the version of their first request until they upgrade.
@@ -246,9 +250,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.versions = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
+	s.versions, err = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
 		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
 		Problems: s.problems, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	// Every event is rendered at the version its endpoint's licensee is pinned to, for deliveries and
 	// range retrieval alike: an endpoint's owner is the principal's scope, the router's licensee.
 	render := s.versions.EventRenderer(nil)
