@@ -84,7 +84,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := pgstore.NewEventLog(pool, nil)
+	log := must(pgstore.NewEventLog(pool, nil))
 	pub := producer.NewPublisher(log, registry, nil)
 
 	// The sequencer, with the numbering instant of each order's first event (the lag sample; an
@@ -199,7 +199,7 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, pub *producer.Publisher
 			ids = append(ids, evID)
 		}
 	} else {
-		evs, err := pub.WithLog(pgstore.NewEventLog(tx, nil)).PublishToEach(ctx, eps, "order.created", data)
+		evs, err := pub.WithLog(must(pgstore.NewEventLog(tx, nil))).PublishToEach(ctx, eps, "order.created", data)
 		if err != nil {
 			return nil, err
 		}

@@ -442,7 +442,7 @@ func benchOrders(b *testing.B, shared bool) {
 	// The events are numbered after their orders commit, by a sequencer as the server's dispatcher
 	// runs one (the benchmark does not deliver): its work is part of what an order costs. The warm-up
 	// orders also pin each licensee's version.
-	seqLog := pgstore.NewEventLog(pool, nil)
+	seqLog := must(pgstore.NewEventLog(pool, nil))
 	seq, err := producer.NewSequencer(seqLog, &producer.SequencerOptions{PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
@@ -509,13 +509,13 @@ func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 		tb.Fatalf("migrate: %v", err)
 	}
 	srv, err := orderserver.New(orderserver.Config{
-		Store:              orderserver.NewPostgresStore(pool),
-		Credentials:        pgstore.NewCredentialStore(pool, nil),
-		Pins:               pgstore.NewPinStore(pool, nil),
-		Idempotency:        pgstore.NewIdempotencyStore(pool, nil),
-		SandboxIdempotency: pgstore.NewIdempotencyStore(pool, sandboxIdem),
-		Transactor:         pgstore.NewTransactor(pool, nil),
-		SandboxTransactor:  pgstore.NewTransactor(pool, sandboxIdem),
+		Store:              must(orderserver.NewPostgresStore(pool)),
+		Credentials:        must(pgstore.NewCredentialStore(pool, nil)),
+		Pins:               must(pgstore.NewPinStore(pool, nil)),
+		Idempotency:        must(pgstore.NewIdempotencyStore(pool, nil)),
+		SandboxIdempotency: must(pgstore.NewIdempotencyStore(pool, sandboxIdem)),
+		Transactor:         must(pgstore.NewTransactor(pool, nil)),
+		SandboxTransactor:  must(pgstore.NewTransactor(pool, sandboxIdem)),
 		BaseURL:            "http://127.0.0.1:8080",
 		// The benchmark's endpoints are on loopback, which the default guard refuses.
 		Webhooks: orderserver.WebhookOptions{Guard: &producer.AddressGuard{
@@ -650,7 +650,7 @@ func benchEventsOurs(b *testing.B) {
 	if err := pgstore.MigrateEventLog(ctx, pool, nil); err != nil {
 		b.Fatal(err)
 	}
-	log := pgstore.NewEventLog(pool, nil)
+	log := must(pgstore.NewEventLog(pool, nil))
 	cons := newConsumer(b)
 	eps := make([]producer.Endpoint, k.endpoints)
 	ids := make([]string, k.endpoints)

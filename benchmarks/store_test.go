@@ -45,7 +45,7 @@ func BenchmarkStore(b *testing.B) {
 		if err := pgstore.MigrateIdempotency(context.Background(), pool, opts); err != nil {
 			b.Fatal(err)
 		}
-		storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store { return pgstore.NewIdempotencyStore(pool, opts) })
+		storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store { return must(pgstore.NewIdempotencyStore(pool, opts)) })
 	})
 }
 

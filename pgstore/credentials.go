@@ -107,9 +107,9 @@ var _ sandbox.CredentialStore = (*CredentialStore)(nil)
 
 // NewCredentialStore returns a store on db with opts (nil means the defaults). Run MigrateCredentials
 // (or CredentialMigration's SQL) first.
-func NewCredentialStore(db DB, opts *CredentialOptions) *CredentialStore {
+func NewCredentialStore(db DB, opts *CredentialOptions) (*CredentialStore, error) {
 	if db == nil {
-		panic("pgstore: NewCredentialStore needs a DB")
+		return nil, errNoDB("NewCredentialStore")
 	}
 	o := credResolve(opts)
 	t := o.qualified
@@ -122,7 +122,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`,
 		revoke: `UPDATE ` + t + ` SET revoked_at = LEAST(revoked_at, $2) WHERE id = $1`,
 		revokeAll: `UPDATE ` + t + ` SET revoked_at = $3
 WHERE licensee = $1 AND environment = $2 AND (revoked_at IS NULL OR revoked_at > $3)`,
-	}
+	}, nil
 }
 
 // Put implements sandbox.CredentialStore.

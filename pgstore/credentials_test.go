@@ -22,7 +22,7 @@ func TestCredentialStoreConformance(t *testing.T) {
 		pool, schema := pgtest.Pool(t)
 		opts := &pgstore.CredentialOptions{Schema: schema}
 		require.NoError(t, pgstore.MigrateCredentials(context.Background(), pool, opts))
-		return pgstore.NewCredentialStore(pool, opts)
+		return must(pgstore.NewCredentialStore(pool, opts))
 	})
 }
 
@@ -51,7 +51,7 @@ func TestCredentialMigration(t *testing.T) {
 	}
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
 
-	s := pgstore.NewCredentialStore(pool, opts)
+	s := must(pgstore.NewCredentialStore(pool, opts))
 	c := credentialtest.Credential(1, "lic_a", sandbox.Sandbox)
 	require.NoError(t, s.Put(ctx, c))
 	var n int
@@ -71,7 +71,7 @@ func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
-	iss := sandbox.NewIssuer(pgstore.NewCredentialStore(pool, opts), nil)
+	iss := sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil)
 	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 
@@ -95,7 +95,7 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
-	iss := sandbox.NewIssuer(pgstore.NewCredentialStore(pool, opts), &sandbox.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour})
+	iss := sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), &sandbox.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour})
 	h := must(sandbox.NewAuthenticator(iss, nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := sandbox.FromContext(r.Context())
 		_, _ = w.Write([]byte(p.Scope()))
@@ -139,7 +139,7 @@ func TestCredentialStoreDatabaseDown(t *testing.T) {
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
-	s := pgstore.NewCredentialStore(pool, opts)
+	s := must(pgstore.NewCredentialStore(pool, opts))
 	iss := sandbox.NewIssuer(s, nil)
 	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
@@ -169,10 +169,10 @@ func TestCredentialStoreInTransaction(t *testing.T) {
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	c, err := sandbox.NewIssuer(pgstore.NewCredentialStore(tx, opts), nil).Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	c, err := sandbox.NewIssuer(must(pgstore.NewCredentialStore(tx, opts)), nil).Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
-	_, err = pgstore.NewCredentialStore(pool, opts).Get(ctx, sandbox.HashKey(c.APIKey))
+	_, err = must(pgstore.NewCredentialStore(pool, opts)).Get(ctx, sandbox.HashKey(c.APIKey))
 	require.ErrorIs(t, err, sandbox.ErrCredentialNotFound)
 }
 
@@ -181,7 +181,7 @@ func BenchmarkCredentialStoreGet(b *testing.B) {
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(b, pgstore.MigrateCredentials(ctx, pool, opts))
-	s := pgstore.NewCredentialStore(pool, opts)
+	s := must(pgstore.NewCredentialStore(pool, opts))
 	c := credentialtest.Credential(1, "lic_a", sandbox.Sandbox)
 	require.NoError(b, s.Put(ctx, c))
 	b.ReportAllocs()

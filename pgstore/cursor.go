@@ -99,8 +99,11 @@ var _ webhook.CursorStore = (*CursorStore)(nil)
 
 // NewCursorStore returns a store on db (a pool, a connection, or a transaction) with the table opts
 // name; nil opts mean the defaults.
-func NewCursorStore(db DB, opts *CursorOptions) *CursorStore {
-	return &CursorStore{db: db, cfg: cursorResolve(opts)}
+func NewCursorStore(db DB, opts *CursorOptions) (*CursorStore, error) {
+	if db == nil {
+		return nil, errNoDB("NewCursorStore")
+	}
+	return &CursorStore{db: db, cfg: cursorResolve(opts)}, nil
 }
 
 // Get returns the stream's cursor, or 0 when it has none.

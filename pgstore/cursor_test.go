@@ -29,7 +29,7 @@ func newCursorStore(t *testing.T, opts *pgstore.CursorOptions) (*pgstore.CursorS
 	t.Helper()
 	pool, _ := pgtest.Pool(t)
 	require.NoError(t, pgstore.MigrateCursors(cursorCtx(t), pool, opts))
-	return pgstore.NewCursorStore(pool, opts), pool
+	return must(pgstore.NewCursorStore(pool, opts)), pool
 }
 
 func TestCursorStoreConformance(t *testing.T) {
@@ -45,7 +45,7 @@ func TestCursorStoreConformanceQualifiedTable(t *testing.T) {
 		pool, _ := pgtest.Pool(t) // search_path elsewhere: only the qualified name can find the table
 		opts := &pgstore.CursorOptions{Schema: schema, Table: `odd "name"`}
 		require.NoError(t, pgstore.MigrateCursors(cursorCtx(t), pool, opts))
-		return pgstore.NewCursorStore(pool, opts)
+		return must(pgstore.NewCursorStore(pool, opts))
 	})
 }
 
@@ -73,7 +73,7 @@ func TestCursorMigration(t *testing.T) {
 
 func TestCursorStoreWithoutTable(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
-	s := pgstore.NewCursorStore(pool, nil)
+	s := must(pgstore.NewCursorStore(pool, nil))
 	_, err := s.Get(cursorCtx(t), "we_1")
 	require.Error(t, err)
 	require.True(t, strings.HasPrefix(err.Error(), "pgstore: "), err.Error())

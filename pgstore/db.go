@@ -18,6 +18,9 @@ type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// errNoDB is a constructor's refusal of a nil DB.
+func errNoDB(ctor string) error { return fmt.Errorf("pgstore: %s needs a DB", ctor) }
+
 // quoteIdent quotes a schema or table name for use in SQL.
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 

@@ -36,9 +36,9 @@ import (
 // an application that runs a Dispatcher needs nothing more; call the Dispatcher's Wake after a commit
 // to have the events numbered at once rather than at the sequencer's next poll.
 //
-// The transactional outbox: build an EventLog on the caller's pgx.Tx (NewEventLog(tx, opts), which is
-// cheap) and the event commits or rolls back with the business change that caused it, and is numbered
-// only once it has committed.
+// The transactional outbox: take the EventLog onto the caller's pgx.Tx (log.WithDB(tx), which copies
+// no statement) and the event commits or rolls back with the business change that caused it, and is
+// numbered only once it has committed.
 //
 // Claim leases due deliveries with SELECT … FOR UPDATE SKIP LOCKED, so replicas never block on or
 // take each other's rows, and a per-row fencing token makes a stale holder's settlement fail.
@@ -77,7 +77,10 @@ const sequenceLockClass = 0x73657173 // "seqs"
 
 // NewEventLog returns an EventLog on db with the tables named by opts (nil means the defaults). Run
 // MigrateEventLog once first.
-func NewEventLog(db DB, opts *EventLogOptions) *EventLog {
+func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
+	if db == nil {
+		return nil, errNoDB("NewEventLog")
+	}
 	o := evlogResolve(opts)
 	e, s, a := o.events, o.streams, o.attempts
 	return &EventLog{db: db, cfg: o, sql: evlogSQL{
@@ -194,7 +197,19 @@ SELECT stream, max(seq) FROM doomed GROUP BY stream ORDER BY stream`,
 u AS (UPDATE ` + s + ` c SET pruned_through = GREATEST(c.pruned_through, m.through) FROM m WHERE c.stream = m.stream),
 h AS (DELETE FROM ` + a + ` h USING m WHERE h.stream = m.stream AND h.seq <= m.through)
 DELETE FROM ` + e + ` e USING m WHERE e.stream = m.stream AND e.seq <= m.through`,
-	}}
+	}}, nil
+}
+
+// WithDB returns a copy of the log that runs on db — typically the caller's pgx.Tx, for the
+// transactional outbox — sharing l's statements, so it costs one small allocation. A nil db is a
+// programming error and panics here, at the line that passed it, rather than at first use.
+func (l *EventLog) WithDB(db DB) *EventLog {
+	if db == nil {
+		panic("pgstore: EventLog.WithDB(nil)")
+	}
+	cp := *l
+	cp.db = db
+	return &cp
 }
 
 // Append implements producer.Log: it stores the event unnumbered and returns it with Sequence 0

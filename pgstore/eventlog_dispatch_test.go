@@ -76,7 +76,7 @@ func (e *evlogEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestEventLogDispatcherReplicas(t *testing.T) {
 	ctx := context.Background()
 	_, _, opts := newEventLog(t)
-	logs := []*pgstore.EventLog{pgstore.NewEventLog(fastCommitPool(t), opts), pgstore.NewEventLog(fastCommitPool(t), opts)}
+	logs := []*pgstore.EventLog{must(pgstore.NewEventLog(fastCommitPool(t), opts)), must(pgstore.NewEventLog(fastCommitPool(t), opts))}
 	failing := func(seq uint64, attempt int) bool { return seq%5 == 0 && attempt < 2 } // every fifth fails twice
 	sink := newEvlogEndpoint(failing)
 	srv := httptest.NewServer(sink)
@@ -160,7 +160,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 		Guard: evlogLoopback}
 
 	// First process: event 1 is claimed by a dispatcher that then crashes.
-	first := pgstore.NewEventLog(fastCommitPool(t), opts)
+	first := must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	for range 2 {
 		_, err := first.Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 		"the crashed holder cannot settle any more")
 
 	// Second process, new pool, new log, new dispatcher: it honours the retry the first one scheduled.
-	second := pgstore.NewEventLog(fastCommitPool(t), opts)
+	second := must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	d2, err := producer.NewDispatcher(second, eps, dopts)
 	require.NoError(t, err)
 	st, err = d2.DeliverDue(ctx)

@@ -29,7 +29,7 @@ func ExampleNewEventLog() {
 	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
 		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{os.Getenv("WEBHOOK_SECRET")},
 	})
-	events := pgstore.NewEventLog(pool, opts) // shared by the Dispatcher and the RangeHandler
+	events := must(pgstore.NewEventLog(pool, opts)) // shared by the Dispatcher and the RangeHandler
 	pub := producer.NewPublisher(events, eps, nil)
 
 	tx, err := pool.Begin(ctx)
@@ -40,7 +40,7 @@ func ExampleNewEventLog() {
 	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, qty) VALUES ($1, $2)`, "ord_1", 3); err != nil {
 		log.Fatal(err)
 	}
-	ev, err := pub.WithLog(pgstore.NewEventLog(tx, opts)).Publish(ctx, "we_123", "order.created",
+	ev, err := pub.WithLog(must(pgstore.NewEventLog(tx, opts))).Publish(ctx, "we_123", "order.created",
 		map[string]any{"id": "ord_1", "qty": 3})
 	if err != nil {
 		log.Fatal(err) // the deferred rollback takes the order back too

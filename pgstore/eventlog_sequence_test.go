@@ -45,8 +45,8 @@ func TestEventLogSequencingUnderFaults(t *testing.T) {
 	// terminates its connections at random moments, mid-statement or between statements; logs[1] is
 	// left alone.
 	chaosName := randid.New("svc-seq-chaos-")
-	logs := []*pgstore.EventLog{pgstore.NewEventLog(fastCommitPool(t), opts), pgstore.NewEventLog(fastCommitPool(t), opts),
-		pgstore.NewEventLog(namedPool(t, chaosName), opts)}
+	logs := []*pgstore.EventLog{must(pgstore.NewEventLog(fastCommitPool(t), opts)), must(pgstore.NewEventLog(fastCommitPool(t), opts)),
+		must(pgstore.NewEventLog(namedPool(t, chaosName), opts))}
 
 	var calls, kills, aborts atomic.Int64
 	pgstore.SetSequenceHook(logs[0], func(ctx context.Context, tx pgx.Tx, runs []producer.SequencedRun) error {
@@ -230,7 +230,7 @@ func appendInTx(ctx context.Context, db pgstore.DB, opts *pgstore.EventLogOption
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	l := pgstore.NewEventLog(tx, opts)
+	l := must(pgstore.NewEventLog(tx, opts))
 	ids := make([]string, 0, n)
 	for range n {
 		e, err := l.Append(ctx, stream, evlogEvent("order.created"))
@@ -272,7 +272,7 @@ type producerEvent struct {
 func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	ctx := context.Background()
 	_, _, opts := newEventLog(t)
-	a, b := pgstore.NewEventLog(fastCommitPool(t), opts), pgstore.NewEventLog(fastCommitPool(t), opts)
+	a, b := must(pgstore.NewEventLog(fastCommitPool(t), opts)), must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	inside, release := make(chan []producer.SequencedRun), make(chan struct{})
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }

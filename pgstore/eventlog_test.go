@@ -28,13 +28,13 @@ func newEventLog(t testing.TB) (*pgstore.EventLog, *pgxpool.Pool, *pgstore.Event
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema}
 	require.NoError(t, pgstore.MigrateEventLog(context.Background(), pool, opts))
-	return pgstore.NewEventLog(pool, opts), pool, opts
+	return must(pgstore.NewEventLog(pool, opts)), pool, opts
 }
 
 func TestEventLogConformance(t *testing.T) {
 	logtest.Run(t, func(t *testing.T) producer.Log {
 		_, _, opts := newEventLog(t)
-		return pgstore.NewEventLog(fastCommitPool(t), opts)
+		return must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	})
 }
 
@@ -92,7 +92,7 @@ func TestEventLogTransactions(t *testing.T) {
 		l, pool, opts := newEventLog(t)
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		e, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		e, err := must(pgstore.NewEventLog(tx, opts)).Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
 		require.Zero(t, e.Sequence, "numbered after the commit, not at Append")
 		require.NotEmpty(t, e.ID)
@@ -112,7 +112,7 @@ func TestEventLogTransactions(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		first, err := pgstore.NewEventLog(tx, opts).Append(ctx, "we_a", evlogEvent("order.created"))
+		first, err := must(pgstore.NewEventLog(tx, opts)).Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
 
 		// The first transaction is still open: the second append neither waits for it nor is numbered
@@ -142,13 +142,13 @@ func TestEventLogTransactions(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		tl := pgstore.NewEventLog(tx, opts)
+		tl := must(pgstore.NewEventLog(tx, opts))
 		_, err = tl.Append(ctx, "we_a", evlogEvent("order.created"))
 		require.NoError(t, err)
 		n, err := tl.Unsequenced(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		n, err = pgstore.NewEventLog(pool, opts).Unsequenced(ctx)
+		n, err = must(pgstore.NewEventLog(pool, opts)).Unsequenced(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "nobody else sees it before the commit")
 	})
@@ -172,7 +172,7 @@ func TestEventLogOutbox(t *testing.T) {
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = tx.Exec(ctx, `INSERT INTO orders (id) VALUES ($1)`, id)
 		require.NoError(t, err)
-		_, err = pub.WithLog(pgstore.NewEventLog(tx, opts)).Publish(ctx, "we_a", "order.created", map[string]string{"id": id})
+		_, err = pub.WithLog(must(pgstore.NewEventLog(tx, opts))).Publish(ctx, "we_a", "order.created", map[string]string{"id": id})
 		require.NoError(t, err)
 		if commit {
 			require.NoError(t, tx.Commit(ctx))
@@ -212,7 +212,7 @@ func TestEventLogMigration(t *testing.T) {
 	for range 2 { // idempotent
 		require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
 	}
-	l := pgstore.NewEventLog(pool, opts)
+	l := must(pgstore.NewEventLog(pool, opts))
 	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
 	require.NoError(t, err)
 	var n int
@@ -236,7 +236,7 @@ func TestEventLogDefaultsToSearchPath(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t) // search_path is the test's schema
 	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, nil))
-	l := pgstore.NewEventLog(pool, nil)
+	l := must(pgstore.NewEventLog(pool, nil))
 	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
 	require.NoError(t, err)
 	require.Equal(t, 1, numberAll(t, l))
@@ -256,7 +256,7 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	l := pgstore.NewEventLog(pool, opts)
+	l := must(pgstore.NewEventLog(pool, opts))
 
 	datas := []string{`{}`, `{"note":"café ☕ \u0000 \\ \"q\"","n":-1.5e3}`, `[1, 2,   3]`, `"` + strings.Repeat("x", 70<<10) + `"`}
 	for i, d := range datas {

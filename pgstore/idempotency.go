@@ -207,12 +207,12 @@ FROM ` + t + ` WHERE scope = $1 AND key = $2 AND expires_at > $3`,
 // NewIdempotencyStore returns a store on db, which the caller owns (a *pgxpool.Pool, *pgx.Conn or
 // pgx.Tx). The table must exist: run MigrateIdempotency or IdempotencyMigration's SQL first. It
 // panics when db is nil.
-func NewIdempotencyStore(db DB, opts *IdempotencyOptions) *IdempotencyStore {
+func NewIdempotencyStore(db DB, opts *IdempotencyOptions) (*IdempotencyStore, error) {
 	if db == nil {
-		panic("pgstore: NewIdempotencyStore needs a DB")
+		return nil, errNoDB("NewIdempotencyStore")
 	}
 	cfg := idemResolve(opts)
-	return &IdempotencyStore{db: db, cfg: cfg, sql: idemBuildSQL(cfg)}
+	return &IdempotencyStore{db: db, cfg: cfg, sql: idemBuildSQL(cfg)}, nil
 }
 
 // idemRow is one row the claim statement returns.

@@ -135,7 +135,7 @@ func TestIdempotencyRunCleanupDrainsInBatches(t *testing.T) {
 	require.Equal(t, 2510, idemCountRows(t, pool, schema, "true"))
 
 	counter := &idemDeleteCounter{DB: pool}
-	cs := pgstore.NewIdempotencyStore(counter, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"})
+	cs := must(pgstore.NewIdempotencyStore(counter, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
 	logs := &idemLogCounter{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -206,7 +206,7 @@ func TestIdempotencyRunCleanupSurvivesFailures(t *testing.T) {
 		base := time.Now().UTC()
 		idemFillExpired(t, direct, "lic_a", 250, base, base.Add(time.Hour))
 		proxied, proxy := idemProxiedPool(t, schema)
-		s := pgstore.NewIdempotencyStore(proxied, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"})
+		s := must(pgstore.NewIdempotencyStore(proxied, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
 
 		proxy.Cut()
 		logs, stop := run(t, s, base.Add(2*time.Hour))
@@ -233,7 +233,7 @@ func TestIdempotencyRunCleanupSurvivesFailures(t *testing.T) {
 		pool, err := pgxpool.New(context.Background(), pgtest.DSN(t))
 		require.NoError(t, err)
 		pool.Close()
-		s := pgstore.NewIdempotencyStore(pool, nil)
+		s := must(pgstore.NewIdempotencyStore(pool, nil))
 		logs, stop := run(t, s, time.Now())
 		idemEventually(t, "three failed passes logged", func() bool { return len(logs.logged()) >= 3 })
 		stop()

@@ -28,7 +28,7 @@ func ExampleNewIdempotencyStore() {
 	if err := pgstore.MigrateIdempotency(ctx, pool, opts); err != nil {
 		log.Fatal(err)
 	}
-	store := pgstore.NewIdempotencyStore(pool, opts)
+	store := must(pgstore.NewIdempotencyStore(pool, opts))
 	mw := must(idempotency.New(&idempotency.Options{Store: store}))
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +50,7 @@ func ExampleIdempotencyStore_RunCleanup() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store := pgstore.NewIdempotencyStore(pool, nil)
+	store := must(pgstore.NewIdempotencyStore(pool, nil))
 
 	go func() { _ = store.RunCleanup(ctx, &pgstore.CleanupOptions{Logger: slog.Default()}) }()
 	// … serve requests until shutdown …
@@ -69,7 +69,7 @@ func ExampleNewTransactor() {
 	if err := pgstore.MigrateIdempotency(ctx, pool, nil); err != nil {
 		log.Fatal(err)
 	}
-	mw := must(idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(pool, nil)}))
+	mw := must(idempotency.New(&idempotency.Options{Transactor: must(pgstore.NewTransactor(pool, nil))}))
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct {

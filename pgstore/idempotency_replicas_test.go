@@ -22,17 +22,17 @@ func TestIdempotencyReplicas(t *testing.T) {
 	storetest.RunReplicas(t, storetest.ReplicaConfig{Modes: []storetest.ReplicaMode{
 		{Name: "store", Setup: func(t *testing.T) storetest.ReplicaBackend {
 			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
-				return &idempotency.Options{Store: pgstore.NewIdempotencyStore(pool, opts)}
+				return &idempotency.Options{Store: must(pgstore.NewIdempotencyStore(pool, opts))}
 			})
 		}, Unreachable: func(t *testing.T) *idempotency.Options {
-			return &idempotency.Options{Store: pgstore.NewIdempotencyStore(idemUnreachablePool(t), nil)}
+			return &idempotency.Options{Store: must(pgstore.NewIdempotencyStore(idemUnreachablePool(t), nil))}
 		}},
 		{Name: "transactional", Setup: func(t *testing.T) storetest.ReplicaBackend {
 			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
-				return &idempotency.Options{Transactor: pgstore.NewTransactor(pool, opts)}
+				return &idempotency.Options{Transactor: must(pgstore.NewTransactor(pool, opts))}
 			})
 		}, Unreachable: func(t *testing.T) *idempotency.Options {
-			return &idempotency.Options{Transactor: pgstore.NewTransactor(idemUnreachablePool(t), nil)}
+			return &idempotency.Options{Transactor: must(pgstore.NewTransactor(idemUnreachablePool(t), nil))}
 		}},
 	}})
 }
@@ -48,7 +48,7 @@ func idemReplicaBackend(t *testing.T, options func(*pgxpool.Pool, *pgstore.Idemp
 	require.NoError(t, err)
 	return storetest.ReplicaBackend{
 		Options:     func() *idempotency.Options { return options(pool, opts) },
-		Store:       pgstore.NewIdempotencyStore(pool, opts),
+		Store:       must(pgstore.NewIdempotencyStore(pool, opts)),
 		WriteOrder:  idemOrderWrite,
 		OrderCounts: func(t *testing.T) map[string]int { return idemOrderCounts(t, pool) },
 	}

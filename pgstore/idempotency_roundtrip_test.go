@@ -52,8 +52,8 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Table: "idem"}
 	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
-	s := pgstore.NewIdempotencyStore(pool, opts)
-	tr := pgstore.NewTransactor(pool, opts)
+	s := must(pgstore.NewIdempotencyStore(pool, opts))
+	tr := must(pgstore.NewTransactor(pool, opts))
 	resp := idempotency.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
 	now := time.Now()
 	claim := func(k idempotency.Key) idempotency.Claim {

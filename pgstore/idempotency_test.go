@@ -22,7 +22,7 @@ func newIdemStore(t testing.TB) (*pgstore.IdempotencyStore, *pgxpool.Pool, strin
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
 	require.NoError(t, pgstore.MigrateIdempotency(context.Background(), pool, opts))
-	return pgstore.NewIdempotencyStore(pool, opts), pool, schema
+	return must(pgstore.NewIdempotencyStore(pool, opts)), pool, schema
 }
 
 var (
@@ -105,7 +105,7 @@ func TestIdempotencyMigration(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
-	s := pgstore.NewIdempotencyStore(pool, opts)
+	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	c, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Claimed, c.Status)
@@ -120,12 +120,12 @@ func TestIdempotencyMigration(t *testing.T) {
 
 func TestIdempotencyStoreWithoutTable(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
-	s := pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyOptions{Table: "missing"})
+	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyOptions{Table: "missing"}))
 	_, err := s.Claim(context.Background(), idempotency.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.Error(t, err)
 	require.NotErrorIs(t, err, idempotency.ErrNotFound)
 	require.Contains(t, err.Error(), "pgstore:")
-	require.Panics(t, func() { pgstore.NewIdempotencyStore(nil, nil) })
+	require.Panics(t, func() { must(pgstore.NewIdempotencyStore(nil, nil)) })
 }
 
 // TestIdempotencyClaimSeesRowNewerThanSnapshot pins down the race Claim's re-read exists for: a
@@ -162,7 +162,7 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
-			first, err := pgstore.NewIdempotencyStore(tx, opts).Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
+			first, err := must(pgstore.NewIdempotencyStore(tx, opts)).Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 			require.NoError(t, err)
 			require.Equal(t, tc.first, first.Status)
 

@@ -73,11 +73,15 @@ var _ idempotency.Transactor = (*Transactor)(nil)
 // NewTransactor returns the transactional mode on db (typically a *pgxpool.Pool), with the records in
 // the idempotency table opts names (nil means the defaults, as for NewIdempotencyStore). It panics
 // when db is nil.
-func NewTransactor(db DB, opts *IdempotencyOptions) *Transactor {
+func NewTransactor(db DB, opts *IdempotencyOptions) (*Transactor, error) {
 	if db == nil {
-		panic("pgstore: NewTransactor needs a DB")
+		return nil, errNoDB("NewTransactor")
 	}
-	return &Transactor{db: db, store: NewIdempotencyStore(db, opts)}
+	store, err := NewIdempotencyStore(db, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Transactor{db: db, store: store}, nil
 }
 
 // idemTxKey is the context key of the request's transaction.

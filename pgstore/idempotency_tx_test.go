@@ -56,7 +56,7 @@ func newIdemTxEnv(t *testing.T) *idemTxEnv {
 
 // middleware returns a transactional middleware on the env's pool; tweak adjusts its options.
 func (e *idemTxEnv) middleware(tweak func(*idempotency.Options)) *idempotency.Middleware {
-	o := &idempotency.Options{Transactor: pgstore.NewTransactor(e.pool, e.opts), Now: e.clock.Now}
+	o := &idempotency.Options{Transactor: must(pgstore.NewTransactor(e.pool, e.opts)), Now: e.clock.Now}
 	if tweak != nil {
 		tweak(o)
 	}
@@ -109,7 +109,7 @@ func (e *idemTxEnv) orders(key string) int {
 }
 
 func (e *idemTxEnv) record(key string) (idempotency.Record, error) {
-	return pgstore.NewIdempotencyStore(e.pool, e.opts).Lookup(context.Background(),
+	return must(pgstore.NewIdempotencyStore(e.pool, e.opts)).Lookup(context.Background(),
 		idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: key}, e.clock.Now())
 }
 
@@ -339,7 +339,7 @@ func TestTransactorAnotherPayloadWhileInFlight(t *testing.T) {
 func TestTransactorClaimReportsOtherFingerprint(t *testing.T) {
 	e := newIdemTxEnv(t)
 	ctx := context.Background()
-	tr := pgstore.NewTransactor(e.pool, e.opts)
+	tr := must(pgstore.NewTransactor(e.pool, e.opts))
 	k := idempotency.Key{Scope: "s", Key: "k"}
 	fpB := idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
 	now := e.clock.Now()
@@ -392,7 +392,7 @@ func TestTransactorClaimReportsOtherFingerprint(t *testing.T) {
 func TestTransactorTakesOverDeadStoreModeOwner(t *testing.T) {
 	e := newIdemTxEnv(t)
 	ctx := context.Background()
-	store := pgstore.NewIdempotencyStore(e.pool, e.opts)
+	store := must(pgstore.NewIdempotencyStore(e.pool, e.opts))
 	k := idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: "k"}
 	fp := idempotency.NewFingerprint(http.MethodPost, "/v1/orders", "", sha256.Sum256([]byte(idemTxBody)))
 	start := e.clock.Now()
@@ -427,7 +427,7 @@ func TestTransactorTakesOverDeadStoreModeOwner(t *testing.T) {
 // TestTransactorSharesRecordsWithStoreMode: both modes use the same rows, so replicas may mix them.
 func TestTransactorSharesRecordsWithStoreMode(t *testing.T) {
 	e := newIdemTxEnv(t)
-	plain := must(idempotency.New(&idempotency.Options{Store: pgstore.NewIdempotencyStore(e.pool, e.opts), Now: e.clock.Now}))
+	plain := must(idempotency.New(&idempotency.Options{Store: must(pgstore.NewIdempotencyStore(e.pool, e.opts)), Now: e.clock.Now}))
 	txm := e.middleware(nil)
 	inside, release := make(chan struct{}), make(chan struct{})
 	var plainRuns atomic.Int32
@@ -469,7 +469,7 @@ func TestTransactorIsolation(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(strict.Close)
 	var level string
-	m := must(idempotency.New(&idempotency.Options{Transactor: pgstore.NewTransactor(strict, e.opts)}))
+	m := must(idempotency.New(&idempotency.Options{Transactor: must(pgstore.NewTransactor(strict, e.opts))}))
 	rec := e.do(m.Handler(e.orderHandler(func(_ http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
 		require.NoError(t, tx.QueryRow(r.Context(), `SHOW transaction_isolation`).Scan(&level))
 		return true
@@ -485,7 +485,7 @@ func TestTransactorInsideCallerTx(t *testing.T) {
 	ctx := context.Background()
 	outer, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
-	tr := pgstore.NewTransactor(outer, e.opts)
+	tr := must(pgstore.NewTransactor(outer, e.opts))
 	err = tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
 		tx, ok := pgstore.TxFromContext(ctx)
 		require.True(t, ok)
@@ -506,25 +506,25 @@ func TestTransactorFnError(t *testing.T) {
 	e := newIdemTxEnv(t)
 	ctx := context.Background()
 	boom := errors.New("boom")
-	err := pgstore.NewTransactor(e.pool, e.opts).InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+	err := must(pgstore.NewTransactor(e.pool, e.opts)).InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
 		c, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, idemFP1, e.clock.Now(), e.clock.Now().Add(time.Minute), e.clock.Now().Add(time.Hour))
 		require.NoError(t, err)
 		require.Equal(t, idempotency.Claimed, c.Status)
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	_, err = pgstore.NewIdempotencyStore(e.pool, e.opts).Lookup(ctx, idempotency.Key{Scope: "s", Key: "k"}, e.clock.Now())
+	_, err = must(pgstore.NewIdempotencyStore(e.pool, e.opts)).Lookup(ctx, idempotency.Key{Scope: "s", Key: "k"}, e.clock.Now())
 	require.ErrorIs(t, err, idempotency.ErrNotFound)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	err = pgstore.NewTransactor(e.pool, e.opts).InTx(cancelled, func(context.Context, idempotency.Store) error {
+	err = must(pgstore.NewTransactor(e.pool, e.opts)).InTx(cancelled, func(context.Context, idempotency.Store) error {
 		t.Error("fn must not run without a transaction")
 		return nil
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Contains(t, err.Error(), "pgstore:")
-	require.Panics(t, func() { pgstore.NewTransactor(nil, nil) })
+	require.Panics(t, func() { must(pgstore.NewTransactor(nil, nil)) })
 }
 
 // BenchmarkIdempotencyTransactor measures the transactional mode's own cost per request, in
@@ -535,7 +535,7 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
 	require.NoError(b, pgstore.MigrateIdempotency(ctx, pool, opts))
-	tr := pgstore.NewTransactor(pool, opts)
+	tr := must(pgstore.NewTransactor(pool, opts))
 	resp := idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 256)}
 	now := time.Now()
 	errReplay := errors.New("replayed: roll back")

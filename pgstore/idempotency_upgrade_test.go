@@ -58,7 +58,7 @@ func TestIdempotencyMigrationUpgradesEarlierTable(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT suspected FROM idem WHERE scope = $1 AND key = $2`, k.Scope, k.Key).Scan(&marked))
 	require.False(t, marked, "rows from before the upgrade start unmarked")
 
-	s := pgstore.NewIdempotencyStore(pool, opts)
+	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	at := idemT0.Add(idemLease)
 	require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, at).Status, "the first claim after the lease marks")
 	c := idemClaim(t, s, k, idemFP1, at.Add(idemLease))
@@ -76,7 +76,7 @@ func TestIdempotencyMigrationUpToDateTakesNoLock(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	c, err := pgstore.NewIdempotencyStore(tx, opts).Claim(ctx, idempotency.Key{Scope: "s", Key: "open"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
+	c, err := must(pgstore.NewIdempotencyStore(tx, opts)).Claim(ctx, idempotency.Key{Scope: "s", Key: "open"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Claimed, c.Status)
 

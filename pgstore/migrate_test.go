@@ -41,7 +41,7 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 		"webhook_events_attempts", "webhook_events_pending", "webhook_events_streams"}, tables)
 
 	// Each store works on what Migrate made.
-	_, err = pgstore.NewPinStore(pool, &pgstore.PinStoreOptions{Schema: schema}).Get(ctx, "lic_nobody")
+	_, err = must(pgstore.NewPinStore(pool, &pgstore.PinStoreOptions{Schema: schema})).Get(ctx, "lic_nobody")
 	require.ErrorIs(t, err, versioning.ErrNotPinned, "the table exists: not pinned, not \"no such table\"")
 }
 

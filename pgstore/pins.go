@@ -109,7 +109,10 @@ type pinSQL struct {
 
 // NewPinStore returns a PinStore on db with the table named by opts (nil means the defaults). Run
 // MigratePinStore once first. It is cheap, so one can be built on a caller's transaction.
-func NewPinStore(db DB, opts *PinStoreOptions) *PinStore {
+func NewPinStore(db DB, opts *PinStoreOptions) (*PinStore, error) {
+	if db == nil {
+		return nil, errNoDB("NewPinStore")
+	}
 	t := pinResolve(opts).table
 	return &PinStore{db: db, sql: pinSQL{
 		get: `SELECT version, pinned_at FROM ` + t + ` WHERE licensee = $1`,
@@ -122,7 +125,7 @@ RETURNING version, pinned_at`,
 		del:         `DELETE FROM ` + t + ` WHERE licensee = $1`,
 		list:        `SELECT licensee, version, pinned_at FROM ` + t + ` WHERE licensee > $1 ORDER BY licensee LIMIT $2`,
 		listVersion: `SELECT licensee, version, pinned_at FROM ` + t + ` WHERE version = $1 AND licensee > $2 ORDER BY licensee LIMIT $3`,
-	}}
+	}}, nil
 }
 
 // Get implements versioning.PinStore.

@@ -26,7 +26,7 @@ func newPinStore(t testing.TB) (*pgstore.PinStore, *pgxpool.Pool, *pgstore.PinSt
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.PinStoreOptions{Schema: schema}
 	require.NoError(t, pgstore.MigratePinStore(context.Background(), pool, opts))
-	return pgstore.NewPinStore(pool, opts), pool, opts
+	return must(pgstore.NewPinStore(pool, opts)), pool, opts
 }
 
 func TestPinStoreConformance(t *testing.T) {
@@ -63,7 +63,7 @@ func TestPinStoreMigration(t *testing.T) {
 			}
 			wg.Wait()
 			require.NoError(t, pgstore.MigratePinStore(ctx, pool, tc.opts))
-			s := pgstore.NewPinStore(pool, tc.opts)
+			s := must(pgstore.NewPinStore(pool, tc.opts))
 			p, created, err := s.SetIfAbsent(ctx, "lic_m", "v2", pinT0)
 			require.NoError(t, err)
 			require.True(t, created)
@@ -84,7 +84,7 @@ func TestPinStoreInTransaction(t *testing.T) {
 	s, pool, opts := newPinStore(t)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	_, _, err = pgstore.NewPinStore(tx, opts).SetIfAbsent(ctx, "lic_tx", "v1", pinT0)
+	_, _, err = must(pgstore.NewPinStore(tx, opts)).SetIfAbsent(ctx, "lic_tx", "v1", pinT0)
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = s.Get(ctx, "lic_tx")
@@ -92,7 +92,7 @@ func TestPinStoreInTransaction(t *testing.T) {
 
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
-	_, _, err = pgstore.NewPinStore(tx, opts).SetIfAbsent(ctx, "lic_tx", "v1", pinT0)
+	_, _, err = must(pgstore.NewPinStore(tx, opts)).SetIfAbsent(ctx, "lic_tx", "v1", pinT0)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	p, err := s.Get(ctx, "lic_tx")
@@ -108,7 +108,7 @@ func TestPinStoreSetIfAbsentWaitsForUncommitted(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, created, err := pgstore.NewPinStore(tx, opts).SetIfAbsent(ctx, "lic_wait", "v2", pinT0)
+	_, created, err := must(pgstore.NewPinStore(tx, opts)).SetIfAbsent(ctx, "lic_wait", "v2", pinT0)
 	require.NoError(t, err)
 	require.True(t, created)
 	type result struct {

@@ -21,7 +21,7 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.pipe (n int PRIMARY KEY)`)
 	require.NoError(t, err)
-	tr := pgstore.NewTransactor(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"})
+	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
 	count := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.pipe`).Scan(&n))
 		return n

@@ -52,20 +52,20 @@ type CursorStore struct {
 
 var _ webhook.CursorStore = (*CursorStore)(nil)
 
-// NewCursorStore returns a store on client; nil opts mean the defaults. It panics when client is nil
-// or the prefix contains a brace: both are programming errors.
-func NewCursorStore(client redis.UniversalClient, opts *CursorOptions) *CursorStore {
+// NewCursorStore returns a store on client; nil opts mean the defaults. A nil client, or a prefix
+// that contains a brace (it would change the keys' cluster hash slot), is an error.
+func NewCursorStore(client redis.UniversalClient, opts *CursorOptions) (*CursorStore, error) {
 	if client == nil {
-		panic("redisstore: NewCursorStore needs a client")
+		return nil, errors.New("redisstore: NewCursorStore needs a client")
 	}
 	prefix := DefaultCursorPrefix
 	if opts != nil && opts.Prefix != "" {
 		prefix = opts.Prefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
-		panic("redisstore: the cursor key prefix must not contain '{' or '}'")
+		return nil, fmt.Errorf("redisstore: NewCursorStore: the key prefix %q must not contain '{' or '}'", prefix)
 	}
-	return &CursorStore{client: client, prefix: prefix, advance: redis.NewScript(cursorAdvanceScript)}
+	return &CursorStore{client: client, prefix: prefix, advance: redis.NewScript(cursorAdvanceScript)}, nil
 }
 
 // key is injective: the stream sits verbatim between a fixed prefix and the closing brace. The braces

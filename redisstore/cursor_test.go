@@ -16,7 +16,7 @@ import (
 func TestCursorStoreConformance(t *testing.T) {
 	cursortest.Run(t, func(t *testing.T) webhook.CursorStore {
 		client, prefix := redistest.Client(t)
-		return redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix})
+		return must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
 	})
 }
 
@@ -28,7 +28,7 @@ func cursorCtx(t *testing.T) context.Context {
 
 func TestCursorStoreKeys(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix})
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
 	ctx := cursorCtx(t)
 	require.NoError(t, s.Advance(ctx, "we_1", 0, 42))
 
@@ -42,7 +42,7 @@ func TestCursorStoreKeys(t *testing.T) {
 
 func TestCursorStoreCorruptValue(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix})
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
 	ctx := cursorCtx(t)
 	for _, bad := range []string{"x", "-1", "9223372036854775808", "1.5"} {
 		require.NoError(t, client.Set(ctx, prefix+"webhook-cursor:{we_bad}", bad, 0).Err())
@@ -55,7 +55,7 @@ func TestCursorStoreCorruptValue(t *testing.T) {
 func TestCursorStoreLargeSequencesAreExact(t *testing.T) {
 	// Lua numbers are doubles: a script comparing with tonumber would confuse these two.
 	client, prefix := redistest.Client(t)
-	s := redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix})
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
 	ctx := cursorCtx(t)
 	const big = uint64(1)<<53 + 1
 	require.NoError(t, s.Advance(ctx, "we_1", 0, big))
@@ -68,14 +68,14 @@ func TestCursorStoreLargeSequencesAreExact(t *testing.T) {
 
 func TestNewCursorStorePanicsOnMisuse(t *testing.T) {
 	client, _ := redistest.Client(t)
-	require.Panics(t, func() { redisstore.NewCursorStore(nil, nil) })
-	require.Panics(t, func() { redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: "a{b}:"}) })
-	require.NotPanics(t, func() { redisstore.NewCursorStore(client, nil) })
+	require.Panics(t, func() { must(redisstore.NewCursorStore(nil, nil)) })
+	require.Panics(t, func() { must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: "a{b}:"})) })
+	require.NotPanics(t, func() { must(redisstore.NewCursorStore(client, nil)) })
 }
 
 func TestCursorStoreUnreachable(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix})
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()

@@ -43,7 +43,11 @@ func usePostgres(ctx context.Context, dsn string, cfg *consumer.Config) (func(),
 		pool.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	cursors := pgstore.NewCursorStore(pool, nil)
+	cursors, err := pgstore.NewCursorStore(pool, nil)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	cfg.Cursors = cursors
 	cfg.ProcessAdvances = true
 	cfg.Process = cursors.ProcessInTx(func(ctx context.Context, tx pgx.Tx, s webhook.Step) error {

@@ -65,14 +65,23 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, logg
 			closeAll()
 			return cfg, nil, fmt.Errorf("-postgres: migrate: %w", err)
 		}
-		cfg.Store = server.NewPostgresStore(pool)
-		cfg.Credentials = pgstore.NewCredentialStore(pool, nil)
-		cfg.Pins = pgstore.NewPinStore(pool, nil)
+		// The constructors refuse only a nil pool, which this is not; the errors are joined all the same.
+		var errs [7]error
+		cfg.Store, errs[0] = server.NewPostgresStore(pool)
+		cfg.Credentials, errs[1] = pgstore.NewCredentialStore(pool, nil)
+		cfg.Pins, errs[2] = pgstore.NewPinStore(pool, nil)
 		// Transactional mode: the claim, the order with its events, and the stored response commit in
 		// one transaction, so a crash can never leave an order whose response a retry cannot replay.
-		live, sbx := pgstore.NewIdempotencyStore(pool, nil), pgstore.NewIdempotencyStore(pool, sandboxIdempotency)
+		live, errLive := pgstore.NewIdempotencyStore(pool, nil)
+		sbx, errSbx := pgstore.NewIdempotencyStore(pool, sandboxIdempotency)
+		errs[3], errs[4] = errLive, errSbx
 		cfg.Idempotency, cfg.SandboxIdempotency = live, sbx
-		cfg.Transactor, cfg.SandboxTransactor = pgstore.NewTransactor(pool, nil), pgstore.NewTransactor(pool, sandboxIdempotency)
+		cfg.Transactor, errs[5] = pgstore.NewTransactor(pool, nil)
+		cfg.SandboxTransactor, errs[6] = pgstore.NewTransactor(pool, sandboxIdempotency)
+		if err := errors.Join(errs[:]...); err != nil {
+			closeAll()
+			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+		}
 		// Retention that actually runs: expired records leave in bounded batches, every minute.
 		cleanupCtx, stopCleanup := context.WithCancel(context.WithoutCancel(ctx))
 		var cleanups sync.WaitGroup

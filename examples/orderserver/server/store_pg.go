@@ -69,9 +69,13 @@ type PostgresStore struct {
 
 var _ Store = (*PostgresStore)(nil)
 
-// NewPostgresStore returns a store on db, which it never closes.
-func NewPostgresStore(db pgstore.DB) *PostgresStore {
-	return &PostgresStore{db: db, log: pgstore.NewEventLog(db, nil)}
+// NewPostgresStore returns a store on db, which it never closes; a nil db is an error.
+func NewPostgresStore(db pgstore.DB) (*PostgresStore, error) {
+	log, err := pgstore.NewEventLog(db, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &PostgresStore{db: db, log: log}, nil
 }
 
 // Log implements Store.
@@ -80,7 +84,7 @@ func (s *PostgresStore) Log() producer.Log { return s.log }
 // RequestLog implements Store.
 func (s *PostgresStore) RequestLog(ctx context.Context) producer.Log {
 	if tx, ok := pgstore.TxFromContext(ctx); ok {
-		return pgstore.NewEventLog(tx, nil)
+		return s.log.WithDB(tx)
 	}
 	return s.log
 }
@@ -129,7 +133,7 @@ SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.A
 		return fmt.Errorf("server: create order: %w", err)
 	}
 	// An EventLog on the transaction is cheap to build and joins it: the events commit with the order.
-	return outbox(ctx, pgstore.NewEventLog(tx, nil), ids)
+	return outbox(ctx, s.log.WithDB(tx), ids)
 }
 
 // Order implements Store.

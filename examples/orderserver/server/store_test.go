@@ -28,7 +28,7 @@ func TestStores(t *testing.T) {
 			pool, _ := testenv.PostgresPool(t)
 			require.NoError(t, MigratePostgres(context.Background(), pool))
 			require.NoError(t, MigratePostgres(context.Background(), pool), "migrations must be rerunnable")
-			return NewPostgresStore(pool)
+			return must(NewPostgresStore(pool))
 		}},
 	}
 	for _, st := range stores {
@@ -43,8 +43,8 @@ func TestPostgresStoreInRequestTransaction(t *testing.T) {
 	pool, _ := testenv.PostgresPool(t)
 	require.NoError(t, MigratePostgres(ctx, pool))
 	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, nil))
-	s := NewPostgresStore(pool)
-	tr := pgstore.NewTransactor(pool, nil)
+	s := must(NewPostgresStore(pool))
+	tr := must(pgstore.NewTransactor(pool, nil))
 	const scope = "sandbox:lic_tx"
 	ep := producer.Endpoint{ID: newID("we_"), URL: "http://127.0.0.1:1/hook", Secrets: []string{"whsec_x"}, Owner: scope, APIVersion: "v1"}
 	require.NoError(t, s.CreateEndpoint(ctx, ep, 0))

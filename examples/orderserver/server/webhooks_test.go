@@ -591,12 +591,12 @@ var pgSandboxIdempotency = &pgstore.IdempotencyOptions{Table: "idempotency_keys_
 // newPostgresServer is the server as -postgres wires it: every store on pool, transactional mode.
 func newPostgresServer(t *testing.T, pool *pgxpool.Pool, wh WebhookOptions) *Server {
 	t.Helper()
-	s, err := New(Config{Store: NewPostgresStore(pool), Credentials: pgstore.NewCredentialStore(pool, nil),
-		Pins:               pgstore.NewPinStore(pool, nil),
-		Idempotency:        pgstore.NewIdempotencyStore(pool, nil),
-		SandboxIdempotency: pgstore.NewIdempotencyStore(pool, pgSandboxIdempotency),
-		Transactor:         pgstore.NewTransactor(pool, nil),
-		SandboxTransactor:  pgstore.NewTransactor(pool, pgSandboxIdempotency),
+	s, err := New(Config{Store: must(NewPostgresStore(pool)), Credentials: must(pgstore.NewCredentialStore(pool, nil)),
+		Pins:               must(pgstore.NewPinStore(pool, nil)),
+		Idempotency:        must(pgstore.NewIdempotencyStore(pool, nil)),
+		SandboxIdempotency: must(pgstore.NewIdempotencyStore(pool, pgSandboxIdempotency)),
+		Transactor:         must(pgstore.NewTransactor(pool, nil)),
+		SandboxTransactor:  must(pgstore.NewTransactor(pool, pgSandboxIdempotency)),
 		Webhooks:           wh})
 	require.NoError(t, err)
 	return s
