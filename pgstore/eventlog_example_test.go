@@ -30,7 +30,10 @@ func ExampleNewEventLog() {
 		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{os.Getenv("WEBHOOK_SECRET")},
 	})
 	events := pgstore.NewEventLog(pool, opts) // shared by the Dispatcher and the RangeHandler
-	pub := producer.NewPublisher(events, eps, nil)
+	pub, err := producer.NewPublisher(events, eps, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {

@@ -134,7 +134,8 @@
 //		Secrets: []string{secret}, APIVersion: "v1",
 //	})
 //	log := pgstore.NewEventLog(pool, nil) // or producer.NewMemoryLog()
-//	pub := producer.NewPublisher(log, eps, nil)
+//	pub, err := producer.NewPublisher(log, eps, nil)
+//	if err != nil { … }
 //
 //	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{Logger: logger})
 //	// (a consumer on loopback, in a demo: Guard: &producer.AddressGuard{Allow: …127.0.0.0/8…})

@@ -47,7 +47,10 @@ func Example() {
 		panic(err)
 	}
 	log := producer.NewMemoryLog()
-	pub := producer.NewPublisher(log, eps, nil)
+	pub, err := producer.NewPublisher(log, eps, nil)
+	if err != nil {
+		panic(err)
+	}
 	for _, id := range []string{"ord_1", "ord_2", "ord_3"} {
 		if _, err := pub.Publish(ctx, "we_123", "order.created", map[string]string{"id": id}); err != nil {
 			panic(err)
