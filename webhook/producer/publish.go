@@ -161,8 +161,10 @@ func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType
 // the Publisher's Endpoints, which must be an EndpointLister (else ErrNoListing): each endpoint gets an
 // event of its own — the same type, data and creation time, its own ID, and the next place in its own
 // stream, so every endpoint keeps its gap-free sequence. The events go in as PublishToEach's do: in
-// one call on a BatchAppender log (one statement on pgstore.EventLog), all or none. They come back in
-// ascending order of endpoint ID, each with Endpoint set to its endpoint's ID.
+// one call on a BatchAppender log (one statement on pgstore.EventLog), all or none; on another Log,
+// one Append each, stopping at the first failure. They come back in ascending order of endpoint ID,
+// each with Endpoint set to its endpoint's ID (and Sequence 0 on a Sequencing log, which numbers
+// them after the commit).
 //
 // An owner without endpoints is not an error: nothing is published and the result is an empty slice.
 // The event is checked first all the same (an empty type or data that is not JSON is ErrInvalidEvent),
