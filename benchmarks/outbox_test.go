@@ -85,7 +85,10 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 		b.Fatal(err)
 	}
 	log := must(pgstore.NewEventLog(pool, nil))
-	pub := producer.NewPublisher(log, registry, nil)
+	pub, err := producer.NewPublisher(log, registry, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	// The sequencer, with the numbering instant of each order's first event (the lag sample; an
 	// order's events are numbered in one batch) and a count of all it numbered.

@@ -663,7 +663,10 @@ func benchEventsOurs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pub := producer.NewPublisher(log, endpoints, nil)
+	pub, err := producer.NewPublisher(log, endpoints, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	// Loopback needs its own client: the default one refuses private addresses. Many idle
 	// connections per host, since every endpoint is on the one consumer; no redirects.

@@ -1,6 +1,6 @@
 // Package pgstore implements the library's storage interfaces on PostgreSQL with pgx v5, for teams
 // that run several replicas: every replica that shares the database shares idempotency records,
-// webhook event logs and cursors, version pins and credentials.
+// webhook event logs, endpoints and cursors, version pins and credentials.
 //
 //   - IdempotencyStore (idempotency.Store): claims with INSERT … ON CONFLICT and a lease, an ended
 //     lease marked suspected once before it is taken over, completion guarded by a fencing token, and
@@ -12,6 +12,10 @@
 //     every replica's Dispatcher, range reads; Append (and AppendBatch, one statement for many) joins
 //     the caller's transaction as an outbox and locks no shared row: events are numbered after they
 //     commit, by the Dispatcher's Sequencer, so one busy licensee's orders commit in parallel.
+//   - EndpointStore (producer.Endpoints and producer.EndpointLister): webhook endpoints with an
+//     (owner, id) index, so Publisher.PublishToOwner lists a licensee's endpoints in one indexed read,
+//     in the caller's transaction when built on it. Signing secrets are stored as given (they are HMAC
+//     keys); protect the table like any secret store.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx
 //     commit the consumer's own effects with the cursor, exactly once.
 //   - PinStore (versioning.PinStore) and CredentialStore (sandbox.CredentialStore).

@@ -29,8 +29,14 @@ func ExampleNewEventLog() {
 	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
 		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{os.Getenv("WEBHOOK_SECRET")},
 	})
-	events := must(pgstore.NewEventLog(pool, opts)) // shared by the Dispatcher and the RangeHandler
-	pub := producer.NewPublisher(events, eps, nil)
+	events, err := pgstore.NewEventLog(pool, opts) // shared by the Dispatcher and the RangeHandler
+	if err != nil {
+		log.Fatal(err)
+	}
+	pub, err := producer.NewPublisher(events, eps, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {

@@ -164,7 +164,8 @@ func TestEventLogOutbox(t *testing.T) {
 	eps, err := producer.NewMemoryEndpoints(producer.Endpoint{ID: "we_a", URL: "https://example.com/hook",
 		Secrets: []string{webhook.NewSecret()}, Owner: "lic_1"})
 	require.NoError(t, err)
-	pub := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }})
+	pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }})
+	require.NoError(t, err)
 
 	place := func(id string, commit bool) {
 		tx, err := pool.Begin(ctx)

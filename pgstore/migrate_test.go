@@ -37,8 +37,8 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"idempotency_keys", "sandbox_credentials", "version_pins", "webhook_cursors", "webhook_events",
-		"webhook_events_attempts", "webhook_events_pending", "webhook_events_streams"}, tables)
+	require.Equal(t, []string{"idempotency_keys", "sandbox_credentials", "version_pins", "webhook_cursors", "webhook_endpoints",
+		"webhook_events", "webhook_events_attempts", "webhook_events_pending", "webhook_events_streams"}, tables)
 
 	// Each store works on what Migrate made.
 	_, err = must(pgstore.NewPinStore(pool, &pgstore.PinStoreOptions{Schema: schema})).Get(ctx, "lic_nobody")

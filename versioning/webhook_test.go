@@ -117,7 +117,8 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	mux.Handle(producer.RangePatternStripped, must(producer.NewRangeHandler(log, eps, owner,
 		&producer.RangeOptions{Render: router.EventRenderer(nil)})))
 
-	pub := producer.NewPublisher(log, eps, &producer.PublisherOptions{APIVersion: "v2"})
+	pub, err := producer.NewPublisher(log, eps, &producer.PublisherOptions{APIVersion: "v2"})
+	require.NoError(t, err)
 	for i, dir := range []string{"buy", "sell", "buy"} {
 		for _, ep := range []string{"we_v1", "we_v2"} {
 			_, err := pub.Publish(ctx, ep, "order.created", map[string]any{

@@ -150,7 +150,11 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		p.srv.Close()
 		t.Fatalf("sandboxtest: consumer URL: %v", err)
 	}
-	p.pub = producer.NewPublisher(p.log, endpoints, &producer.PublisherOptions{APIVersion: o.APIVersion, Now: o.Now})
+	p.pub, err = producer.NewPublisher(p.log, endpoints, &producer.PublisherOptions{APIVersion: o.APIVersion, Now: o.Now})
+	if err != nil {
+		p.srv.Close()
+		t.Fatalf("sandboxtest: publisher: %v", err)
+	}
 	p.transport, err = sandbox.NewFaultTransport(o.Transport, p.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       o.Rand,

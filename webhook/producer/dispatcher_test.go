@@ -30,7 +30,7 @@ func TestDispatcherDeliversSignedEvents(t *testing.T) {
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL + "/a", Owner: "lic_1", Secrets: []string{newSecret, oldSecret}})
 	clk := newClock()
 	l := producer.NewMemoryLog()
-	pub := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now})
+	pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now})
 	for i := range 3 {
 		_, err := pub.Publish(ctx, "we_a", "order.created", map[string]int{"n": i})
 		require.NoError(t, err)

@@ -9,14 +9,45 @@
 //     reuse, and the delivery state of each. MemoryLog is the default; pgstore.EventLog keeps events
 //     and delivery state in PostgreSQL, survives restarts, is shared by replicas, and can append inside
 //     the caller's transaction (the transactional outbox). logtest.Run is the conformance suite.
-//   - Endpoints looks up an endpoint: URL, signing secrets, owning licensee, pinned API version.
-//     MemoryEndpoints is an in-memory registry.
+//   - Endpoints looks up an endpoint: URL, signing secrets, owning licensee, pinned API version; an
+//     EndpointLister also lists a licensee's endpoints. MemoryEndpoints is an in-memory registry and
+//     pgstore.EndpointStore a PostgreSQL one, both listers; endpointtest.Run is their conformance
+//     suite.
 //   - Publisher stamps and appends an event: Publish(ctx, endpointID, "order.created", order), or
-//     PublishToEach for every endpoint of a licensee at once (one statement on PostgreSQL).
+//     PublishToOwner(ctx, licensee, …) for every endpoint of a licensee at once (see below), or
+//     PublishToEach for endpoints the caller already holds.
 //   - Sequencer numbers the events of a Sequencing log after they commit (see below); a Dispatcher
 //     runs one itself.
 //   - Dispatcher delivers due events, retries failures on a schedule, and applies the retention.
 //   - RangeHandler serves GET /v1/webhook_endpoints/{id}/events?from=&to=&limit=.
+//
+// # Fan-out to a licensee's endpoints
+//
+// A business event usually concerns a licensee, not one endpoint: an order of lic_1 goes to every
+// webhook endpoint lic_1 registered. PublishToOwner does that through the registry itself, so no team
+// keeps an owner index of its own:
+//
+//	evs, err := pub.PublishToOwner(ctx, "lic_1", "order.created", order)
+//
+// It lists the owner's endpoints (in ascending order of ID) and appends one event to each: the same
+// type, data and creation time, but an ID of its own and the next place in that endpoint's own stream,
+// so each endpoint keeps its gap-free sequence and its consumer sees only its own numbers. On a
+// BatchAppender log the events go in one call, all or none — one INSERT on pgstore.EventLog, however
+// many endpoints. An owner without endpoints publishes nothing and is not an error (an empty slice);
+// the event is checked all the same. The registry must be an EndpointLister (ErrNoListing otherwise,
+// never a silent no-op), and an owner with more than PublisherOptions.MaxFanOut endpoints (default
+// DefaultMaxFanOut, 64) is refused with ErrFanOutLimit rather than turning one order into hundreds of
+// requests; bound the endpoints per licensee at registration, where the licensee can be told.
+//
+// In the transactional outbox the listing belongs in the order's transaction too, so that the
+// endpoints read and the events appended are one snapshot and commit or roll back with the order:
+//
+//	tx, _ := pool.Begin(ctx)
+//	… INSERT the order …
+//	eps, _ := pgstore.NewEndpointStore(tx, nil)
+//	_, err = pub.WithLog(pgstore.NewEventLog(tx, nil)).WithEndpoints(eps).
+//		PublishToOwner(ctx, "lic_1", "order.created", order)
+//	… tx.Commit(ctx): two statements for the events, whatever the number of endpoints
 //
 // # Numbering after the commit
 //
@@ -134,7 +165,8 @@
 //		Secrets: []string{secret}, APIVersion: "v1",
 //	})
 //	log := pgstore.NewEventLog(pool, nil) // or producer.NewMemoryLog()
-//	pub := producer.NewPublisher(log, eps, nil)
+//	pub, err := producer.NewPublisher(log, eps, nil)
+//	if err != nil { … }
 //
 //	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{Logger: logger})
 //	// (a consumer on loopback, in a demo: Guard: &producer.AddressGuard{Allow: …127.0.0.0/8…})

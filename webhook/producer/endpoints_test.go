@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/endpointtest"
 )
 
 func TestEndpointValidate(t *testing.T) {
@@ -89,4 +90,20 @@ func TestMemoryEndpointsConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestMemoryEndpointsConformance(t *testing.T) {
+	endpointtest.Run(t, func(t *testing.T) endpointtest.Registry { return memoryRegistry{&producer.MemoryEndpoints{}} })
+}
+
+// memoryRegistry gives MemoryEndpoints' Put and Delete the context the suite's Registry passes.
+type memoryRegistry struct{ *producer.MemoryEndpoints }
+
+func (m memoryRegistry) Put(_ context.Context, ep producer.Endpoint) error {
+	return m.MemoryEndpoints.Put(ep)
+}
+
+func (m memoryRegistry) Delete(_ context.Context, id string) error {
+	m.MemoryEndpoints.Delete(id)
+	return nil
 }

@@ -47,7 +47,10 @@ func Example() {
 		panic(err)
 	}
 	log := producer.NewMemoryLog()
-	pub := producer.NewPublisher(log, eps, nil)
+	pub, err := producer.NewPublisher(log, eps, nil)
+	if err != nil {
+		panic(err)
+	}
 	for _, id := range []string{"ord_1", "ord_2", "ord_3"} {
 		if _, err := pub.Publish(ctx, "we_123", "order.created", map[string]string{"id": id}); err != nil {
 			panic(err)
@@ -160,4 +163,39 @@ func ExampleExponentialSchedule() {
 	// Output:
 	// [1s 2s 4s 8s 10s 10s 10s 10s 5s]
 	// 15 retries over 72h0m0s
+}
+
+// PublishToOwner sends one business event to every endpoint of a licensee; each endpoint's stream
+// numbers its copy on its own.
+func ExamplePublisher_PublishToOwner() {
+	ctx := context.Background()
+	eps, err := producer.NewMemoryEndpoints(
+		producer.Endpoint{ID: "we_erp", URL: "https://erp.example/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
+		producer.Endpoint{ID: "we_crm", URL: "https://crm.example/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
+		producer.Endpoint{ID: "we_other", URL: "https://other.example/hooks", Owner: "lic_2", Secrets: []string{webhook.NewSecret()}},
+	)
+	if err != nil {
+		panic(err)
+	}
+	log := producer.NewMemoryLog()
+	pub, err := producer.NewPublisher(log, eps, nil)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := pub.PublishToOwner(ctx, "lic_1", "order.created", map[string]string{"id": "ord_1"}); err != nil {
+		panic(err)
+	}
+	evs, err := pub.PublishToOwner(ctx, "lic_1", "order.filled", map[string]string{"id": "ord_1"})
+	if err != nil {
+		panic(err)
+	}
+	for _, ev := range evs {
+		fmt.Println(ev.Endpoint, ev.Sequence, ev.Type)
+	}
+	none, err := pub.PublishToOwner(ctx, "lic_3", "order.created", map[string]string{"id": "ord_2"})
+	fmt.Println(len(none), err)
+	// Output:
+	// we_crm 2 order.filled
+	// we_erp 2 order.filled
+	// 0 <nil>
 }

@@ -97,6 +97,13 @@ func mustEndpoints(t testing.TB, eps ...producer.Endpoint) *producer.MemoryEndpo
 	return m
 }
 
+func mustPublisher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *producer.PublisherOptions) *producer.Publisher {
+	t.Helper()
+	p, err := producer.NewPublisher(l, eps, opts)
+	require.NoError(t, err)
+	return p
+}
+
 // loopback lets the default delivery client reach the tests' httptest servers.
 var loopback = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 

@@ -286,8 +286,8 @@ type DeliveryStatus struct {
 var (
 	// ErrInvalidEvent: Append was given an empty stream or type, or data that is not valid JSON.
 	ErrInvalidEvent = errors.New("producer: invalid event")
-	// ErrInvalidRange: Range was given from < 1, to < from or limit < 1, or Attempts an empty
-	// stream or a limit < 1.
+	// ErrInvalidRange: Range was given from < 1, to < from or limit < 1, Attempts an empty
+	// stream or a limit < 1, or ListEndpoints an empty owner or a limit < 1.
 	ErrInvalidRange = errors.New("producer: invalid range")
 	// ErrLeaseLost: the lease is no longer the delivery's latest claim, or the delivery was settled,
 	// or it no longer exists.

@@ -1,8 +1,10 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +15,22 @@ import (
 // DefaultAPIVersion is the api_version Publisher stamps on events when Options leave it empty.
 const DefaultAPIVersion = "v1"
 
+// DefaultMaxFanOut is the most endpoints PublishToOwner publishes one event to when PublisherOptions
+// leave MaxFanOut at 0: four times the 16 endpoints per licensee that registration normally allows
+// (Stripe's limit, and the reference server's), so that it never refuses a normal licensee, and
+// small enough that a registry gone wrong cannot turn one order into hundreds of events and requests.
+const DefaultMaxFanOut = 64
+
+// Errors of the Publisher.
+var (
+	// ErrNoListing: PublishToOwner was called on a Publisher whose Endpoints cannot list an owner's
+	// endpoints (it is not an EndpointLister).
+	ErrNoListing = errors.New("producer: the endpoints registry cannot list an owner's endpoints")
+	// ErrFanOutLimit: the owner has more endpoints than PublisherOptions.MaxFanOut; PublishToOwner
+	// published nothing.
+	ErrFanOutLimit = errors.New("producer: owner has more webhook endpoints than the publisher fans out to")
+)
+
 // PublisherOptions configures a Publisher. The zero value (or nil) means the defaults.
 type PublisherOptions struct {
 	// APIVersion is the version events are produced at (normally the newest); the Render hook of the
@@ -21,40 +39,75 @@ type PublisherOptions struct {
 	APIVersion string
 	// Now is the clock that stamps Created; nil means time.Now.
 	Now func() time.Time
+	// MaxFanOut bounds PublishToOwner: an owner with more endpoints than this is refused with
+	// ErrFanOutLimit, and the listing reads no more than this many. It is a backstop; bound the
+	// endpoints per licensee at registration, where the licensee can be told. 0 means
+	// DefaultMaxFanOut; negative is an error.
+	MaxFanOut int
 }
 
 // Publisher turns a business event into a webhook event on an endpoint's stream: it checks that the
 // endpoint exists, stamps the ID, creation time and API version, and appends to the Log. The Dispatcher
-// then delivers it. A Publisher is safe for concurrent use when its Log and Endpoints are; the zero
-// value is not usable: build one with NewPublisher.
+// then delivers it. A Publisher is safe for concurrent use when its Log and Endpoints are. Build one
+// with NewPublisher: the zero value has no Log, and every publish on it fails.
 type Publisher struct {
 	log        Log
 	endpoints  Endpoints
 	apiVersion string
 	now        func() time.Time
+	maxFanOut  int
 }
 
-// NewPublisher returns a Publisher appending to log for the endpoints in endpoints.
-func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) *Publisher {
-	p := &Publisher{log: log, endpoints: endpoints, apiVersion: DefaultAPIVersion, now: time.Now}
+// NewPublisher returns a Publisher appending to log for the endpoints in endpoints. It fails when log
+// or endpoints is nil, or an option is out of range.
+func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) (*Publisher, error) {
+	var o PublisherOptions
 	if opts != nil {
-		if opts.APIVersion != "" {
-			p.apiVersion = opts.APIVersion
-		}
-		if opts.Now != nil {
-			p.now = opts.Now
-		}
+		o = *opts
 	}
-	return p
+	switch {
+	case log == nil || endpoints == nil:
+		return nil, errors.New("producer: NewPublisher needs a Log and Endpoints")
+	case o.MaxFanOut < 0:
+		return nil, errors.New("producer: negative MaxFanOut")
+	}
+	p := &Publisher{log: log, endpoints: endpoints, apiVersion: cmp.Or(o.APIVersion, DefaultAPIVersion),
+		now: o.Now, maxFanOut: cmp.Or(o.MaxFanOut, DefaultMaxFanOut)}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	return p, nil
 }
 
 // WithLog returns a copy of the Publisher that appends to log instead: the transactional outbox, where
 // log is a pgstore.EventLog on the caller's pgx.Tx so that the event commits (or rolls back) with the
-// business change that caused it.
+// business change that caused it. A nil log makes every publish of the copy fail.
 func (p *Publisher) WithLog(log Log) *Publisher {
 	cp := *p
 	cp.log = log
 	return &cp
+}
+
+// WithEndpoints returns a copy of the Publisher that looks up and lists endpoints in endpoints instead:
+// with WithLog, the outbox whose endpoint read shares the transaction of the append, where endpoints
+// is a pgstore.EndpointStore on the caller's pgx.Tx. A nil endpoints makes Publish and
+// PublishToOwner of the copy fail.
+func (p *Publisher) WithEndpoints(endpoints Endpoints) *Publisher {
+	cp := *p
+	cp.endpoints = endpoints
+	return &cp
+}
+
+// usable reports a Publisher that cannot publish: the zero value, or a copy given a nil Log or (when
+// lookups are needed) nil Endpoints.
+func (p *Publisher) usable(needEndpoints bool) error {
+	switch {
+	case p == nil || p.log == nil || p.now == nil:
+		return errors.New("producer: Publisher has no Log (build it with NewPublisher)")
+	case needEndpoints && p.endpoints == nil:
+		return errors.New("producer: Publisher has no Endpoints")
+	}
+	return nil
 }
 
 // Publish appends an event of the given type to the endpoint's stream and returns it with its ID and
@@ -62,6 +115,9 @@ func (p *Publisher) WithLog(log Log) *Publisher {
 // commits. data is marshalled with encoding/json, except json.RawMessage and []byte, which must
 // already be JSON and are stored as they are.
 func (p *Publisher) Publish(ctx context.Context, endpointID, eventType string, data any) (webhook.Event, error) {
+	if err := p.usable(true); err != nil {
+		return webhook.Event{}, err
+	}
 	if _, err := p.endpoints.Lookup(ctx, endpointID); err != nil {
 		return webhook.Event{}, fmt.Errorf("producer: publish to %s: %w", endpointID, err)
 	}
@@ -72,6 +128,9 @@ func (p *Publisher) Publish(ctx context.Context, endpointID, eventType string, d
 // from the registry in the same transaction as the append, as the transactional outbox does — so the
 // endpoint is not looked up again: one round trip less per event.
 func (p *Publisher) PublishTo(ctx context.Context, ep Endpoint, eventType string, data any) (webhook.Event, error) {
+	if err := p.usable(false); err != nil {
+		return webhook.Event{}, err
+	}
 	if ep.ID == "" {
 		return webhook.Event{}, fmt.Errorf("producer: publish: %w", ErrUnknownEndpoint)
 	}
@@ -85,6 +144,9 @@ func (p *Publisher) PublishTo(ctx context.Context, ep Endpoint, eventType string
 // another, one Append each, in order, stopping at the first failure. The events come back in the order
 // of eps. No endpoints publishes nothing.
 func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType string, data any) ([]webhook.Event, error) {
+	if err := p.usable(false); err != nil {
+		return nil, err
+	}
 	if len(eps) == 0 {
 		return nil, nil
 	}
@@ -92,6 +154,66 @@ func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType
 	if err != nil {
 		return nil, err
 	}
+	return p.appendEach(ctx, eps, eventType, raw)
+}
+
+// PublishToOwner publishes one business event to every endpoint of owner (a licensee), listed through
+// the Publisher's Endpoints, which must be an EndpointLister (else ErrNoListing): each endpoint gets an
+// event of its own — the same type, data and creation time, its own ID, and the next place in its own
+// stream, so every endpoint keeps its gap-free sequence. The events go in as PublishToEach's do: in
+// one call on a BatchAppender log (one statement on pgstore.EventLog), all or none; on another Log,
+// one Append each, stopping at the first failure. They come back in ascending order of endpoint ID,
+// each with Endpoint set to its endpoint's ID (and Sequence 0 on a Sequencing log, which numbers
+// them after the commit).
+//
+// An owner without endpoints is not an error: nothing is published and the result is an empty slice.
+// The event is checked first all the same (an empty type or data that is not JSON is ErrInvalidEvent),
+// so a broken publication fails before the first endpoint is registered, not after. An empty owner is
+// ErrInvalidEvent too. An owner with more than MaxFanOut endpoints is ErrFanOutLimit, and nothing is
+// published.
+//
+// For the transactional outbox on PostgreSQL, give the Publisher the caller's transaction twice —
+// pub.WithLog(pgstore.NewEventLog(tx, nil)).WithEndpoints(endpointsOnTx) — so that the listing and
+// the append see one snapshot and commit or roll back with the business change.
+func (p *Publisher) PublishToOwner(ctx context.Context, owner, eventType string, data any) ([]webhook.Event, error) {
+	if err := p.usable(true); err != nil {
+		return nil, err
+	}
+	if owner == "" {
+		return nil, fmt.Errorf("%w: empty owner", ErrInvalidEvent)
+	}
+	raw, err := marshalData(data)
+	if err != nil {
+		return nil, err
+	}
+	// The event's own checks, before anything is read: CheckEvent with the owner as a stand-in stream.
+	if err := CheckEvent(owner, webhook.Event{Type: eventType, Data: raw}); err != nil {
+		return nil, err
+	}
+	lister, ok := p.endpoints.(EndpointLister)
+	if !ok {
+		return nil, fmt.Errorf("%w (%T)", ErrNoListing, p.endpoints)
+	}
+	eps, more, err := lister.ListEndpoints(ctx, EndpointQuery{Owner: owner, Limit: p.maxFanOut})
+	if err != nil {
+		return nil, fmt.Errorf("producer: publish to the endpoints of %s: %w", owner, err)
+	}
+	if more {
+		return nil, fmt.Errorf("%w: %s has more than %d", ErrFanOutLimit, owner, p.maxFanOut)
+	}
+	if len(eps) == 0 {
+		return []webhook.Event{}, nil
+	}
+	evs, err := p.appendEach(ctx, eps, eventType, raw)
+	for i := range evs {
+		evs[i].Endpoint = eps[i].ID
+	}
+	return evs, err
+}
+
+// appendEach appends one event with raw as its data to each endpoint's stream, in one AppendBatch when
+// the Log has it.
+func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType string, raw []byte) ([]webhook.Event, error) {
 	batch := make([]StreamEvent, len(eps))
 	created := p.now().Unix()
 	for i, ep := range eps {
@@ -106,6 +228,7 @@ func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType
 	}
 	out := make([]webhook.Event, len(batch))
 	for i, se := range batch {
+		var err error
 		if out[i], err = p.log.Append(ctx, se.Stream, se.Event); err != nil {
 			return out[:i], err
 		}

@@ -18,7 +18,7 @@ func TestPublisher(t *testing.T) {
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	clk := newClock()
 	l := producer.NewMemoryLog()
-	pub := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now})
+	pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now})
 
 	t.Run("stamps the envelope", func(t *testing.T) {
 		ev, err := pub.Publish(ctx, "we_a", "order.created", struct {
@@ -54,7 +54,7 @@ func TestPublisher(t *testing.T) {
 	})
 	t.Run("API version and another log", func(t *testing.T) {
 		other := producer.NewMemoryLog()
-		p2 := producer.NewPublisher(l, eps, &producer.PublisherOptions{APIVersion: "2026-01-01", Now: clk.Now}).WithLog(other)
+		p2 := mustPublisher(t, l, eps, &producer.PublisherOptions{APIVersion: "2026-01-01", Now: clk.Now}).WithLog(other)
 		clk.Advance(time.Hour)
 		ev, err := p2.Publish(ctx, "we_a", "order.filled", map[string]string{})
 		require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestPublisher(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Run("defaults", func(t *testing.T) {
-		ev, err := producer.NewPublisher(producer.NewMemoryLog(), eps, nil).Publish(ctx, "we_a", "order.created", 1)
+		ev, err := mustPublisher(t, producer.NewMemoryLog(), eps, nil).Publish(ctx, "we_a", "order.created", 1)
 		require.NoError(t, err)
 		require.InDelta(t, time.Now().Unix(), ev.Created, 5)
 	})
@@ -75,7 +75,7 @@ func TestPublishToSkipsTheLookup(t *testing.T) {
 	l := producer.NewMemoryLog()
 	var lookups atomic.Int64
 	eps := countingEndpoints{lookups: &lookups}
-	pub := producer.NewPublisher(l, eps, nil)
+	pub := mustPublisher(t, l, eps, nil)
 	ev, err := pub.PublishTo(context.Background(), producer.Endpoint{ID: "we_a"}, "order.created", map[string]int{"n": 1})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), ev.Sequence)
@@ -105,7 +105,7 @@ func TestPublishToEach(t *testing.T) {
 		"one each": appendOnly{producer.NewMemoryLog()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			pub := producer.NewPublisher(l, countingEndpoints{lookups: new(atomic.Int64)}, &producer.PublisherOptions{Now: newClock().Now})
+			pub := mustPublisher(t, l, countingEndpoints{lookups: new(atomic.Int64)}, &producer.PublisherOptions{Now: newClock().Now})
 			evs, err := pub.PublishToEach(ctx, eps, "order.created", map[string]string{"id": "ord_1"})
 			require.NoError(t, err)
 			require.Len(t, evs, 3)

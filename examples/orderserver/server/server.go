@@ -270,8 +270,11 @@ func New(cfg Config) (*Server, error) {
 	s.maxEPs = wh.maxEndpoints()
 	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.Guard}
 	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
-	s.publisher = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
+	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
 		APIVersion: registry.Newest().Name, Now: s.now})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.transport, err = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.Guard), &s.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       cfg.Webhooks.FaultRand,

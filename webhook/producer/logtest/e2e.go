@@ -104,7 +104,8 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 		consumerMux.Handle("POST /hooks/"+id, rcv)
 	}
 
-	pub := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now})
+	pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now})
+	require.NoError(t, err)
 	dispatchers := make([]*producer.Dispatcher, 2)
 	for i := range dispatchers {
 		d, err := producer.NewDispatcher(l, eps, &producer.DispatcherOptions{

@@ -1,0 +1,293 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/endpointtest"
+)
+
+// newEndpointStore migrates a fresh schema and returns an endpoint store on it.
+func newEndpointStore(t testing.TB) (*pgstore.EndpointStore, *pgxpool.Pool, *pgstore.EndpointStoreOptions) {
+	t.Helper()
+	pool, schema := pgtest.Pool(t)
+	opts := &pgstore.EndpointStoreOptions{Schema: schema}
+	require.NoError(t, pgstore.MigrateEndpointStore(context.Background(), pool, opts))
+	s, err := pgstore.NewEndpointStore(pool, opts)
+	require.NoError(t, err)
+	return s, pool, opts
+}
+
+func TestEndpointStoreConformance(t *testing.T) {
+	endpointtest.Run(t, func(t *testing.T) endpointtest.Registry {
+		s, _, _ := newEndpointStore(t)
+		return s
+	})
+}
+
+func TestNewEndpointStoreRefusals(t *testing.T) {
+	_, err := pgstore.NewEndpointStore(nil, nil)
+	require.ErrorContains(t, err, "pgstore: ")
+	var pool *pgxpool.Pool // a DB is needed only to be non-nil here
+	for name, opts := range map[string]*pgstore.EndpointStoreOptions{
+		"table too long with its index suffix": {Table: strings.Repeat("t", 54)},
+		"schema too long":                      {Schema: strings.Repeat("s", 64)},
+		"NUL in the table":                     {Table: "hooks\x00"},
+		"invalid UTF-8 in the schema":          {Schema: "s\xff"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := pgstore.NewEndpointStore(pool, opts)
+			require.ErrorContains(t, err, "pgstore: ")
+			require.Nil(t, s)
+			_, err = pgstore.EndpointStoreMigration(opts)
+			require.Error(t, err)
+			require.Error(t, pgstore.MigrateEndpointStore(context.Background(), pool, opts))
+		})
+	}
+	_, err = pgstore.NewEndpointStore(pool, &pgstore.EndpointStoreOptions{Table: strings.Repeat("t", 53)})
+	require.NoError(t, err, "63 bytes with the index suffix is the limit")
+}
+
+// TestEndpointStoreMigration: another schema and table; idempotent; and byte order even on a table
+// created with the database's collation (as the reference server's own endpoint table was).
+func TestEndpointStoreMigration(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	opts := &pgstore.EndpointStoreOptions{Schema: schema + "_x", Table: "hooks"}
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{opts.Schema}.Sanitize()+` CASCADE`)
+	})
+	for range 2 {
+		require.NoError(t, pgstore.MigrateEndpointStore(ctx, pool, opts))
+	}
+	s, err := pgstore.NewEndpointStore(pool, opts)
+	require.NoError(t, err)
+	require.NoError(t, s.Put(ctx, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{"whsec_x"}}))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{opts.Schema, "hooks"}.Sanitize()).Scan(&n))
+	require.Equal(t, 1, n)
+
+	// A table of the same columns made without COLLATE "C", under an ICU collation that sorts
+	// case-insensitively first: the store still lists in byte order.
+	_, err = pool.Exec(ctx, `CREATE TABLE legacy (id text COLLATE "und-x-icu" PRIMARY KEY, owner text NOT NULL,
+    url text NOT NULL, secrets text[] NOT NULL, api_version text NOT NULL);
+CREATE INDEX legacy_owner_idx ON legacy (owner, id)`)
+	require.NoError(t, err)
+	legacy, err := pgstore.NewEndpointStore(pool, &pgstore.EndpointStoreOptions{Schema: schema, Table: "legacy"})
+	require.NoError(t, err)
+	for _, id := range []string{"we_b", "we_B", "we_a"} {
+		require.NoError(t, legacy.Put(ctx, producer.Endpoint{ID: id, URL: "https://a.example/", Owner: "lic_1", Secrets: []string{"whsec_x"}}))
+	}
+	eps, more, err := legacy.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", Limit: 10})
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, []string{"we_B", "we_a", "we_b"}, endpointIDs(eps))
+	eps, _, err = legacy.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", After: "we_B", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"we_a", "we_b"}, endpointIDs(eps))
+}
+
+// TestEndpointStoreUnstorable: what PostgreSQL cannot store as text is refused before it reaches the
+// server, whose error would quote the bytes; and can never be found.
+func TestEndpointStoreUnstorable(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := newEndpointStore(t)
+	secret := "whsec_\xc3\x28secret"
+	err := s.Put(ctx, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{secret}})
+	require.ErrorIs(t, err, producer.ErrInvalidEndpoint)
+	require.NotContains(t, err.Error(), "secret")
+	require.ErrorIs(t, s.Put(ctx, producer.Endpoint{ID: "we_\x00", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{"whsec_x"}}),
+		producer.ErrInvalidEndpoint)
+	_, err = s.Lookup(ctx, "we_\x00")
+	require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
+	require.NoError(t, s.Delete(ctx, "we_\x00"))
+	eps, more, err := s.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_\xff", Limit: 1})
+	require.NoError(t, err)
+	require.Empty(t, eps)
+	require.False(t, more)
+	_, _, err = s.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", After: "\x00", Limit: 1})
+	require.ErrorIs(t, err, producer.ErrInvalidRange)
+}
+
+func endpointIDs(eps []producer.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, ep := range eps {
+		out[i] = ep.ID
+	}
+	return out
+}
+
+// ownerFixture migrates an event log and an endpoint store into one schema and registers we_a1..3 for
+// lic_a and we_b1 for lic_b.
+func ownerFixture(t testing.TB) (*pgstore.EventLog, *pgxpool.Pool, *pgstore.EventLogOptions, *pgstore.EndpointStoreOptions) {
+	t.Helper()
+	l, pool, logOpts := newEventLog(t)
+	epOpts := &pgstore.EndpointStoreOptions{Schema: logOpts.Schema}
+	require.NoError(t, pgstore.MigrateEndpointStore(context.Background(), pool, epOpts))
+	eps, err := pgstore.NewEndpointStore(pool, epOpts)
+	require.NoError(t, err)
+	for _, ep := range [][2]string{{"we_a3", "lic_a"}, {"we_b1", "lic_b"}, {"we_a1", "lic_a"}, {"we_a2", "lic_a"}} {
+		require.NoError(t, eps.Put(context.Background(), producer.Endpoint{ID: ep[0], URL: "https://consumer.example/" + ep[0],
+			Owner: ep[1], Secrets: []string{webhook.NewSecret()}}))
+	}
+	return l, pool, logOpts, epOpts
+}
+
+// countingDB counts the statements sent through it.
+type countingDB struct {
+	pgstore.DB
+	n atomic.Int64
+}
+
+func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.n.Add(1)
+	return c.DB.Exec(ctx, sql, args...)
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.n.Add(1)
+	return c.DB.Query(ctx, sql, args...)
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.n.Add(1)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+// TestPublishToOwnerOutbox is fan-out in the transactional outbox on PostgreSQL: the listing and the
+// append run in the order's transaction, in two statements; committed publications are numbered by
+// the Sequencer per stream, gap-free; a rolled-back one leaves no event on any stream.
+func TestPublishToOwnerOutbox(t *testing.T) {
+	ctx := context.Background()
+	l, pool, logOpts, epOpts := ownerFixture(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`)
+	require.NoError(t, err)
+	poolEps, err := pgstore.NewEndpointStore(pool, epOpts)
+	require.NoError(t, err)
+	pub, err := producer.NewPublisher(l, poolEps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }})
+	require.NoError(t, err)
+
+	place := func(id string, commit bool) []webhook.Event {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `INSERT INTO orders (id) VALUES ($1)`, id)
+		require.NoError(t, err)
+		db := &countingDB{DB: tx}
+		txEps, err := pgstore.NewEndpointStore(db, epOpts)
+		require.NoError(t, err)
+		evs, err := pub.WithLog(must(pgstore.NewEventLog(db, logOpts))).WithEndpoints(txEps).
+			PublishToOwner(ctx, "lic_a", "order.created", map[string]string{"id": id})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), db.n.Load(), "one read of the endpoints, one statement for the events")
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+		}
+		return evs
+	}
+	first := place("ord_1", true)
+	place("ord_2", false)
+	third := place("ord_3", true)
+	require.Equal(t, []string{"we_a1", "we_a2", "we_a3"}, []string{first[0].Endpoint, first[1].Endpoint, first[2].Endpoint})
+	for _, e := range append(first, third...) {
+		require.Zero(t, e.Sequence, "numbered after the commit")
+	}
+
+	seq, err := producer.NewSequencer(l, nil)
+	require.NoError(t, err)
+	n, err := seq.Drain(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, n, "two committed publications to three endpoints")
+	for i, stream := range []string{"we_a1", "we_a2", "we_a3"} {
+		evs, _, err := l.Range(ctx, stream, 1, math.MaxUint64, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 2, stream)
+		require.Equal(t, []uint64{1, 2}, []uint64{evs[0].Sequence, evs[1].Sequence}, "gap-free: the rolled-back order took no number")
+		require.Equal(t, first[i].ID, evs[0].ID)
+		require.Equal(t, third[i].ID, evs[1].ID)
+		require.JSONEq(t, `{"id":"ord_1"}`, string(evs[0].Data))
+		require.JSONEq(t, `{"id":"ord_3"}`, string(evs[1].Data))
+	}
+	require.Empty(t, evlogSeqs(t, l, "we_b1"), "another owner's stream is untouched")
+
+	// Registered in the same transaction: the new endpoint is published to, and both go with a
+	// rollback.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	txEps, err := pgstore.NewEndpointStore(tx, epOpts)
+	require.NoError(t, err)
+	require.NoError(t, txEps.Put(ctx, producer.Endpoint{ID: "we_a4", URL: "https://consumer.example/a4", Owner: "lic_a",
+		Secrets: []string{webhook.NewSecret()}}))
+	evs, err := pub.WithLog(must(pgstore.NewEventLog(tx, logOpts))).WithEndpoints(txEps).PublishToOwner(ctx, "lic_a", "order.created", 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 4)
+	require.NoError(t, tx.Rollback(ctx))
+	n, err = seq.Drain(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "the rolled-back publication left nothing to number")
+	_, err = poolEps.Lookup(ctx, "we_a4")
+	require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
+}
+
+// TestPublishToOwnerAllOrNothing: when the one statement fails for one endpoint's event, no endpoint
+// gets one.
+func TestPublishToOwnerAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	l, pool, logOpts, epOpts := ownerFixture(t)
+	_, err := pool.Exec(ctx, `ALTER TABLE `+pgx.Identifier{logOpts.Schema, pgstore.DefaultEventLogTable + "_pending"}.Sanitize()+
+		` ADD CONSTRAINT refuse_we_a3 CHECK (stream <> 'we_a3')`)
+	require.NoError(t, err)
+	eps, err := pgstore.NewEndpointStore(pool, epOpts)
+	require.NoError(t, err)
+	pub, err := producer.NewPublisher(l, eps, nil)
+	require.NoError(t, err)
+	_, err = pub.PublishToOwner(ctx, "lic_a", "order.created", 1)
+	require.ErrorContains(t, err, "refuse_we_a3")
+	require.Zero(t, numberAll(t, l))
+	for _, s := range []string{"we_a1", "we_a2", "we_a3"} {
+		require.Empty(t, evlogSeqs(t, l, s))
+	}
+	// The owner without endpoints, on PostgreSQL too: nothing, no error.
+	none, err := pub.PublishToOwner(ctx, "lic_nobody", "order.created", 1)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+// BenchmarkPublishToOwnerPG publishes one business event to a licensee's 8 endpoints on the default
+// pool: one read of the endpoint index, one INSERT of 8 events.
+func BenchmarkPublishToOwnerPG(b *testing.B) {
+	ctx := context.Background()
+	l, pool, _ := newEventLog(b)
+	epOpts := &pgstore.EndpointStoreOptions{}
+	require.NoError(b, pgstore.MigrateEndpointStore(ctx, pool, epOpts))
+	eps, err := pgstore.NewEndpointStore(pool, epOpts)
+	require.NoError(b, err)
+	for i := range 8 {
+		require.NoError(b, eps.Put(ctx, producer.Endpoint{ID: fmt.Sprintf("we_%d", i), URL: "https://consumer.example/hooks",
+			Owner: "lic_busy", Secrets: []string{webhook.NewSecret()}}))
+	}
+	pub, err := producer.NewPublisher(l, eps, nil)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := pub.PublishToOwner(ctx, "lic_busy", "order.created", evlogBenchData)
+		if err != nil || len(evs) != 8 {
+			b.Fatal(err, len(evs))
+		}
+	}
+	b.ReportMetric(float64(b.N*8)/b.Elapsed().Seconds(), "events/s")
+}
