@@ -1,33 +1,3 @@
-// Package storetest is the conformance suite of idempotency.Store: the Store contract written as tests.
-// Every implementation runs it, the in-memory store and the PostgreSQL and Redis adapters alike:
-//
-//	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) idempotency.Store {
-//			return mystore.New(connect(t))
-//		})
-//	}
-//
-//	func BenchmarkStore(b *testing.B) {
-//		storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
-//			return mystore.New(connect(b))
-//		})
-//	}
-//
-// The suite is safe against shared, long-lived servers: every test uses scopes and keys that are
-// random per run, times are a base near the real clock (truncated to the millisecond) plus fixed
-// offsets, and no test relies on the backend's own clock or TTLs: retention is checked by passing a
-// later now. Times are compared with a millisecond's tolerance, so a backend may store them at
-// millisecond precision or finer. newStore is called once per subtest; it may return the same store
-// each time. Subtests run in parallel.
-//
-// What the suite checks: claims are decided atomically (many goroutines racing on one key see exactly
-// one Claimed, also when taking over an expired lease); the fingerprint is checked on every path (in
-// flight, expired lease, completed) and a mismatch changes nothing; an expired lease is taken over with
-// a new token and the old token can no longer Renew, Complete or Release (fencing), nor can a token that
-// completed or released; a lapsed lease is first only marked suspected and extended once (its owner may
-// only have been cut off from the store), and a renewal clears the mark; records whose ExpiresAt <= now are absent to Claim and Lookup; Release frees a
-// key at once; status, headers and bodies up to 1 MiB round-trip; a cancelled context yields an error
-// and no claim; scopes never see each other's records.
 package storetest
 
 import (

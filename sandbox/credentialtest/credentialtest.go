@@ -1,14 +1,3 @@
-// Package credentialtest is the conformance suite for sandbox.CredentialStore implementations. Every
-// implementation runs it under -race:
-//
-//	func TestCredentialStore(t *testing.T) {
-//		credentialtest.Run(t, func(t *testing.T) sandbox.CredentialStore {
-//			return mystore.New(…) // a fresh, empty store per call
-//		})
-//	}
-//
-// The suite passes times truncated to microseconds, the precision PostgreSQL keeps, and compares them
-// with time.Time.Equal, so a store may return them in any location.
 package credentialtest
 
 import (

@@ -1,25 +1,3 @@
-// Package pintest is the conformance suite of versioning.PinStore: the PinStore contract written as
-// tests. Every implementation runs it, the in-memory store and the PostgreSQL adapter alike:
-//
-//	func TestPinStore(t *testing.T) {
-//		pintest.Run(t, func(t *testing.T) versioning.PinStore {
-//			return mystore.New(connect(t))
-//		})
-//	}
-//
-// The suite is safe against shared, long-lived stores: every test uses licensees with a random
-// prefix, and the List tests use a random version number, so other data never shows up in what a
-// test checks. Times are a base near the real clock (truncated to the millisecond) plus fixed
-// offsets, compared with a millisecond's tolerance. newStore is called once per subtest; it may
-// return the same store each time. Subtests run in parallel.
-//
-// What the suite checks: an unpinned licensee is ErrNotPinned; SetIfAbsent creates exactly once,
-// also when many goroutines race on one licensee, and otherwise returns the pin in force unchanged;
-// CompareAndSwap moves a pin only from the expected version (ErrPinConflict otherwise, ErrNotPinned
-// for none), exactly once under a race; Delete removes (and is a no-op when there is nothing);
-// List filters by version and pages by licensee in byte order with an exclusive cursor; licensees
-// that differ only in case, accents, or LIKE and separator characters never see each other's pins;
-// invalid arguments are ErrInvalidPin; a cancelled context is an error and stores nothing.
 package pintest
 
 import (

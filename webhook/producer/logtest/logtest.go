@@ -1,11 +1,3 @@
-// Package logtest is the conformance suite for producer.Log implementations: every implementation runs
-// it, under -race, and so keeps the promises the Dispatcher, Publisher and RangeHandler rely on —
-// gap-free sequences under racing appends, inclusive ascending ranges with has_more, exclusive leases
-// with fencing, and retention that leaves a contiguous window and never reuses a sequence.
-//
-//	func TestMyLog(t *testing.T) {
-//		logtest.Run(t, func(t *testing.T) producer.Log { return mylog.New(…) })
-//	}
 package logtest
 
 import (
