@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/check"
 )
 
 // ExactConfig describes a backend to RunExact.
@@ -36,7 +35,7 @@ const (
 func exactClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp idempotency.Fingerprint, now time.Time) idempotency.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), k, fp, now, now.Add(exactLease), now.Add(exactRetention))
-	require.NoError(t, err)
+	check.NoError(t, err)
 	return c
 }
 
@@ -48,7 +47,9 @@ func exactClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp idempot
 // prefix. Each case runs as a subtest.
 func RunExact(t *testing.T, s idempotency.Store, cfg ExactConfig) {
 	t.Helper()
-	require.Positive(t, cfg.Resolution, "storetest: ExactConfig.Resolution")
+	if cfg.Resolution <= 0 {
+		t.Fatalf("storetest: ExactConfig.Resolution is %v, want a positive duration", cfg.Resolution)
+	}
 	unit := cfg.Resolution.String()
 	switch cfg.Resolution {
 	case time.Nanosecond:
@@ -66,128 +67,128 @@ func RunExact(t *testing.T, s idempotency.Store, cfg ExactConfig) {
 	}{
 		{"claim then in flight", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.Equal(t, idempotency.Claimed, c.Status)
-			require.NotZero(t, c.Token)
+			check.Equal(t, idempotency.Claimed, c.Status)
+			check.NotEqual(t, 0, c.Token)
 			again := exactClaim(t, s, k, exactFP1, exactT0.Add(time.Second))
-			require.Equal(t, idempotency.InFlight, again.Status)
-			require.True(t, again.LeaseUntil.Equal(exactT0.Add(exactLease)))
-			require.Zero(t, again.Token)
+			check.Equal(t, idempotency.InFlight, again.Status)
+			check.Instant(t, exactT0.Add(exactLease), again.LeaseUntil, "the in-flight claim's LeaseUntil")
+			check.Equal(t, 0, again.Token)
 		}},
 		{"complete then replay exactly", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			check.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
 			r := exactClaim(t, s, k, exactFP1, exactT0.Add(time.Hour))
-			require.Equal(t, idempotency.Completed, r.Status)
-			require.Equal(t, resp, *r.Response)
-			require.Equal(t, exactFP1, r.Fingerprint)
+			check.Equal(t, idempotency.Completed, r.Status)
+			check.Equal(t, resp, *r.Response)
+			check.Equal(t, exactFP1, r.Fingerprint)
 		}},
 		{"nil and empty stay distinct", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 204}, exactT0.Add(exactRetention)))
+			check.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 204}, exactT0.Add(exactRetention)))
 			r := exactClaim(t, s, k, exactFP1, exactT0)
-			require.Nil(t, r.Response.Header)
-			require.Nil(t, r.Response.Body)
+			check.Equal(t, nil, r.Response.Header)
+			check.Equal(t, nil, r.Response.Body)
 			k2 := idempotency.Key{Scope: k.Scope, Key: k.Key + "-2"}
 			c = exactClaim(t, s, k2, exactFP1, exactT0)
-			require.NoError(t, s.Complete(ctx, k2, c.Token, idempotency.Response{Status: 200, Header: http.Header{}, Body: []byte{}}, exactT0.Add(exactRetention)))
+			check.NoError(t, s.Complete(ctx, k2, c.Token, idempotency.Response{Status: 200, Header: http.Header{}, Body: []byte{}}, exactT0.Add(exactRetention)))
 			r = exactClaim(t, s, k2, exactFP1, exactT0)
-			require.NotNil(t, r.Response.Header)
-			require.NotNil(t, r.Response.Body)
-			require.Empty(t, r.Response.Body)
+			check.NotEqual(t, nil, r.Response.Header)
+			check.NotEqual(t, nil, r.Response.Body)
+			check.Len(t, r.Response.Body, 0)
 		}},
 		{"other fingerprint changes nothing", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
 			// Even past the lease a different request may not take the key over.
 			m := exactClaim(t, s, k, exactFP2, exactT0.Add(time.Hour))
-			require.Equal(t, exactFP1, m.Fingerprint)
-			require.Equal(t, idempotency.InFlight, m.Status)
-			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			check.Equal(t, exactFP1, m.Fingerprint)
+			check.Equal(t, idempotency.InFlight, m.Status)
+			check.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
 			m = exactClaim(t, s, k, exactFP2, exactT0.Add(time.Hour))
-			require.Equal(t, exactFP1, m.Fingerprint)
-			require.Equal(t, idempotency.Completed, m.Status)
+			check.Equal(t, exactFP1, m.Fingerprint)
+			check.Equal(t, idempotency.Completed, m.Status)
 			rec, err := s.Lookup(ctx, k, exactT0.Add(time.Hour))
-			require.NoError(t, err)
-			require.Equal(t, exactFP1, rec.Fingerprint)
+			check.NoError(t, err)
+			check.Equal(t, exactFP1, rec.Fingerprint)
 		}},
 		{"ended lease is taken over and the stale owner fenced", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			old := exactClaim(t, s, k, exactFP1, exactT0)
 			at := exactT0.Add(exactLease) // lease_until <= now: ended, so this claim marks it
 			mark := exactClaim(t, s, k, exactFP1, at)
-			require.Equal(t, idempotency.InFlight, mark.Status)
-			require.True(t, mark.LeaseUntil.Equal(at.Add(exactLease)), "one extra lease: %v", mark.LeaseUntil)
+			check.Equal(t, idempotency.InFlight, mark.Status)
+			check.Instant(t, at.Add(exactLease), mark.LeaseUntil, "LeaseUntil after the mark: one extra lease")
 			at = at.Add(exactLease) // the extra lease ended too: this claim takes over
 			nu := exactClaim(t, s, k, exactFP1, at)
-			require.Equal(t, idempotency.Claimed, nu.Status)
-			require.Greater(t, nu.Token, old.Token)
-			require.ErrorIs(t, s.Complete(ctx, k, old.Token, resp, at.Add(exactRetention)), idempotency.ErrLeaseLost)
-			require.ErrorIs(t, s.Renew(ctx, k, old.Token, at.Add(time.Hour)), idempotency.ErrLeaseLost)
-			require.ErrorIs(t, s.Release(ctx, k, old.Token), idempotency.ErrLeaseLost)
-			require.NoError(t, s.Complete(ctx, k, nu.Token, resp, at.Add(exactRetention)))
+			check.Equal(t, idempotency.Claimed, nu.Status)
+			check.True(t, nu.Token > old.Token, "the take-over's token %d is not greater than the stale owner's %d", nu.Token, old.Token)
+			check.ErrorIs(t, s.Complete(ctx, k, old.Token, resp, at.Add(exactRetention)), idempotency.ErrLeaseLost)
+			check.ErrorIs(t, s.Renew(ctx, k, old.Token, at.Add(time.Hour)), idempotency.ErrLeaseLost)
+			check.ErrorIs(t, s.Release(ctx, k, old.Token), idempotency.ErrLeaseLost)
+			check.NoError(t, s.Complete(ctx, k, nu.Token, resp, at.Add(exactRetention)))
 		}},
 		{"lease one " + unit + " short is still live", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			exactClaim(t, s, k, exactFP1, exactT0)
 			c := exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease-cfg.Resolution))
-			require.Equal(t, idempotency.InFlight, c.Status)
+			check.Equal(t, idempotency.InFlight, c.Status)
 		}},
 		{"renew keeps the key", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.NoError(t, s.Renew(ctx, k, c.Token, exactT0.Add(2*exactLease)))
+			check.NoError(t, s.Renew(ctx, k, c.Token, exactT0.Add(2*exactLease)))
 			again := exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease+time.Second))
-			require.Equal(t, idempotency.InFlight, again.Status)
-			require.True(t, again.LeaseUntil.Equal(exactT0.Add(2*exactLease)))
+			check.Equal(t, idempotency.InFlight, again.Status)
+			check.Instant(t, exactT0.Add(2*exactLease), again.LeaseUntil, "LeaseUntil after Renew")
 		}},
 		{"release frees the key and never reuses a token", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.ErrorIs(t, s.Release(ctx, k, c.Token+1000), idempotency.ErrLeaseLost)
-			require.NoError(t, s.Release(ctx, k, c.Token))
+			check.ErrorIs(t, s.Release(ctx, k, c.Token+1000), idempotency.ErrLeaseLost)
+			check.NoError(t, s.Release(ctx, k, c.Token))
 			_, err := s.Lookup(ctx, k, exactT0)
-			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			check.ErrorIs(t, err, idempotency.ErrNotFound)
 			n := exactClaim(t, s, k, exactFP2, exactT0)
-			require.Equal(t, idempotency.Claimed, n.Status)
-			require.NotEqual(t, c.Token, n.Token)
-			require.ErrorIs(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)), idempotency.ErrLeaseLost)
+			check.Equal(t, idempotency.Claimed, n.Status)
+			check.NotEqual(t, c.Token, n.Token)
+			check.ErrorIs(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)), idempotency.ErrLeaseLost)
 		}},
 		{"completed cannot be released or completed twice", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
-			require.ErrorIs(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)), idempotency.ErrLeaseLost)
-			require.ErrorIs(t, s.Release(ctx, k, c.Token), idempotency.ErrLeaseLost)
-			require.ErrorIs(t, s.Renew(ctx, k, c.Token, exactT0.Add(time.Hour)), idempotency.ErrLeaseLost)
+			check.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			check.ErrorIs(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)), idempotency.ErrLeaseLost)
+			check.ErrorIs(t, s.Release(ctx, k, c.Token), idempotency.ErrLeaseLost)
+			check.ErrorIs(t, s.Renew(ctx, k, c.Token, exactT0.Add(time.Hour)), idempotency.ErrLeaseLost)
 		}},
 		{"retention over frees the key for any request", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(time.Hour)))
+			check.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(time.Hour)))
 			_, err := s.Lookup(ctx, k, exactT0.Add(time.Hour))
-			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			check.ErrorIs(t, err, idempotency.ErrNotFound)
 			n := exactClaim(t, s, k, exactFP2, exactT0.Add(time.Hour))
-			require.Equal(t, idempotency.Claimed, n.Status)
-			require.Greater(t, n.Token, c.Token)
+			check.Equal(t, idempotency.Claimed, n.Status)
+			check.True(t, n.Token > c.Token, "the new claim's token %d is not greater than the expired record's %d", n.Token, c.Token)
 		}},
 		{"lookup reports in flight and completed", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			_, err := s.Lookup(ctx, k, exactT0)
-			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			check.ErrorIs(t, err, idempotency.ErrNotFound)
 			c := exactClaim(t, s, k, exactFP1, exactT0)
 			rec, err := s.Lookup(ctx, k, exactT0)
-			require.NoError(t, err)
-			require.Equal(t, idempotency.InFlight, rec.Status)
-			require.Equal(t, c.Token, rec.Token)
-			require.True(t, rec.LeaseUntil.Equal(exactT0.Add(exactLease)))
-			require.True(t, rec.ExpiresAt.Equal(exactT0.Add(exactRetention)))
-			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(2*exactRetention)))
+			check.NoError(t, err)
+			check.Equal(t, idempotency.InFlight, rec.Status)
+			check.Equal(t, c.Token, rec.Token)
+			check.Instant(t, exactT0.Add(exactLease), rec.LeaseUntil, "Record.LeaseUntil")
+			check.Instant(t, exactT0.Add(exactRetention), rec.ExpiresAt, "Record.ExpiresAt of the claim")
+			check.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(2*exactRetention)))
 			rec, err = s.Lookup(ctx, k, exactT0.Add(exactRetention))
-			require.NoError(t, err)
-			require.Equal(t, idempotency.Completed, rec.Status)
-			require.Equal(t, resp, *rec.Response)
-			require.True(t, rec.ExpiresAt.Equal(exactT0.Add(2*exactRetention)))
+			check.NoError(t, err)
+			check.Equal(t, idempotency.Completed, rec.Status)
+			check.Equal(t, resp, *rec.Response)
+			check.Instant(t, exactT0.Add(2*exactRetention), rec.ExpiresAt, "Record.ExpiresAt set by Complete")
 		}},
 		{"scopes never share a record", func(t *testing.T, s idempotency.Store, k idempotency.Key) {
 			c := exactClaim(t, s, k, exactFP1, exactT0)
-			require.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
+			check.NoError(t, s.Complete(ctx, k, c.Token, resp, exactT0.Add(exactRetention)))
 			other := idempotency.Key{Scope: k.Scope + "x", Key: k.Key}
 			o := exactClaim(t, s, other, exactFP1, exactT0)
-			require.Equal(t, idempotency.Claimed, o.Status)
+			check.Equal(t, idempotency.Claimed, o.Status)
 			_, err := s.Lookup(ctx, idempotency.Key{Scope: "", Key: k.Key}, exactT0)
-			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			check.ErrorIs(t, err, idempotency.ErrNotFound)
 		}},
 	}
 	for i, tc := range cases {
@@ -210,7 +211,7 @@ func RunRacingClaims(t *testing.T, s idempotency.Store) {
 		now := exactT0
 		if round%2 == 1 {
 			exactClaim(t, s, k, exactFP1, exactT0)
-			require.Equal(t, idempotency.InFlight, exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease)).Status)
+			check.Equal(t, idempotency.InFlight, exactClaim(t, s, k, exactFP1, exactT0.Add(exactLease)).Status)
 			now = exactT0.Add(2 * exactLease)
 		}
 		var claimed, inFlight atomic.Int32
@@ -233,7 +234,7 @@ func RunRacingClaims(t *testing.T, s idempotency.Store) {
 			})
 		}
 		wg.Wait()
-		require.EqualValues(t, 1, claimed.Load())
-		require.EqualValues(t, 23, inFlight.Load())
+		check.Equal(t, 1, claimed.Load())
+		check.Equal(t, 23, inFlight.Load())
 	}
 }

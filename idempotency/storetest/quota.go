@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
 )
 
@@ -17,7 +16,9 @@ import (
 // released or past its retention frees its place.
 func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
-	require.Positive(t, limit)
+	if limit <= 0 {
+		t.Fatalf("storetest: RunQuota's limit is %d, want a positive number", limit)
+	}
 	t.Run("QuotaPerScope", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -30,29 +31,29 @@ func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) idempotency.S
 		}
 		over := e.key()
 		_, err := s.Claim(e.ctx, over, fp("a"), e.at(time.Second), e.at(time.Second+lease), e.at(time.Second+retention))
-		require.ErrorIs(t, err, idempotency.ErrQuotaExceeded, "claim %d of a scope limited to %d", limit+1, limit)
+		check.ErrorIs(t, err, idempotency.ErrQuotaExceeded, "claim %d of a scope limited to %d", limit+1, limit)
 		e.absent(s, over, time.Second)
 
 		// Another scope is not affected.
 		other := idempotency.Key{Scope: randid.New("scope_other_"), Key: randid.New("key_")}
 		c, err := s.Claim(e.ctx, other, fp("a"), e.at(time.Second), e.at(time.Second+lease), e.at(time.Second+retention))
-		require.NoError(t, err)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		check.NoError(t, err)
+		check.Equal(t, idempotency.Claimed, c.Status)
 
 		// The scope's own records still work: in flight, completed and replayed, taken over.
-		require.Equal(t, idempotency.InFlight, e.claim(s, keys[0], fp("a"), time.Second).Status)
-		require.NoError(t, s.Complete(e.ctx, keys[0], tokens[0], sample(), e.at(retention)))
-		require.Equal(t, idempotency.Completed, e.claim(s, keys[0], fp("a"), 2*time.Second).Status)
+		check.Equal(t, idempotency.InFlight, e.claim(s, keys[0], fp("a"), time.Second).Status)
+		check.NoError(t, s.Complete(e.ctx, keys[0], tokens[0], sample(), e.at(retention)))
+		check.Equal(t, idempotency.Completed, e.claim(s, keys[0], fp("a"), 2*time.Second).Status)
 		if limit > 1 {
 			e.takeOver(s, keys[1], fp("a"), lease)
 		}
 
 		// A release frees a place at once.
 		last := limit - 1
-		require.NoError(t, s.Release(e.ctx, keys[last], tokens[last]))
+		check.NoError(t, s.Release(e.ctx, keys[last], tokens[last]))
 		e.mustClaim(s, over, fp("a"), 3*time.Second)
 		_, err = s.Claim(e.ctx, keys[last], fp("a"), e.at(4*time.Second), e.at(4*time.Second+lease), e.at(4*time.Second+retention))
-		require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+		check.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
 
 		// Past retention every place is free again.
 		late := retention + 10*lease

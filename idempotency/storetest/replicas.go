@@ -14,12 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
-
 	"github.com/svcplatform/conventions/internal/testclock"
 )
 
@@ -84,7 +82,9 @@ type ReplicaBackend struct {
 // Replicas share an injected clock, so leases end when the test says so; nothing sleeps.
 func RunReplicas(t *testing.T, cfg ReplicaConfig) {
 	t.Helper()
-	require.NotEmpty(t, cfg.Modes, "storetest: ReplicaConfig.Modes is empty")
+	if len(cfg.Modes) == 0 {
+		t.Fatal("storetest: ReplicaConfig.Modes is empty, want at least one mode")
+	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, mode ReplicaMode)
@@ -106,12 +106,12 @@ func RunReplicas(t *testing.T, cfg ReplicaConfig) {
 func (mode ReplicaMode) setup(t *testing.T) (ReplicaBackend, bool) {
 	t.Helper()
 	b := mode.Setup(t)
-	require.NotNil(t, b.Options, "storetest: ReplicaBackend.Options")
-	require.NotNil(t, b.Store, "storetest: ReplicaBackend.Store")
+	if b.Options == nil || b.Store == nil {
+		t.Fatalf("storetest: mode %q: ReplicaBackend.Options and ReplicaBackend.Store are required", mode.Name)
+	}
 	tx := b.Options().Transactor != nil
-	if tx {
-		require.NotNil(t, b.WriteOrder, "storetest: a transactional mode needs ReplicaBackend.WriteOrder")
-		require.NotNil(t, b.OrderCounts, "storetest: a transactional mode needs ReplicaBackend.OrderCounts")
+	if tx && (b.WriteOrder == nil || b.OrderCounts == nil) {
+		t.Fatalf("storetest: mode %q is transactional: ReplicaBackend.WriteOrder and ReplicaBackend.OrderCounts are required", mode.Name)
 	}
 	return b, tx
 }
@@ -250,46 +250,46 @@ func testExactlyOnceAcrossReplicas(t *testing.T, mode ReplicaMode) {
 	}
 
 	for i := range replicaKeys {
-		require.EqualValues(t, 1, runs[i].Load(), "key %d: handler runs", i)
+		check.Equal(t, 1, runs[i].Load(), "key %d: handler runs", i)
 		body := original[i].Load()
-		require.NotNil(t, body)
+		check.NotEqual(t, nil, body, "key %d: the handler stored no original response", i)
 		fresh := 0
 		for _, res := range results[i] {
-			require.NoError(t, res.err)
+			check.NoError(t, res.err)
 			switch res.status {
 			case http.StatusCreated:
-				require.Equal(t, *body, res.body, "key %d: a 201 that is not the original", i)
+				check.Equal(t, *body, res.body, "key %d: a 201 that is not the original", i)
 				if !res.replayed {
 					fresh++
 				}
 			case http.StatusConflict:
-				require.Equal(t, idempotency.CodeKeyInUse, res.code)
-				require.NotEmpty(t, res.retry)
+				check.Equal(t, idempotency.CodeKeyInUse, res.code)
+				check.True(t, res.retry != "", "key %d: a 409 without Retry-After", i)
 			default:
 				t.Fatalf("key %d: unexpected answer %+v", i, res)
 			}
 		}
-		require.Equal(t, 1, fresh, "key %d: exactly one fresh answer", i)
+		check.Equal(t, 1, fresh, "key %d: exactly one fresh answer", i)
 		if i%2 == 0 {
-			require.EqualValues(t, replicaDups-1, answered[i].Load(), "key %d: all duplicates met the claim in flight", i)
+			check.Equal(t, replicaDups-1, answered[i].Load(), "key %d: all duplicates met the claim in flight", i)
 		}
 	}
 	// After completion every retry, at either replica, replays the identical body.
 	for i := range replicaKeys {
 		for _, srv := range servers {
 			res := replicaPost(ctx, client, srv.URL, i)
-			require.NoError(t, res.err)
-			require.Equal(t, http.StatusCreated, res.status)
-			require.True(t, res.replayed)
-			require.Equal(t, *original[i].Load(), res.body)
+			check.NoError(t, res.err, "key %d: a retry after completion", i)
+			check.Equal(t, http.StatusCreated, res.status, "key %d: a retry after completion", i)
+			check.True(t, res.replayed, "key %d: a retry after completion is not marked %s", i, idempotency.HeaderReplayed)
+			check.Equal(t, *original[i].Load(), res.body, "key %d: a retry after completion", i)
 		}
-		require.EqualValues(t, 1, runs[i].Load())
+		check.Equal(t, 1, runs[i].Load(), "key %d: handler runs after the retries", i)
 	}
 	if tx {
 		counts := b.OrderCounts(t)
-		require.Len(t, counts, replicaKeys)
+		check.Equal(t, replicaKeys, len(counts), "keys with committed orders")
 		for k, n := range counts {
-			require.Equal(t, 1, n, "orders committed for %s", k)
+			check.Equal(t, 1, n, "orders committed for %s", k)
 		}
 	}
 }
@@ -429,8 +429,8 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	go func() { aDone <- replicaPost(actx, client, a.URL, 0) }()
 	<-started
 	res := replicaPost(ctx, client, bSrv.URL, 0)
-	require.Equal(t, http.StatusConflict, res.status, "%+v", res)
-	require.Equal(t, idempotency.CodeKeyInUse, res.code)
+	check.Equal(t, http.StatusConflict, res.status, "%+v", res)
+	check.Equal(t, idempotency.CodeKeyInUse, res.code)
 
 	if tx {
 		kTx.killed.Store(true)
@@ -438,17 +438,17 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 		kStore.killed.Store(true)
 	}
 	kill()
-	require.Error(t, (<-aDone).err)
+	check.Error(t, (<-aDone).err)
 	<-stopped
 
 	if !tx {
 		// The dead owner's claim holds until its lease ends; the first retry after that only marks it
 		// (the owner might merely be cut off from the store) and gives it one more lease, never longer.
 		res = replicaPost(ctx, client, bSrv.URL, 0)
-		require.Equal(t, http.StatusConflict, res.status, "%+v", res)
+		check.Equal(t, http.StatusConflict, res.status, "%+v", res)
 		clock.Advance(replicaLease)
 		res = replicaPost(ctx, client, bSrv.URL, 0)
-		require.Equal(t, http.StatusConflict, res.status, "the first retry after the lease marks the key: %+v", res)
+		check.Equal(t, http.StatusConflict, res.status, "the first retry after the lease marks the key: %+v", res)
 		clock.Advance(replicaLease)
 	}
 	// Concurrent retries at two surviving replicas (B and a restarted A): one execution.
@@ -459,40 +459,42 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 		wg.Go(func() { retries[j] = replicaPost(ctx, client, []string{bSrv.URL, c.URL}[j%2], 0) })
 	}
 	wg.Wait()
-	require.EqualValues(t, 1, runs.Load(), "handler runs after the owner died")
-	require.EqualValues(t, 1, doomedRuns.Load())
+	check.Equal(t, 1, runs.Load(), "handler runs after the owner died")
+	check.Equal(t, 1, doomedRuns.Load())
 	for _, r := range retries {
-		require.NoError(t, r.err)
+		check.NoError(t, r.err)
 		if r.status == http.StatusConflict {
 			continue
 		}
-		require.Equal(t, http.StatusCreated, r.status)
-		require.Equal(t, *original.Load(), r.body)
+		check.Equal(t, http.StatusCreated, r.status)
+		check.Equal(t, *original.Load(), r.body)
 	}
 	for _, url := range []string{bSrv.URL, c.URL} {
 		r := replicaPost(ctx, client, url, 0)
-		require.Equal(t, http.StatusCreated, r.status)
-		require.True(t, r.replayed)
-		require.Equal(t, *original.Load(), r.body)
+		check.Equal(t, http.StatusCreated, r.status, "a retry after completion")
+		check.True(t, r.replayed, "a retry after completion is not marked %s", idempotency.HeaderReplayed)
+		check.Equal(t, *original.Load(), r.body, "a retry after completion")
 	}
-	require.EqualValues(t, 1, runs.Load())
+	check.Equal(t, 1, runs.Load())
 	key := idempotency.Key{Scope: replicaScope(replicaAuth), Key: "order-000"}
 	if tx {
 		// The dead owner's order rolled back with its claim: one order exists.
-		require.Equal(t, map[string]int{"order-000": 1}, b.OrderCounts(t))
+		check.Equal(t, map[string]int{"order-000": 1}, b.OrderCounts(t))
 	} else {
 		// Had the dead owner come back, its completion would be refused.
 		err := b.Store.Complete(ctx, key, kStore.token.Load(), idempotency.Response{Status: 500}, clock.Now().Add(time.Hour))
-		require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+		check.ErrorIs(t, err, idempotency.ErrLeaseLost)
 	}
 	rec, err := b.Store.Lookup(ctx, key, clock.Now())
-	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
-	require.Equal(t, *original.Load(), string(rec.Response.Body))
+	check.NoError(t, err)
+	check.Equal(t, idempotency.Completed, rec.Status)
+	check.Equal(t, *original.Load(), string(rec.Response.Body))
 }
 
 func testStoreOutage(t *testing.T, mode ReplicaMode) {
-	require.NotNil(t, mode.Unreachable, "storetest: ReplicaMode.Unreachable")
+	if mode.Unreachable == nil {
+		t.Fatalf("storetest: mode %q: ReplicaMode.Unreachable is required", mode.Name)
+	}
 	var runs atomic.Int32
 	h := newMiddleware(t, mode.Unreachable(t)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
@@ -500,9 +502,9 @@ func testStoreOutage(t *testing.T, mode ReplicaMode) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	res := replicaPost(context.Background(), replicaHTTPClient(t), srv.URL, 1)
-	require.NoError(t, res.err)
-	require.Equal(t, http.StatusServiceUnavailable, res.status)
-	require.Equal(t, apierror.CodeUnavailable, res.code)
-	require.NotEmpty(t, res.retry)
-	require.Zero(t, runs.Load())
+	check.NoError(t, res.err)
+	check.Equal(t, http.StatusServiceUnavailable, res.status)
+	check.Equal(t, apierror.CodeUnavailable, res.code)
+	check.True(t, res.retry != "", "a 503 without Retry-After")
+	check.Equal(t, 0, runs.Load())
 }

@@ -1,33 +1,3 @@
-// Package storetest is the conformance suite of idempotency.Store: the Store contract written as tests.
-// Every implementation runs it, the in-memory store and the PostgreSQL and Redis adapters alike:
-//
-//	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) idempotency.Store {
-//			return mystore.New(connect(t))
-//		})
-//	}
-//
-//	func BenchmarkStore(b *testing.B) {
-//		storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
-//			return mystore.New(connect(b))
-//		})
-//	}
-//
-// The suite is safe against shared, long-lived servers: every test uses scopes and keys that are
-// random per run, times are a base near the real clock (truncated to the millisecond) plus fixed
-// offsets, and no test relies on the backend's own clock or TTLs: retention is checked by passing a
-// later now. Times are compared with a millisecond's tolerance, so a backend may store them at
-// millisecond precision or finer. newStore is called once per subtest; it may return the same store
-// each time. Subtests run in parallel.
-//
-// What the suite checks: claims are decided atomically (many goroutines racing on one key see exactly
-// one Claimed, also when taking over an expired lease); the fingerprint is checked on every path (in
-// flight, expired lease, completed) and a mismatch changes nothing; an expired lease is taken over with
-// a new token and the old token can no longer Renew, Complete or Release (fencing), nor can a token that
-// completed or released; a lapsed lease is first only marked suspected and extended once (its owner may
-// only have been cut off from the store), and a renewal clears the mark; records whose ExpiresAt <= now are absent to Claim and Lookup; Release frees a
-// key at once; status, headers and bodies up to 1 MiB round-trip; a cancelled context yields an error
-// and no claim; scopes never see each other's records.
 package storetest
 
 import (
@@ -42,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
 )
 
@@ -134,15 +103,15 @@ func fp(s string) idempotency.Fingerprint { return sha256.Sum256([]byte(s)) }
 func (e *env) claim(s idempotency.Store, key idempotency.Key, f idempotency.Fingerprint, off time.Duration) idempotency.Claim {
 	e.t.Helper()
 	c, err := s.Claim(e.ctx, key, f, e.at(off), e.at(off+lease), e.at(off+retention))
-	require.NoError(e.t, err)
+	check.NoError(e.t, err)
 	return c
 }
 
 func (e *env) mustClaim(s idempotency.Store, key idempotency.Key, f idempotency.Fingerprint, off time.Duration) idempotency.Claim {
 	e.t.Helper()
 	c := e.claim(s, key, f, off)
-	require.Equal(e.t, idempotency.Claimed, c.Status, "claim at +%v", off)
-	require.Equal(e.t, f, c.Fingerprint)
+	check.Equal(e.t, idempotency.Claimed, c.Status, "claim at +%v", off)
+	check.Equal(e.t, f, c.Fingerprint)
 	requireTime(e.t, e.at(off+lease), c.LeaseUntil, "Claim.LeaseUntil")
 	return c
 }
@@ -154,7 +123,7 @@ func (e *env) mustClaim(s idempotency.Store, key idempotency.Key, f idempotency.
 func (e *env) takeOver(s idempotency.Store, key idempotency.Key, f idempotency.Fingerprint, off time.Duration) idempotency.Claim {
 	e.t.Helper()
 	warn := e.claim(s, key, f, off)
-	require.Equal(e.t, idempotency.InFlight, warn.Status, "the first claim after a lapsed lease only marks the record (at +%v)", off)
+	check.Equal(e.t, idempotency.InFlight, warn.Status, "the first claim after a lapsed lease only marks the record (at +%v)", off)
 	requireTime(e.t, e.at(off+lease), warn.LeaseUntil, "LeaseUntil after the mark")
 	return e.mustClaim(s, key, f, off+lease)
 }
@@ -162,14 +131,14 @@ func (e *env) takeOver(s idempotency.Store, key idempotency.Key, f idempotency.F
 func (e *env) lookup(s idempotency.Store, key idempotency.Key, off time.Duration) idempotency.Record {
 	e.t.Helper()
 	rec, err := s.Lookup(e.ctx, key, e.at(off))
-	require.NoError(e.t, err, "Lookup at +%v", off)
+	check.NoError(e.t, err, "Lookup at +%v", off)
 	return rec
 }
 
 func (e *env) absent(s idempotency.Store, key idempotency.Key, off time.Duration) {
 	e.t.Helper()
 	_, err := s.Lookup(e.ctx, key, e.at(off))
-	require.ErrorIs(e.t, err, idempotency.ErrNotFound, "Lookup at +%v", off)
+	check.ErrorIs(e.t, err, idempotency.ErrNotFound, "Lookup at +%v", off)
 }
 
 func requireTime(t *testing.T, want, got time.Time, what string) {
@@ -182,12 +151,12 @@ func requireTime(t *testing.T, want, got time.Time, what string) {
 
 func requireResponse(t *testing.T, want idempotency.Response, got *idempotency.Response) {
 	t.Helper()
-	require.NotNil(t, got, "stored response")
-	require.Equal(t, want.Status, got.Status, "status")
-	require.True(t, bytes.Equal(want.Body, got.Body), "body: got %d bytes, want %d", len(got.Body), len(want.Body))
-	require.Len(t, got.Header, len(want.Header), "header: got %v, want %v", got.Header, want.Header)
+	check.NotEqual(t, nil, got, "stored response")
+	check.Equal(t, want.Status, got.Status, "status")
+	check.True(t, bytes.Equal(want.Body, got.Body), "body: got %d bytes, want %d", len(got.Body), len(want.Body))
+	check.Equal(t, len(want.Header), len(got.Header), "header fields (got %v, want %v)", got.Header, want.Header)
 	for k, vs := range want.Header {
-		require.Equal(t, vs, got.Header[k], "header %q", k)
+		check.Equal(t, vs, got.Header[k], "header %q", k)
 	}
 }
 
@@ -207,14 +176,14 @@ func testClaimNewKey(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	e.absent(s, key, 0)
 	c := e.mustClaim(s, key, fp("a"), 0)
-	require.Nil(t, c.Response)
+	check.Equal(t, nil, c.Response)
 	rec := e.lookup(s, key, time.Second)
-	require.Equal(t, idempotency.InFlight, rec.Status)
-	require.Equal(t, fp("a"), rec.Fingerprint)
-	require.Equal(t, c.Token, rec.Token)
+	check.Equal(t, idempotency.InFlight, rec.Status)
+	check.Equal(t, fp("a"), rec.Fingerprint)
+	check.Equal(t, c.Token, rec.Token)
 	requireTime(t, e.at(lease), rec.LeaseUntil, "Record.LeaseUntil")
 	requireTime(t, e.at(retention), rec.ExpiresAt, "Record.ExpiresAt")
-	require.Nil(t, rec.Response)
+	check.Equal(t, nil, rec.Response)
 }
 
 func testInFlight(t *testing.T, s idempotency.Store) {
@@ -223,14 +192,14 @@ func testInFlight(t *testing.T, s idempotency.Store) {
 	first := e.mustClaim(s, key, fp("a"), 0)
 	for _, off := range []time.Duration{0, time.Millisecond, lease / 2, lease - time.Millisecond} {
 		c := e.claim(s, key, fp("a"), off)
-		require.Equal(t, idempotency.InFlight, c.Status, "claim at +%v", off)
-		require.Equal(t, fp("a"), c.Fingerprint)
+		check.Equal(t, idempotency.InFlight, c.Status, "claim at +%v", off)
+		check.Equal(t, fp("a"), c.Fingerprint)
 		requireTime(t, e.at(lease), c.LeaseUntil, "InFlight LeaseUntil")
-		require.Nil(t, c.Response)
+		check.Equal(t, nil, c.Response)
 	}
 	// Nothing changed: the first claim still owns the key.
-	require.Equal(t, first.Token, e.lookup(s, key, 0).Token)
-	require.NoError(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)))
+	check.Equal(t, first.Token, e.lookup(s, key, 0).Token)
+	check.NoError(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)))
 }
 
 func testLeaseBoundary(t *testing.T, s idempotency.Store) {
@@ -240,7 +209,7 @@ func testLeaseBoundary(t *testing.T, s idempotency.Store) {
 	// LeaseUntil <= now is expired: a claim exactly at the lease's end marks the record, and a claim
 	// exactly at the end of the extra lease takes it over.
 	second := e.takeOver(s, key, fp("a"), lease)
-	require.NotEqual(t, first.Token, second.Token)
+	check.NotEqual(t, first.Token, second.Token)
 }
 
 func testCompleteThenReplay(t *testing.T, s idempotency.Store) {
@@ -248,17 +217,17 @@ func testCompleteThenReplay(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	c := e.mustClaim(s, key, fp("a"), 0)
 	want := sample()
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
 	// Replays come back at any time within retention, lease long over.
 	for _, off := range []time.Duration{time.Second, lease, 2 * lease, retention - time.Millisecond} {
 		got := e.claim(s, key, fp("a"), off)
-		require.Equal(t, idempotency.Completed, got.Status, "claim at +%v", off)
-		require.Equal(t, fp("a"), got.Fingerprint)
+		check.Equal(t, idempotency.Completed, got.Status, "claim at +%v", off)
+		check.Equal(t, fp("a"), got.Fingerprint)
 		requireResponse(t, want, got.Response)
 	}
 	rec := e.lookup(s, key, time.Hour)
-	require.Equal(t, idempotency.Completed, rec.Status)
-	require.Equal(t, fp("a"), rec.Fingerprint)
+	check.Equal(t, idempotency.Completed, rec.Status)
+	check.Equal(t, fp("a"), rec.Fingerprint)
 	requireTime(t, e.at(retention), rec.ExpiresAt, "Record.ExpiresAt")
 	requireResponse(t, want, rec.Response)
 }
@@ -268,13 +237,13 @@ func requireMismatch(t *testing.T, e *env, s idempotency.Store, key idempotency.
 	t.Helper()
 	before := e.lookup(s, key, off)
 	c := e.claim(s, key, fp("other request"), off)
-	require.Equal(t, fp("a"), c.Fingerprint, "a mismatch reports the record's fingerprint")
-	require.NotEqual(t, idempotency.Claimed, c.Status, "a different fingerprint must never claim")
-	require.Equal(t, wantStatus, c.Status)
+	check.Equal(t, fp("a"), c.Fingerprint, "a mismatch reports the record's fingerprint")
+	check.NotEqual(t, idempotency.Claimed, c.Status, "a different fingerprint must never claim")
+	check.Equal(t, wantStatus, c.Status)
 	after := e.lookup(s, key, off)
-	require.Equal(t, before.Status, after.Status)
-	require.Equal(t, before.Token, after.Token)
-	require.Equal(t, before.Fingerprint, after.Fingerprint)
+	check.Equal(t, before.Status, after.Status)
+	check.Equal(t, before.Token, after.Token)
+	check.Equal(t, before.Fingerprint, after.Fingerprint)
 	requireTime(t, before.LeaseUntil, after.LeaseUntil, "LeaseUntil after a mismatch")
 	requireTime(t, before.ExpiresAt, after.ExpiresAt, "ExpiresAt after a mismatch")
 }
@@ -284,7 +253,7 @@ func testMismatchInFlight(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	c := e.mustClaim(s, key, fp("a"), 0)
 	requireMismatch(t, e, s, key, time.Second, idempotency.InFlight)
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
 }
 
 func testMismatchExpiredLease(t *testing.T, s idempotency.Store) {
@@ -294,8 +263,8 @@ func testMismatchExpiredLease(t *testing.T, s idempotency.Store) {
 	// The lease is over, but another request must not take the key over: it still answers 422.
 	requireMismatch(t, e, s, key, 2*lease, idempotency.InFlight)
 	// The original owner was not fenced by the mismatching claim.
-	require.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(3*lease)))
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+	check.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(3*lease)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
 }
 
 func testMismatchCompleted(t *testing.T, s idempotency.Store) {
@@ -303,11 +272,11 @@ func testMismatchCompleted(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	c := e.mustClaim(s, key, fp("a"), 0)
 	want := sample()
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
 	requireMismatch(t, e, s, key, time.Minute, idempotency.Completed)
 	// The stored response is intact and still replays for the right request.
 	got := e.claim(s, key, fp("a"), time.Minute)
-	require.Equal(t, idempotency.Completed, got.Status)
+	check.Equal(t, idempotency.Completed, got.Status)
 	requireResponse(t, want, got.Response)
 }
 
@@ -316,16 +285,16 @@ func testTakeOver(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	first := e.mustClaim(s, key, fp("a"), 0)
 	second := e.takeOver(s, key, fp("a"), lease+time.Second)
-	require.NotEqual(t, first.Token, second.Token, "a take-over gets a new token")
+	check.NotEqual(t, first.Token, second.Token, "a take-over gets a new token")
 	rec := e.lookup(s, key, 2*lease+time.Second)
-	require.Equal(t, idempotency.InFlight, rec.Status)
-	require.Equal(t, second.Token, rec.Token)
+	check.Equal(t, idempotency.InFlight, rec.Status)
+	check.Equal(t, second.Token, rec.Token)
 	requireTime(t, e.at(3*lease+time.Second), rec.LeaseUntil, "LeaseUntil after take-over")
 	// While the new lease lives, others see it in flight.
 	c := e.claim(s, key, fp("a"), 2*lease+2*time.Second)
-	require.Equal(t, idempotency.InFlight, c.Status)
+	check.Equal(t, idempotency.InFlight, c.Status)
 	want := sample()
-	require.NoError(t, s.Complete(e.ctx, key, second.Token, want, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, second.Token, want, e.at(retention)))
 	requireResponse(t, want, e.lookup(s, key, time.Hour).Response)
 }
 
@@ -337,19 +306,19 @@ func testSuspicionClearedByRenew(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	owner := e.mustClaim(s, key, fp("a"), 0)
 	warn := e.claim(s, key, fp("a"), 2*lease) // the store was out for longer than the lease
-	require.Equal(t, idempotency.InFlight, warn.Status)
+	check.Equal(t, idempotency.InFlight, warn.Status)
 	requireTime(t, e.at(3*lease), warn.LeaseUntil, "the extra lease")
-	require.Equal(t, owner.Token, e.lookup(s, key, 2*lease).Token, "the mark does not change the owner")
+	check.Equal(t, owner.Token, e.lookup(s, key, 2*lease).Token, "the mark does not change the owner")
 	// The owner is back: its renewal lands within the extra lease and clears the mark.
-	require.NoError(t, s.Renew(e.ctx, key, owner.Token, e.at(2*lease+time.Second+lease)))
+	check.NoError(t, s.Renew(e.ctx, key, owner.Token, e.at(2*lease+time.Second+lease)))
 	// Its new lease lapses again (say it is cut off once more): the next claim marks again, it does
 	// not take over, because the renewal cleared the first mark.
 	again := e.claim(s, key, fp("a"), 4*lease)
-	require.Equal(t, idempotency.InFlight, again.Status, "a renewal clears the mark")
+	check.Equal(t, idempotency.InFlight, again.Status, "a renewal clears the mark")
 	requireTime(t, e.at(5*lease), again.LeaseUntil, "the second extra lease")
-	require.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
 	got := e.claim(s, key, fp("a"), 5*lease)
-	require.Equal(t, idempotency.Completed, got.Status)
+	check.Equal(t, idempotency.Completed, got.Status)
 	requireResponse(t, sample(), got.Response)
 }
 
@@ -359,12 +328,12 @@ func testSuspectedOwnerCompletes(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	owner := e.mustClaim(s, key, fp("a"), 0)
-	require.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), lease+time.Second).Status)
+	check.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), lease+time.Second).Status)
 	// A claim with another fingerprint neither marks nor takes over; it reports the record.
 	requireMismatch(t, e, s, key, 3*lease, idempotency.InFlight)
-	require.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
 	got := e.claim(s, key, fp("a"), 3*lease)
-	require.Equal(t, idempotency.Completed, got.Status)
+	check.Equal(t, idempotency.Completed, got.Status)
 	requireResponse(t, sample(), got.Response)
 }
 
@@ -376,33 +345,33 @@ func testContextDeadline(t *testing.T, s idempotency.Store) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	c, err := s.Claim(ctx, key, fp("a"), e.at(0), e.at(lease), e.at(retention))
-	require.Error(t, err, "Claim past its deadline")
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.NotEqual(t, idempotency.Claimed, c.Status)
+	check.Error(t, err, "Claim past its deadline")
+	check.ErrorIs(t, err, context.DeadlineExceeded)
+	check.NotEqual(t, idempotency.Claimed, c.Status)
 	_, err = s.Lookup(ctx, key, e.at(0))
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	check.ErrorIs(t, err, context.DeadlineExceeded)
 	owner := e.mustClaim(s, key, fp("a"), 0)
-	require.ErrorIs(t, s.Renew(ctx, key, owner.Token, e.at(2*lease)), context.DeadlineExceeded)
-	require.ErrorIs(t, s.Complete(ctx, key, owner.Token, sample(), e.at(retention)), context.DeadlineExceeded)
-	require.ErrorIs(t, s.Release(ctx, key, owner.Token), context.DeadlineExceeded)
-	require.Equal(t, idempotency.InFlight, e.lookup(s, key, 0).Status)
-	require.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
+	check.ErrorIs(t, s.Renew(ctx, key, owner.Token, e.at(2*lease)), context.DeadlineExceeded)
+	check.ErrorIs(t, s.Complete(ctx, key, owner.Token, sample(), e.at(retention)), context.DeadlineExceeded)
+	check.ErrorIs(t, s.Release(ctx, key, owner.Token), context.DeadlineExceeded)
+	check.Equal(t, idempotency.InFlight, e.lookup(s, key, 0).Status)
+	check.NoError(t, s.Complete(e.ctx, key, owner.Token, sample(), e.at(retention)))
 }
 
 func testRenew(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	c := e.mustClaim(s, key, fp("a"), 0)
-	require.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(2*lease)))
+	check.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(2*lease)))
 	requireTime(t, e.at(2*lease), e.lookup(s, key, 0).LeaseUntil, "LeaseUntil after Renew")
 	// Past the first lease but inside the renewed one, the key is still in flight.
 	got := e.claim(s, key, fp("a"), lease+time.Second)
-	require.Equal(t, idempotency.InFlight, got.Status)
+	check.Equal(t, idempotency.InFlight, got.Status)
 	requireTime(t, e.at(2*lease), got.LeaseUntil, "InFlight LeaseUntil after Renew")
 	// Renewing while the lease has already run out (nobody took over) still works: the token owns the key.
-	require.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(4*lease)))
-	require.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), 3*lease).Status)
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+	check.NoError(t, s.Renew(e.ctx, key, c.Token, e.at(4*lease)))
+	check.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), 3*lease).Status)
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
 }
 
 func testFencingAfterTakeOver(t *testing.T, s idempotency.Store) {
@@ -410,20 +379,20 @@ func testFencingAfterTakeOver(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	stale := e.mustClaim(s, key, fp("a"), 0)
 	owner := e.takeOver(s, key, fp("a"), lease)
-	require.ErrorIs(t, s.Renew(e.ctx, key, stale.Token, e.at(10*lease)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500, Body: []byte("stale")}, e.at(retention)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(e.ctx, key, stale.Token), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Renew(e.ctx, key, stale.Token, e.at(10*lease)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500, Body: []byte("stale")}, e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Release(e.ctx, key, stale.Token), idempotency.ErrLeaseLost)
 	// Nothing the stale owner did had any effect.
 	rec := e.lookup(s, key, 2*lease)
-	require.Equal(t, idempotency.InFlight, rec.Status)
-	require.Equal(t, owner.Token, rec.Token)
+	check.Equal(t, idempotency.InFlight, rec.Status)
+	check.Equal(t, owner.Token, rec.Token)
 	requireTime(t, e.at(3*lease), rec.LeaseUntil, "LeaseUntil after a stale Renew")
-	require.Nil(t, rec.Response)
+	check.Equal(t, nil, rec.Response)
 	want := sample()
-	require.NoError(t, s.Complete(e.ctx, key, owner.Token, want, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, owner.Token, want, e.at(retention)))
 	requireResponse(t, want, e.lookup(s, key, 2*lease).Response)
 	// And after the owner completed, the stale token still cannot overwrite.
-	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500}, e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, idempotency.Response{Status: 500}, e.at(retention)), idempotency.ErrLeaseLost)
 	requireResponse(t, want, e.lookup(s, key, 2*lease).Response)
 }
 
@@ -432,13 +401,13 @@ func testFencingAfterComplete(t *testing.T, s idempotency.Store) {
 	key := e.key()
 	c := e.mustClaim(s, key, fp("a"), 0)
 	want := sample()
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
 	// A completed record is no one's to renew, complete again or release.
-	require.ErrorIs(t, s.Renew(e.ctx, key, c.Token, e.at(lease)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(e.ctx, key, c.Token, idempotency.Response{Status: 500}, e.at(retention)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(e.ctx, key, c.Token), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Renew(e.ctx, key, c.Token, e.at(lease)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, key, c.Token, idempotency.Response{Status: 500}, e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Release(e.ctx, key, c.Token), idempotency.ErrLeaseLost)
 	rec := e.lookup(s, key, time.Second)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	check.Equal(t, idempotency.Completed, rec.Status)
 	requireResponse(t, want, rec.Response)
 }
 
@@ -446,35 +415,35 @@ func testFencingAfterRelease(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	first := e.mustClaim(s, key, fp("a"), 0)
-	require.NoError(t, s.Release(e.ctx, key, first.Token))
-	require.ErrorIs(t, s.Release(e.ctx, key, first.Token), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Renew(e.ctx, key, first.Token, e.at(lease)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	check.NoError(t, s.Release(e.ctx, key, first.Token))
+	check.ErrorIs(t, s.Release(e.ctx, key, first.Token), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Renew(e.ctx, key, first.Token, e.at(lease)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
 	e.absent(s, key, 0)
 	// The next claim gets a fresh token, and the released one cannot touch it.
 	second := e.mustClaim(s, key, fp("a"), time.Second)
-	require.NotEqual(t, first.Token, second.Token)
-	require.ErrorIs(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(e.ctx, key, first.Token), idempotency.ErrLeaseLost)
+	check.NotEqual(t, first.Token, second.Token)
+	check.ErrorIs(t, s.Complete(e.ctx, key, first.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Release(e.ctx, key, first.Token), idempotency.ErrLeaseLost)
 	rec := e.lookup(s, key, time.Second)
-	require.Equal(t, idempotency.InFlight, rec.Status)
-	require.Equal(t, second.Token, rec.Token)
+	check.Equal(t, idempotency.InFlight, rec.Status)
+	check.Equal(t, second.Token, rec.Token)
 }
 
 func testUnknown(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
-	require.ErrorIs(t, s.Renew(e.ctx, key, 1, e.at(lease)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(e.ctx, key, 1, sample(), e.at(retention)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(e.ctx, key, 1), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Renew(e.ctx, key, 1, e.at(lease)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, key, 1, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Release(e.ctx, key, 1), idempotency.ErrLeaseLost)
 	e.absent(s, key, 0)
 	// A wrong token on a live claim is refused too.
 	c := e.mustClaim(s, key, fp("a"), 0)
 	wrong := c.Token + 1
-	require.ErrorIs(t, s.Renew(e.ctx, key, wrong, e.at(lease)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(e.ctx, key, wrong, sample(), e.at(retention)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(e.ctx, key, wrong), idempotency.ErrLeaseLost)
-	require.Equal(t, c.Token, e.lookup(s, key, 0).Token)
+	check.ErrorIs(t, s.Renew(e.ctx, key, wrong, e.at(lease)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, key, wrong, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Release(e.ctx, key, wrong), idempotency.ErrLeaseLost)
+	check.Equal(t, c.Token, e.lookup(s, key, 0).Token)
 }
 
 func testTokensNeverRepeat(t *testing.T, s idempotency.Store) {
@@ -484,17 +453,17 @@ func testTokensNeverRepeat(t *testing.T, s idempotency.Store) {
 	off := time.Duration(0)
 	for i := range 24 {
 		c := e.mustClaim(s, key, fp("a"), off)
-		require.False(t, seen[c.Token], "token %d handed out twice", c.Token)
+		check.True(t, !seen[c.Token], "token %d handed out twice", c.Token)
 		seen[c.Token] = true
 		switch i % 3 {
 		case 0: // released
-			require.NoError(t, s.Release(e.ctx, key, c.Token))
+			check.NoError(t, s.Release(e.ctx, key, c.Token))
 		case 1: // abandoned: a claim after the lease marks it, the next one after that takes over
 			off += lease
-			require.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), off).Status)
+			check.Equal(t, idempotency.InFlight, e.claim(s, key, fp("a"), off).Status)
 			off += lease
 		case 2: // completed, then expired
-			require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(off+time.Second)))
+			check.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(off+time.Second)))
 			off += time.Second
 		}
 		off += time.Millisecond
@@ -505,34 +474,34 @@ func testRetentionCompleted(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(lease), e.at(time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(time.Hour)))
-	require.Equal(t, idempotency.Completed, e.lookup(s, key, time.Hour-time.Millisecond).Status)
+	check.NoError(t, err)
+	check.Equal(t, idempotency.Claimed, c.Status)
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(time.Hour)))
+	check.Equal(t, idempotency.Completed, e.lookup(s, key, time.Hour-time.Millisecond).Status)
 	// ExpiresAt <= now is absent: at the instant, and after it.
 	e.absent(s, key, time.Hour)
 	e.absent(s, key, 2*time.Hour)
 	// An expired record is no obstacle, whatever fingerprint the new request has.
 	again := e.mustClaim(s, key, fp("b"), 2*time.Hour)
-	require.NotEqual(t, c.Token, again.Token)
+	check.NotEqual(t, c.Token, again.Token)
 	rec := e.lookup(s, key, 2*time.Hour)
-	require.Equal(t, idempotency.InFlight, rec.Status)
-	require.Equal(t, fp("b"), rec.Fingerprint)
-	require.Nil(t, rec.Response)
+	check.Equal(t, idempotency.InFlight, rec.Status)
+	check.Equal(t, fp("b"), rec.Fingerprint)
+	check.Equal(t, nil, rec.Response)
 }
 
 func testRetentionInFlight(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(time.Minute), e.at(2*time.Minute))
-	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	check.NoError(t, err)
+	check.Equal(t, idempotency.Claimed, c.Status)
 	e.absent(s, key, 2*time.Minute)
 	got, err := s.Claim(e.ctx, key, fp("b"), e.at(3*time.Minute), e.at(3*time.Minute+lease), e.at(3*time.Minute+retention))
-	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, got.Status)
-	require.Equal(t, fp("b"), got.Fingerprint)
-	require.ErrorIs(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	check.NoError(t, err)
+	check.Equal(t, idempotency.Claimed, got.Status)
+	check.Equal(t, fp("b"), got.Fingerprint)
+	check.ErrorIs(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
 }
 
 func testCompleteSetsRetention(t *testing.T, s idempotency.Store) {
@@ -541,11 +510,11 @@ func testCompleteSetsRetention(t *testing.T, s idempotency.Store) {
 	// A short retention at claim time (an in-flight record need not outlive its lease by much) is
 	// replaced by the one Complete passes.
 	c, err := s.Claim(e.ctx, key, fp("a"), e.at(0), e.at(lease), e.at(2*lease))
-	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
+	check.NoError(t, err)
+	check.Equal(t, idempotency.Claimed, c.Status)
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, sample(), e.at(retention)))
 	rec := e.lookup(s, key, time.Hour)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	check.Equal(t, idempotency.Completed, rec.Status)
 	requireTime(t, e.at(retention), rec.ExpiresAt, "ExpiresAt set by Complete")
 	e.absent(s, key, retention)
 }
@@ -554,11 +523,11 @@ func testRelease(t *testing.T, s idempotency.Store) {
 	e := newEnv(t)
 	key := e.key()
 	c := e.mustClaim(s, key, fp("a"), 0)
-	require.NoError(t, s.Release(e.ctx, key, c.Token))
+	check.NoError(t, s.Release(e.ctx, key, c.Token))
 	e.absent(s, key, 0)
 	// A retry claims the key at once, lease or not, and with any fingerprint.
 	again := e.mustClaim(s, key, fp("b"), time.Millisecond)
-	require.NotEqual(t, c.Token, again.Token)
+	check.NotEqual(t, c.Token, again.Token)
 }
 
 func testLargeBody(t *testing.T, s idempotency.Store) {
@@ -570,9 +539,9 @@ func testLargeBody(t *testing.T, s idempotency.Store) {
 	}
 	want := idempotency.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: body}
 	c := e.mustClaim(s, key, fp("a"), 0)
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, want, e.at(retention)))
 	got := e.claim(s, key, fp("a"), time.Second)
-	require.Equal(t, idempotency.Completed, got.Status)
+	check.Equal(t, idempotency.Completed, got.Status)
 	requireResponse(t, want, got.Response)
 	requireResponse(t, want, e.lookup(s, key, time.Second).Response)
 }
@@ -601,9 +570,9 @@ func testResponseRoundTrip(t *testing.T, s idempotency.Store) {
 			e := newEnv(t)
 			key := e.key()
 			c := e.mustClaim(s, key, fp("a"), 0)
-			require.NoError(t, s.Complete(e.ctx, key, c.Token, tc.resp, e.at(retention)))
+			check.NoError(t, s.Complete(e.ctx, key, c.Token, tc.resp, e.at(retention)))
 			got := e.claim(s, key, fp("a"), time.Second)
-			require.Equal(t, idempotency.Completed, got.Status)
+			check.Equal(t, idempotency.Completed, got.Status)
 			requireResponse(t, tc.resp, got.Response)
 			requireResponse(t, tc.resp, e.lookup(s, key, time.Second).Response)
 		})
@@ -616,7 +585,7 @@ func testResponseNotAliased(t *testing.T, s idempotency.Store) {
 	c := e.mustClaim(s, key, fp("a"), 0)
 	resp := sample()
 	want := sample()
-	require.NoError(t, s.Complete(e.ctx, key, c.Token, resp, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, key, c.Token, resp, e.at(retention)))
 	// The caller reuses its buffers (the middleware pools them): the store must have copied.
 	for i := range resp.Body {
 		resp.Body[i] = 'x'
@@ -632,19 +601,19 @@ func testContextCancelled(t *testing.T, s idempotency.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c, err := s.Claim(ctx, key, fp("a"), e.at(0), e.at(lease), e.at(retention))
-	require.Error(t, err, "Claim with a cancelled context")
-	require.NotEqual(t, idempotency.Claimed, c.Status, "a failed Claim must not report a claim")
+	check.Error(t, err, "Claim with a cancelled context")
+	check.NotEqual(t, idempotency.Claimed, c.Status, "a failed Claim must not report a claim")
 	_, err = s.Lookup(ctx, key, e.at(0))
-	require.Error(t, err, "Lookup with a cancelled context")
-	require.NotErrorIs(t, err, idempotency.ErrNotFound, "a cancelled Lookup must not claim the key is free")
+	check.Error(t, err, "Lookup with a cancelled context")
+	check.NotErrorIs(t, err, idempotency.ErrNotFound, "a cancelled Lookup must not claim the key is free")
 	// Nothing was claimed: a live context claims the key.
 	owner := e.mustClaim(s, key, fp("a"), 0)
-	require.Error(t, s.Renew(ctx, key, owner.Token, e.at(2*lease)), "Renew with a cancelled context")
-	require.Error(t, s.Complete(ctx, key, owner.Token, sample(), e.at(retention)), "Complete with a cancelled context")
-	require.Error(t, s.Release(ctx, key, owner.Token), "Release with a cancelled context")
+	check.Error(t, s.Renew(ctx, key, owner.Token, e.at(2*lease)), "Renew with a cancelled context")
+	check.Error(t, s.Complete(ctx, key, owner.Token, sample(), e.at(retention)), "Complete with a cancelled context")
+	check.Error(t, s.Release(ctx, key, owner.Token), "Release with a cancelled context")
 	rec := e.lookup(s, key, 0)
-	require.Equal(t, idempotency.InFlight, rec.Status)
-	require.Equal(t, owner.Token, rec.Token)
+	check.Equal(t, idempotency.InFlight, rec.Status)
+	check.Equal(t, owner.Token, rec.Token)
 	requireTime(t, e.at(lease), rec.LeaseUntil, "LeaseUntil after a cancelled Renew")
 }
 
@@ -657,18 +626,18 @@ func testScopesIsolated(t *testing.T, s idempotency.Store) {
 	// The same key in another scope is another request: claimed, with any fingerprint.
 	cb := e.mustClaim(s, b, fp("b"), 0)
 	wantA := sample()
-	require.NoError(t, s.Complete(e.ctx, a, ca.Token, wantA, e.at(retention)))
+	check.NoError(t, s.Complete(e.ctx, a, ca.Token, wantA, e.at(retention)))
 	// b is still in flight and has none of a's response; a's token does nothing to b.
-	require.ErrorIs(t, s.Complete(e.ctx, b, ca.Token, wantA, e.at(retention)), idempotency.ErrLeaseLost)
-	require.ErrorIs(t, s.Release(e.ctx, b, ca.Token), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Complete(e.ctx, b, ca.Token, wantA, e.at(retention)), idempotency.ErrLeaseLost)
+	check.ErrorIs(t, s.Release(e.ctx, b, ca.Token), idempotency.ErrLeaseLost)
 	rb := e.lookup(s, b, time.Second)
-	require.Equal(t, idempotency.InFlight, rb.Status)
-	require.Equal(t, fp("b"), rb.Fingerprint)
-	require.Nil(t, rb.Response)
+	check.Equal(t, idempotency.InFlight, rb.Status)
+	check.Equal(t, fp("b"), rb.Fingerprint)
+	check.Equal(t, nil, rb.Response)
 	got := e.claim(s, b, fp("a"), time.Second)
-	require.NotEqual(t, idempotency.Completed, got.Status, "scope b must never see scope a's response")
-	require.Nil(t, got.Response)
-	require.NoError(t, s.Release(e.ctx, b, cb.Token))
+	check.NotEqual(t, idempotency.Completed, got.Status, "scope b must never see scope a's response")
+	check.Equal(t, nil, got.Response)
+	check.NoError(t, s.Release(e.ctx, b, cb.Token))
 	e.absent(s, b, time.Second)
 	requireResponse(t, wantA, e.lookup(s, a, time.Second).Response)
 	// A third scope that was never used sees nothing.
@@ -694,13 +663,13 @@ func testKeysWithSeparators(t *testing.T, s idempotency.Store) {
 	tokens := make([]uint64, len(keys))
 	for i, k := range keys {
 		c := e.claim(s, k, fp(strconv.Itoa(i)), 0)
-		require.Equal(t, idempotency.Claimed, c.Status, "key %q/%q collides with another", k.Scope, k.Key)
+		check.Equal(t, idempotency.Claimed, c.Status, "key %q/%q collides with another", k.Scope, k.Key)
 		tokens[i] = c.Token
 	}
 	for i, k := range keys {
 		rec := e.lookup(s, k, 0)
-		require.Equal(t, fp(strconv.Itoa(i)), rec.Fingerprint)
-		require.Equal(t, tokens[i], rec.Token)
+		check.Equal(t, fp(strconv.Itoa(i)), rec.Fingerprint)
+		check.Equal(t, tokens[i], rec.Token)
 	}
 }
 
@@ -731,7 +700,7 @@ func countStatus(t *testing.T, rs []raceResult) map[idempotency.Status]int {
 	t.Helper()
 	n := make(map[idempotency.Status]int)
 	for _, r := range rs {
-		require.NoError(t, r.err)
+		check.NoError(t, r.err)
 		n[r.c.Status]++
 	}
 	return n
@@ -746,17 +715,17 @@ func testClaimRace(t *testing.T, s idempotency.Store) {
 			return raceResult{c, err}
 		})
 		n := countStatus(t, rs)
-		require.Equal(t, 1, n[idempotency.Claimed], "round %d: exactly one claim wins: %v", round, n)
-		require.Equal(t, racers-1, n[idempotency.InFlight], "round %d: %v", round, n)
+		check.Equal(t, 1, n[idempotency.Claimed], "round %d: exactly one claim wins: %v", round, n)
+		check.Equal(t, racers-1, n[idempotency.InFlight], "round %d: %v", round, n)
 		var winner uint64
 		for _, r := range rs {
-			require.Equal(t, fp("a"), r.c.Fingerprint)
+			check.Equal(t, fp("a"), r.c.Fingerprint)
 			requireTime(t, e.at(lease), r.c.LeaseUntil, "LeaseUntil")
 			if r.c.Status == idempotency.Claimed {
 				winner = r.c.Token
 			}
 		}
-		require.Equal(t, winner, e.lookup(s, key, 0).Token)
+		check.Equal(t, winner, e.lookup(s, key, 0).Token)
 	}
 }
 
@@ -771,7 +740,7 @@ func testTakeOverRace(t *testing.T, s idempotency.Store) {
 		return raceResult{c, err}
 	})
 	n := countStatus(t, rs)
-	require.Equal(t, racers, n[idempotency.InFlight], "the first claims after a lapsed lease only mark it: %v", n)
+	check.Equal(t, racers, n[idempotency.InFlight], "the first claims after a lapsed lease only mark it: %v", n)
 	requireTime(t, e.at(at+lease), e.lookup(s, key, at).LeaseUntil, "one mark, one extra lease")
 	// Racing claims after the extra lease: exactly one takes over.
 	at += lease
@@ -780,9 +749,9 @@ func testTakeOverRace(t *testing.T, s idempotency.Store) {
 		return raceResult{c, err}
 	})
 	n = countStatus(t, rs)
-	require.Equal(t, 1, n[idempotency.Claimed], "exactly one take-over wins: %v", n)
-	require.Equal(t, racers-1, n[idempotency.InFlight], "%v", n)
-	require.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
+	check.Equal(t, 1, n[idempotency.Claimed], "exactly one take-over wins: %v", n)
+	check.Equal(t, racers-1, n[idempotency.InFlight], "%v", n)
+	check.ErrorIs(t, s.Complete(e.ctx, key, stale.Token, sample(), e.at(retention)), idempotency.ErrLeaseLost)
 }
 
 func testCompletedRace(t *testing.T, s idempotency.Store) {
@@ -801,9 +770,9 @@ func testCompletedRace(t *testing.T, s idempotency.Store) {
 		got, err := s.Claim(e.ctx, key, fp("a"), e.at(time.Second), e.at(time.Second+lease), e.at(time.Second+retention))
 		return raceResult{got, err}
 	})
-	require.True(t, completed.Load())
+	check.True(t, completed.Load(), "the owner's Complete failed while claims raced it")
 	n := countStatus(t, rs)
-	require.Zero(t, n[idempotency.Claimed], "nobody may claim a key in flight or completed: %v", n)
+	check.Equal(t, 0, n[idempotency.Claimed], "nobody may claim a key in flight or completed: %v", n)
 	for _, r := range rs[:racers] {
 		if r.c.Status == idempotency.Completed {
 			requireResponse(t, want, r.c.Response)
@@ -830,13 +799,13 @@ func testManyKeys(t *testing.T, s idempotency.Store) {
 		return s.Complete(e.ctx, keys[i], c.Token, resp, e.at(retention))
 	})
 	for _, err := range rs {
-		require.NoError(t, err)
+		check.NoError(t, err)
 	}
 	for i, k := range keys {
 		rec := e.lookup(s, k, time.Second)
-		require.Equal(t, idempotency.Completed, rec.Status)
-		require.Equal(t, fp(strconv.Itoa(i)), rec.Fingerprint)
-		require.Equal(t, 200+i%100, rec.Response.Status)
-		require.Equal(t, strconv.Itoa(i), string(rec.Response.Body))
+		check.Equal(t, idempotency.Completed, rec.Status)
+		check.Equal(t, fp(strconv.Itoa(i)), rec.Fingerprint)
+		check.Equal(t, 200+i%100, rec.Response.Status)
+		check.Equal(t, strconv.Itoa(i), string(rec.Response.Body))
 	}
 }

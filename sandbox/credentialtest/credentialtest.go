@@ -1,14 +1,3 @@
-// Package credentialtest is the conformance suite for sandbox.CredentialStore implementations. Every
-// implementation runs it under -race:
-//
-//	func TestCredentialStore(t *testing.T) {
-//		credentialtest.Run(t, func(t *testing.T) sandbox.CredentialStore {
-//			return mystore.New(…) // a fresh, empty store per call
-//		})
-//	}
-//
-// The suite passes times truncated to microseconds, the precision PostgreSQL keeps, and compares them
-// with time.Time.Equal, so a store may return them in any location.
 package credentialtest
 
 import (
@@ -19,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/sandbox"
 )
 
@@ -71,32 +59,31 @@ func Credential(n int, licensee string, env sandbox.Environment) sandbox.Credent
 // RequireSame fails unless got and want are the same credential, times compared with Equal.
 func RequireSame(t testing.TB, want, got sandbox.Credential) {
 	t.Helper()
-	require.Equal(t, want.ID, got.ID)
-	require.Equal(t, want.Hash, got.Hash)
-	require.Equal(t, want.Licensee, got.Licensee)
-	require.Equal(t, want.Environment, got.Environment)
-	requireTime(t, "CreatedAt", want.CreatedAt, got.CreatedAt)
-	requireTime(t, "ExpiresAt", want.ExpiresAt, got.ExpiresAt)
-	requireTime(t, "RevokedAt", want.RevokedAt, got.RevokedAt)
+	check.Equal(t, want.ID, got.ID, "ID")
+	check.Equal(t, want.Hash, got.Hash, "Hash of %s", want.ID)
+	check.Equal(t, want.Licensee, got.Licensee, "Licensee of %s", want.ID)
+	check.Equal(t, want.Environment, got.Environment, "Environment of %s", want.ID)
+	requireTime(t, want.ID+" CreatedAt", want.CreatedAt, got.CreatedAt)
+	requireTime(t, want.ID+" ExpiresAt", want.ExpiresAt, got.ExpiresAt)
+	requireTime(t, want.ID+" RevokedAt", want.RevokedAt, got.RevokedAt)
 }
 
 func requireTime(t testing.TB, name string, want, got time.Time) {
 	t.Helper()
-	require.Equal(t, want.IsZero(), got.IsZero(), "%s: want %v, got %v", name, want, got)
-	require.True(t, want.Equal(got), "%s: want %v, got %v", name, want, got)
+	check.Instant(t, want, got, name)
 }
 
 func testPutGet(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Sandbox)
 	b := Credential(2, "lic_a", sandbox.Live)
-	require.NoError(t, s.Put(ctx, a))
-	require.NoError(t, s.Put(ctx, b))
+	check.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, b))
 	got, err := s.Get(ctx, a.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	RequireSame(t, a, got)
 	got, err = s.Get(ctx, b.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	RequireSame(t, b, got)
 }
 
@@ -104,38 +91,38 @@ func testNeverExpires(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	c := Credential(1, "lic_a", sandbox.Live)
 	c.ExpiresAt = time.Time{}
-	require.NoError(t, s.Put(ctx, c))
+	check.NoError(t, s.Put(ctx, c))
 	got, err := s.Get(ctx, c.Hash)
-	require.NoError(t, err)
-	require.True(t, got.ExpiresAt.IsZero(), "a zero expiry must come back zero, got %v", got.ExpiresAt)
-	require.True(t, got.RevokedAt.IsZero())
+	check.NoError(t, err)
+	check.Instant(t, time.Time{}, got.ExpiresAt, "a zero ExpiresAt (never expires) must come back zero")
+	check.Instant(t, time.Time{}, got.RevokedAt, "RevokedAt of a credential never revoked")
 }
 
 func testGetUnknown(t *testing.T, s sandbox.CredentialStore) {
 	_, err := s.Get(context.Background(), sandbox.HashKey("nobody"))
-	require.ErrorIs(t, err, sandbox.ErrCredentialNotFound)
+	check.ErrorIs(t, err, sandbox.ErrCredentialNotFound)
 }
 
 func testDuplicateID(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Sandbox)
-	require.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, a))
 	b := Credential(2, "lic_b", sandbox.Sandbox)
 	b.ID = a.ID
-	require.ErrorIs(t, s.Put(ctx, b), sandbox.ErrDuplicateCredential)
+	check.ErrorIs(t, s.Put(ctx, b), sandbox.ErrDuplicateCredential)
 	_, err := s.Get(ctx, b.Hash)
-	require.ErrorIs(t, err, sandbox.ErrCredentialNotFound, "a refused Put must store nothing")
+	check.ErrorIs(t, err, sandbox.ErrCredentialNotFound, "a refused Put must store nothing")
 }
 
 func testDuplicateHash(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Sandbox)
-	require.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, a))
 	b := Credential(2, "lic_b", sandbox.Live)
 	b.Hash = a.Hash
-	require.ErrorIs(t, s.Put(ctx, b), sandbox.ErrDuplicateCredential)
+	check.ErrorIs(t, s.Put(ctx, b), sandbox.ErrDuplicateCredential)
 	got, err := s.Get(ctx, a.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	RequireSame(t, a, got)
 }
 
@@ -151,7 +138,7 @@ func testInvalid(t *testing.T, s sandbox.CredentialStore) {
 		t.Run(name, func(t *testing.T) {
 			c := Credential(1, "lic_a", sandbox.Sandbox)
 			mutate(&c)
-			require.ErrorIs(t, s.Put(ctx, c), sandbox.ErrInvalidCredential)
+			check.ErrorIs(t, s.Put(ctx, c), sandbox.ErrInvalidCredential)
 		})
 	}
 }
@@ -160,50 +147,50 @@ func testRevoke(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Sandbox)
 	b := Credential(2, "lic_a", sandbox.Sandbox)
-	require.NoError(t, s.Put(ctx, a))
-	require.NoError(t, s.Put(ctx, b))
+	check.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, b))
 	at := epoch.Add(time.Hour)
-	require.NoError(t, s.Revoke(ctx, a.ID, at))
+	check.NoError(t, s.Revoke(ctx, a.ID, at))
 	got, err := s.Get(ctx, a.Hash)
-	require.NoError(t, err, "a revoked credential is still returned; the caller decides with its clock")
+	check.NoError(t, err, "a revoked credential is still returned; the caller decides with its clock")
 	a.RevokedAt = at
 	RequireSame(t, a, got)
 	got, err = s.Get(ctx, b.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	RequireSame(t, b, got) // untouched
 }
 
 func testRevokeEarlierWins(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Live)
-	require.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, a))
 	scheduled := epoch.Add(24 * time.Hour)
-	require.NoError(t, s.Revoke(ctx, a.ID, scheduled))
-	require.NoError(t, s.Revoke(ctx, a.ID, scheduled.Add(time.Hour)), "a later instant must not postpone")
+	check.NoError(t, s.Revoke(ctx, a.ID, scheduled))
+	check.NoError(t, s.Revoke(ctx, a.ID, scheduled.Add(time.Hour)), "a later instant must not postpone")
 	got, err := s.Get(ctx, a.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requireTime(t, "RevokedAt", scheduled, got.RevokedAt)
 	sooner := epoch.Add(time.Minute)
-	require.NoError(t, s.Revoke(ctx, a.ID, sooner), "an earlier instant brings the revocation forward")
+	check.NoError(t, s.Revoke(ctx, a.ID, sooner), "an earlier instant brings the revocation forward")
 	got, err = s.Get(ctx, a.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requireTime(t, "RevokedAt", sooner, got.RevokedAt)
 }
 
 func testRevokeUnknown(t *testing.T, s sandbox.CredentialStore) {
-	require.ErrorIs(t, s.Revoke(context.Background(), "key_nobody", epoch), sandbox.ErrCredentialNotFound)
+	check.ErrorIs(t, s.Revoke(context.Background(), "key_nobody", epoch), sandbox.ErrCredentialNotFound)
 }
 
 func testRevokeZero(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Sandbox)
-	require.NoError(t, s.Put(ctx, a))
-	require.ErrorIs(t, s.Revoke(ctx, a.ID, time.Time{}), sandbox.ErrZeroRevocation)
+	check.NoError(t, s.Put(ctx, a))
+	check.ErrorIs(t, s.Revoke(ctx, a.ID, time.Time{}), sandbox.ErrZeroRevocation)
 	_, err := s.RevokeAll(ctx, "lic_a", sandbox.Sandbox, time.Time{})
-	require.ErrorIs(t, err, sandbox.ErrZeroRevocation)
+	check.ErrorIs(t, err, sandbox.ErrZeroRevocation)
 	got, err := s.Get(ctx, a.Hash)
-	require.NoError(t, err)
-	require.True(t, got.RevokedAt.IsZero())
+	check.NoError(t, err)
+	check.Instant(t, time.Time{}, got.RevokedAt, "RevokedAt after refused revocations")
 }
 
 func testRevokeAll(t *testing.T, s sandbox.CredentialStore) {
@@ -217,22 +204,22 @@ func testRevokeAll(t *testing.T, s sandbox.CredentialStore) {
 	}
 	early := epoch.Add(time.Minute)
 	for _, c := range creds {
-		require.NoError(t, s.Put(ctx, c))
+		check.NoError(t, s.Put(ctx, c))
 	}
-	require.NoError(t, s.Revoke(ctx, creds[4].ID, early)) // already revoked earlier: unchanged
+	check.NoError(t, s.Revoke(ctx, creds[4].ID, early)) // already revoked earlier: unchanged
 	at := epoch.Add(time.Hour)
 	n, err := s.RevokeAll(ctx, "lic_a", sandbox.Sandbox, at)
-	require.NoError(t, err)
-	require.Equal(t, 2, n, "only lic_a's sandbox keys that changed")
+	check.NoError(t, err)
+	check.Equal(t, 2, n, "only lic_a's sandbox keys that changed")
 	want := []time.Time{at, at, {}, {}, early}
 	for i, c := range creds {
 		got, err := s.Get(ctx, c.Hash)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		requireTime(t, fmt.Sprintf("creds[%d].RevokedAt", i), want[i], got.RevokedAt)
 	}
 	n, err = s.RevokeAll(ctx, "lic_nobody", sandbox.Sandbox, at)
-	require.NoError(t, err)
-	require.Zero(t, n)
+	check.NoError(t, err)
+	check.Equal(t, 0, n)
 }
 
 func testConcurrentPut(t *testing.T, s sandbox.CredentialStore) {
@@ -255,25 +242,28 @@ func testConcurrentPut(t *testing.T, s sandbox.CredentialStore) {
 	}
 	wg.Wait()
 	close(errs)
-	require.Equal(t, int32(1), wins.Load(), "exactly one Put of a contended ID succeeds")
+	check.Equal(t, int32(1), wins.Load(), "exactly one Put of a contended ID succeeds")
 	for err := range errs {
-		require.ErrorIs(t, err, sandbox.ErrDuplicateCredential)
+		check.ErrorIs(t, err, sandbox.ErrDuplicateCredential)
 	}
 }
 
 func testConcurrentRevoke(t *testing.T, s sandbox.CredentialStore) {
 	ctx := context.Background()
 	a := Credential(1, "lic_a", sandbox.Sandbox)
-	require.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, a))
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
-			require.NoError(t, s.Revoke(ctx, a.ID, epoch.Add(time.Duration(8-i)*time.Minute)))
+			// Not check.NoError: t.FailNow may only be called from the test's goroutine.
+			if err := s.Revoke(ctx, a.ID, epoch.Add(time.Duration(8-i)*time.Minute)); err != nil {
+				t.Errorf("Revoke %d: got error %q, want none", i, err)
+			}
 		})
 	}
 	wg.Wait()
 	got, err := s.Get(ctx, a.Hash)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requireTime(t, "RevokedAt", epoch.Add(time.Minute), got.RevokedAt) // the earliest, whatever the order
 }
 
@@ -281,8 +271,8 @@ func testCanceled(t *testing.T, s sandbox.CredentialStore) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c := Credential(1, "lic_a", sandbox.Sandbox)
-	require.Error(t, s.Put(ctx, c))
+	check.Error(t, s.Put(ctx, c))
 	_, err := s.Get(ctx, c.Hash)
-	require.Error(t, err)
-	require.NotErrorIs(t, err, sandbox.ErrCredentialNotFound, "a failed lookup must not read as an unknown key")
+	check.Error(t, err)
+	check.NotErrorIs(t, err, sandbox.ErrCredentialNotFound, "a failed lookup must not read as an unknown key")
 }

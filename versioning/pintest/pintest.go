@@ -1,25 +1,3 @@
-// Package pintest is the conformance suite of versioning.PinStore: the PinStore contract written as
-// tests. Every implementation runs it, the in-memory store and the PostgreSQL adapter alike:
-//
-//	func TestPinStore(t *testing.T) {
-//		pintest.Run(t, func(t *testing.T) versioning.PinStore {
-//			return mystore.New(connect(t))
-//		})
-//	}
-//
-// The suite is safe against shared, long-lived stores: every test uses licensees with a random
-// prefix, and the List tests use a random version number, so other data never shows up in what a
-// test checks. Times are a base near the real clock (truncated to the millisecond) plus fixed
-// offsets, compared with a millisecond's tolerance. newStore is called once per subtest; it may
-// return the same store each time. Subtests run in parallel.
-//
-// What the suite checks: an unpinned licensee is ErrNotPinned; SetIfAbsent creates exactly once,
-// also when many goroutines race on one licensee, and otherwise returns the pin in force unchanged;
-// CompareAndSwap moves a pin only from the expected version (ErrPinConflict otherwise, ErrNotPinned
-// for none), exactly once under a race; Delete removes (and is a no-op when there is nothing);
-// List filters by version and pages by licensee in byte order with an exclusive cursor; licensees
-// that differ only in case, accents, or LIKE and separator characters never see each other's pins;
-// invalid arguments are ErrInvalidPin; a cancelled context is an error and stores nothing.
 package pintest
 
 import (
@@ -33,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/versioning"
 )
@@ -95,27 +72,34 @@ func randomVersion() string { return versioning.FormatName(100_000_000 + rand.In
 
 func requirePin(t *testing.T, want, got versioning.Pin) {
 	t.Helper()
-	require.Equal(t, want.Licensee, got.Licensee)
-	require.Equal(t, want.Version, got.Version)
-	require.WithinDuration(t, want.PinnedAt, got.PinnedAt, tolerance)
+	check.Equal(t, want.Licensee, got.Licensee)
+	check.Equal(t, want.Version, got.Version)
+	requireTime(t, want.PinnedAt, got.PinnedAt, "PinnedAt")
+}
+
+func requireTime(t *testing.T, want, got time.Time, what string) {
+	t.Helper()
+	if d := got.Sub(want); d < -tolerance || d > tolerance {
+		t.Fatalf("%s: got %s, want %s (±%s)", what, got.UTC().Format(time.RFC3339Nano), want.UTC().Format(time.RFC3339Nano), tolerance)
+	}
 }
 
 func testGetUnpinned(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	_, err := s.Get(e.ctx, e.lic("nobody"))
-	require.ErrorIs(t, err, versioning.ErrNotPinned)
+	check.ErrorIs(t, err, versioning.ErrNotPinned)
 }
 
 func testSetIfAbsentCreates(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
 	p, created, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base)
-	require.NoError(t, err)
-	require.True(t, created)
+	check.NoError(t, err)
+	check.True(t, created, "the first SetIfAbsent must create")
 	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base}
 	requirePin(t, want, p)
 	got, err := s.Get(e.ctx, lic)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requirePin(t, want, got)
 }
 
@@ -123,14 +107,14 @@ func testSetIfAbsentKeeps(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
 	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	p, created, err := s.SetIfAbsent(e.ctx, lic, "v3", e.base.Add(time.Hour))
-	require.NoError(t, err)
-	require.False(t, created, "a second SetIfAbsent must not create")
+	check.NoError(t, err)
+	check.True(t, !created, "a second SetIfAbsent must not create")
 	want := versioning.Pin{Licensee: lic, Version: "v1", PinnedAt: e.base}
 	requirePin(t, want, p)
 	got, err := s.Get(e.ctx, lic)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requirePin(t, want, got)
 }
 
@@ -154,11 +138,11 @@ func testSetIfAbsentRace(t *testing.T, s versioning.PinStore) {
 		})
 	}
 	wg.Wait()
-	require.EqualValues(t, 1, created.Load(), "exactly one racer creates the pin")
+	check.Equal(t, 1, created.Load(), "exactly one racer creates the pin")
 	final, err := s.Get(e.ctx, lic)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	for i, p := range pins {
-		require.Equal(t, final.Version, p.Version, "racer %d saw another pin than the one in force", i)
+		check.Equal(t, final.Version, p.Version, "racer %d saw another pin than the one in force", i)
 	}
 }
 
@@ -166,30 +150,30 @@ func testCompareAndSwap(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
 	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	later := e.base.Add(48 * time.Hour)
 	p, err := s.CompareAndSwap(e.ctx, lic, "v1", "v2", later)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: later}
 	requirePin(t, want, p)
 	got, err := s.Get(e.ctx, lic)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requirePin(t, want, got)
 	// Backwards is the store's business too: the router decides what is allowed.
 	p, err = s.CompareAndSwap(e.ctx, lic, "v2", "v1", later.Add(time.Second))
-	require.NoError(t, err)
-	require.Equal(t, "v1", p.Version)
+	check.NoError(t, err)
+	check.Equal(t, "v1", p.Version)
 }
 
 func testCompareAndSwapConflict(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
 	_, _, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v3", e.base.Add(time.Hour))
-	require.ErrorIs(t, err, versioning.ErrPinConflict)
+	check.ErrorIs(t, err, versioning.ErrPinConflict)
 	got, err := s.Get(e.ctx, lic)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requirePin(t, versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base}, got)
 }
 
@@ -197,18 +181,18 @@ func testCompareAndSwapUnpinned(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
 	_, err := s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base)
-	require.ErrorIs(t, err, versioning.ErrNotPinned)
+	check.ErrorIs(t, err, versioning.ErrNotPinned)
 	_, err = s.Get(e.ctx, lic)
-	require.ErrorIs(t, err, versioning.ErrNotPinned, "a failed swap must not create a pin")
+	check.ErrorIs(t, err, versioning.ErrNotPinned, "a failed swap must not create a pin")
 }
 
 func testCompareAndSwapSame(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
 	_, _, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	p, err := s.CompareAndSwap(e.ctx, lic, "v2", "v2", e.base.Add(time.Minute))
-	require.NoError(t, err)
+	check.NoError(t, err)
 	requirePin(t, versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base.Add(time.Minute)}, p)
 }
 
@@ -216,7 +200,7 @@ func testCompareAndSwapRace(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("race")
 	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	var won atomic.Int32
 	var winner atomic.Value
 	var wg sync.WaitGroup
@@ -234,25 +218,25 @@ func testCompareAndSwapRace(t *testing.T, s versioning.PinStore) {
 		})
 	}
 	wg.Wait()
-	require.EqualValues(t, 1, won.Load(), "exactly one swap from v1 wins")
+	check.Equal(t, 1, won.Load(), "exactly one swap from v1 wins")
 	got, err := s.Get(e.ctx, lic)
-	require.NoError(t, err)
-	require.Equal(t, winner.Load(), got.Version)
+	check.NoError(t, err)
+	check.Equal(t, winner.Load(), any(got.Version), "the pin in force is the winning swap's")
 }
 
 func testDelete(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	lic := e.lic("a")
-	require.NoError(t, s.Delete(e.ctx, lic), "deleting nothing is not an error")
+	check.NoError(t, s.Delete(e.ctx, lic), "deleting nothing is not an error")
 	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
-	require.NoError(t, err)
-	require.NoError(t, s.Delete(e.ctx, lic))
+	check.NoError(t, err)
+	check.NoError(t, s.Delete(e.ctx, lic))
 	_, err = s.Get(e.ctx, lic)
-	require.ErrorIs(t, err, versioning.ErrNotPinned)
+	check.ErrorIs(t, err, versioning.ErrNotPinned)
 	p, created, err := s.SetIfAbsent(e.ctx, lic, "v2", e.base.Add(time.Hour))
-	require.NoError(t, err)
-	require.True(t, created, "after Delete the next SetIfAbsent creates")
-	require.Equal(t, "v2", p.Version)
+	check.NoError(t, err)
+	check.True(t, created, "after Delete the next SetIfAbsent creates")
+	check.Equal(t, "v2", p.Version)
 }
 
 func testListByVersion(t *testing.T, s versioning.PinStore) {
@@ -260,20 +244,20 @@ func testListByVersion(t *testing.T, s versioning.PinStore) {
 	ver, other := randomVersion(), randomVersion()
 	for _, name := range []string{"c", "a", "b"} {
 		_, _, err := s.SetIfAbsent(e.ctx, e.lic(name), ver, e.base)
-		require.NoError(t, err)
+		check.NoError(t, err)
 	}
 	_, _, err := s.SetIfAbsent(e.ctx, e.lic("d"), other, e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	got, err := s.List(e.ctx, ver, "", versioning.MaxPinList)
-	require.NoError(t, err)
-	require.Equal(t, []string{e.lic("a"), e.lic("b"), e.lic("c")}, licensees(got))
+	check.NoError(t, err)
+	check.Equal(t, []string{e.lic("a"), e.lic("b"), e.lic("c")}, licensees(got))
 	for _, p := range got {
-		require.Equal(t, ver, p.Version)
-		require.WithinDuration(t, e.base, p.PinnedAt, tolerance)
+		check.Equal(t, ver, p.Version)
+		requireTime(t, e.base, p.PinnedAt, "PinnedAt of "+p.Licensee)
 	}
 	empty, err := s.List(e.ctx, randomVersion(), "", 10)
-	require.NoError(t, err)
-	require.Empty(t, empty)
+	check.NoError(t, err)
+	check.Len(t, empty, 0)
 }
 
 func testListPaging(t *testing.T, s versioning.PinStore) {
@@ -283,43 +267,43 @@ func testListPaging(t *testing.T, s versioning.PinStore) {
 	names := []string{"é", "b", "a", "_", "B", "a0", "a-"}
 	for _, n := range names {
 		_, _, err := s.SetIfAbsent(e.ctx, e.lic(n), ver, e.base)
-		require.NoError(t, err)
+		check.NoError(t, err)
 	}
 	want := []string{e.lic("B"), e.lic("_"), e.lic("a"), e.lic("a-"), e.lic("a0"), e.lic("b"), e.lic("é")}
 	var seen []string
 	after := ""
 	for range len(names) + 1 {
 		page, err := s.List(e.ctx, ver, after, 3)
-		require.NoError(t, err)
-		require.LessOrEqual(t, len(page), 3)
+		check.NoError(t, err)
+		check.True(t, len(page) <= 3, "a page of %d pins, want at most the limit 3", len(page))
 		if len(page) == 0 {
 			break
 		}
 		seen = append(seen, licensees(page)...)
 		after = page[len(page)-1].Licensee
 	}
-	require.Equal(t, want, seen)
+	check.Equal(t, want, seen)
 }
 
 func testListAll(t *testing.T, s versioning.PinStore) {
 	e := newEnv()
 	v1, v2 := randomVersion(), randomVersion()
 	_, _, err := s.SetIfAbsent(e.ctx, e.lic("x"), v1, e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	_, _, err = s.SetIfAbsent(e.ctx, e.lic("y"), v2, e.base)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	// Other tests' pins may be listed too; ours follow the prefix in order.
 	got, err := s.List(e.ctx, "", e.prefix, versioning.MaxPinList)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	var ours []versioning.Pin
 	for _, p := range got {
 		if strings.HasPrefix(p.Licensee, e.prefix) {
 			ours = append(ours, p)
 		}
 	}
-	require.Len(t, ours, 2)
-	require.Equal(t, v1, ours[0].Version)
-	require.Equal(t, v2, ours[1].Version)
+	check.Len(t, ours, 2)
+	check.Equal(t, v1, ours[0].Version)
+	check.Equal(t, v2, ours[1].Version)
 }
 
 func testIsolated(t *testing.T, s versioning.PinStore) {
@@ -327,14 +311,14 @@ func testIsolated(t *testing.T, s versioning.PinStore) {
 	names := []string{"acme", "ACME", "acmé", "acm%", "acm_", "acme:sandbox", "acme:live", "ac'me", `ac\me`, "acme "}
 	for i, n := range names {
 		_, created, err := s.SetIfAbsent(e.ctx, e.lic(n), versioning.FormatName(i+1), e.base)
-		require.NoError(t, err)
-		require.True(t, created, "licensee %q collided with another", n)
+		check.NoError(t, err)
+		check.True(t, created, "licensee %q collided with another", n)
 	}
 	for i, n := range names {
 		p, err := s.Get(e.ctx, e.lic(n))
-		require.NoError(t, err)
-		require.Equal(t, versioning.FormatName(i+1), p.Version, "licensee %q", n)
-		require.Equal(t, e.lic(n), p.Licensee)
+		check.NoError(t, err)
+		check.Equal(t, versioning.FormatName(i+1), p.Version, "licensee %q", n)
+		check.Equal(t, e.lic(n), p.Licensee)
 	}
 }
 
@@ -350,39 +334,39 @@ func testInvalid(t *testing.T, s versioning.PinStore) {
 	for name, lic := range badLicensees {
 		t.Run(name, func(t *testing.T) {
 			_, err := s.Get(e.ctx, lic)
-			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			check.ErrorIs(t, err, versioning.ErrInvalidPin)
 			_, _, err = s.SetIfAbsent(e.ctx, lic, "v1", e.base)
-			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			check.ErrorIs(t, err, versioning.ErrInvalidPin)
 			_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base)
-			require.ErrorIs(t, err, versioning.ErrInvalidPin)
-			require.ErrorIs(t, s.Delete(e.ctx, lic), versioning.ErrInvalidPin)
+			check.ErrorIs(t, err, versioning.ErrInvalidPin)
+			check.ErrorIs(t, s.Delete(e.ctx, lic), versioning.ErrInvalidPin)
 		})
 	}
 	_, _, err := s.SetIfAbsent(e.ctx, e.lic(strings.Repeat("y", versioning.MaxLicenseeLen-len(e.prefix))), "v1", e.base)
-	require.NoError(t, err, "a licensee of exactly MaxLicenseeLen bytes is valid")
+	check.NoError(t, err, "a licensee of exactly MaxLicenseeLen bytes is valid")
 	for _, v := range []string{"", "1", "V1", "v01", "v1.2", "v1234567890"} {
 		t.Run(fmt.Sprintf("version %q", v), func(t *testing.T) {
 			_, _, err := s.SetIfAbsent(e.ctx, good, v, e.base)
-			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			check.ErrorIs(t, err, versioning.ErrInvalidPin)
 			_, err = s.CompareAndSwap(e.ctx, good, "v1", v, e.base)
-			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			check.ErrorIs(t, err, versioning.ErrInvalidPin)
 			_, err = s.CompareAndSwap(e.ctx, good, v, "v1", e.base)
-			require.ErrorIs(t, err, versioning.ErrInvalidPin)
+			check.ErrorIs(t, err, versioning.ErrInvalidPin)
 			if v != "" {
 				_, err = s.List(e.ctx, v, "", 10)
-				require.ErrorIs(t, err, versioning.ErrInvalidPin)
+				check.ErrorIs(t, err, versioning.ErrInvalidPin)
 			}
 		})
 	}
 	_, err = s.Get(e.ctx, good)
-	require.ErrorIs(t, err, versioning.ErrNotPinned, "rejected calls store nothing")
+	check.ErrorIs(t, err, versioning.ErrNotPinned, "rejected calls store nothing")
 	for _, limit := range []int{0, -1, versioning.MaxPinList + 1} {
 		_, err := s.List(e.ctx, "v1", "", limit)
-		require.ErrorIs(t, err, versioning.ErrInvalidPin, "limit %d", limit)
+		check.ErrorIs(t, err, versioning.ErrInvalidPin, "limit %d", limit)
 	}
 	for _, after := range []string{"lic_\xff", "lic_\x00", strings.Repeat("x", versioning.MaxLicenseeLen+1)} {
 		_, err := s.List(e.ctx, "", after, 10)
-		require.ErrorIs(t, err, versioning.ErrInvalidPin, "after %q", after)
+		check.ErrorIs(t, err, versioning.ErrInvalidPin, "after %q", after)
 	}
 }
 
@@ -392,17 +376,17 @@ func testCancelled(t *testing.T, s versioning.PinStore) {
 	cancel()
 	lic := e.lic("a")
 	_, _, err := s.SetIfAbsent(ctx, lic, "v1", e.base)
-	require.Error(t, err)
+	check.Error(t, err)
 	_, err = s.Get(ctx, lic)
-	require.Error(t, err)
-	require.NotErrorIs(t, err, versioning.ErrNotPinned, "a cancelled Get must not claim the licensee is unpinned")
+	check.Error(t, err)
+	check.NotErrorIs(t, err, versioning.ErrNotPinned, "a cancelled Get must not claim the licensee is unpinned")
 	_, err = s.CompareAndSwap(ctx, lic, "v1", "v2", e.base)
-	require.Error(t, err)
-	require.Error(t, s.Delete(ctx, lic))
+	check.Error(t, err)
+	check.Error(t, s.Delete(ctx, lic))
 	_, err = s.List(ctx, "v1", "", 10)
-	require.Error(t, err)
+	check.Error(t, err)
 	_, err = s.Get(e.ctx, lic)
-	require.ErrorIs(t, err, versioning.ErrNotPinned, "a cancelled SetIfAbsent stores nothing")
+	check.ErrorIs(t, err, versioning.ErrNotPinned, "a cancelled SetIfAbsent stores nothing")
 }
 
 func licensees(pins []versioning.Pin) []string {

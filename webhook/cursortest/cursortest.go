@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -27,34 +26,34 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 	t.Run("UnknownStreamIsZero", func(t *testing.T) {
 		s := newStore(t)
 		got, err := s.Get(ctx(t), "we_unknown")
-		require.NoError(t, err)
-		require.Zero(t, got)
+		check.NoError(t, err)
+		check.Equal(t, 0, got)
 	})
 
 	t.Run("AdvanceFromZeroThenStepByStep", func(t *testing.T) {
 		s, c := newStore(t), ctx(t)
-		require.NoError(t, s.Advance(c, "we_1", 0, 1))
+		check.NoError(t, s.Advance(c, "we_1", 0, 1))
 		for i := uint64(1); i < 20; i++ {
-			require.NoError(t, s.Advance(c, "we_1", i, i+1))
+			check.NoError(t, s.Advance(c, "we_1", i, i+1))
 		}
 		got, err := s.Get(c, "we_1")
-		require.NoError(t, err)
-		require.Equal(t, uint64(20), got)
+		check.NoError(t, err)
+		check.Equal(t, uint64(20), got)
 	})
 
 	t.Run("AdvanceSkipsForward", func(t *testing.T) {
 		// The first event of a StartAtFirstSeen stream moves the cursor from 0 to wherever it is.
 		s, c := newStore(t), ctx(t)
-		require.NoError(t, s.Advance(c, "we_1", 0, 57))
-		require.NoError(t, s.Advance(c, "we_1", 57, 58))
+		check.NoError(t, s.Advance(c, "we_1", 0, 57))
+		check.NoError(t, s.Advance(c, "we_1", 57, 58))
 		got, err := s.Get(c, "we_1")
-		require.NoError(t, err)
-		require.Equal(t, uint64(58), got)
+		check.NoError(t, err)
+		check.Equal(t, uint64(58), got)
 	})
 
 	t.Run("ConflictChangesNothing", func(t *testing.T) {
 		s, c := newStore(t), ctx(t)
-		require.NoError(t, s.Advance(c, "we_1", 0, 5))
+		check.NoError(t, s.Advance(c, "we_1", 0, 5))
 		cases := []struct {
 			name     string
 			from, to uint64
@@ -67,25 +66,25 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				err := s.Advance(c, "we_1", tc.from, tc.to)
-				require.ErrorIs(t, err, webhook.ErrCursorConflict)
+				check.ErrorIs(t, err, webhook.ErrCursorConflict)
 				got, err := s.Get(c, "we_1")
-				require.NoError(t, err)
-				require.Equal(t, uint64(5), got)
+				check.NoError(t, err)
+				check.Equal(t, uint64(5), got)
 			})
 		}
 	})
 
 	t.Run("ConflictOnMissingStream", func(t *testing.T) {
 		s, c := newStore(t), ctx(t)
-		require.ErrorIs(t, s.Advance(c, "we_none", 3, 4), webhook.ErrCursorConflict)
+		check.ErrorIs(t, s.Advance(c, "we_none", 3, 4), webhook.ErrCursorConflict)
 		got, err := s.Get(c, "we_none")
-		require.NoError(t, err)
-		require.Zero(t, got)
+		check.NoError(t, err)
+		check.Equal(t, 0, got)
 	})
 
 	t.Run("InvalidArguments", func(t *testing.T) {
 		s, c := newStore(t), ctx(t)
-		require.NoError(t, s.Advance(c, "we_1", 0, 10))
+		check.NoError(t, s.Advance(c, "we_1", 0, 10))
 		cases := []struct {
 			name     string
 			from, to uint64
@@ -99,21 +98,21 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				require.ErrorIs(t, s.Advance(c, "we_1", tc.from, tc.to), tc.want)
+				check.ErrorIs(t, s.Advance(c, "we_1", tc.from, tc.to), tc.want)
 				got, err := s.Get(c, "we_1")
-				require.NoError(t, err)
-				require.Equal(t, uint64(10), got)
+				check.NoError(t, err)
+				check.Equal(t, uint64(10), got)
 			})
 		}
 	})
 
 	t.Run("MaxSequence", func(t *testing.T) {
 		s, c := newStore(t), ctx(t)
-		require.NoError(t, s.Advance(c, "we_1", 0, webhook.MaxSequence-1))
-		require.NoError(t, s.Advance(c, "we_1", webhook.MaxSequence-1, webhook.MaxSequence))
+		check.NoError(t, s.Advance(c, "we_1", 0, webhook.MaxSequence-1))
+		check.NoError(t, s.Advance(c, "we_1", webhook.MaxSequence-1, webhook.MaxSequence))
 		got, err := s.Get(c, "we_1")
-		require.NoError(t, err)
-		require.Equal(t, uint64(webhook.MaxSequence), got)
+		check.NoError(t, err)
+		check.Equal(t, uint64(webhook.MaxSequence), got)
 	})
 
 	t.Run("StreamsAreIndependent", func(t *testing.T) {
@@ -121,16 +120,16 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		// Names that a careless key or query scheme would confuse with each other.
 		names := []string{"we_1", "we_10", "we_1:x", "WE_1", "we_1 ", "we/1", "we{1}", "ünïcødé", "'; DROP TABLE x; --", "*", "we_%"}
 		for i, n := range names {
-			require.NoError(t, s.Advance(c, n, 0, uint64(i+1)), n)
+			check.NoError(t, s.Advance(c, n, 0, uint64(i+1)), "stream %q", n)
 		}
 		for i, n := range names {
 			got, err := s.Get(c, n)
-			require.NoError(t, err)
-			require.Equal(t, uint64(i+1), got, n)
+			check.NoError(t, err)
+			check.Equal(t, uint64(i+1), got, "stream %q", n)
 		}
 		got, err := s.Get(c, "we_")
-		require.NoError(t, err)
-		require.Zero(t, got)
+		check.NoError(t, err)
+		check.Equal(t, 0, got)
 	})
 
 	t.Run("LongStreamName", func(t *testing.T) {
@@ -139,10 +138,10 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		for i := range long {
 			long[i] = 'a' + byte(i%26)
 		}
-		require.NoError(t, s.Advance(c, string(long), 0, 3))
+		check.NoError(t, s.Advance(c, string(long), 0, 3))
 		got, err := s.Get(c, string(long))
-		require.NoError(t, err)
-		require.Equal(t, uint64(3), got)
+		check.NoError(t, err)
+		check.Equal(t, uint64(3), got)
 	})
 
 	t.Run("CancelledContext", func(t *testing.T) {
@@ -150,11 +149,11 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		c, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := s.Get(c, "we_1")
-		require.Error(t, err)
-		require.Error(t, s.Advance(c, "we_1", 0, 1))
+		check.Error(t, err)
+		check.Error(t, s.Advance(c, "we_1", 0, 1))
 		got, err := s.Get(ctx(t), "we_1")
-		require.NoError(t, err)
-		require.Zero(t, got)
+		check.NoError(t, err)
+		check.Equal(t, 0, got)
 	})
 
 	t.Run("RacingFirstAdvanceHasOneWinner", func(t *testing.T) {
@@ -181,13 +180,13 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		}
 		close(start)
 		wg.Wait()
-		require.Equal(t, int32(1), wins.Load())
-		require.Equal(t, int32(n-1), conflicts.Load())
+		check.Equal(t, int32(1), wins.Load())
+		check.Equal(t, int32(n-1), conflicts.Load())
 	})
 
 	t.Run("RacingSameStepHasOneWinner", func(t *testing.T) {
 		s, c := newStore(t), ctx(t)
-		require.NoError(t, s.Advance(c, "we_race", 0, 41))
+		check.NoError(t, s.Advance(c, "we_race", 0, 41))
 		const n = 16
 		var wins atomic.Int32
 		var wg sync.WaitGroup
@@ -207,10 +206,10 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		}
 		close(start)
 		wg.Wait()
-		require.Equal(t, int32(1), wins.Load())
+		check.Equal(t, int32(1), wins.Load())
 		got, err := s.Get(c, "we_race")
-		require.NoError(t, err)
-		require.Equal(t, uint64(42), got)
+		check.NoError(t, err)
+		check.Equal(t, uint64(42), got)
 	})
 
 	t.Run("NoLostUpdateUnderContention", func(t *testing.T) {
@@ -244,8 +243,8 @@ func Run(t *testing.T, newStore func(t *testing.T) webhook.CursorStore) {
 		wg.Wait()
 		for i := range streams {
 			got, err := s.Get(c, "we_"+strconv.Itoa(i))
-			require.NoError(t, err)
-			require.Equal(t, uint64(workers/streams*each), got)
+			check.NoError(t, err)
+			check.Equal(t, uint64(workers/streams*each), got)
 		}
 	})
 }

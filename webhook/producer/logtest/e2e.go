@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/svcplatform/conventions/internal/check"
+	"github.com/svcplatform/conventions/internal/testclock"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
-
-	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // E2E sizes the end-to-end test: E2EStreams endpoints receive E2EEvents events each.
@@ -83,12 +81,12 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 		streams[i] = id
 		oldSecret, newSecret := webhook.NewSecret(), webhook.NewSecret()
 		// Mid-rotation: deliveries carry both signatures; this consumer still holds the old secret.
-		require.NoError(t, eps.Put(producer.Endpoint{ID: id, URL: consumer.URL + "/hooks/" + id, Owner: "lic_e2e",
+		check.NoError(t, eps.Put(producer.Endpoint{ID: id, URL: consumer.URL + "/hooks/" + id, Owner: "lic_e2e",
 			Secrets: []string{newSecret, oldSecret}}))
 		v, err := webhook.NewVerifier([]string{oldSecret}, &webhook.VerifyOptions{Now: clk.Now})
-		require.NoError(t, err)
+		check.NoError(t, err)
 		rc, err := webhook.NewRangeClient(producerSrv.URL, apiKey, v, &webhook.RangeClientOptions{HTTPClient: rangeNet, PageSize: 7})
-		require.NoError(t, err)
+		check.NoError(t, err)
 		tr, err := webhook.NewTracker(cursors, rc, func(_ context.Context, s webhook.Step) error {
 			done.mu.Lock()
 			defer done.mu.Unlock()
@@ -98,9 +96,9 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 			}
 			return nil
 		}, nil)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		rcv, err := webhook.NewReceiver(id, v, tr, nil)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		consumerMux.Handle("POST /hooks/"+id, rcv)
 	}
 
@@ -114,7 +112,7 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 			Schedule:  producer.ExponentialSchedule(time.Second, 8*time.Second, time.Hour),
 			BatchSize: 5,
 		})
-		require.NoError(t, err)
+		check.NoError(t, err)
 		dispatchers[i] = d
 	}
 	pass := func() int {
@@ -143,7 +141,7 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 				continue
 			}
 			_, err := pub.Publish(ctx, s, "order.created", map[string]int{"n": published[s]})
-			require.NoError(t, err)
+			check.NoError(t, err)
 			published[s]++
 			total++
 		}
@@ -155,7 +153,7 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 	// every backoff has ended.
 	network.replaySome(1)
 	for idle, rounds := 0, 0; idle < 2; rounds++ {
-		require.Less(t, rounds, 2000, "deliveries never settled")
+		check.True(t, rounds < 2000, "deliveries never settled: still claiming after %d rounds", rounds)
 		if pass() == 0 {
 			idle++
 			clk.Advance(10 * time.Second) // past the longest backoff
@@ -171,19 +169,19 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 		for i := range want {
 			want[i] = uint64(i + 1)
 			st, err := l.Status(ctx, s, uint64(i+1))
-			require.NoError(t, err)
-			require.Equal(t, producer.Delivered, st.State, "%s #%d", s, i+1)
+			check.NoError(t, err)
+			check.Equal(t, producer.Delivered, st.State, "%s #%d", s, i+1)
 		}
-		require.Equal(t, want, done.seqs[s], "stream %s: every event processed exactly once, in order", s)
+		check.Equal(t, want, done.seqs[s], "stream %s: every event processed exactly once, in order", s)
 	}
 	f := network.faults()
 	t.Logf("faults injected: %v; events recovered by range fetch: %d; range requests dropped: %d",
 		f, done.fetched, rangeNet.Transport.(*droppingTransport).dropped.Load())
 	for _, kind := range []string{"dropped", "lost response", "duplicated", "held", "replayed"} {
-		require.Positive(t, f[kind], "the network injected no %q fault", kind)
+		check.True(t, f[kind] > 0, "the network injected no %q fault", kind)
 	}
-	require.Positive(t, f["duplicate acknowledged"], "the consumer saw duplicates")
-	require.Positive(t, done.fetched, "gaps were filled by range retrieval")
+	check.True(t, f["duplicate acknowledged"] > 0, "the consumer acknowledged no duplicate, want some")
+	check.True(t, done.fetched > 0, "no gap was filled by range retrieval, want some")
 }
 
 // faultyNetwork sits between the Dispatchers and the consumer. Per delivery it drops the request,

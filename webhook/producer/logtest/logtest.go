@@ -1,11 +1,3 @@
-// Package logtest is the conformance suite for producer.Log implementations: every implementation runs
-// it, under -race, and so keeps the promises the Dispatcher, Publisher and RangeHandler rely on —
-// gap-free sequences under racing appends, inclusive ascending ranges with has_more, exclusive leases
-// with fencing, and retention that leaves a contiguous window and never reuses a sequence.
-//
-//	func TestMyLog(t *testing.T) {
-//		logtest.Run(t, func(t *testing.T) producer.Log { return mylog.New(…) })
-//	}
 package logtest
 
 import (
@@ -20,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -88,7 +79,7 @@ func testAppendBatch(t *testing.T, l producer.Log) {
 		if sq, ok := l.(producer.Sequencing); ok {
 			for {
 				runs, err := sq.Sequence(ctx, 100)
-				require.NoError(t, err)
+				check.NoError(t, err)
 				if len(runs) == 0 {
 					return
 				}
@@ -96,8 +87,8 @@ func testAppendBatch(t *testing.T, l producer.Log) {
 		}
 	}
 	out, err := ba.AppendBatch(ctx, nil)
-	require.NoError(t, err)
-	require.Empty(t, out)
+	check.NoError(t, err)
+	check.Len(t, out, 0)
 
 	streams := []string{"we_a", "we_b", "we_a", "we_a", "we_b"}
 	batch := make([]producer.StreamEvent, len(streams))
@@ -106,24 +97,24 @@ func testAppendBatch(t *testing.T, l producer.Log) {
 	}
 	batch[1].Event.ID = "evt_given"
 	out, err = ba.AppendBatch(ctx, batch)
-	require.NoError(t, err)
-	require.Len(t, out, len(batch))
-	require.Equal(t, "evt_given", out[1].ID, "a given ID is kept")
+	check.NoError(t, err)
+	check.Len(t, out, len(batch))
+	check.Equal(t, "evt_given", out[1].ID, "a given ID is kept")
 	for i, e := range out {
-		require.NotEmpty(t, e.ID)
-		require.JSONEq(t, fmt.Sprintf(`{"i":%d}`, i), string(e.Data), "results in the batch's order")
+		check.True(t, e.ID != "", "result %d has no ID", i)
+		check.JSONEq(t, fmt.Sprintf(`{"i":%d}`, i), string(e.Data), "results in the batch's order")
 	}
 	publish()
 	want := map[string][]string{"we_a": {out[0].ID, out[2].ID, out[3].ID}, "we_b": {out[1].ID, out[4].ID}}
 	for stream, ids := range want {
 		evs, _, err := l.Range(ctx, stream, 1, math.MaxUint64, 10)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		got := make([]string, len(evs))
 		for i, e := range evs {
 			got[i] = e.ID
-			require.Equal(t, uint64(i+1), e.Sequence)
+			check.Equal(t, uint64(i+1), e.Sequence)
 		}
-		require.Equal(t, ids, got, "%s in the batch's order", stream)
+		check.Equal(t, ids, got, "%s in the batch's order", stream)
 	}
 
 	bad := []producer.StreamEvent{
@@ -132,15 +123,15 @@ func testAppendBatch(t *testing.T, l producer.Log) {
 		{Stream: "we_a", Event: ev("order.created", t0(), `{not json`)},
 	}
 	_, err = ba.AppendBatch(ctx, bad)
-	require.ErrorIs(t, err, producer.ErrInvalidEvent)
-	require.ErrorContains(t, err, "event 2")
+	check.ErrorIs(t, err, producer.ErrInvalidEvent)
+	check.True(t, strings.Contains(err.Error(), "event 2"), "the error %q does not name the invalid event (event 2)", err)
 	publish()
 	evs, _, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
-	require.NoError(t, err)
-	require.Len(t, evs, 3, "an invalid batch appends none of its events")
+	check.NoError(t, err)
+	check.Len(t, evs, 3, "an invalid batch appends none of its events")
 	evs, _, err = l.Range(ctx, "we_c", 1, math.MaxUint64, 10)
-	require.NoError(t, err)
-	require.Empty(t, evs)
+	check.NoError(t, err)
+	check.Len(t, evs, 0)
 }
 
 func ev(typ string, created time.Time, data string) webhook.Event {
@@ -152,7 +143,7 @@ func appendN(t *testing.T, l producer.Log, stream string, n int, created func(i 
 	out := make([]webhook.Event, n)
 	for i := range n {
 		e, err := l.Append(context.Background(), stream, ev("order.created", created(i), fmt.Sprintf(`{"n":%d}`, i)))
-		require.NoError(t, err)
+		check.NoError(t, err)
 		out[i] = e
 	}
 	return out
@@ -186,12 +177,12 @@ func testAppendNumbers(t *testing.T, l producer.Log) {
 	a := appendN(t, l, "we_a", 3, at(0))
 	b := appendN(t, l, "we_b", 2, at(0))
 	a = append(a, appendN(t, l, "we_a", 2, at(0))...)
-	require.Equal(t, span(1, 5), seqs(a, evSeq))
-	require.Equal(t, span(1, 2), seqs(b, evSeq))
+	check.Equal(t, span(1, 5), seqs(a, evSeq))
+	check.Equal(t, span(1, 2), seqs(b, evSeq))
 	got, more, err := l.Range(context.Background(), "we_a", 1, math.MaxUint64, 100)
-	require.NoError(t, err)
-	require.False(t, more)
-	require.Equal(t, a, got)
+	check.NoError(t, err)
+	check.Equal(t, false, more, "has_more")
+	check.Equal(t, a, got)
 }
 
 func testAppendKeepsFields(t *testing.T, l producer.Log) {
@@ -199,30 +190,30 @@ func testAppendKeepsFields(t *testing.T, l producer.Log) {
 	data := []byte(`{"order": {"id":"ord_1", "qty": 3},  "note":"caf\u00e9 ☕"}`)
 	in := webhook.Event{ID: "evt_given", Sequence: 99, Type: "order.filled", Created: t0().Unix(), APIVersion: "2026-01-01", Data: data}
 	out, err := l.Append(ctx, "we_a", in)
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), out.Sequence, "the log assigns the sequence, whatever the caller sent")
-	require.Equal(t, "evt_given", out.ID)
+	check.NoError(t, err)
+	check.Equal(t, uint64(1), out.Sequence, "the log assigns the sequence, whatever the caller sent")
+	check.Equal(t, "evt_given", out.ID)
 	data[2] = 'X' // the log must not alias the caller's buffer
 
 	auto, err := l.Append(ctx, "we_a", ev("order.created", t0(), `{}`))
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(auto.ID, "evt_"), "an empty ID gets evt_…, got %q", auto.ID)
+	check.NoError(t, err)
+	check.True(t, strings.HasPrefix(auto.ID, "evt_"), "an empty ID gets evt_…, got %q", auto.ID)
 	other, err := l.Append(ctx, "we_a", ev("order.created", t0(), `{}`))
-	require.NoError(t, err)
-	require.NotEqual(t, auto.ID, other.ID)
+	check.NoError(t, err)
+	check.NotEqual(t, auto.ID, other.ID)
 
 	got, _, err := l.Range(ctx, "we_a", 1, 1, 1)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
+	check.NoError(t, err)
+	check.Len(t, got, 1)
 	want := in
 	want.Sequence = 1
 	want.Data = []byte(`{"order": {"id":"ord_1", "qty": 3},  "note":"caf\u00e9 ☕"}`)
-	require.Equal(t, want.ID, got[0].ID)
-	require.Equal(t, want.Sequence, got[0].Sequence)
-	require.Equal(t, want.Type, got[0].Type)
-	require.Equal(t, want.Created, got[0].Created)
-	require.Equal(t, want.APIVersion, got[0].APIVersion)
-	require.Equal(t, string(want.Data), string(got[0].Data), "data is stored byte for byte")
+	check.Equal(t, want.ID, got[0].ID)
+	check.Equal(t, want.Sequence, got[0].Sequence)
+	check.Equal(t, want.Type, got[0].Type)
+	check.Equal(t, want.Created, got[0].Created)
+	check.Equal(t, want.APIVersion, got[0].APIVersion)
+	check.Equal(t, string(want.Data), string(got[0].Data), "data is stored byte for byte")
 }
 
 func testAppendRejectsInvalid(t *testing.T, l producer.Log) {
@@ -239,13 +230,13 @@ func testAppendRejectsInvalid(t *testing.T, l producer.Log) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := l.Append(context.Background(), tc.stream, tc.ev)
-			require.ErrorIs(t, err, producer.ErrInvalidEvent)
+			check.ErrorIs(t, err, producer.ErrInvalidEvent)
 		})
 	}
 	// A rejected append consumed no sequence.
 	e, err := l.Append(context.Background(), "we_a", ev("order.created", t0(), `{}`))
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), e.Sequence)
+	check.NoError(t, err)
+	check.Equal(t, uint64(1), e.Sequence)
 }
 
 func testConcurrentAppends(t *testing.T, l producer.Log) {
@@ -268,28 +259,28 @@ func testConcurrentAppends(t *testing.T, l producer.Log) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		require.NoError(t, err)
+		check.NoError(t, err)
 	}
 	var all []uint64
 	for g, s := range got {
-		require.True(t, slices.IsSorted(s), "racer %d saw its own appends out of order", g)
+		check.True(t, slices.IsSorted(s), "racer %d saw its own appends out of order", g)
 		all = append(all, s...)
 	}
 	slices.Sort(all)
-	require.Equal(t, span(1, Racers*PerRacer), all, "sequences must be exactly 1..%d", Racers*PerRacer)
+	check.Equal(t, span(1, Racers*PerRacer), all, "sequences must be exactly 1..%d", Racers*PerRacer)
 
 	// The log holds the same: read it back in pages and check every event is where its number says.
 	var read []uint64
 	for from := uint64(1); ; {
 		page, more, err := l.Range(ctx, "we_hot", from, math.MaxUint64, producer.MaxRangeLimit)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		read = append(read, seqs(page, evSeq)...)
 		if !more {
 			break
 		}
 		from = page[len(page)-1].Sequence + 1
 	}
-	require.Equal(t, span(1, Racers*PerRacer), read)
+	check.Equal(t, span(1, Racers*PerRacer), read)
 }
 
 func testRange(t *testing.T, l producer.Log) {
@@ -320,15 +311,15 @@ func testRange(t *testing.T, l producer.Log) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, more, err := l.Range(ctx, tc.stream, tc.from, tc.to, tc.limit)
-			require.NoError(t, err)
-			require.Equal(t, tc.wantMore, more, "has_more")
+			check.NoError(t, err)
+			check.Equal(t, tc.wantMore, more, "has_more")
 			if tc.wantEmpty {
-				require.Empty(t, got)
+				check.Len(t, got, 0)
 				return
 			}
-			require.Equal(t, tc.want, seqs(got, evSeq))
+			check.Equal(t, tc.want, seqs(got, evSeq))
 			for _, e := range got {
-				require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, e.Sequence-1), string(e.Data), "event %d holds its own data", e.Sequence)
+				check.JSONEq(t, fmt.Sprintf(`{"n":%d}`, e.Sequence-1), string(e.Data), "event %d holds its own data", e.Sequence)
 			}
 		})
 	}
@@ -348,7 +339,7 @@ func testRangeRejectsInvalid(t *testing.T, l producer.Log) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := l.Range(context.Background(), "we_a", tc.from, tc.to, tc.limit)
-			require.ErrorIs(t, err, producer.ErrInvalidRange)
+			check.ErrorIs(t, err, producer.ErrInvalidRange)
 		})
 	}
 }
@@ -359,33 +350,33 @@ func testClaimDue(t *testing.T, l producer.Log) {
 	appendN(t, l, "we_b", 2, at(10*time.Second))
 
 	got, err := l.Claim(ctx, req(t0(), t0().Add(time.Minute), 100))
-	require.NoError(t, err)
-	require.Equal(t, []uint64{1, 2, 3}, seqs(got, dlSeq), "only we_a is due at t0()")
+	check.NoError(t, err)
+	check.Equal(t, []uint64{1, 2, 3}, seqs(got, dlSeq), "only we_a is due at t0()")
 	for i, d := range got {
-		require.Equal(t, "we_a", d.Stream)
-		require.Equal(t, a[i], d.Event)
-		require.Zero(t, d.Attempts)
-		require.NotZero(t, d.Token)
-		require.True(t, d.LeaseUntil.Equal(t0().Add(time.Minute)))
+		check.Equal(t, "we_a", d.Stream)
+		check.Equal(t, a[i], d.Event)
+		check.Equal(t, 0, d.Attempts)
+		check.NotEqual(t, 0, d.Token)
+		check.Instant(t, t0().Add(time.Minute), d.LeaseUntil, "Delivery.LeaseUntil")
 	}
 	st, err := l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Equal(t, producer.Pending, st.State)
-	require.True(t, st.LeaseUntil.Equal(t0().Add(time.Minute)), "lease until %v", st.LeaseUntil)
+	check.NoError(t, err)
+	check.Equal(t, producer.Pending, st.State)
+	check.Instant(t, t0().Add(time.Minute), st.LeaseUntil, "DeliveryStatus.LeaseUntil")
 
 	again, err := l.Claim(ctx, req(t0().Add(5*time.Second), t0().Add(time.Minute), 100))
-	require.NoError(t, err)
-	require.Empty(t, again, "leased deliveries are not handed out twice")
+	check.NoError(t, err)
+	check.Len(t, again, 0, "leased deliveries are not handed out twice")
 
 	later, err := l.Claim(ctx, req(t0().Add(10*time.Second), t0().Add(time.Minute), 100))
-	require.NoError(t, err)
-	require.Len(t, later, 2)
-	require.Equal(t, "we_b", later[0].Stream)
-	require.Equal(t, []uint64{1, 2}, seqs(later, dlSeq))
+	check.NoError(t, err)
+	check.Len(t, later, 2)
+	check.Equal(t, "we_b", later[0].Stream)
+	check.Equal(t, []uint64{1, 2}, seqs(later, dlSeq))
 
 	none, err := l.Claim(ctx, req(t0().Add(10*time.Second), t0().Add(time.Minute), 0))
-	require.NoError(t, err)
-	require.Empty(t, none, "limit 0 claims nothing")
+	check.NoError(t, err)
+	check.Len(t, none, 0, "limit 0 claims nothing")
 }
 
 func testClaimOrder(t *testing.T, l producer.Log) {
@@ -396,7 +387,7 @@ func testClaimOrder(t *testing.T, l producer.Log) {
 	now := t0().Add(time.Minute)
 
 	first, err := l.Claim(ctx, req(now, now.Add(time.Minute), 3))
-	require.NoError(t, err)
+	check.NoError(t, err)
 	type key struct {
 		s string
 		n uint64
@@ -407,12 +398,10 @@ func testClaimOrder(t *testing.T, l producer.Log) {
 		}
 		return out
 	}
-	require.Equal(t, []key{{"we_a", 1}, {"we_a", 2}, {"we_c", 1}}, keys(first),
-		"by next attempt, then stream, then sequence; at most limit")
+	check.Equal(t, []key{{"we_a", 1}, {"we_a", 2}, {"we_c", 1}}, keys(first), "by next attempt, then stream, then sequence; at most limit")
 	rest, err := l.Claim(ctx, req(now, now.Add(time.Minute), 10))
-	require.NoError(t, err)
-	require.Equal(t, []key{{"we_b", 1}, {"we_b", 2}}, keys(rest),
-		"we_c 2 waits while we_c 1 is held: an endpoint has one holder at a time")
+	check.NoError(t, err)
+	check.Equal(t, []key{{"we_b", 1}, {"we_b", 2}}, keys(rest), "we_c 2 waits while we_c 1 is held: an endpoint has one holder at a time")
 }
 
 func testClaimPerStreamAndSkip(t *testing.T, l producer.Log) {
@@ -424,51 +413,50 @@ func testClaimPerStreamAndSkip(t *testing.T, l producer.Log) {
 
 	got, err := l.Claim(ctx, producer.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10,
 		PerStream: 3, Skip: []string{"we_y"}})
-	require.NoError(t, err)
+	check.NoError(t, err)
 	per := map[string][]uint64{}
 	for _, d := range got {
 		per[d.Stream] = append(per[d.Stream], d.Sequence)
 	}
-	require.Equal(t, map[string][]uint64{"we_big": {1, 2, 3}, "we_x": {1, 2}}, per,
-		"a backlog gets PerStream, the lowest sequences; a skipped stream nothing")
+	check.Equal(t, map[string][]uint64{"we_big": {1, 2, 3}, "we_x": {1, 2}}, per, "a backlog gets PerStream, the lowest sequences; a skipped stream nothing")
 
 	// Settling frees the stream for the next claim, which goes on from where it stopped.
 	for _, d := range got {
-		require.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: now}))
+		check.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: now}))
 	}
 	next, err := l.Claim(ctx, producer.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 100, PerStream: 3})
-	require.NoError(t, err)
+	check.NoError(t, err)
 	per = map[string][]uint64{}
 	for _, d := range next {
 		per[d.Stream] = append(per[d.Stream], d.Sequence)
 	}
-	require.Equal(t, map[string][]uint64{"we_big": {4, 5, 6}, "we_y": {1, 2}}, per)
+	check.Equal(t, map[string][]uint64{"we_big": {4, 5, 6}, "we_y": {1, 2}}, per)
 }
 
 func testClaimOneHolderPerStream(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 3, at(0))
 	first := claimOne(t, l, t0(), 30*time.Second)
-	require.Equal(t, uint64(1), first.Sequence)
+	check.Equal(t, uint64(1), first.Sequence)
 
 	// Events 2 and 3 are due, but the stream is held: nobody else may deliver behind the holder.
 	none, err := l.Claim(ctx, req(t0().Add(time.Second), t0().Add(time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, none)
+	check.NoError(t, err)
+	check.Len(t, none, 0)
 
 	// A failed attempt scheduled for later releases the stream; the rest are due and claimable.
-	require.NoError(t, l.Release(ctx, first.Lease, t0().Add(time.Hour)))
+	check.NoError(t, l.Release(ctx, first.Lease, t0().Add(time.Hour)))
 	got, err := l.Claim(ctx, req(t0().Add(time.Second), t0().Add(time.Hour), 10))
-	require.NoError(t, err)
-	require.Equal(t, []uint64{2, 3}, seqs(got, dlSeq))
+	check.NoError(t, err)
+	check.Equal(t, []uint64{2, 3}, seqs(got, dlSeq))
 
 	// A holder that died holds the stream only until its lease ends.
 	appendN(t, l, "we_b", 2, at(0))
 	dead := claimOne(t, l, t0().Add(2*time.Second), 10*time.Second)
-	require.Equal(t, "we_b", dead.Stream)
+	check.Equal(t, "we_b", dead.Stream)
 	got, err = l.Claim(ctx, req(t0().Add(12*time.Second), t0().Add(time.Hour), 10))
-	require.NoError(t, err)
-	require.Equal(t, []uint64{1, 2}, seqs(got, dlSeq), "after the lease, the whole stream is claimable again")
+	check.NoError(t, err)
+	check.Equal(t, []uint64{1, 2}, seqs(got, dlSeq), "after the lease, the whole stream is claimable again")
 }
 
 func testAttempts(t *testing.T, l producer.Log) {
@@ -478,26 +466,26 @@ func testAttempts(t *testing.T, l producer.Log) {
 
 	// Event 1: a 503, a timeout, then a 204. Event 2: abandoned. we_b: delivered.
 	d := claimOne(t, l, t0(), time.Minute)
-	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(time.Second), Latency: 120 * time.Millisecond,
+	check.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(time.Second), Latency: 120 * time.Millisecond,
 		StatusCode: 503, Class: producer.ClassStatus, Reason: "status 503", Response: `{"error":"busy"}`,
 		RetryAt: t0().Add(time.Minute)}))
 	for _, o := range mustClaim(t, l, t0().Add(2*time.Second)) { // we_a 2 and we_b 1 (we_a 1 waits)
 		if o.Stream == "we_b" {
-			require.NoError(t, l.Delivered(ctx, o.Lease, producer.Attempt{At: t0().Add(3 * time.Second), StatusCode: 200, Latency: time.Millisecond}))
+			check.NoError(t, l.Delivered(ctx, o.Lease, producer.Attempt{At: t0().Add(3 * time.Second), StatusCode: 200, Latency: time.Millisecond}))
 		} else {
-			require.NoError(t, l.Failed(ctx, o.Lease, producer.Attempt{At: t0().Add(3 * time.Second), Class: producer.ClassConnection, Reason: "refused"}))
+			check.NoError(t, l.Failed(ctx, o.Lease, producer.Attempt{At: t0().Add(3 * time.Second), Class: producer.ClassConnection, Reason: "refused"}))
 		}
 	}
 	d = claimOne(t, l, t0().Add(time.Minute), time.Minute)
-	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(61 * time.Second), Latency: 10 * time.Second,
+	check.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(61 * time.Second), Latency: 10 * time.Second,
 		Class: producer.ClassTimeout, Reason: "timeout", RetryAt: t0().Add(2 * time.Minute)}))
 	d = claimOne(t, l, t0().Add(2*time.Minute), time.Minute)
-	require.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0().Add(121 * time.Second), StatusCode: 204, Latency: 5 * time.Millisecond}))
+	check.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0().Add(121 * time.Second), StatusCode: 204, Latency: 5 * time.Millisecond}))
 
 	all, more, err := l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Limit: 10})
-	require.NoError(t, err)
-	require.False(t, more)
-	require.Len(t, all, 4)
+	check.NoError(t, err)
+	check.Equal(t, false, more, "has_more")
+	check.Len(t, all, 4)
 	type row struct {
 		seq     uint64
 		number  int
@@ -507,80 +495,79 @@ func testAttempts(t *testing.T, l producer.Log) {
 	var rows []row
 	for i, a := range all {
 		rows = append(rows, row{a.Sequence, a.Number, a.Outcome, a.StatusCode})
-		require.Equal(t, "we_a", a.Stream)
+		check.Equal(t, "we_a", a.Stream)
 		if i > 0 {
-			require.Less(t, a.ID, all[i-1].ID, "newest first")
+			check.True(t, a.ID < all[i-1].ID, "attempt IDs %d then %d: want newest first", all[i-1].ID, a.ID)
 		}
 	}
-	require.Equal(t, []row{
+	check.Equal(t, []row{
 		{1, 3, producer.OutcomeDelivered, 204},
 		{1, 2, producer.OutcomeFailed, 0},
 		{2, 1, producer.OutcomeAbandoned, 0},
 		{1, 1, producer.OutcomeFailed, 503},
 	}, rows)
 	first := all[3]
-	require.Equal(t, evs[0].ID, first.EventID)
-	require.True(t, first.At.Equal(t0().Add(time.Second)))
-	require.Equal(t, 120*time.Millisecond, first.Latency)
-	require.Equal(t, producer.ClassStatus, first.Class)
-	require.Equal(t, "status 503", first.Reason)
-	require.Equal(t, `{"error":"busy"}`, first.Response)
-	require.True(t, first.RetryAt.Equal(t0().Add(time.Minute)))
+	check.Equal(t, evs[0].ID, first.EventID)
+	check.Instant(t, t0().Add(time.Second), first.At, "AttemptRecord.At")
+	check.Equal(t, 120*time.Millisecond, first.Latency)
+	check.Equal(t, producer.ClassStatus, first.Class)
+	check.Equal(t, "status 503", first.Reason)
+	check.Equal(t, `{"error":"busy"}`, first.Response)
+	check.Instant(t, t0().Add(time.Minute), first.RetryAt, "AttemptRecord.RetryAt")
 
 	// Filters and pages.
 	got, more, err := l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Sequence: 1, Limit: 2})
-	require.NoError(t, err)
-	require.True(t, more)
-	require.Equal(t, []int{3, 2}, []int{got[0].Number, got[1].Number})
+	check.NoError(t, err)
+	check.Equal(t, true, more, "has_more")
+	check.Equal(t, []int{3, 2}, []int{got[0].Number, got[1].Number})
 	got, more, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Sequence: 1, Limit: 2, Before: got[1].ID})
-	require.NoError(t, err)
-	require.False(t, more)
-	require.Len(t, got, 1)
-	require.Equal(t, 1, got[0].Number)
+	check.NoError(t, err)
+	check.Equal(t, false, more, "has_more")
+	check.Len(t, got, 1)
+	check.Equal(t, 1, got[0].Number)
 	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Outcome: producer.OutcomeFailed, Limit: 10})
-	require.NoError(t, err)
-	require.Len(t, got, 2)
+	check.NoError(t, err)
+	check.Len(t, got, 2)
 	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_b", Limit: 10})
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-	require.Equal(t, producer.OutcomeDelivered, got[0].Outcome)
+	check.NoError(t, err)
+	check.Len(t, got, 1)
+	check.Equal(t, producer.OutcomeDelivered, got[0].Outcome)
 	got, more, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_none", Limit: 10})
-	require.NoError(t, err)
-	require.False(t, more)
-	require.Empty(t, got)
+	check.NoError(t, err)
+	check.Equal(t, false, more, "has_more")
+	check.Len(t, got, 0)
 	_, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a"})
-	require.ErrorIs(t, err, producer.ErrInvalidRange)
+	check.ErrorIs(t, err, producer.ErrInvalidRange)
 	_, _, err = l.Attempts(ctx, producer.AttemptQuery{Limit: 1})
-	require.ErrorIs(t, err, producer.ErrInvalidRange)
+	check.ErrorIs(t, err, producer.ErrInvalidRange)
 
 	// A lost lease records nothing.
-	require.ErrorIs(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}), producer.ErrLeaseLost)
+	check.ErrorIs(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}), producer.ErrLeaseLost)
 	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Limit: 10})
-	require.NoError(t, err)
-	require.Len(t, got, 4)
+	check.NoError(t, err)
+	check.Len(t, got, 4)
 
 	// Attempts go with their events.
 	n, err := l.Cleanup(ctx, t0().Add(time.Second), 1)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	check.NoError(t, err)
+	check.Equal(t, 1, n)
 	got, _, err = l.Attempts(ctx, producer.AttemptQuery{Stream: "we_a", Limit: 10})
-	require.NoError(t, err)
-	require.Equal(t, []uint64{2}, seqs(got, func(a producer.AttemptRecord) uint64 { return a.Sequence }),
-		"we_a 1 and its three attempts are gone")
+	check.NoError(t, err)
+	check.Equal(t, []uint64{2}, seqs(got, func(a producer.AttemptRecord) uint64 { return a.Sequence }), "we_a 1 and its three attempts are gone")
 }
 
 func mustClaim(t *testing.T, l producer.Log, now time.Time) []producer.Delivery {
 	t.Helper()
 	got, err := l.Claim(context.Background(), req(now, now.Add(time.Minute), 100))
-	require.NoError(t, err)
+	check.NoError(t, err)
 	return got
 }
 
 func claimOne(t *testing.T, l producer.Log, now time.Time, lease time.Duration) producer.Delivery {
 	t.Helper()
 	got, err := l.Claim(context.Background(), req(now, now.Add(lease), 1))
-	require.NoError(t, err)
-	require.Len(t, got, 1)
+	check.NoError(t, err)
+	check.Len(t, got, 1)
 	return got[0]
 }
 
@@ -590,105 +577,105 @@ func testLeaseFencing(t *testing.T, l producer.Log) {
 	old := claimOne(t, l, t0(), 30*time.Second)
 
 	none, err := l.Claim(ctx, req(t0().Add(29*time.Second), t0().Add(time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, none, "the lease is live until it ends")
+	check.NoError(t, err)
+	check.Len(t, none, 0, "the lease is live until it ends")
 
 	// The holder died; its lease ends and another dispatcher takes the delivery over.
 	fresh := claimOne(t, l, t0().Add(30*time.Second), 30*time.Second)
-	require.Equal(t, old.Sequence, fresh.Sequence)
-	require.NotEqual(t, old.Token, fresh.Token, "every claim gets a new fencing token")
+	check.Equal(t, old.Sequence, fresh.Sequence)
+	check.NotEqual(t, old.Token, fresh.Token, "every claim gets a new fencing token")
 
-	require.ErrorIs(t, l.Delivered(ctx, old.Lease, producer.Attempt{At: t0().Add(31 * time.Second)}), producer.ErrLeaseLost)
-	require.ErrorIs(t, l.Failed(ctx, old.Lease, producer.Attempt{At: t0(), RetryAt: t0().Add(time.Hour), Reason: "late"}), producer.ErrLeaseLost)
-	require.ErrorIs(t, l.Release(ctx, old.Lease, t0()), producer.ErrLeaseLost)
+	check.ErrorIs(t, l.Delivered(ctx, old.Lease, producer.Attempt{At: t0().Add(31 * time.Second)}), producer.ErrLeaseLost)
+	check.ErrorIs(t, l.Failed(ctx, old.Lease, producer.Attempt{At: t0(), RetryAt: t0().Add(time.Hour), Reason: "late"}), producer.ErrLeaseLost)
+	check.ErrorIs(t, l.Release(ctx, old.Lease, t0()), producer.ErrLeaseLost)
 
-	require.NoError(t, l.Delivered(ctx, fresh.Lease, producer.Attempt{At: t0().Add(40 * time.Second)}))
+	check.NoError(t, l.Delivered(ctx, fresh.Lease, producer.Attempt{At: t0().Add(40 * time.Second)}))
 	st, err := l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Equal(t, producer.Delivered, st.State)
-	require.True(t, st.DeliveredAt.Equal(t0().Add(40*time.Second)))
-	require.True(t, st.LeaseUntil.IsZero())
-	require.Zero(t, st.Attempts, "no failed attempts")
+	check.NoError(t, err)
+	check.Equal(t, producer.Delivered, st.State)
+	check.Instant(t, t0().Add(40*time.Second), st.DeliveredAt, "DeliveryStatus.DeliveredAt")
+	check.Instant(t, time.Time{}, st.LeaseUntil, "DeliveryStatus.LeaseUntil of a delivered event")
+	check.Equal(t, 0, st.Attempts, "no failed attempts")
 
 	// A lease that ran out but was not taken over still settles: the delivery did happen.
 	appendN(t, l, "we_a", 1, at(0))
 	slow := claimOne(t, l, t0(), time.Second)
-	require.NoError(t, l.Delivered(ctx, slow.Lease, producer.Attempt{At: t0().Add(time.Hour)}))
+	check.NoError(t, l.Delivered(ctx, slow.Lease, producer.Attempt{At: t0().Add(time.Hour)}))
 
 	none, err = l.Claim(ctx, req(t0().Add(48*time.Hour), t0().Add(49*time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, none, "delivered events are never claimed again")
+	check.NoError(t, err)
+	check.Len(t, none, 0, "delivered events are never claimed again")
 }
 
 func testFailedRetries(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Minute)
-	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(time.Second), RetryAt: t0().Add(time.Minute), Reason: "status 503"}))
+	check.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0().Add(time.Second), RetryAt: t0().Add(time.Minute), Reason: "status 503"}))
 
 	st, err := l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Equal(t, producer.Pending, st.State)
-	require.Equal(t, 1, st.Attempts)
-	require.Equal(t, "status 503", st.LastError)
-	require.True(t, st.NextAttempt.Equal(t0().Add(time.Minute)))
-	require.True(t, st.LastAttempt.Equal(t0().Add(time.Second)))
-	require.True(t, st.LeaseUntil.IsZero(), "a settled attempt ends the lease")
+	check.NoError(t, err)
+	check.Equal(t, producer.Pending, st.State)
+	check.Equal(t, 1, st.Attempts)
+	check.Equal(t, "status 503", st.LastError)
+	check.Instant(t, t0().Add(time.Minute), st.NextAttempt, "DeliveryStatus.NextAttempt")
+	check.Instant(t, t0().Add(time.Second), st.LastAttempt, "DeliveryStatus.LastAttempt")
+	check.Instant(t, time.Time{}, st.LeaseUntil, "DeliveryStatus.LeaseUntil: a settled attempt ends the lease")
 
 	none, err := l.Claim(ctx, req(t0().Add(59*time.Second), t0().Add(time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, none, "not due before its retry time")
+	check.NoError(t, err)
+	check.Len(t, none, 0, "not due before its retry time")
 	d2 := claimOne(t, l, t0().Add(time.Minute), time.Minute)
-	require.Equal(t, 1, d2.Attempts)
-	require.NoError(t, l.Failed(ctx, d2.Lease, producer.Attempt{At: t0().Add(61 * time.Second), RetryAt: t0().Add(5 * time.Minute), Reason: "timeout"}))
+	check.Equal(t, 1, d2.Attempts)
+	check.NoError(t, l.Failed(ctx, d2.Lease, producer.Attempt{At: t0().Add(61 * time.Second), RetryAt: t0().Add(5 * time.Minute), Reason: "timeout"}))
 	d3 := claimOne(t, l, t0().Add(5*time.Minute), time.Minute)
-	require.Equal(t, 2, d3.Attempts)
-	require.NoError(t, l.Delivered(ctx, d3.Lease, producer.Attempt{At: t0().Add(5 * time.Minute)}))
+	check.Equal(t, 2, d3.Attempts)
+	check.NoError(t, l.Delivered(ctx, d3.Lease, producer.Attempt{At: t0().Add(5 * time.Minute)}))
 	st, err = l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Equal(t, producer.Delivered, st.State)
-	require.Equal(t, 2, st.Attempts)
+	check.NoError(t, err)
+	check.Equal(t, producer.Delivered, st.State)
+	check.Equal(t, 2, st.Attempts)
 }
 
 func testAbandon(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Minute)
-	require.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0(), Reason: "endpoint not found"}))
+	check.NoError(t, l.Failed(ctx, d.Lease, producer.Attempt{At: t0(), Reason: "endpoint not found"}))
 	st, err := l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Equal(t, producer.Abandoned, st.State)
-	require.Equal(t, 1, st.Attempts)
+	check.NoError(t, err)
+	check.Equal(t, producer.Abandoned, st.State)
+	check.Equal(t, 1, st.Attempts)
 	none, err := l.Claim(ctx, req(t0().Add(1000*time.Hour), t0().Add(1001*time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, none, "abandoned deliveries are never claimed")
+	check.NoError(t, err)
+	check.Len(t, none, 0, "abandoned deliveries are never claimed")
 	got, _, err := l.Range(ctx, "we_a", 1, 1, 1)
-	require.NoError(t, err)
-	require.Len(t, got, 1, "an abandoned event stays retrievable by range")
+	check.NoError(t, err)
+	check.Len(t, got, 1, "an abandoned event stays retrievable by range")
 }
 
 func testRelease(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Hour)
-	require.NoError(t, l.Release(ctx, d.Lease, t0().Add(time.Second)))
+	check.NoError(t, l.Release(ctx, d.Lease, t0().Add(time.Second)))
 	st, err := l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Zero(t, st.Attempts)
-	require.True(t, st.NextAttempt.Equal(t0().Add(time.Second)))
+	check.NoError(t, err)
+	check.Equal(t, 0, st.Attempts)
+	check.Instant(t, t0().Add(time.Second), st.NextAttempt, "DeliveryStatus.NextAttempt after Release")
 	none, err := l.Claim(ctx, req(t0(), t0().Add(time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, none)
+	check.NoError(t, err)
+	check.Len(t, none, 0)
 	again := claimOne(t, l, t0().Add(time.Second), time.Hour)
-	require.Zero(t, again.Attempts)
-	require.NotEqual(t, d.Token, again.Token)
+	check.Equal(t, 0, again.Attempts)
+	check.NotEqual(t, d.Token, again.Token)
 }
 
 func testSettledLease(t *testing.T, l producer.Log) {
 	ctx := context.Background()
 	appendN(t, l, "we_a", 1, at(0))
 	d := claimOne(t, l, t0(), time.Hour)
-	require.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}))
+	check.NoError(t, l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}))
 	for name, err := range map[string]error{
 		"delivered twice": l.Delivered(ctx, d.Lease, producer.Attempt{At: t0()}),
 		"failed after":    l.Failed(ctx, d.Lease, producer.Attempt{At: t0(), RetryAt: t0().Add(time.Hour)}),
@@ -697,15 +684,15 @@ func testSettledLease(t *testing.T, l producer.Log) {
 		"unknown stream":  l.Delivered(ctx, producer.Lease{Stream: "we_x", Sequence: 1, Token: d.Token}, producer.Attempt{At: t0()}),
 		"unknown seq":     l.Delivered(ctx, producer.Lease{Stream: "we_a", Sequence: 2, Token: d.Token}, producer.Attempt{At: t0()}),
 	} {
-		require.ErrorIs(t, err, producer.ErrLeaseLost, name)
+		check.ErrorIs(t, err, producer.ErrLeaseLost, name)
 	}
 	st, err := l.Status(ctx, "we_a", 1)
-	require.NoError(t, err)
-	require.Equal(t, producer.Delivered, st.State, "a stale settlement changes nothing")
+	check.NoError(t, err)
+	check.Equal(t, producer.Delivered, st.State, "a stale settlement changes nothing")
 	_, err = l.Status(ctx, "we_a", 2)
-	require.ErrorIs(t, err, producer.ErrNotFound)
+	check.ErrorIs(t, err, producer.ErrNotFound)
 	_, err = l.Status(ctx, "we_x", 1)
-	require.ErrorIs(t, err, producer.ErrNotFound)
+	check.ErrorIs(t, err, producer.ErrNotFound)
 }
 
 func testConcurrentClaims(t *testing.T, l producer.Log) {
@@ -769,15 +756,15 @@ func testConcurrentClaims(t *testing.T, l producer.Log) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		require.NoError(t, err)
+		check.NoError(t, err)
 	}
-	require.Len(t, seen, streams*per, "every delivery claimed")
+	check.Equal(t, streams*per, len(seen), "deliveries claimed: want every one")
 	for k, n := range seen {
-		require.Equal(t, 1, n, "%v claimed %d times under one live lease", k, n)
+		check.Equal(t, 1, n, "%v claimed %d times under one live lease", k, n)
 	}
 	rest, err := l.Claim(ctx, req(t0(), t0().Add(time.Hour), 100))
-	require.NoError(t, err)
-	require.Empty(t, rest)
+	check.NoError(t, err)
+	check.Len(t, rest, 0)
 }
 
 func testRetention(t *testing.T, l producer.Log) {
@@ -786,62 +773,66 @@ func testRetention(t *testing.T, l producer.Log) {
 	appendN(t, l, "we_b", 3, at(100*time.Second))
 
 	n, err := l.Cleanup(ctx, t0().Add(5*time.Second), 3)
-	require.NoError(t, err)
-	require.Equal(t, 3, n, "bounded by limit")
+	check.NoError(t, err)
+	check.Equal(t, 3, n, "bounded by limit")
 
 	_, _, err = l.Range(ctx, "we_a", 1, 10, 100)
-	require.ErrorIs(t, err, producer.ErrPruned)
+	check.ErrorIs(t, err, producer.ErrPruned)
 	var pe *producer.PrunedError
-	require.ErrorAs(t, err, &pe)
-	require.Equal(t, uint64(4), pe.FirstRetained)
-	require.Equal(t, "we_a", pe.Stream)
+	if !errors.As(err, &pe) {
+		t.Fatalf("got error %v, want a *producer.PrunedError", err)
+	}
+	check.Equal(t, uint64(4), pe.FirstRetained)
+	check.Equal(t, "we_a", pe.Stream)
 	_, _, err = l.Range(ctx, "we_a", 3, 3, 1)
-	require.ErrorIs(t, err, producer.ErrPruned, "a range entirely below the window")
+	check.ErrorIs(t, err, producer.ErrPruned, "a range entirely below the window")
 	got, _, err := l.Range(ctx, "we_a", 4, 10, 100)
-	require.NoError(t, err)
-	require.Equal(t, span(4, 10), seqs(got, evSeq))
+	check.NoError(t, err)
+	check.Equal(t, span(4, 10), seqs(got, evSeq))
 	_, err = l.Status(ctx, "we_a", 3)
-	require.ErrorIs(t, err, producer.ErrNotFound)
+	check.ErrorIs(t, err, producer.ErrNotFound)
 
 	n, err = l.Cleanup(ctx, t0().Add(5*time.Second), 100)
-	require.NoError(t, err)
-	require.Equal(t, 2, n, "events created at t0()+3s and t0()+4s; t0()+5s is not before the cutoff")
+	check.NoError(t, err)
+	check.Equal(t, 2, n, "events created at t0()+3s and t0()+4s; t0()+5s is not before the cutoff")
 	n, err = l.Cleanup(ctx, t0().Add(5*time.Second), 100)
-	require.NoError(t, err)
-	require.Zero(t, n, "nothing left to clean")
+	check.NoError(t, err)
+	check.Equal(t, 0, n, "nothing left to clean")
 	n, err = l.Cleanup(ctx, t0().Add(5*time.Second+time.Millisecond), 100)
-	require.NoError(t, err)
-	require.Equal(t, 1, n, "an event created at second 5 is before 5.001")
+	check.NoError(t, err)
+	check.Equal(t, 1, n, "an event created at second 5 is before 5.001")
 
 	got, _, err = l.Range(ctx, "we_b", 1, 3, 100)
-	require.NoError(t, err)
-	require.Len(t, got, 3, "younger streams are untouched")
+	check.NoError(t, err)
+	check.Len(t, got, 3, "younger streams are untouched")
 
 	// Everything goes; the counters stay, so no sequence is ever handed out twice.
 	for {
 		n, err := l.Cleanup(ctx, t0().Add(time.Hour), 4)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		if n == 0 {
 			break
 		}
 	}
 	_, _, err = l.Range(ctx, "we_a", 1, math.MaxUint64, 100)
-	require.ErrorAs(t, err, &pe)
-	require.Equal(t, uint64(11), pe.FirstRetained)
+	if !errors.As(err, &pe) {
+		t.Fatalf("got error %v, want a *producer.PrunedError", err)
+	}
+	check.Equal(t, uint64(11), pe.FirstRetained)
 	got, more, err := l.Range(ctx, "we_a", 11, math.MaxUint64, 100)
-	require.NoError(t, err)
-	require.Empty(t, got)
-	require.False(t, more)
+	check.NoError(t, err)
+	check.Len(t, got, 0)
+	check.Equal(t, false, more, "has_more")
 	e, err := l.Append(ctx, "we_a", ev("order.created", t0().Add(2*time.Hour), `{}`))
-	require.NoError(t, err)
-	require.Equal(t, uint64(11), e.Sequence)
+	check.NoError(t, err)
+	check.Equal(t, uint64(11), e.Sequence)
 	e, err = l.Append(ctx, "we_b", ev("order.created", t0().Add(2*time.Hour), `{}`))
-	require.NoError(t, err)
-	require.Equal(t, uint64(4), e.Sequence)
+	check.NoError(t, err)
+	check.Equal(t, uint64(4), e.Sequence)
 
 	n, err = l.Cleanup(ctx, t0().Add(time.Hour), 0)
-	require.NoError(t, err)
-	require.Zero(t, n, "limit 0 removes nothing")
+	check.NoError(t, err)
+	check.Equal(t, 0, n, "limit 0 removes nothing")
 }
 
 func testRetentionContiguous(t *testing.T, l producer.Log) {
@@ -851,18 +842,20 @@ func testRetentionContiguous(t *testing.T, l producer.Log) {
 	appendN(t, l, "we_a", len(created), func(i int) time.Time { return t0().Add(created[i]) })
 
 	n, err := l.Cleanup(ctx, t0().Add(10*time.Second), 1)
-	require.NoError(t, err)
-	require.Equal(t, 1, n, "the oldest event alone")
+	check.NoError(t, err)
+	check.Equal(t, 1, n, "the oldest event alone")
 	n, err = l.Cleanup(ctx, t0().Add(10*time.Second), 1)
-	require.NoError(t, err)
-	require.Equal(t, 2, n, "removing sequence 3 takes sequence 2 with it: the window stays contiguous")
+	check.NoError(t, err)
+	check.Equal(t, 2, n, "removing sequence 3 takes sequence 2 with it: the window stays contiguous")
 	var pe *producer.PrunedError
 	_, _, err = l.Range(ctx, "we_a", 2, 4, 10)
-	require.ErrorAs(t, err, &pe)
-	require.Equal(t, uint64(4), pe.FirstRetained)
+	if !errors.As(err, &pe) {
+		t.Fatalf("got error %v, want a *producer.PrunedError", err)
+	}
+	check.Equal(t, uint64(4), pe.FirstRetained)
 	got, _, err := l.Range(ctx, "we_a", 4, 4, 10)
-	require.NoError(t, err)
-	require.Equal(t, []uint64{4}, seqs(got, evSeq))
+	check.NoError(t, err)
+	check.Equal(t, []uint64{4}, seqs(got, evSeq))
 }
 
 func testCancelled(t *testing.T, l producer.Log) {
@@ -870,13 +863,13 @@ func testCancelled(t *testing.T, l producer.Log) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := l.Append(ctx, "we_a", ev("order.created", t0(), `{}`))
-	require.Error(t, err)
+	check.Error(t, err)
 	_, _, err = l.Range(ctx, "we_a", 1, 1, 1)
-	require.Error(t, err)
+	check.Error(t, err)
 	_, err = l.Claim(ctx, req(t0(), t0().Add(time.Hour), 1))
-	require.Error(t, err)
-	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	check.Error(t, err)
+	check.True(t, errors.Is(err, context.Canceled), "got %v", err)
 	got, _, err := l.Range(context.Background(), "we_a", 1, math.MaxUint64, 10)
-	require.NoError(t, err)
-	require.Len(t, got, 1, "the cancelled append stored nothing")
+	check.NoError(t, err)
+	check.Len(t, got, 1, "the cancelled append stored nothing")
 }

@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -34,9 +33,9 @@ func appendRaw(t *testing.T, l producer.Log, stream string, n int, created time.
 	ids := make([]string, n)
 	for i := range ids {
 		e, err := l.Append(context.Background(), stream, ev("order.created", created, fmt.Sprintf(`{"n":%d}`, i)))
-		require.NoError(t, err)
-		require.Zero(t, e.Sequence, "a Sequencing log's Append does not number")
-		require.NotEmpty(t, e.ID)
+		check.NoError(t, err)
+		check.Equal(t, 0, e.Sequence, "a Sequencing log's Append does not number")
+		check.True(t, e.ID != "", "Append returned an event without an ID")
 		ids[i] = e.ID
 	}
 	return ids
@@ -52,7 +51,7 @@ func rangeAll(t *testing.T, l producer.Log, stream string) []webhook.Event {
 			from = pe.FirstRetained
 			continue
 		}
-		require.NoError(t, err)
+		check.NoError(t, err)
 		out = append(out, page...)
 		if !more {
 			return out
@@ -72,29 +71,29 @@ func ids(evs []webhook.Event) []string {
 func testUnnumberedInvisible(t *testing.T, l producer.Sequencing) {
 	ctx := context.Background()
 	a := appendRaw(t, l, "we_a", 3, t0())
-	require.Empty(t, rangeAll(t, l, "we_a"), "Range does not see unnumbered events")
+	check.Len(t, rangeAll(t, l, "we_a"), 0, "Range does not see unnumbered events")
 	got, err := l.Claim(ctx, req(t0().Add(time.Hour), t0().Add(2*time.Hour), 10))
-	require.NoError(t, err)
-	require.Empty(t, got, "Claim does not see them")
+	check.NoError(t, err)
+	check.Len(t, got, 0, "Claim does not see them")
 	_, err = l.Status(ctx, "we_a", 1)
-	require.ErrorIs(t, err, producer.ErrNotFound, "Status does not see them")
+	check.ErrorIs(t, err, producer.ErrNotFound, "Status does not see them")
 
 	runs, err := l.Sequence(ctx, 10)
-	require.NoError(t, err)
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 1, IDs: a}}, runs)
+	check.NoError(t, err)
+	check.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 1, IDs: a}}, runs)
 	evs := rangeAll(t, l, "we_a")
-	require.Equal(t, span(1, 3), seqs(evs, evSeq))
-	require.Equal(t, a, ids(evs), "numbered in append order")
+	check.Equal(t, span(1, 3), seqs(evs, evSeq))
+	check.Equal(t, a, ids(evs), "numbered in append order")
 	got, err = l.Claim(ctx, req(t0().Add(time.Hour), t0().Add(2*time.Hour), 10))
-	require.NoError(t, err)
-	require.Equal(t, span(1, 3), seqs(got, dlSeq), "numbered events are due at their creation")
+	check.NoError(t, err)
+	check.Equal(t, span(1, 3), seqs(got, dlSeq), "numbered events are due at their creation")
 
 	runs, err = l.Sequence(ctx, 10)
-	require.NoError(t, err)
-	require.Empty(t, runs, "nothing left to number")
+	check.NoError(t, err)
+	check.Len(t, runs, 0, "nothing left to number")
 	runs, err = l.Sequence(ctx, 0)
-	require.NoError(t, err)
-	require.Empty(t, runs, "limit 0 numbers nothing")
+	check.NoError(t, err)
+	check.Len(t, runs, 0, "limit 0 numbers nothing")
 }
 
 func testSequenceOrder(t *testing.T, l producer.Sequencing) {
@@ -105,25 +104,25 @@ func testSequenceOrder(t *testing.T, l producer.Sequencing) {
 	b2 := appendRaw(t, l, "we_b", 2, t0())
 
 	runs, err := l.Sequence(ctx, 4) // the four oldest: a1, b1 and the first of a2
-	require.NoError(t, err)
+	check.NoError(t, err)
 	slices.SortFunc(runs, func(x, y producer.SequencedRun) int { return cmpString(x.Stream, y.Stream) })
-	require.Equal(t, []producer.SequencedRun{
+	check.Equal(t, []producer.SequencedRun{
 		{Stream: "we_a", First: 1, IDs: append(slices.Clone(a1), a2[0])},
 		{Stream: "we_b", First: 1, IDs: b1},
 	}, runs)
 
 	runs, err = l.Sequence(ctx, 100)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	slices.SortFunc(runs, func(x, y producer.SequencedRun) int { return cmpString(x.Stream, y.Stream) })
-	require.Equal(t, []producer.SequencedRun{
+	check.Equal(t, []producer.SequencedRun{
 		{Stream: "we_a", First: 4, IDs: a2[1:]},
 		{Stream: "we_b", First: 2, IDs: b2},
 	}, runs, "the next call continues each stream's numbering")
-	require.Equal(t, uint64(3), runs[1].Last())
+	check.Equal(t, uint64(3), runs[1].Last())
 
 	wantA := append(append([]string{}, a1...), a2...)
-	require.Equal(t, wantA, ids(rangeAll(t, l, "we_a")))
-	require.Equal(t, append(b1, b2...), ids(rangeAll(t, l, "we_b")))
+	check.Equal(t, wantA, ids(rangeAll(t, l, "we_a")))
+	check.Equal(t, append(b1, b2...), ids(rangeAll(t, l, "we_b")))
 }
 
 func cmpString(a, b string) int {
@@ -216,21 +215,21 @@ func testRacingSequencers(t *testing.T, l producer.Sequencing) {
 	sequencers.Wait()
 	close(errs)
 	for err := range errs {
-		require.NoError(t, err)
+		check.NoError(t, err)
 	}
-	require.Len(t, byID, Racers*PerRacer, "every event numbered")
+	check.Equal(t, Racers*PerRacer, len(byID), "events numbered: want every one")
 	for g, evIDs := range appended {
 		got := make([]uint64, len(evIDs))
 		for i, id := range evIDs {
 			got[i] = byID[id]
 		}
-		require.True(t, slices.IsSorted(got), "appender %d's events were numbered out of its order", g)
+		check.True(t, slices.IsSorted(got), "appender %d's events were numbered out of its order", g)
 	}
 	for _, stream := range []string{"we_0", "we_1"} {
 		evs := rangeAll(t, l, stream)
-		require.Equal(t, span(1, Racers/2*PerRacer), seqs(evs, evSeq), "%s holds exactly 1..n", stream)
+		check.Equal(t, span(1, Racers/2*PerRacer), seqs(evs, evSeq), "%s holds exactly 1..n", stream)
 		for _, e := range evs {
-			require.Equal(t, bySeq[stream][e.Sequence], e.ID, "%s #%d is the event Sequence reported", stream, e.Sequence)
+			check.Equal(t, bySeq[stream][e.Sequence], e.ID, "%s #%d is the event Sequence reported", stream, e.Sequence)
 		}
 	}
 }
@@ -239,23 +238,24 @@ func testSequenceAfterRetention(t *testing.T, l producer.Sequencing) {
 	ctx := context.Background()
 	appendRaw(t, l, "we_a", 3, t0())
 	_, err := l.Sequence(ctx, 10)
-	require.NoError(t, err)
+	check.NoError(t, err)
 	late := appendRaw(t, l, "we_a", 2, t0()) // unnumbered while the cleanup runs
 	for {
 		n, err := l.Cleanup(ctx, t0().Add(time.Hour), 100)
-		require.NoError(t, err)
+		check.NoError(t, err)
 		if n == 0 {
 			break
 		}
 	}
 	runs, err := l.Sequence(ctx, 10)
-	require.NoError(t, err)
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 4, IDs: late}}, runs,
-		"retention removed 1..3 and never takes an unnumbered event; numbering goes on after 3")
+	check.NoError(t, err)
+	check.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 4, IDs: late}}, runs, "retention removed 1..3 and never takes an unnumbered event; numbering goes on after 3")
 	var pe *producer.PrunedError
 	_, _, err = l.Range(ctx, "we_a", 1, 10, 10)
-	require.ErrorAs(t, err, &pe)
-	require.Equal(t, uint64(4), pe.FirstRetained)
+	if !errors.As(err, &pe) {
+		t.Fatalf("got error %v, want a *producer.PrunedError", err)
+	}
+	check.Equal(t, uint64(4), pe.FirstRetained)
 }
 
 func testSequenceCancelled(t *testing.T, l producer.Sequencing) {
@@ -263,12 +263,12 @@ func testSequenceCancelled(t *testing.T, l producer.Sequencing) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := l.Sequence(ctx, 10)
-	require.Error(t, err)
-	require.Empty(t, rangeAll(t, l, "we_a"), "a cancelled call numbers nothing")
+	check.Error(t, err)
+	check.Len(t, rangeAll(t, l, "we_a"), 0, "a cancelled call numbers nothing")
 	runs, err := l.Sequence(context.Background(), 10)
-	require.NoError(t, err)
-	require.Len(t, runs, 1)
-	require.Equal(t, uint64(1), runs[0].First)
+	check.NoError(t, err)
+	check.Len(t, runs, 1)
+	check.Equal(t, uint64(1), runs[0].First)
 }
 
 // numbered shows a Sequencing log as one that numbers at Append: Append calls Sequence until the

@@ -1,0 +1,119 @@
+// This file holds the package's runnable Examples and the TestMain that decides whether they run.
+//
+// Every runnable Example of redisstore talks to the Redis named by SVC_TEST_REDIS_URL, and its
+// // Output: is what that server answered: nothing here prints an expected answer without a server.
+// An Example cannot skip itself the way a test calls t.Skip, so when the variable is unset TestMain
+// adds "^Example" to -test.skip (the flag behind go test -skip) before the run: the Examples are left
+// out, as if skipped, and go test -v says so on one line. When the variable is set they run, and fail
+// if the server does not answer, like every other real-server test of this module. Each Example works
+// under a key prefix of its own and deletes its keys.
+//
+// The Examples without // Output: elsewhere in the package are compiled and never run, so they need
+// no such care.
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/redisstore"
+	"github.com/svcplatform/conventions/redisstore/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv(redistest.EnvURL) == "" {
+		skipExamples(redistest.EnvURL)
+	}
+	os.Exit(m.Run())
+}
+
+// skipExamples adds every Example to -test.skip, keeping whatever the command line skipped already
+// (a top-level | in a skip pattern is an alternation of whole patterns).
+func skipExamples(env string) {
+	skip := flag.Lookup("test.skip")
+	pattern := "^Example"
+	if cur := skip.Value.String(); cur != "" {
+		pattern = cur + "|" + pattern
+	}
+	if err := skip.Value.Set(pattern); err != nil {
+		panic(err) // the flag is a string: Set cannot fail
+	}
+	if testing.Verbose() {
+		fmt.Printf("=== SKIP Example*: %s is not set: skipping the Examples, which need a real Redis\n", env)
+	}
+}
+
+// Two replicas of a service share one Redis: a retry that reaches the other replica is answered from
+// the stored record, and the order is created once.
+func ExampleIdempotencyStore() {
+	ctx := context.Background()
+	ropts, err := redis.ParseURL(os.Getenv("SVC_TEST_REDIS_URL"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := redis.NewClient(ropts)
+	defer client.Close() // the application owns the client; the store never closes it
+	opts := &redisstore.IdempotencyOptions{Prefix: examplePrefix()}
+	defer deleteKeys(client, opts.Prefix)
+	store, err := redisstore.NewIdempotencyStore(ctx, client, opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	var orders atomic.Int64
+	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := fmt.Sprintf("ord_%d", orders.Add(1))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%q}`, id)
+	})
+	replicas := map[string]http.Handler{
+		"a": idempotency.New(&idempotency.Options{Store: store}).Handler(createOrder),
+		"b": idempotency.New(&idempotency.Options{Store: store}).Handler(createOrder),
+	}
+	for _, name := range []string{"a", "b"} { // the first try reaches replica a, the retry replica b
+		r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(`{"account":"acc_1","side":"buy"}`))
+		r.Header.Set("Authorization", "Bearer sk_sandbox_example")
+		r.Header.Set("Idempotency-Key", "3f1c2a7e-5b1d-4c8e-9a0f-2d6b8e4c1a93")
+		w := httptest.NewRecorder()
+		replicas[name].ServeHTTP(w, r)
+		fmt.Printf("replica %s: %d replayed=%q %s\n", name, w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
+	}
+	fmt.Println("orders created:", orders.Load())
+	// Output:
+	// replica a: 201 replayed="" {"id":"ord_1"}
+	// replica b: 201 replayed="true" {"id":"ord_1"}
+	// orders created: 1
+}
+
+// examplePrefix is a key prefix no other run uses.
+func examplePrefix() string { return "example_" + strings.ToLower(rand.Text()) + ":" }
+
+// deleteKeys removes every key under an Example's prefix.
+func deleteKeys(client *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if err := client.Del(ctx, iter.Val()).Err(); err != nil {
+			fmt.Println("delete:", err)
+			return
+		}
+	}
+	if err := iter.Err(); err != nil {
+		fmt.Println("scan:", err)
+	}
+}

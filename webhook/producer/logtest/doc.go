@@ -1,0 +1,37 @@
+// Package logtest is the conformance suite for producer.Log implementations: every implementation runs
+// it, under -race, and so keeps the promises the Dispatcher, Publisher and RangeHandler rely on —
+// gap-free sequences under racing appends, inclusive ascending ranges with has_more, exclusive leases
+// with fencing, and retention that leaves a contiguous window and never reuses a sequence.
+//
+// # Running it against your log
+//
+// Call Run from a test in your log's module, with a function that returns an empty log for each call:
+//
+//	package mylog_test
+//
+//	import (
+//		"testing"
+//
+//		"github.com/svcplatform/conventions/webhook/producer"
+//		"github.com/svcplatform/conventions/webhook/producer/logtest"
+//
+//		"example.com/mylog"
+//	)
+//
+//	func TestLog(t *testing.T) {
+//		logtest.Run(t, func(t *testing.T) producer.Log {
+//			return mylog.New(connect(t)) // connect: a fresh schema or key prefix per call
+//		})
+//	}
+//
+// and then
+//
+//	go test -race ./...
+//
+// Each check is a subtest (TestLog/ConcurrentAppendsAreGapFree, …), and a failure is reported under its
+// name, saying what was wanted and what came. A log that also implements producer.BatchAppender or
+// producer.Sequencing gets those subtests too. RunEndToEnd, part of Run, can also be called alone: it
+// drives a producer on the log against the webhook consumer over loopback HTTP with a faulty network.
+// The suite needs nothing but the standard library: it is written on package testing alone, so
+// importing it adds no assertion library or other dependency to your module beyond this one.
+package logtest
