@@ -81,9 +81,14 @@ func ExampleIdempotencyStore() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%q}`, id)
 	})
-	replicas := map[string]http.Handler{
-		"a": idempotency.New(&idempotency.Options{Store: store}).Handler(createOrder),
-		"b": idempotency.New(&idempotency.Options{Store: store}).Handler(createOrder),
+	replicas := map[string]http.Handler{} // two replicas, one store
+	for _, name := range []string{"a", "b"} {
+		mw, err := idempotency.New(&idempotency.Options{Store: store})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		replicas[name] = mw.Handler(createOrder)
 	}
 	for _, name := range []string{"a", "b"} { // the first try reaches replica a, the retry replica b
 		r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(`{"account":"acc_1","side":"buy"}`))

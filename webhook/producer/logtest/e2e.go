@@ -103,7 +103,7 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 	}
 
 	pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now})
-	require.NoError(t, err)
+	check.NoError(t, err)
 	dispatchers := make([]*producer.Dispatcher, 2)
 	for i := range dispatchers {
 		d, err := producer.NewDispatcher(l, eps, &producer.DispatcherOptions{
