@@ -12,7 +12,9 @@
 //   - versioning: /v1/ path routing, a version pinned per licensee, deprecation and sunset headers, and
 //     version-change transforms.
 //   - sandbox: API keys that reveal their environment, credentials issued per evaluation, Bearer
-//     authentication, no rate ceiling in the sandbox, and sandbox-only controls.
+//     authentication, a rate limit keyed by any caller identity (never applied in the sandbox), and
+//     sandbox-only controls.
+//   - ids: the prefixed random IDs of resources ("ord_…", "evt_…", "we_…").
 //
 // Each capability keeps its state behind a small storage interface with an in-memory default; the nested
 // modules pgstore (PostgreSQL, pgx v5) and redisstore (Redis, go-redis v9) implement them for teams that
@@ -21,5 +23,26 @@
 // How they fit: sandbox authenticates the request and puts the licensee and environment in its context;
 // idempotency scopes keys by that credential; versioning enforces the licensee's pinned version; handlers
 // report failures as *apierror.Error; and webhook events are signed, sequenced and rendered at the
-// licensee's version. The examples module wires all of it into a reference order server.
+// licensee's version. The examples module wires all of it into a reference order server; Example_service
+// wires a small service with its own authentication on a plain ServeMux.
+//
+// # One library
+//
+// The packages keep the same rules, so that what a team learns in one holds in the others:
+//
+//   - Problems. Every Options of a package that writes problem responses has a field Problems, an
+//     apierror.Writer. A service sets its type base and logger once, with apierror.Writer.Handler, and
+//     every Writer left empty below it takes them.
+//   - Constructors. A New… whose arguments or options can be invalid — a nil store, a negative
+//     duration, a retention within a lease — returns (value, error), and the error names what is
+//     wrong; none panics. One that cannot fail returns its value alone. Must… exists only where the
+//     standard library has one: ids.MustPrefix, for a constant at package level, like
+//     regexp.MustCompile.
+//   - Zero values. Every exported type says what its zero value does. Where it is not usable, using it
+//     is an error (idempotency.ErrNotBuilt, webhook.ErrNoSecret for a zero Signer, …), never a silent
+//     no-op.
+//   - Concurrency. Every exported type says whether it is safe for concurrent use.
+//   - Storage. Each store interface has a conformance suite that needs only the standard library
+//     (idempotency/storetest, webhook/cursortest, webhook/producer/logtest and endpointtest,
+//     versioning/pintest, sandbox/credentialtest), run by the memory stores, pgstore and redisstore.
 package conventions

@@ -35,6 +35,33 @@
 // the way; when it is well-formed and not shaped like a credential it is kept for the server's logs
 // (ClientRequestIDFrom).
 //
+// When a layer in front already names the request — chi's middleware.RequestID, a gateway — two IDs
+// for one request would split its logs. RequestIDs.From adopts that ID instead of making one (after
+// ValidRequestID: an upstream that copies the client's header as it came cannot reflect a key):
+//
+//	r.Use(middleware.RequestID, apierror.RequestIDs{From: func(r *http.Request) string {
+//		return middleware.GetReqID(r.Context())
+//	}}.Handler)
+//
+// # One Writer for the service
+//
+// A service makes one Writer with its problem type base and logger, and installs it once with
+// Writer.Handler: every problem written below it — by this library's middlewares, whose Options all
+// call it Problems, and by the package-level Write — takes the fields it left empty from it. Nothing is
+// package-level state: the Writer travels in the request context.
+//
+//	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: logger}
+//	srv.Handler = apierror.WithRequestID(problems.Handler(problems.Recover(problems.ServeMux(mux))))
+//
+// # Routing and successes
+//
+// Writer.ServeMux serves an http.ServeMux whose own answers become problems: 404 route_not_found for
+// a path no pattern matches, and 405 method_not_allowed with the Allow header the mux computed and a
+// violation located at the path. Routers with hooks take Writer.NotFoundHandler and
+// Writer.MethodNotAllowedHandler (chi: r.NotFound, r.MethodNotAllowed). WriteJSON writes a success:
+// the value is marshalled before anything is sent, with Content-Type, nosniff and Content-Length, so a
+// value that cannot be marshalled is the opaque 500, never a 200 with half a body.
+//
 // # Strict request bodies
 //
 // Decode reads a body strictly (docs/decisions.md D7, D8):
@@ -90,7 +117,8 @@
 //		…
 //	}
 //
-// Wrap the server in WithRequestID so that every response and problem carries the request's ID.
+// Wrap the server in WithRequestID so that every response and problem carries the request's ID, and
+// answer successes with WriteJSON(w, r, http.StatusCreated, order).
 //
 // # Clients and tests
 //

@@ -182,7 +182,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	m := idempotency.New(&idempotency.Options{
+//	m, err := idempotency.New(&idempotency.Options{
 //		Store:  store, // shared by every replica
 //		Sealer: sealer, // idempotency.NewSealer(keys...): no response body readable at rest
 //		Scope: func(r *http.Request) (string, error) {
@@ -194,6 +194,9 @@
 //		},
 //		Logger: logger,
 //	})
+//	if err != nil {
+//		return err // an option it cannot honour, named: a Retention within the Lease, GET in Methods, …
+//	}
 //	mux.Handle("POST /v1/orders", m.Handler(http.HandlerFunc(createOrder)))
 //	…
 //	_ = srv.Shutdown(ctx)

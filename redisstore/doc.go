@@ -43,6 +43,9 @@
 //	if err != nil {
 //		return err // e.g. maxmemory-policy allkeys-lru: fix the server, do not run on it
 //	}
-//	mw := idempotency.New(&idempotency.Options{Store: store})
+//	mw, err := idempotency.New(&idempotency.Options{Store: store})
+//	if err != nil {
+//		return err
+//	}
 //	mux.Handle("POST /v1/orders", mw.Handler(createOrder))
 package redisstore

@@ -54,8 +54,18 @@
 //
 // The sandbox has no rate ceiling: RateLimit never consults its Limiter for a sandbox principal, so a
 // load test against the sandbox measures the build, not a throttle. In production the Limiter hook
-// decides — TokenBucket is one token bucket per licensee, bounded by an LRU —
-// and a refused request gets 429 rate_limited with Retry-After in seconds.
+// decides — TokenBucket is one token bucket per key, bounded by an LRU — and a refused request gets
+// 429 rate_limited with Retry-After in seconds.
+//
+// The limiter knows nothing of principals: RateLimitOptions.Key names the caller each request counts
+// as. Its default, PrincipalKey, is the principal's licensee and environment, and no key at all for a
+// sandbox principal. A team with its own authentication passes its own KeyFunc (the user or account its
+// middleware put in the context) and uses the same RateLimit and TokenBucket:
+//
+//	bucket, err := sandbox.NewTokenBucket(100, 200, nil)
+//	limit, err := sandbox.NewRateLimit(bucket, &sandbox.RateLimitOptions{
+//		Key: func(r *http.Request) (string, error) { return "user:" + myauth.User(r.Context()), nil },
+//	})
 //
 // # Sandbox controls
 //
@@ -83,16 +93,15 @@
 //	creds, err := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 //	// hand creds.APIKey, creds.WebhookSecret, creds.BaseURL and creds.ExpiresAt to the evaluator
 //
-//	orders := sandbox.NewScoped[Order](&sandbox.MemoryKV[Order]{})
+//	orders, err := sandbox.NewScoped[Order](&sandbox.MemoryKV[Order]{})
 //	faults := &sandbox.FaultTable{} // read by the webhook producer's FaultTransport
-//	notFound := sandbox.NotFoundHandler(apierror.Writer{})
+//	problems := apierror.Writer{TypeBase: "https://api.example.com/problems/"}
 //
 //	mux := http.NewServeMux()
-//	mux.Handle("/", notFound)
 //	mux.HandleFunc("POST /v1/orders", func(w http.ResponseWriter, r *http.Request) {
 //		// … orders.Put(r.Context(), id, order): scoped to the caller's licensee and environment
 //	})
-//	mux.Handle("/v1/sandbox/", sandbox.NewControls(sandbox.Hooks{
+//	controls, err := sandbox.NewControls(sandbox.Hooks{
 //		SetFaults: func(ctx context.Context, p sandbox.Principal, id string, f sandbox.Faults) error {
 //			if !ownsEndpoint(ctx, p, id) {
 //				return sandbox.ErrUnknownEndpoint
@@ -103,11 +112,15 @@
 //			_, err := orders.Reset(ctx)
 //			return err
 //		},
-//	}, &sandbox.ControlsOptions{NotFound: notFound}))
+//	}, &sandbox.ControlsOptions{NotFound: problems.NotFoundHandler()})
+//	mux.Handle("/v1/sandbox/", controls) // a production key gets the same 404 as an unknown route
 //
-//	limit := sandbox.NewRateLimit(sandbox.NewTokenBucket(100, 200, nil), nil)
-//	auth := sandbox.NewAuthenticator(issuer, nil)
-//	http.ListenAndServe(addr, apierror.WithRequestID(auth.Handler(limit.Handler(mux))))
+//	bucket, err := sandbox.NewTokenBucket(100, 200, nil)
+//	limit, err := sandbox.NewRateLimit(bucket, nil) // by principal; never in the sandbox
+//	auth, err := sandbox.NewAuthenticator(issuer, nil)
+//	// (each err checked: a constructor refuses what it cannot honour, never panics)
+//	api := auth.Handler(limit.Handler(problems.ServeMux(mux)))
+//	http.ListenAndServe(addr, apierror.WithRequestID(problems.Handler(api)))
 //
 // The idempotency and versioning middlewares, which do not import this package, take the principal
 // from the context through their hooks:

@@ -116,8 +116,12 @@
 //	if err != nil {
 //		log.Fatal(err) // a version without a path from the newest, a sunset before its deprecation, …
 //	}
-//	router := versioning.New(reg, &versioning.Options{
-//		Pins: pgstore.NewPinStore(pool, nil),
+//	pins, err := pgstore.NewPinStore(pool, nil)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	router, err := versioning.New(reg, &versioning.Options{
+//		Pins: pins,
 //		Licensee: func(r *http.Request) (string, bool) {
 //			scope, err := sandbox.RequestScope(r) // "sandbox:lic_42": sandbox and live pins are apart
 //			return scope, err == nil
@@ -126,11 +130,15 @@
 //		OnRequest:     usage.Observe,
 //		PinCacheTTL:   30 * time.Second,
 //		Logger:        logger,
+//		Problems:      problems, // the service's apierror.Writer (or set it once with problems.Handler)
 //	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	mux := http.NewServeMux()
 //	mux.HandleFunc("POST /{version}/orders", createOrder) // writes the v2 shape only
 //	mux.Handle("/{version}/version_pin", router.PinHandler())
-//	handler := apierror.WithRequestID(auth.Handler(router.Handler(idem.Handler(mux))))
+//	handler := apierror.WithRequestID(auth.Handler(router.Handler(idem.Handler(problems.ServeMux(mux)))))
 //
 // Mux patterns may carry the version ("POST /v1/orders"), a wildcard ("POST /{version}/orders"), or
 // none at all with Options.StripVersion ("POST /orders"); versioning.FromContext tells a handler

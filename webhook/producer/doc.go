@@ -45,7 +45,7 @@
 //	tx, _ := pool.Begin(ctx)
 //	… INSERT the order …
 //	eps, _ := pgstore.NewEndpointStore(tx, nil)
-//	_, err = pub.WithLog(pgstore.NewEventLog(tx, nil)).WithEndpoints(eps).
+//	_, err = pub.WithLog(events.WithDB(tx)).WithEndpoints(eps).
 //		PublishToOwner(ctx, "lic_1", "order.created", order)
 //	… tx.Commit(ctx): two statements for the events, whatever the number of endpoints
 //
@@ -164,11 +164,12 @@
 //		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1",
 //		Secrets: []string{secret}, APIVersion: "v1",
 //	})
-//	log := pgstore.NewEventLog(pool, nil) // or producer.NewMemoryLog()
-//	pub, err := producer.NewPublisher(log, eps, nil)
+//	events, err := pgstore.NewEventLog(pool, nil) // or producer.NewMemoryLog()
+//	if err != nil { … }
+//	pub, err := producer.NewPublisher(events, eps, nil)
 //	if err != nil { … }
 //
-//	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{Logger: logger})
+//	d, err := producer.NewDispatcher(events, eps, &producer.DispatcherOptions{Logger: logger})
 //	// (a consumer on loopback, in a demo: Guard: &producer.AddressGuard{Allow: …127.0.0.0/8…})
 //	if err != nil { … }
 //	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
@@ -177,18 +178,20 @@
 //	// versioning.Router with StripVersion, mount the version-free patterns once (without one, mount
 //	// RangePatternFor(v) for each version v). Rendering at the pinned version is the router's
 //	// EventRenderer.
+//	ranges, err := producer.NewRangeHandler(events, eps, licenseeOf,
+//		&producer.RangeOptions{Render: router.EventRenderer(nil), Problems: problems})
+//	if err != nil { … }
+//	deliveries, err := producer.NewDeliveriesHandler(events, eps, licenseeOf, nil)
+//	if err != nil { … }
 //	mux := http.NewServeMux()
-//	mux.Handle(producer.RangePatternStripped, producer.NewRangeHandler(log, eps,
-//		func(r *http.Request) (string, error) { return licenseeOf(r) },
-//		&producer.RangeOptions{Render: router.EventRenderer(nil)}))
-//	mux.Handle(producer.DeliveriesPatternStripped, producer.NewDeliveriesHandler(log, eps,
-//		func(r *http.Request) (string, error) { return licenseeOf(r) }, nil))
-//	api := router.Handler(mux)
+//	mux.Handle(producer.RangePatternStripped, ranges)
+//	mux.Handle(producer.DeliveriesPatternStripped, deliveries)
+//	api := router.Handler(problems.ServeMux(mux)) // the mux's own 404 and 405 as problems
 //
 //	// In a handler, inside the transaction that creates the order (the outbox):
 //	tx, _ := pool.Begin(ctx)
 //	… INSERT the order …
-//	_, err = pub.WithLog(pgstore.NewEventLog(tx, nil)).Publish(ctx, "we_123", "order.created", order)
+//	_, err = pub.WithLog(events.WithDB(tx)).Publish(ctx, "we_123", "order.created", order)
 //	… tx.Commit(ctx): the order and its event commit together, or neither does
 //
 // Example (the package example) runs the same with the in-memory log against a consumer built from
