@@ -148,7 +148,7 @@ type endpointSQL struct {
 // one PostgreSQL would cut or refuse.
 func NewEndpointStore(db DB, opts *EndpointStoreOptions) (*EndpointStore, error) {
 	if db == nil {
-		return nil, errors.New("pgstore: NewEndpointStore needs a DB")
+		return nil, errNoDB("NewEndpointStore")
 	}
 	o, err := endpointResolve(opts)
 	if err != nil {

@@ -69,7 +69,10 @@ func TestCursorStoreLargeSequencesAreExact(t *testing.T) {
 func TestNewCursorStorePanicsOnMisuse(t *testing.T) {
 	client, _ := redistest.Client(t)
 	require.Panics(t, func() { must(redisstore.NewCursorStore(nil, nil)) })
-	require.Panics(t, func() { must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: "a{b}:"})) })
+	_, err := redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: "a{b}:"})
+	require.ErrorContains(t, err, `redisstore: NewCursorStore: the key prefix "a{b}:" must not contain '{' or '}'`)
+	_, err = redisstore.NewCursorStore(nil, nil)
+	require.EqualError(t, err, "redisstore: NewCursorStore needs a client")
 	require.NotPanics(t, func() { must(redisstore.NewCursorStore(client, nil)) })
 }
 

@@ -192,8 +192,11 @@ func TestPerVersionHandler(t *testing.T) {
 	require.Equal(t, "own-v2", do(t, h, request{path: "/v2/x"}).Header().Get("X-Tag"))
 }
 
-func TestNewPanicsWithoutRegistry(t *testing.T) {
-	require.Panics(t, func() { must(versioning.New(nil, nil)) })
+func TestNewRefusesWhatItCannotHonour(t *testing.T) {
+	_, err := versioning.New(nil, nil)
+	require.EqualError(t, err, "versioning: New needs a Registry")
+	_, err = versioning.New(fixtureRegistry(t), &versioning.Options{RetryAfter: -1e9})
+	require.EqualError(t, err, "versioning: New: RetryAfter -1s is negative")
 }
 
 func TestDecideWithoutMiddleware(t *testing.T) {

@@ -1,0 +1,33 @@
+package producer_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+func TestHandlerConstructorsRefuseMissingArguments(t *testing.T) {
+	log, eps := producer.NewMemoryLog(), &producer.MemoryEndpoints{}
+	lic := func(*http.Request) (string, error) { return "lic_1", nil }
+	tests := []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"range without a log", func() error { _, err := producer.NewRangeHandler(nil, eps, lic, nil); return err }, "NewRangeHandler needs a Log"},
+		{"range without endpoints", func() error { _, err := producer.NewRangeHandler(log, nil, lic, nil); return err }, "NewRangeHandler needs Endpoints"},
+		{"range without a licensee", func() error { _, err := producer.NewRangeHandler(log, eps, nil, nil); return err }, "NewRangeHandler needs a LicenseeFunc"},
+		{"deliveries without a log", func() error { _, err := producer.NewDeliveriesHandler(nil, eps, lic, nil); return err }, "NewDeliveriesHandler needs a Log"},
+		{"deliveries without a licensee", func() error { _, err := producer.NewDeliveriesHandler(log, eps, nil, nil); return err }, "NewDeliveriesHandler needs a LicenseeFunc"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			require.NotPanics(t, func() { err = tc.err() })
+			require.EqualError(t, err, "producer: "+tc.want)
+		})
+	}
+}
