@@ -2,7 +2,6 @@ package benchmarks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	orderserver "github.com/svcplatform/conventions/examples/orderserver/server"
+	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
@@ -493,34 +493,23 @@ func waitUnsequenced(ctx context.Context, log *pgstore.EventLog) error {
 }
 
 // newOrderServer builds the reference server on pool exactly as examples/orderserver's openBackends
-// does with -postgres (without its hourly cleanup loops and without a seal key ring, the command's
-// default): every store on PostgreSQL and the transactional idempotency mode.
+// does with -postgres (pgserver.Migrate and pgserver.Config; without its cleanup loop and without a
+// seal key ring, the command's default): every store on PostgreSQL and the transactional idempotency
+// mode.
 func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 	tb.Helper()
-	ctx := context.Background()
-	sandboxIdem := &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
-	if err := errors.Join(
-		orderserver.MigratePostgres(ctx, pool),
-		pgstore.MigrateCredentials(ctx, pool, nil),
-		pgstore.MigrateIdempotency(ctx, pool, nil),
-		pgstore.MigrateIdempotency(ctx, pool, sandboxIdem),
-		pgstore.MigratePinStore(ctx, pool, nil),
-	); err != nil {
+	if err := pgserver.Migrate(context.Background(), pool); err != nil {
 		tb.Fatalf("migrate: %v", err)
 	}
-	srv, err := orderserver.New(orderserver.Config{
-		Store:              must(orderserver.NewPostgresStore(pool)),
-		Credentials:        must(pgstore.NewCredentialStore(pool, nil)),
-		Pins:               must(pgstore.NewPinStore(pool, nil)),
-		Idempotency:        must(pgstore.NewIdempotencyStore(pool, nil)),
-		SandboxIdempotency: must(pgstore.NewIdempotencyStore(pool, sandboxIdem)),
-		Transactor:         must(pgstore.NewTransactor(pool, nil)),
-		SandboxTransactor:  must(pgstore.NewTransactor(pool, sandboxIdem)),
-		BaseURL:            "http://127.0.0.1:8080",
-		// The benchmark's endpoints are on loopback, which the default guard refuses.
-		Webhooks: orderserver.WebhookOptions{Guard: &producer.AddressGuard{
-			Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}},
-	})
+	cfg, err := pgserver.Config(pool)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.BaseURL = "http://127.0.0.1:8080"
+	// The benchmark's endpoints are on loopback, which the default guard refuses.
+	cfg.Webhooks = orderserver.WebhookOptions{Guard: &producer.AddressGuard{
+		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	srv, err := orderserver.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,8 +6,10 @@
 //	go run ./examples/orderserver -addr 127.0.0.1:8080
 //
 // On start it prints the address, a sandbox API key, a production API key (to see that production keys
-// cannot reach the sandbox controls) and the admin token that issues further sandbox credentials. The
-// routes are listed in the server package's documentation and in examples/README.md.
+// cannot reach the sandbox controls) and the admin token that issues further sandbox credentials;
+// -env-file FILE also writes them as shell assignments (BASE, KEY, LIVE, ADMIN), so that another
+// shell can `. FILE` and run examples/README.md's curl session as written. The routes are listed in
+// the server package's documentation and in examples/README.md.
 //
 // Webhook deliveries connect only to public unicast addresses, checked at dial time after DNS
 // resolution, and registration refuses URLs that point elsewhere (loopback, private networks, cloud
@@ -33,6 +35,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -85,13 +88,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orderserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
+	publicURL := fs.String("base-url", "", "the `URL` clients reach the server at, in issued credentials and the -env-file, when it is not http://<the address it listens on> (in a container, behind a proxy)")
 	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: credentials, orders, endpoints, events, pins and idempotency records live there, shared by every replica started with it; tables are created at start in the DSN's search_path")
 	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): idempotency records live there instead of in memory or PostgreSQL")
 	redisPrefix := fs.String("redis-prefix", "svc:", "prefix of every Redis key the server writes")
 	adminToken := fs.String("admin-token", "", "token that authorises POST /v1/sandbox/credentials (default: a fresh one)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	envFile := fs.String("env-file", "", "also write what it prints at start as shell assignments (BASE, KEY, LIVE, ADMIN) to `file`, mode 0600, for '. file' in another shell")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *publicURL != "" {
+		if u, err := url.Parse(*publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("-base-url: want an absolute http or https URL such as http://127.0.0.1:8080, got %q", *publicURL)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -122,7 +133,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	baseURL := "http://" + ln.Addr().String()
+	listening := "http://" + ln.Addr().String()
+	baseURL := listening
+	if *publicURL != "" {
+		baseURL = strings.TrimSuffix(*publicURL, "/")
+	}
 	cfg.AdminToken, cfg.BaseURL, cfg.Logger = *adminToken, baseURL, logger
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -139,11 +154,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		_ = ln.Close()
 		return err
 	}
-	fmt.Fprintf(stdout, "listening on %s\n", baseURL)
+	if *envFile != "" {
+		// Written before the first line is printed: whoever saw that line can read the file.
+		err := writeEnvFile(*envFile, [][2]string{{"BASE", baseURL}, {"KEY", sandboxKey.APIKey},
+			{"LIVE", liveKey.APIKey}, {"ADMIN", srv.AdminToken()}})
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("-env-file: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", listening)
 	fmt.Fprintf(stdout, "sandbox API key: %s\n", sandboxKey.APIKey)
 	fmt.Fprintf(stdout, "live API key: %s\n", liveKey.APIKey)
 	fmt.Fprintf(stdout, "admin token: %s\n", srv.AdminToken())
-	logger.Info("orderserver started", "addr", baseURL, "storage", storageName(*pgDSN, *redisURL))
+	logger.Info("orderserver started", "addr", listening, "base_url", baseURL, "storage", storageName(*pgDSN, *redisURL))
 
 	err = srv.Serve(ctx, ln)
 	logger.Info("orderserver stopped")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/redisstore"
 )
 
@@ -54,41 +53,21 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, logg
 			return cfg, nil, fmt.Errorf("-postgres: %w", err)
 		}
 		// Migrations are idempotent and serialised by advisory locks: replicas starting together are fine.
-		err = errors.Join(
-			server.MigratePostgres(ctx, pool),
-			pgstore.MigrateCredentials(ctx, pool, nil),
-			pgstore.MigrateIdempotency(ctx, pool, nil),
-			pgstore.MigrateIdempotency(ctx, pool, sandboxIdempotency),
-			pgstore.MigratePinStore(ctx, pool, nil),
-		)
-		if err != nil {
+		if err := pgserver.Migrate(ctx, pool); err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-postgres: migrate: %w", err)
+			return cfg, nil, fmt.Errorf("-postgres: %w", err)
 		}
-		// The constructors refuse only a nil pool, which this is not; the errors are joined all the same.
-		var errs [7]error
-		cfg.Store, errs[0] = server.NewPostgresStore(pool)
-		cfg.Credentials, errs[1] = pgstore.NewCredentialStore(pool, nil)
-		cfg.Pins, errs[2] = pgstore.NewPinStore(pool, nil)
 		// Transactional mode: the claim, the order with its events, and the stored response commit in
 		// one transaction, so a crash can never leave an order whose response a retry cannot replay.
-		live, errLive := pgstore.NewIdempotencyStore(pool, nil)
-		sbx, errSbx := pgstore.NewIdempotencyStore(pool, sandboxIdempotency)
-		errs[3], errs[4] = errLive, errSbx
-		cfg.Idempotency, cfg.SandboxIdempotency = live, sbx
-		cfg.Transactor, errs[5] = pgstore.NewTransactor(pool, nil)
-		cfg.SandboxTransactor, errs[6] = pgstore.NewTransactor(pool, sandboxIdempotency)
-		if err := errors.Join(errs[:]...); err != nil {
+		if cfg, err = pgserver.Config(pool); err != nil {
 			closeAll()
 			return cfg, nil, fmt.Errorf("-postgres: %w", err)
 		}
 		// Retention that actually runs: expired records leave in bounded batches, every minute.
 		cleanupCtx, stopCleanup := context.WithCancel(context.WithoutCancel(ctx))
-		var cleanups sync.WaitGroup
-		for _, st := range []*pgstore.IdempotencyStore{live, sbx} {
-			cleanups.Go(func() { _ = st.RunCleanup(cleanupCtx, &pgstore.CleanupOptions{Logger: logger}) })
-		}
-		closers = append(closers, func() { stopCleanup(); cleanups.Wait() })
+		var cleanup sync.WaitGroup
+		cleanup.Go(func() { _ = pgserver.RunCleanup(cleanupCtx, pool, logger) })
+		closers = append(closers, func() { stopCleanup(); cleanup.Wait() })
 	}
 	if redisURL != "" {
 		opts, err := redis.ParseURL(redisURL)
@@ -123,9 +102,6 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, logg
 	}
 	return cfg, closeAll, nil
 }
-
-// sandboxIdempotency is the table of the sandbox's idempotency records.
-var sandboxIdempotency = &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
 
 func storageName(pgDSN, redisURL string) string {
 	switch {

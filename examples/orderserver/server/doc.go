@@ -1,7 +1,7 @@
 // Package server is the reference order server, importable so that the orderserver command and the
 // one-command demo run the same code. It is the library wired together the way a product team
 // would: read routes.go top to bottom for the middleware order, handlers.go for the handlers, and
-// store.go / store_pg.go for the transactional outbox.
+// store.go for the Store (package pgserver has it on PostgreSQL, with the transactional outbox).
 //
 // # Routes
 //
@@ -40,10 +40,11 @@
 //
 // # Storage
 //
-// Config's zero value keeps everything in memory. With PostgreSQL (NewPostgresStore,
-// pgstore.CredentialStore, pgstore.IdempotencyStore with pgstore.Transactor, pgstore.PinStore) every
-// replica sharing the database serves the same data, and a mutating request's claim, its writes (the
-// order and its events) and its stored response commit in one transaction.
+// Config's zero value keeps everything in memory, and this package imports no database driver.
+// Package pgserver builds a Config on PostgreSQL (pgserver.Config): every replica sharing the
+// database serves the same data, and a mutating request's claim, its writes (the order and its
+// events) and its stored response commit in one transaction. Package storetest is the conformance
+// suite every Store runs.
 //
 // # Example
 //

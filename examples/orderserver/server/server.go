@@ -116,7 +116,7 @@ type Config struct {
 	SandboxIdempotency idempotency.Store
 	// Transactor, when set, runs each mutating request's idempotency claim, its handler's writes and
 	// its stored response in one database transaction (pgstore.Transactor); the Store must then write
-	// through the request's transaction (PostgresStore does). Nil means the ordinary mode.
+	// through the request's transaction (pgserver.Store does). Nil means the ordinary mode.
 	// SandboxTransactor is the sandbox's (its records in SandboxIdempotency's table); nil means
 	// Transactor.
 	Transactor, SandboxTransactor idempotency.Transactor

@@ -25,7 +25,8 @@ type OutboxFunc func(ctx context.Context, log producer.Log, endpointIDs []string
 // Store keeps the server's own records: orders and webhook endpoints. Every record belongs to a scope,
 // the principal's "<environment>:<licensee>" (sandbox.Principal.Scope), and is invisible from any
 // other: that is what makes a foreign order ID a 404 and keeps sandbox and production data apart.
-// Implementations must be safe for concurrent use; MemoryStore and PostgresStore are the two here.
+// Implementations must be safe for concurrent use; MemoryStore and pgserver.Store are the two here,
+// and both pass the conformance suite in package storetest.
 type Store interface {
 	// CreateOrder stores o in scope and, in the same unit of work, runs outbox with the event log and
 	// the IDs of scope's webhook endpoints. If outbox fails, the order is not stored.

@@ -3,24 +3,19 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
-	"github.com/svcplatform/conventions/examples/internal/testenv"
-	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -484,120 +479,4 @@ func TestDeliveryHistory(t *testing.T) {
 	t.Run("without a key, 401", func(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, ts.do("GET", path, "", "", "").Code)
 	})
-}
-
-// TestEndpointLimitPostgresReplicas: 40 registrations at once for one licensee, spread over two
-// replicas sharing a PostgreSQL database in transactional mode, against a limit of 16: exactly 16
-// endpoints exist afterwards, and every other request got the 422.
-func TestEndpointLimitPostgresReplicas(t *testing.T) {
-	ctx := context.Background()
-	pool := migratedPostgres(t)
-	replica := func() *Server { return newPostgresServer(t, pool, WebhookOptions{MaxEndpoints: 16}) }
-	a, b := &testServer{Server: replica()}, &testServer{Server: replica()}
-	creds, err := a.IssueCredentials(ctx, sandbox.Sandbox)
-	require.NoError(t, err)
-	// The first request pins the licensee's version; do it before the race so that the race is about
-	// the endpoints alone.
-	require.Equal(t, http.StatusNotFound, a.do("GET", "/v1/orders/ord_x", creds.APIKey, "", "").Code)
-
-	const tries = 40
-	codes := make(chan int, tries)
-	var wg sync.WaitGroup
-	for i := range tries {
-		ts := a
-		if i%2 == 1 {
-			ts = b
-		}
-		wg.Go(func() {
-			w := ts.do("POST", "/v1/webhook_endpoints", creds.APIKey, fmt.Sprintf("ep-%d", i), `{"url":"https://hooks.example.com/"}`)
-			if w.Code != http.StatusCreated {
-				require.NoError(t, apierror.Check(w.Code, w.Header(), w.Body.Bytes()))
-			}
-			codes <- w.Code
-		})
-	}
-	wg.Wait()
-	close(codes)
-	byCode := map[int]int{}
-	for c := range codes {
-		byCode[c]++
-	}
-	require.Equal(t, map[int]int{http.StatusCreated: 16, http.StatusUnprocessableEntity: tries - 16}, byCode)
-	ids, err := a.store.EndpointIDs(ctx, "sandbox:"+creds.Licensee)
-	require.NoError(t, err)
-	require.Len(t, ids, 16)
-}
-
-// TestEventsNumberedAfterTheRequestCommits: on PostgreSQL in transactional mode, an order's event is
-// appended unnumbered inside the request's transaction, and the server wakes the dispatcher's
-// sequencer once that transaction has committed — not before, when the sequencer could not see the
-// event yet and would go back to sleep until its next poll. A request that appends nothing wakes
-// nobody.
-func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
-	ctx := context.Background()
-	srv := newPostgresServer(t, migratedPostgres(t), WebhookOptions{Guard: loopbackGuard()})
-	log := srv.store.Log().(*pgstore.EventLog)
-	type wakeup struct{ pending, numbered int }
-	var wakes []wakeup
-	srv.wake = func() {
-		// What a sequencer woken now would find: the event committed and waiting for its number.
-		pending, err := log.Unsequenced(ctx)
-		require.NoError(t, err)
-		runs, err := log.Sequence(ctx, 100)
-		require.NoError(t, err)
-		n := 0
-		for _, r := range runs {
-			n += len(r.IDs)
-		}
-		wakes = append(wakes, wakeup{pending, n})
-	}
-	ts := &testServer{Server: srv}
-	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
-	require.NoError(t, err)
-	ts.key = creds.APIKey
-
-	w := ts.do("POST", "/v1/webhook_endpoints", ts.key, ts.nextKey(), `{"url":"http://127.0.0.1:9/hook"}`)
-	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
-	require.Empty(t, wakes, "registering an endpoint appends no event")
-
-	w = ts.do("POST", "/v1/orders", ts.key, ts.nextKey(), `{"account":"acc_1","side":"buy"}`)
-	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
-	require.Equal(t, []wakeup{{pending: 1, numbered: 1}}, wakes, "woken once, after the commit")
-
-	w = ts.do("POST", "/v1/sandbox/events", ts.key, ts.nextKey(), `{"type":"sandbox.ping"}`)
-	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
-	require.Len(t, wakes, 2)
-	require.Equal(t, wakeup{pending: 1, numbered: 1}, wakes[1])
-	require.NotContains(t, w.Body.String(), `"sequence"`, "the trigger answers before the event has its number")
-
-	w = ts.do("POST", "/v1/orders", ts.key, "", `{"account":"acc_1","side":"buy"}`)
-	require.Equal(t, http.StatusBadRequest, w.Code, "no Idempotency-Key: refused, nothing appended")
-	require.Len(t, wakes, 2)
-}
-
-// migratedPostgres returns a pool on a fresh schema with every table the server uses on PostgreSQL.
-func migratedPostgres(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	ctx := context.Background()
-	pool, _ := testenv.PostgresPool(t)
-	require.NoError(t, errors.Join(MigratePostgres(ctx, pool), pgstore.MigrateCredentials(ctx, pool, nil),
-		pgstore.MigrateIdempotency(ctx, pool, nil), pgstore.MigrateIdempotency(ctx, pool, pgSandboxIdempotency),
-		pgstore.MigratePinStore(ctx, pool, nil)))
-	return pool
-}
-
-var pgSandboxIdempotency = &pgstore.IdempotencyOptions{Table: "idempotency_keys_sandbox"}
-
-// newPostgresServer is the server as -postgres wires it: every store on pool, transactional mode.
-func newPostgresServer(t *testing.T, pool *pgxpool.Pool, wh WebhookOptions) *Server {
-	t.Helper()
-	s, err := New(Config{Store: must(NewPostgresStore(pool)), Credentials: must(pgstore.NewCredentialStore(pool, nil)),
-		Pins:               must(pgstore.NewPinStore(pool, nil)),
-		Idempotency:        must(pgstore.NewIdempotencyStore(pool, nil)),
-		SandboxIdempotency: must(pgstore.NewIdempotencyStore(pool, pgSandboxIdempotency)),
-		Transactor:         must(pgstore.NewTransactor(pool, nil)),
-		SandboxTransactor:  must(pgstore.NewTransactor(pool, pgSandboxIdempotency)),
-		Webhooks:           wh})
-	require.NoError(t, err)
-	return s
 }

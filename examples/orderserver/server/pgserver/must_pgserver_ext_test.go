@@ -1,4 +1,4 @@
-package server
+package pgserver_test
 
 // must returns v, and panics (failing the test with a stack) when a constructor refused
 // the test's own configuration.

@@ -1,4 +1,4 @@
-package server
+package pgserver
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -38,51 +39,55 @@ CREATE INDEX IF NOT EXISTS webhook_endpoints_owner_idx ON webhook_endpoints (own
 // IF NOT EXISTS statements can still collide in the catalog.
 const migrateLockKey = 0x6f72646572736572 // "orderser"
 
-// MigratePostgres creates the server's tables and the event log's, if they do not exist. It is safe to
-// run at every start of every replica.
-func MigratePostgres(ctx context.Context, db pgstore.DB) error {
+// migrateOrders creates the server's own tables (ordersMigration) and the event log's.
+func migrateOrders(ctx context.Context, db pgstore.DB) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("server: migrate: %w", err)
+		return fmt.Errorf("pgserver: migrate: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockKey)); err != nil {
-		return fmt.Errorf("server: migrate: %w", err)
+		return fmt.Errorf("pgserver: migrate: %w", err)
 	}
 	if _, err := tx.Exec(ctx, ordersMigration, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("server: migrate: %w", err)
+		return fmt.Errorf("pgserver: migrate: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("server: migrate: %w", err)
+		return fmt.Errorf("pgserver: migrate: %w", err)
 	}
 	return pgstore.MigrateEventLog(ctx, db, nil)
 }
 
-// PostgresStore is the Store on PostgreSQL: every replica started with the same database sees the same
+// Store is the server.Store on PostgreSQL: every replica started with the same database sees the same
 // orders, endpoints and events. An order and its order.created events commit in one transaction (the
-// transactional outbox), through a pgstore.EventLog built on that transaction. It is safe for
-// concurrent use when its DB is (a pool is). Build one with NewPostgresStore after MigratePostgres.
-type PostgresStore struct {
+// transactional outbox), through a pgstore.EventLog built on that transaction. Inside a request that
+// the idempotency middleware runs in transactional mode, every method writes through the request's
+// transaction (pgstore.TxFromContext). A Store is safe for concurrent use when its DB is (a pool is).
+// Its zero value is not usable: build one with NewStore, after Migrate.
+type Store struct {
 	db  pgstore.DB
 	log *pgstore.EventLog
 }
 
-var _ Store = (*PostgresStore)(nil)
+var _ server.Store = (*Store)(nil)
 
-// NewPostgresStore returns a store on db, which it never closes; a nil db is an error.
-func NewPostgresStore(db pgstore.DB) (*PostgresStore, error) {
+// NewStore returns a store on db, which it never closes. A nil db is an error.
+func NewStore(db pgstore.DB) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("pgserver: NewStore: nil DB")
+	}
 	log, err := pgstore.NewEventLog(db, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgserver: NewStore: %w", err)
 	}
-	return &PostgresStore{db: db, log: log}, nil
+	return &Store{db: db, log: log}, nil
 }
 
-// Log implements Store.
-func (s *PostgresStore) Log() producer.Log { return s.log }
+// Log implements server.Store.
+func (s *Store) Log() producer.Log { return s.log }
 
-// RequestLog implements Store.
-func (s *PostgresStore) RequestLog(ctx context.Context) producer.Log {
+// RequestLog implements server.Store.
+func (s *Store) RequestLog(ctx context.Context) producer.Log {
 	if tx, ok := pgstore.TxFromContext(ctx); ok {
 		return s.log.WithDB(tx)
 	}
@@ -93,59 +98,59 @@ func (s *PostgresStore) RequestLog(ctx context.Context) producer.Log {
 // request (pgstore.Transactor), or the pool. Writing through that transaction is what makes a
 // request's effects and its stored response commit together: a crash before the commit leaves
 // neither, so a retry simply runs again, and no retry can ever run twice.
-func (s *PostgresStore) dbFor(ctx context.Context) pgstore.DB {
+func (s *Store) dbFor(ctx context.Context) pgstore.DB {
 	if tx, ok := pgstore.TxFromContext(ctx); ok {
 		return tx
 	}
 	return s.db
 }
 
-// CreateOrder implements Store: the order row, the read of the scope's endpoints and every event
+// CreateOrder implements server.Store: the order row, the read of the scope's endpoints and every event
 // append share one transaction. On the pool that is a new transaction; inside the request's own
 // (transactional mode) it is a savepoint, so that a failure takes back the order and its events but
 // leaves the request's transaction usable for its stored answer — the order is never committed
 // without its events.
-func (s *PostgresStore) CreateOrder(ctx context.Context, scope string, o Order, outbox OutboxFunc) error {
+func (s *Store) CreateOrder(ctx context.Context, scope string, o server.Order, outbox server.OutboxFunc) error {
 	tx, err := s.dbFor(ctx).Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("server: create order: %w", err)
+		return fmt.Errorf("pgserver: create order: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := s.createOrderTx(ctx, tx, scope, o, outbox); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("server: create order: %w", err)
+		return fmt.Errorf("pgserver: create order: %w", err)
 	}
 	return nil
 }
 
-func (s *PostgresStore) createOrderTx(ctx context.Context, tx pgx.Tx, scope string, o Order, outbox OutboxFunc) error {
+func (s *Store) createOrderTx(ctx context.Context, tx pgx.Tx, scope string, o server.Order, outbox server.OutboxFunc) error {
 	// One statement, one round trip: the order's INSERT and the read of the scope's endpoints.
 	rows, err := tx.Query(ctx, `WITH o AS (INSERT INTO orders (scope, id, account, side, status, created)
 VALUES ($1, $2, $3, $4, $5, $6))
 SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.Account, o.Direction, o.Status, o.Created)
 	if err != nil {
-		return fmt.Errorf("server: create order: %w", err)
+		return fmt.Errorf("pgserver: create order: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("server: create order: %w", err)
+		return fmt.Errorf("pgserver: create order: %w", err)
 	}
 	// An EventLog on the transaction is cheap to build and joins it: the events commit with the order.
 	return outbox(ctx, s.log.WithDB(tx), ids)
 }
 
-// Order implements Store.
-func (s *PostgresStore) Order(ctx context.Context, scope, id string) (Order, error) {
-	o := Order{Object: "order"}
+// Order implements server.Store.
+func (s *Store) Order(ctx context.Context, scope, id string) (server.Order, error) {
+	o := server.Order{Object: "order"}
 	err := s.dbFor(ctx).QueryRow(ctx, `SELECT id, account, side, status, created FROM orders WHERE scope = $1 AND id = $2`,
 		scope, id).Scan(&o.ID, &o.Account, &o.Direction, &o.Status, &o.Created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Order{}, ErrNotFound
+		return server.Order{}, server.ErrNotFound
 	}
 	if err != nil {
-		return Order{}, fmt.Errorf("server: read order: %w", err)
+		return server.Order{}, fmt.Errorf("pgserver: read order: %w", err)
 	}
 	return o, nil
 }
@@ -155,62 +160,62 @@ func (s *PostgresStore) Order(ctx context.Context, scope, id string) (Order, err
 // two owners whose names hash alike merely wait for each other.
 const endpointLockClass = 0x77656e64 // "wend"
 
-// CreateEndpoint implements Store. With a limit, the count and the insert run in one transaction
+// CreateEndpoint implements server.Store. With a limit, the count and the insert run in one transaction
 // under a transaction-scoped advisory lock on the owner: a second replica registering for the same
 // owner waits until the first one's transaction ends, and then counts its endpoint. (Under READ
 // COMMITTED a plain count-then-insert lets two transactions both count 15 and both insert.) Inside
 // the request's transaction the lock is held until that transaction commits, which is when the new
 // row becomes visible to the others: exactly as long as it must be.
-func (s *PostgresStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
+func (s *Store) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
 	if err := ep.Validate(); err != nil {
 		return err
 	}
 	tx, err := s.dbFor(ctx).Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("server: create webhook endpoint: %w", err)
+		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if limit > 0 {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(endpointLockClass), ep.Owner); err != nil {
-			return fmt.Errorf("server: create webhook endpoint: %w", err)
+			return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
 		}
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE owner = $1`, ep.Owner).Scan(&n); err != nil {
-			return fmt.Errorf("server: create webhook endpoint: %w", err)
+			return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
 		}
 		if n >= limit {
-			return ErrEndpointLimit
+			return server.ErrEndpointLimit
 		}
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (id, owner, url, secrets, api_version)
 VALUES ($1, $2, $3, $4, $5)`, ep.ID, ep.Owner, ep.URL, ep.Secrets, ep.APIVersion); err != nil {
-		return fmt.Errorf("server: create webhook endpoint: %w", err)
+		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("server: create webhook endpoint: %w", err)
+		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
 	}
 	return nil
 }
 
-// EndpointIDs implements Store.
-func (s *PostgresStore) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
+// EndpointIDs implements server.Store.
+func (s *Store) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
 	return endpointIDs(ctx, s.dbFor(ctx), scope)
 }
 
 func endpointIDs(ctx context.Context, db pgstore.DB, scope string) ([]string, error) {
 	rows, err := db.Query(ctx, `SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope)
 	if err != nil {
-		return nil, fmt.Errorf("server: list webhook endpoints: %w", err)
+		return nil, fmt.Errorf("pgserver: list webhook endpoints: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("server: list webhook endpoints: %w", err)
+		return nil, fmt.Errorf("pgserver: list webhook endpoints: %w", err)
 	}
 	return ids, nil
 }
 
 // Lookup implements producer.Endpoints.
-func (s *PostgresStore) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
+func (s *Store) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
 	ep := producer.Endpoint{ID: id}
 	err := s.dbFor(ctx).QueryRow(ctx, `SELECT owner, url, secrets, api_version FROM webhook_endpoints WHERE id = $1`, id).
 		Scan(&ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion)
@@ -218,16 +223,16 @@ func (s *PostgresStore) Lookup(ctx context.Context, id string) (producer.Endpoin
 		return producer.Endpoint{}, producer.ErrUnknownEndpoint
 	}
 	if err != nil {
-		return producer.Endpoint{}, fmt.Errorf("server: look up webhook endpoint: %w", err)
+		return producer.Endpoint{}, fmt.Errorf("pgserver: look up webhook endpoint: %w", err)
 	}
 	return ep, nil
 }
 
-// DeleteOrders implements Store.
-func (s *PostgresStore) DeleteOrders(ctx context.Context, scope string) (int, error) {
+// DeleteOrders implements server.Store.
+func (s *Store) DeleteOrders(ctx context.Context, scope string) (int, error) {
 	tag, err := s.dbFor(ctx).Exec(ctx, `DELETE FROM orders WHERE scope = $1`, scope)
 	if err != nil {
-		return 0, fmt.Errorf("server: delete orders: %w", err)
+		return 0, fmt.Errorf("pgserver: delete orders: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

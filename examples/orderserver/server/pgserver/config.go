@@ -1,0 +1,97 @@
+package pgserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/svcplatform/conventions/examples/orderserver/server"
+	"github.com/svcplatform/conventions/pgstore"
+)
+
+// SandboxIdempotencyTable is the table of the sandbox's idempotency records. Production's are in
+// pgstore's default table: a sandbox flood (sandbox keys have no rate ceiling) fills a table of its
+// own, never production's.
+const SandboxIdempotencyTable = "idempotency_keys_sandbox"
+
+// sandboxIdempotency configures the sandbox's idempotency store, transactor and migration.
+func sandboxIdempotency() *pgstore.IdempotencyOptions {
+	return &pgstore.IdempotencyOptions{Table: SandboxIdempotencyTable}
+}
+
+// Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
+// webhook endpoints), the event log's, the credentials', both idempotency tables and the version
+// pins'. The migrations are idempotent and serialised by advisory locks: run Migrate at every start
+// of every replica, replicas starting together included. The tables go to the first schema of the
+// connection's search_path.
+func Migrate(ctx context.Context, db pgstore.DB) error {
+	if db == nil {
+		return errors.New("pgserver: Migrate: nil DB")
+	}
+	return errors.Join(
+		migrateOrders(ctx, db),
+		pgstore.MigrateCredentials(ctx, db, nil),
+		pgstore.MigrateIdempotency(ctx, db, nil),
+		pgstore.MigrateIdempotency(ctx, db, sandboxIdempotency()),
+		pgstore.MigratePinStore(ctx, db, nil),
+	)
+}
+
+// Config returns a server.Config whose every store is on db, which must be migrated (Migrate) and is
+// never closed: credentials, orders, webhook endpoints and events (Store), version pins, and the
+// idempotency records of production and of the sandbox in tables of their own, in transactional mode
+// (pgstore.Transactor) — a mutating request's claim, its writes and its stored response commit in
+// one transaction. The other fields are zero, for the caller to set. A nil db is an error.
+//
+// To keep idempotency records elsewhere (Redis), replace Idempotency and SandboxIdempotency and set
+// both Transactor fields to nil: a store outside the database cannot join its transactions.
+func Config(db pgstore.DB) (server.Config, error) {
+	if db == nil {
+		return server.Config{}, errors.New("pgserver: Config: nil DB")
+	}
+	store, err := NewStore(db)
+	if err != nil {
+		return server.Config{}, err
+	}
+	sbx := sandboxIdempotency()
+	cfg := server.Config{Store: store}
+	var errs [6]error
+	cfg.Credentials, errs[0] = pgstore.NewCredentialStore(db, nil)
+	cfg.Pins, errs[1] = pgstore.NewPinStore(db, nil)
+	live, errLive := pgstore.NewIdempotencyStore(db, nil)
+	sandbox, errSandbox := pgstore.NewIdempotencyStore(db, sbx)
+	cfg.Idempotency, cfg.SandboxIdempotency, errs[2], errs[3] = live, sandbox, errLive, errSandbox
+	cfg.Transactor, errs[4] = pgstore.NewTransactor(db, nil)
+	cfg.SandboxTransactor, errs[5] = pgstore.NewTransactor(db, sbx)
+	if err := errors.Join(errs[:]...); err != nil {
+		return server.Config{}, fmt.Errorf("pgserver: Config: %w", err)
+	}
+	return cfg, nil
+}
+
+// RunCleanup removes expired idempotency records from both of Config's idempotency tables, in short
+// bounded batches (pgstore.IdempotencyStore.RunCleanup, every minute), until ctx ends; it then
+// returns nil. Run it once per process (every replica may: the batches skip each other's rows).
+// Without it, expired records are never served but stay on disk. logger may be nil.
+func RunCleanup(ctx context.Context, db pgstore.DB, logger *slog.Logger) error {
+	if db == nil {
+		return errors.New("pgserver: RunCleanup: nil DB")
+	}
+	var stores []*pgstore.IdempotencyStore
+	for _, opts := range []*pgstore.IdempotencyOptions{nil, sandboxIdempotency()} {
+		st, err := pgstore.NewIdempotencyStore(db, opts)
+		if err != nil {
+			return fmt.Errorf("pgserver: RunCleanup: %w", err)
+		}
+		stores = append(stores, st)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, st := range stores {
+		wg.Go(func() { errs[i] = st.RunCleanup(ctx, &pgstore.CleanupOptions{Logger: logger}) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
