@@ -181,7 +181,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, err)
 		return
 	}
-	ep := producer.Endpoint{ID: newID("we_"), URL: *in.URL, Secrets: []string{webhook.NewSecret()},
+	ep := producer.Endpoint{ID: endpointIDs.New(), URL: *in.URL, Secrets: []string{webhook.NewSecret()},
 		Owner: scope, APIVersion: s.pinnedVersion(r)}
 	err = s.store.CreateEndpoint(r.Context(), ep, s.maxEPs)
 	if errors.Is(err, ErrEndpointLimit) {

@@ -1,12 +1,11 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/base32"
 	"net/http"
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/ids"
 )
 
 // Order is the reference server's one business resource, exactly as it goes over the wire in the
@@ -110,17 +109,15 @@ func validAccount(s string) bool {
 
 // newOrder builds the order a valid request creates.
 func newOrder(in createOrderRequest, now time.Time) Order {
-	return Order{ID: newID("ord_"), Object: "order", Account: *in.Account, Direction: *in.Direction,
+	return Order{ID: orderIDs.New(), Object: "order", Account: *in.Account, Direction: *in.Direction,
 		Status: "created", Created: now.Unix()}
 }
 
-// idEncoding is lowercase base32 without padding: IDs are safe in URLs, headers and JSON unescaped.
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// newID returns prefix and 128 random bits. Random rather than sequential, so that an ID reveals
-// nothing about how many orders exist or who created the previous one.
-func newID(prefix string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return prefix + idEncoding.EncodeToString(b[:])
-}
+// The server's IDs: a prefix naming the resource and 128 random bits. Random rather than sequential,
+// so that an ID reveals nothing about how many orders exist or who created the previous one.
+var (
+	orderIDs    = ids.MustPrefix("ord")
+	endpointIDs = ids.MustPrefix("we")
+	licenseeIDs = ids.MustPrefix("lic")
+	adminTokens = ids.MustPrefix("adm")
+)

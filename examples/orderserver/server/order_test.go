@@ -62,7 +62,7 @@ func TestCreateOrderRequestValidate(t *testing.T) {
 func TestNewIDIsUnique(t *testing.T) {
 	seen := make(map[string]bool)
 	for range 1000 {
-		id := newID("ord_")
+		id := orderIDs.New()
 		require.Len(t, id, len("ord_")+26)
 		require.False(t, seen[id])
 		seen[id] = true

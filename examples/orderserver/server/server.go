@@ -331,7 +331,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // NewAdminToken returns a fresh admin token: "adm_" and 128 random bits.
-func NewAdminToken() string { return newID("adm_") }
+func NewAdminToken() string { return adminTokens.New() }
 
 // AdminToken returns the token that authorises POST /v1/sandbox/credentials.
 func (s *Server) AdminToken() string { return s.adminToken }
@@ -342,7 +342,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // IssueCredentials starts a new evaluation (sandbox) or a new production licensee (live): a fresh
 // licensee and an API key for it. The key is in the result only; the store keeps its hash.
 func (s *Server) IssueCredentials(ctx context.Context, env sandbox.Environment) (sandbox.Credentials, error) {
-	return s.issuer.Issue(ctx, sandbox.Evaluation{Licensee: newID("lic_"), Environment: env})
+	return s.issuer.Issue(ctx, sandbox.Evaluation{Licensee: licenseeIDs.New(), Environment: env})
 }
 
 // Stats returns what the server has done so far.

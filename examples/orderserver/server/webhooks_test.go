@@ -266,7 +266,7 @@ func TestDeliveryGuardedAtDialTime(t *testing.T) {
 	require.Equal(t, "/url", p.Errors[0].Pointer)
 
 	owner := "sandbox:" + mustLicensee(t, ts.Server, ts.key)
-	ep := producer.Endpoint{ID: newID("we_"), URL: url, Secrets: []string{webhook.NewSecret()}, Owner: owner, APIVersion: "v1"}
+	ep := producer.Endpoint{ID: endpointIDs.New(), URL: url, Secrets: []string{webhook.NewSecret()}, Owner: owner, APIVersion: "v1"}
 	require.NoError(t, ts.store.CreateEndpoint(ctx, ep, 0))
 	rc.trust(t, ep.Secrets[0], clock.Now)
 	require.Equal(t, http.StatusCreated, ts.do("POST", "/v1/orders", ts.key, ts.nextKey(), `{"account":"acc_1","side":"buy"}`).Code)
