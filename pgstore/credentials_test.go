@@ -71,7 +71,7 @@ func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
-	iss := sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil)
+	iss := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil))
 	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 
@@ -95,7 +95,7 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
-	iss := sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), &sandbox.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour})
+	iss := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), &sandbox.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour}))
 	h := must(sandbox.NewAuthenticator(iss, nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := sandbox.FromContext(r.Context())
 		_, _ = w.Write([]byte(p.Scope()))
@@ -140,7 +140,7 @@ func TestCredentialStoreDatabaseDown(t *testing.T) {
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
-	iss := sandbox.NewIssuer(s, nil)
+	iss := must(sandbox.NewIssuer(s, nil))
 	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 
@@ -169,7 +169,7 @@ func TestCredentialStoreInTransaction(t *testing.T) {
 	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	c, err := sandbox.NewIssuer(must(pgstore.NewCredentialStore(tx, opts)), nil).Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	c, err := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(tx, opts)), nil)).Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = must(pgstore.NewCredentialStore(pool, opts)).Get(ctx, sandbox.HashKey(c.APIKey))

@@ -16,7 +16,7 @@ import (
 )
 
 func TestAuthenticatorAdmits(t *testing.T) {
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	auth := must(NewAuthenticator(iss, nil))
 	h := auth.Handler(echoPrincipal)
 	for _, env := range []Environment{Sandbox, Live} {
@@ -38,7 +38,7 @@ func TestAuthenticatorAdmits(t *testing.T) {
 
 func TestAuthenticator401(t *testing.T) {
 	clk := newClock()
-	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now, SandboxTTL: time.Hour})
+	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now, SandboxTTL: time.Hour}))
 	ctx := context.Background()
 	expired := issue(t, iss, "lic_a", Sandbox)
 	clk.Advance(2 * time.Hour)
@@ -122,7 +122,7 @@ func TestAuthenticator401(t *testing.T) {
 
 func TestAuthenticatorResolverFailure(t *testing.T) {
 	logger, logs := logBuffer()
-	auth := must(NewAuthenticator(NewIssuer(failingStore{}, nil), &AuthOptions{Logger: logger, RetryAfter: 3 * time.Second}))
+	auth := must(NewAuthenticator(must(NewIssuer(failingStore{}, nil)), &AuthOptions{Logger: logger, RetryAfter: 3 * time.Second}))
 	k, err := NewKey(Live)
 	require.NoError(t, err)
 	called := false
@@ -161,7 +161,7 @@ func TestNewAuthenticatorNeedsAResolver(t *testing.T) {
 
 // The realm is configurable and written as a quoted-string, so an odd one cannot break the header.
 func TestAuthenticatorRealm(t *testing.T) {
-	auth := must(NewAuthenticator(NewIssuer(nil, nil), &AuthOptions{Realm: `orders "eu"`}))
+	auth := must(NewAuthenticator(must(NewIssuer(nil, nil)), &AuthOptions{Realm: `orders "eu"`}))
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer sk_sandbox_short")
 	rec := httptest.NewRecorder()

@@ -32,7 +32,7 @@ func BenchmarkParseKey(b *testing.B) {
 
 // Authenticate is on every request: header, checksum, hash, lookup, constant-time compare.
 func BenchmarkAuthenticate(b *testing.B) {
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	c, _ := iss.Issue(context.Background(), Evaluation{Licensee: "lic_a"})
 	auth := must(NewAuthenticator(iss, nil))
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
@@ -47,7 +47,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 
 // The refusal path: what an attacker spraying keys costs the server.
 func BenchmarkAuthenticateUnknownKey(b *testing.B) {
-	auth := must(NewAuthenticator(NewIssuer(nil, nil), nil))
+	auth := must(NewAuthenticator(must(NewIssuer(nil, nil)), nil))
 	k, _ := NewKey(Live)
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer "+k.Reveal())

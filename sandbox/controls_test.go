@@ -31,7 +31,7 @@ type controlsApp struct {
 
 func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 	t.Helper()
-	a := &controlsApp{iss: NewIssuer(nil, nil), faults: map[string]Faults{}}
+	a := &controlsApp{iss: must(NewIssuer(nil, nil)), faults: map[string]Faults{}}
 	owned := map[string]bool{"we_1": true, "we_2": true}
 	if hooks == nil {
 		hooks = &Hooks{
@@ -307,7 +307,7 @@ func TestControlsHookFailures(t *testing.T) {
 }
 
 func TestControlsPrefix(t *testing.T) {
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	reset := 0
 	h := must(NewAuthenticator(iss, nil)).Handler(must(NewControls(Hooks{Reset: func(context.Context, Principal) error { reset++; return nil }},
 		&ControlsOptions{Prefix: "/sandbox-controls/"})))

@@ -40,7 +40,7 @@ func exampleRequestID(h http.Handler) http.Handler {
 // A service with both environments in one build: the key decides which data a request sees.
 func Example() {
 	ctx := context.Background()
-	issuer := sandbox.NewIssuer(nil, nil)
+	issuer := must(sandbox.NewIssuer(nil, nil))
 	sandboxCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 	liveCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 
@@ -99,10 +99,10 @@ func ExampleParseKey() {
 // Issuing sandbox credentials when an evaluation starts.
 func ExampleIssuer_Issue() {
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	issuer := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{
+	issuer := must(sandbox.NewIssuer(nil, &sandbox.IssuerOptions{
 		Now:            func() time.Time { return now },
 		SandboxBaseURL: "https://sandbox.example.com",
-	})
+	}))
 	creds, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", TTL: 14 * 24 * time.Hour})
 	fmt.Println(creds.Environment, creds.BaseURL, creds.ExpiresAt.Format(time.DateOnly))
 	fmt.Println(strings.HasPrefix(creds.APIKey, "sk_sandbox_"), strings.HasPrefix(creds.WebhookSecret, "whsec_"))
@@ -116,7 +116,7 @@ func ExampleIssuer_Issue() {
 
 // A missing key is a 401 located at the Authorization header.
 func ExampleAuthenticator() {
-	auth := must(sandbox.NewAuthenticator(sandbox.NewIssuer(nil, nil), nil))
+	auth := must(sandbox.NewAuthenticator(must(sandbox.NewIssuer(nil, nil)), nil))
 	rec := call(auth.Handler(http.NotFoundHandler()), "GET", "/v1/orders", "", "")
 	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
 	fmt.Println(rec.Body.String())
@@ -127,7 +127,7 @@ func ExampleAuthenticator() {
 
 // The same limiter throttles production and never the sandbox.
 func ExampleRateLimit() {
-	issuer := sandbox.NewIssuer(nil, nil)
+	issuer := must(sandbox.NewIssuer(nil, nil))
 	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
 	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 	// 1 request per second; the clock stands still, so every request arrives in the same instant.
@@ -162,7 +162,7 @@ func ExampleScopedKey() {
 
 // Production keys cannot reach, or even detect, the sandbox controls.
 func ExampleControls() {
-	issuer := sandbox.NewIssuer(nil, nil)
+	issuer := must(sandbox.NewIssuer(nil, nil))
 	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
 	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 	faults := &sandbox.FaultTable{}

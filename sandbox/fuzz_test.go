@@ -15,7 +15,7 @@ import (
 // FuzzAuthorization feeds arbitrary Authorization headers to the Authenticator: it must never panic,
 // never admit anything but the issued key, always answer a conforming 401, and never echo the header.
 func FuzzAuthorization(f *testing.F) {
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	c, err := iss.Issue(context.Background(), Evaluation{Licensee: "lic_a"})
 	if err != nil {
 		f.Fatal(err)

@@ -142,7 +142,7 @@ func TestScopedReset(t *testing.T) {
 
 // Through HTTP: an order created with a sandbox key is a 404 with the same licensee's production key.
 func TestIsolationOverHTTP(t *testing.T) {
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	orders := must(NewScoped[string](&MemoryKV[string]{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +208,7 @@ func TestScopeFitsVersionPins(t *testing.T) {
 			scope, err := RequestScope(r)
 			return scope, err == nil
 		}}))
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	h := must(NewAuthenticator(iss, nil)).Handler(router.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/svcplatform/conventions/internal/randid"
@@ -120,14 +121,26 @@ type Issuer struct {
 var _ Resolver = (*Issuer)(nil)
 
 // NewIssuer returns an Issuer keeping credentials in store; a nil store means a fresh
-// MemoryCredentialStore.
-func NewIssuer(store CredentialStore, opts *IssuerOptions) *Issuer {
+// MemoryCredentialStore. A negative TTL (every credential would be born expired) and a base URL that
+// is not an absolute http or https URL are errors.
+func NewIssuer(store CredentialStore, opts *IssuerOptions) (*Issuer, error) {
 	if store == nil {
 		store = NewMemoryCredentialStore()
 	}
 	var o IssuerOptions
 	if opts != nil {
 		o = *opts
+	}
+	if o.SandboxTTL < 0 || o.LiveTTL < 0 {
+		return nil, fmt.Errorf("sandbox: NewIssuer: a TTL is negative (SandboxTTL %v, LiveTTL %v)", o.SandboxTTL, o.LiveTTL)
+	}
+	for name, raw := range map[string]string{"SandboxBaseURL": o.SandboxBaseURL, "LiveBaseURL": o.LiveBaseURL} {
+		if raw == "" {
+			continue
+		}
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("sandbox: NewIssuer: %s %q is not an absolute http or https URL", name, raw)
+		}
 	}
 	i := &Issuer{store: store, now: o.Now, sandboxURL: o.SandboxBaseURL, liveURL: o.LiveBaseURL,
 		sandboxTTL: o.SandboxTTL, liveTTL: o.LiveTTL, log: o.Logger}
@@ -143,7 +156,7 @@ func NewIssuer(store CredentialStore, opts *IssuerOptions) *Issuer {
 	if i.sandboxTTL == 0 {
 		i.sandboxTTL = DefaultSandboxTTL
 	}
-	return i
+	return i, nil
 }
 
 // Store returns the issuer's credential store.

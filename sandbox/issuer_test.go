@@ -39,7 +39,7 @@ func TestIssue(t *testing.T) {
 			}
 			opts.Now = clk.Now
 			store := NewMemoryCredentialStore()
-			iss := NewIssuer(store, &opts)
+			iss := must(NewIssuer(store, &opts))
 			c, err := iss.Issue(context.Background(), tc.ev)
 			require.NoError(t, err)
 			require.Equal(t, tc.env, c.Environment)
@@ -67,7 +67,7 @@ func TestIssue(t *testing.T) {
 }
 
 func TestIssueRefusesBadEvaluations(t *testing.T) {
-	iss := NewIssuer(nil, nil)
+	iss := must(NewIssuer(nil, nil))
 	tests := []struct {
 		name string
 		ev   Evaluation
@@ -90,14 +90,14 @@ func TestIssueRefusesBadEvaluations(t *testing.T) {
 }
 
 func TestIssueStoreFailure(t *testing.T) {
-	iss := NewIssuer(failingStore{}, nil)
+	iss := must(NewIssuer(failingStore{}, nil))
 	_, err := iss.Issue(context.Background(), Evaluation{Licensee: "lic_a"})
 	require.ErrorIs(t, err, errStoreDown)
 }
 
 func TestResolveExpiry(t *testing.T) {
 	clk := newClock()
-	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now, SandboxTTL: time.Hour})
+	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now, SandboxTTL: time.Hour}))
 	c := issue(t, iss, "lic_a", Sandbox)
 	k, err := ParseKey(c.APIKey)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestResolveExpiry(t *testing.T) {
 
 func TestRevoke(t *testing.T) {
 	clk := newClock()
-	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
+	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now}))
 	ctx := context.Background()
 	a := issue(t, iss, "lic_a", Sandbox)
 	b := issue(t, iss, "lic_a", Sandbox)
@@ -161,12 +161,12 @@ func TestResolveUnknownAndFailures(t *testing.T) {
 	ctx := context.Background()
 	k, err := NewKey(Sandbox)
 	require.NoError(t, err)
-	_, err = NewIssuer(nil, nil).Resolve(ctx, k)
+	_, err = must(NewIssuer(nil, nil)).Resolve(ctx, k)
 	require.ErrorIs(t, err, ErrUnknownKey)
-	_, err = NewIssuer(nil, nil).Resolve(ctx, Key{})
+	_, err = must(NewIssuer(nil, nil)).Resolve(ctx, Key{})
 	require.ErrorIs(t, err, ErrUnknownKey)
 
-	_, err = NewIssuer(failingStore{}, nil).Resolve(ctx, k)
+	_, err = must(NewIssuer(failingStore{}, nil)).Resolve(ctx, k)
 	require.ErrorIs(t, err, errStoreDown)
 	require.NotErrorIs(t, err, ErrUnknownKey, "a store failure must not read as an unknown key")
 }
@@ -187,18 +187,18 @@ func TestResolveChecksTheStoresAnswer(t *testing.T) {
 	require.NoError(t, err)
 	t.Run("hash differs", func(t *testing.T) {
 		s := &looseStore{c: Credential{ID: "key_1", Hash: other.Hash(), Licensee: "lic_a", Environment: Sandbox}}
-		_, err := NewIssuer(s, nil).Resolve(ctx, k)
+		_, err := must(NewIssuer(s, nil)).Resolve(ctx, k)
 		require.ErrorIs(t, err, ErrUnknownKey)
 	})
 	t.Run("environment differs", func(t *testing.T) {
 		s := &looseStore{c: Credential{ID: "key_1", Hash: k.Hash(), Licensee: "lic_a", Environment: Live}}
-		_, err := NewIssuer(s, nil).Resolve(ctx, k)
+		_, err := must(NewIssuer(s, nil)).Resolve(ctx, k)
 		require.ErrorIs(t, err, ErrUnknownKey)
 	})
 }
 
 func TestCredentialsNeverPrintSecrets(t *testing.T) {
-	c := issue(t, NewIssuer(nil, nil), "lic_a", Sandbox)
+	c := issue(t, must(NewIssuer(nil, nil)), "lic_a", Sandbox)
 	logger, buf := logBuffer()
 	logger.Info("issued", "credentials", c)
 	for name, out := range map[string]string{
@@ -220,7 +220,7 @@ func TestCredentialsNeverPrintSecrets(t *testing.T) {
 
 func TestIssuerLogsNoSecrets(t *testing.T) {
 	logger, buf := logBuffer()
-	iss := NewIssuer(nil, &IssuerOptions{Logger: logger})
+	iss := must(NewIssuer(nil, &IssuerOptions{Logger: logger}))
 	c := issue(t, iss, "lic_a", Sandbox)
 	require.NoError(t, iss.Revoke(context.Background(), c.KeyID))
 	_, err := iss.EndEvaluation(context.Background(), "lic_a")
@@ -235,7 +235,7 @@ func TestIssuerLogsNoSecrets(t *testing.T) {
 func TestIssuerLogsNeverExpiring(t *testing.T) {
 	logger, buf := logBuffer()
 	clk := newClock()
-	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now, Logger: logger})
+	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now, Logger: logger}))
 	live := issue(t, iss, "lic_a", Live)
 	sb := issue(t, iss, "lic_a", Sandbox)
 	out := buf.String()

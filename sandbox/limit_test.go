@@ -110,7 +110,7 @@ func (c *countingLimiter) Allow(ctx context.Context, key string, now time.Time) 
 // middleware throttles a production key after its single token.
 func TestSandboxHasNoRateCeiling(t *testing.T) {
 	clk := newClock()
-	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
+	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now}))
 	lim := &countingLimiter{Limiter: must(NewTokenBucket(1, 1, nil))}
 	var served atomic.Int64
 	h := must(NewAuthenticator(iss, nil)).Handler(must(NewRateLimit(lim, &RateLimitOptions{Now: clk.Now})).Handler(
@@ -157,7 +157,7 @@ func TestSandboxHasNoRateCeiling(t *testing.T) {
 
 func TestRateLimit429(t *testing.T) {
 	clk := newClock()
-	iss := NewIssuer(nil, &IssuerOptions{Now: clk.Now})
+	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now}))
 	h := must(NewAuthenticator(iss, nil)).Handler(must(NewRateLimit(must(NewTokenBucket(0.25, 2, nil)), &RateLimitOptions{Now: clk.Now})).Handler(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })))
 	live := issue(t, iss, "lic_a", Live).APIKey

@@ -136,7 +136,11 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		(*handler.Load()).ServeHTTP(w, r)
 	}))
 	p.URL = p.srv.URL
-	issuer := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{Now: o.Now, SandboxBaseURL: p.URL})
+	issuer, err := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{Now: o.Now, SandboxBaseURL: p.URL})
+	if err != nil {
+		p.srv.Close()
+		t.Fatalf("sandboxtest: issuer: %v", err)
+	}
 	creds, err := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: o.Licensee})
 	if err != nil {
 		p.srv.Close()

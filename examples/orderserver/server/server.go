@@ -212,9 +212,11 @@ func New(cfg Config) (*Server, error) {
 	s.stats.faults = make(map[string]int64)
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
-	s.issuer = sandbox.NewIssuer(cfg.Credentials, &sandbox.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
-		LiveBaseURL: cfg.BaseURL, Logger: s.log})
 	var err error
+	if s.issuer, err = sandbox.NewIssuer(cfg.Credentials, &sandbox.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
+		LiveBaseURL: cfg.BaseURL, Logger: s.log}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if s.auth, err = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
