@@ -89,7 +89,7 @@
 // A server that issues an evaluation's credentials, authenticates, limits production only, scopes
 // its data and serves the controls:
 //
-//	issuer := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{SandboxBaseURL: "https://sandbox.example.com"})
+//	issuer, err := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{SandboxBaseURL: "https://sandbox.example.com"})
 //	creds, err := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 //	// hand creds.APIKey, creds.WebhookSecret, creds.BaseURL and creds.ExpiresAt to the evaluator
 //
