@@ -28,12 +28,17 @@ import (
 	"time"
 )
 
-// Timeout bounds one probe, dial and answer together. A server on the same machine answers in well
-// under a millisecond; two seconds leave room for a busy one and for a server across a network.
-const Timeout = 2 * time.Second
+// Timeout bounds one probe, dial and answer together. It costs nothing when nothing listens (the dial
+// is refused at once) and is spent only on an address that drops packets or a port that accepts and
+// stays silent. A server on the same machine answers in well under a millisecond; the margin is for a
+// machine so busy that the server waits for a core, since one failed probe fails the whole test
+// binary: it is the deadline the helpers' own per-test PING has, so the probe fails nowhere that PING
+// would have passed.
+const Timeout = 5 * time.Second
 
 // Probe speaks to a freshly dialled connection and returns nil when the right kind of server answered.
-// The connection's deadline is already set; the probe does not close it.
+// The connection's deadline is already set; the probe does not close it. Redis and Postgres are safe
+// for concurrent use: each call speaks only to its own connection.
 type Probe func(conn net.Conn) error
 
 // Redis sends an inline PING and accepts any RESP reply: "+PONG", or an error reply such as
@@ -104,7 +109,8 @@ func Dial(ctx context.Context, network, addr string, probe Probe, timeout time.D
 	return probe(conn)
 }
 
-// Target is one server a test variable names.
+// Target is one server a test variable names. It is a plain value; Check may be called with it from
+// any number of goroutines. A zero Target names no address, and Check reports it as not answering.
 type Target struct {
 	Env     string // the variable, e.g. SVC_TEST_REDIS_URL
 	Value   string // its value; a password in it is masked in messages

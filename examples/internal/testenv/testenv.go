@@ -2,7 +2,7 @@
 // SVC_TEST_POSTGRES_DSN and SVC_TEST_REDIS_URL. Each test gets a schema (PostgreSQL) or key prefix
 // (Redis) of its own, removed when it ends. Tests skip when a variable is unset and fail when it is set
 // but the server does not answer, so CI, which sets both, never skips silently. Whether a server answers
-// is probed once per test binary, within two seconds (internal/serviceprobe), so that a variable that
+// is probed once per test binary, within seconds (internal/serviceprobe), so that a variable that
 // names a dead address fails every test that needs it at once, naming the variable and the address.
 package testenv
 

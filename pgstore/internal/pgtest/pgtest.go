@@ -1,7 +1,7 @@
 // Package pgtest gives each test its own schema on the real PostgreSQL named by SVC_TEST_POSTGRES_DSN.
 // Tests skip when the variable is unset and fail when it is set but the server does not answer, so that
 // CI (which sets it) never skips silently. Whether it answers is probed once per test binary, within
-// two seconds (internal/serviceprobe): a variable that names a dead address fails every test that
+// seconds (internal/serviceprobe): a variable that names a dead address fails every test that
 // needs it at once, with a message that names the variable and the address.
 package pgtest
 

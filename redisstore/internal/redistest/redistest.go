@@ -1,7 +1,7 @@
 // Package redistest connects tests to the real Redis named by SVC_TEST_REDIS_URL, with a key prefix of
 // their own that is deleted when the test ends. Tests skip when the variable is unset and fail when it
 // is set but the server does not answer, so that CI (which sets it) never skips silently. Whether it
-// answers is probed once per test binary, within two seconds (internal/serviceprobe): a variable that
+// answers is probed once per test binary, within seconds (internal/serviceprobe): a variable that
 // names a dead address fails every test that needs it at once, with a message that names the variable
 // and the address, instead of each test waiting out go-redis's dial retries.
 //
