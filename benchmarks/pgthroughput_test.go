@@ -109,13 +109,15 @@ func BenchmarkPGThroughput(b *testing.B) {
 
 // --- PostgreSQL plumbing ----------------------------------------------------------------------------
 
-// requireDSN returns SVC_TEST_POSTGRES_DSN, skipping when it is unset.
+// requireDSN returns SVC_TEST_POSTGRES_DSN, skipping when it is unset and failing when nothing
+// answers at the address it names.
 func requireDSN(tb testing.TB) string {
 	tb.Helper()
 	dsn := os.Getenv(envPostgres)
 	if dsn == "" {
 		tb.Skipf("%s is not set: skipping the PostgreSQL throughput benchmarks", envPostgres)
 	}
+	postgresAnswers(tb, dsn)
 	return dsn
 }
 

@@ -7,22 +7,51 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/internal/serviceprobe"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/redisstore"
 )
 
 // The variables that name the real servers, as in the adapters' own tests: unset, their benchmarks
-// skip; set but not answering, they fail.
+// skip; set but not answering, they fail, at once (one short probe per test binary).
 const (
 	envPostgres = "SVC_TEST_POSTGRES_DSN"
 	envRedis    = "SVC_TEST_REDIS_URL"
 )
+
+// postgresAnswers fails tb unless a PostgreSQL answers at the address dsn names.
+func postgresAnswers(tb testing.TB, dsn string) {
+	tb.Helper()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatalf("%s: %v", envPostgres, err)
+	}
+	network, addr := serviceprobe.PostgresAddr(cfg.Host, cfg.Port)
+	if err := serviceprobe.Check(serviceprobe.Target{Env: envPostgres, Value: dsn, Server: "PostgreSQL",
+		Network: network, Addr: addr, Probe: serviceprobe.Postgres}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// redisAnswers fails tb unless a Redis answers at the address opts (parsed from url) names.
+func redisAnswers(tb testing.TB, url string, opts *redis.Options) {
+	tb.Helper()
+	probe := serviceprobe.Redis
+	if opts.TLSConfig != nil {
+		probe = nil // rediss://: the dial decides; the client's own PING checks the rest
+	}
+	if err := serviceprobe.Check(serviceprobe.Target{Env: envRedis, Value: url, Server: "Redis",
+		Network: opts.Network, Addr: opts.Addr, Probe: probe}); err != nil {
+		tb.Fatal(err)
+	}
+}
 
 // BenchmarkStore runs the idempotency.Store conformance benchmarks on every backend.
 func BenchmarkStore(b *testing.B) {
@@ -61,6 +90,7 @@ func redisClient(tb testing.TB) (*redis.Client, string) {
 	if err != nil {
 		tb.Fatalf("%s: %v", envRedis, err)
 	}
+	redisAnswers(tb, url, opts)
 	client := redis.NewClient(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -106,6 +136,7 @@ func postgresPool(tb testing.TB) (*pgxpool.Pool, string) {
 	if dsn == "" {
 		tb.Skipf("%s is not set: skipping the PostgreSQL store", envPostgres)
 	}
+	postgresAnswers(tb, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, dsn)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -19,11 +18,9 @@ import (
 	"github.com/svcplatform/conventions/webhook/webhooktest"
 )
 
-func cursorCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// cursorCtx is the test's context: no deadline of its own, since these tests assert counts and orders
+// (TestCursorProcessInTxExactlyOnce runs 300 events through two replicas); go test's -timeout bounds them.
+func cursorCtx(t *testing.T) context.Context { return t.Context() }
 
 func newCursorStore(t *testing.T, opts *pgstore.CursorOptions) (*pgstore.CursorStore, pgstore.DB) {
 	t.Helper()

@@ -176,7 +176,7 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 				done <- result{c, err}
 			}()
 			// Commit only once the second claim waits on the row lock, so its snapshot predates the commit.
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(patience(t))
 			for {
 				require.True(t, time.Now().Before(deadline), "the second claim never waited on the row lock")
 				var waiting int

@@ -122,7 +122,7 @@ func TestPinStoreSetIfAbsentWaitsForUncommitted(t *testing.T) {
 		done <- result{p, c, err}
 	}()
 	// Commit only once the second insert is waiting on the first's row lock.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience(t))
 	for {
 		var waiting int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity

@@ -20,11 +20,9 @@ func TestCursorStoreConformance(t *testing.T) {
 	})
 }
 
-func cursorCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// cursorCtx is the test's context: no deadline of its own, since these tests assert values, not
+// speed; go test's -timeout bounds them.
+func cursorCtx(t *testing.T) context.Context { return t.Context() }
 
 func TestCursorStoreKeys(t *testing.T) {
 	client, prefix := redistest.Client(t)

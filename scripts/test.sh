@@ -1,46 +1,212 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): every module of the workspace gets gofmt, go vet,
 # staticcheck, a `go mod tidy` that must change nothing, `go test -race`, and one run of every
-# benchmark so none rots. PostgreSQL and Redis are started when they are installed but not answering,
-# and their test variables exported, so that integration tests run instead of skipping.
+# benchmark (-benchtime 1x) so none rots. PostgreSQL and Redis are started when they are installed but
+# not answering, and their test variables exported, so that integration tests run instead of skipping.
 # Exits non-zero when anything fails; prints a closing "N passed, N failed" line over the modules.
+#
+# Usage: bash scripts/test.sh [--services-only]
+#   --services-only   set the services up as below, print what was chosen, and stop: no check runs.
+#
+# SVC_TEST_SERVICES chooses the real servers the integration tests use (default auto):
+#   auto        each of PostgreSQL and Redis that is installed is started if stopped, and used;
+#               one that is not installed is left out, and its tests skip
+#   all         both, and a missing one fails the run (what CI=true makes of auto)
+#   postgres    PostgreSQL only (required); SVC_TEST_REDIS_URL is unset and the Redis tests skip
+#   redis       Redis only (required); SVC_TEST_POSTGRES_DSN is unset and the PostgreSQL tests skip
+#   none        neither: both variables are unset and every integration test skips
+# With CI=true only auto and all are accepted: CI must not skip. Unsetting a variable (env -u) skips
+# nothing, since auto exports it again when the local server answers: use SVC_TEST_SERVICES.
+#
+# The local servers: PostgreSQL on 127.0.0.1:5432 with user postgres, trust authentication and a
+# database test (created here when missing, if psql and createdb are installed), and Redis on
+# 127.0.0.1:6379 without persistence. To use other servers, set SVC_TEST_POSTGRES_DSN and/or
+# SVC_TEST_REDIS_URL: a variable that is already set is used as it is, checked but never started.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 modules=(. pgstore redisstore examples benchmarks)
 staticcheck_version=v0.8.2
 
+services_only=false
+for arg in "$@"; do
+	case $arg in
+	--services-only) services_only=true ;;
+	-h | --help)
+		sed -n '2,/^set -uo pipefail$/{/^set /d;s/^# \{0,1\}//;p}' "$0"
+		exit 0
+		;;
+	*)
+		echo "scripts/test.sh: unknown argument $arg (want --services-only or --help)" >&2
+		exit 2
+		;;
+	esac
+done
+
 # --- services -------------------------------------------------------------------------------------
-start_services() {
-	if command -v pg_isready >/dev/null 2>&1; then
-		if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
-			echo "starting PostgreSQL"
-			pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
-			for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
-		fi
-		if pg_isready -h 127.0.0.1 -p 5432 -q; then
-			export SVC_TEST_POSTGRES_DSN="${SVC_TEST_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
-		fi
-	fi
-	if command -v redis-cli >/dev/null 2>&1; then
-		if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
-			echo "starting Redis"
-			redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no || true
-			for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
-		fi
-		if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
-			export SVC_TEST_REDIS_URL="${SVC_TEST_REDIS_URL:-redis://127.0.0.1:6379/0}"
-		fi
-	fi
-	if [ "${CI:-}" = "true" ]; then
-		# In CI nothing may skip: both services must be there.
-		[ -n "${SVC_TEST_POSTGRES_DSN:-}" ] || { echo "FAIL: PostgreSQL is not answering"; exit 1; }
-		[ -n "${SVC_TEST_REDIS_URL:-}" ] || { echo "FAIL: Redis is not answering"; exit 1; }
-	fi
-	echo "SVC_TEST_POSTGRES_DSN=${SVC_TEST_POSTGRES_DSN:-<unset: PostgreSQL tests skip>}"
-	echo "SVC_TEST_REDIS_URL=${SVC_TEST_REDIS_URL:-<unset: Redis tests skip>}"
+pg_host=127.0.0.1 pg_port=5432 pg_db=test pg_user=postgres
+pg_local_dsn="postgres://$pg_user@$pg_host:$pg_port/$pg_db?sslmode=disable"
+redis_host=127.0.0.1 redis_port=6379
+redis_local_url="redis://$redis_host:$redis_port/0"
+
+# redact masks the password in a URL or a keyword/value DSN before it is printed.
+redact() {
+	sed -E -e 's#(://[^:/@]*):[^@/]*@#\1:xxxxx@#' -e "s#(password=)('[^']*'|[^ &]*)#\1xxxxx#g" <<<"$1"
 }
-start_services
+
+pg_answers() { pg_isready -q -t 3 "$@"; }
+redis_answers() { timeout 5 redis-cli "$@" ping 2>/dev/null | grep -q PONG; }
+
+# ensure_test_db makes sure the tests can use database test as user postgres on the local server,
+# creating the database when it is missing; otherwise it says exactly what to run.
+ensure_test_db() {
+	local psql=(psql -w -X -q -A -t -h "$pg_host" -p "$pg_port" -U "$pg_user")
+	if ! command -v psql >/dev/null 2>&1 || ! command -v createdb >/dev/null 2>&1; then
+		echo "note: psql/createdb are not installed: not checking that database $pg_db exists"
+		return 0
+	fi
+	local out
+	if out=$("${psql[@]}" -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$pg_db'" 2>&1); then
+		if [ -z "$out" ]; then
+			echo "creating database $pg_db (user $pg_user on $pg_host:$pg_port)"
+			out=$(createdb -w -h "$pg_host" -p "$pg_port" -U "$pg_user" "$pg_db" 2>&1) || out="createdb: $out"
+		fi
+		if out=$("${psql[@]}" -d "$pg_db" -c 'SELECT 1' 2>&1); then
+			return 0
+		fi
+	fi
+	cat <<-EOF
+		FAIL: PostgreSQL answers on $pg_host:$pg_port, but the tests cannot use database $pg_db as user $pg_user:
+		  $out
+		The tests expect user $pg_user with trust authentication from $pg_host, and a database $pg_db.
+		  - trust: add this line above the other host lines of pg_hba.conf, then reload PostgreSQL
+		    (the file: sudo -u postgres psql -Atc 'SHOW hba_file'; reload: sudo -u postgres psql -c 'SELECT pg_reload_conf()'):
+		      host  all  $pg_user  $pg_host/32  trust
+		  - the database: createdb -h $pg_host -p $pg_port -U $pg_user $pg_db
+		Or point the tests at another server with SVC_TEST_POSTGRES_DSN, or skip them with SVC_TEST_SERVICES=redis or none.
+	EOF
+	return 1
+}
+
+# setup_postgres MODE (off, maybe, required) exports SVC_TEST_POSTGRES_DSN, or unsets it, or fails.
+setup_postgres() {
+	local mode=$1
+	if [ "$mode" = off ]; then
+		unset SVC_TEST_POSTGRES_DSN
+		return 0
+	fi
+	if [ -n "${SVC_TEST_POSTGRES_DSN:-}" ]; then
+		# A server of the caller's: used as it is, never started or changed.
+		if command -v pg_isready >/dev/null 2>&1 && ! pg_answers -d "$SVC_TEST_POSTGRES_DSN"; then
+			echo "FAIL: SVC_TEST_POSTGRES_DSN=$(redact "$SVC_TEST_POSTGRES_DSN") is set but nothing answers there: start that server or unset the variable"
+			return 1
+		fi
+		export SVC_TEST_POSTGRES_DSN
+		return 0
+	fi
+	if ! command -v pg_isready >/dev/null 2>&1; then
+		if [ "$mode" = required ]; then
+			echo "FAIL: PostgreSQL is required (SVC_TEST_SERVICES=$services) but not installed (no pg_isready): install it, or set SVC_TEST_POSTGRES_DSN"
+			return 1
+		fi
+		return 0
+	fi
+	if ! pg_answers -h "$pg_host" -p "$pg_port"; then
+		echo "starting PostgreSQL"
+		pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+		for _ in $(seq 1 30); do pg_answers -h "$pg_host" -p "$pg_port" && break; sleep 1; done
+	fi
+	if ! pg_answers -h "$pg_host" -p "$pg_port"; then
+		if [ "$mode" = required ]; then
+			echo "FAIL: PostgreSQL is not answering on $pg_host:$pg_port"
+			return 1
+		fi
+		return 0
+	fi
+	ensure_test_db || return 1
+	export SVC_TEST_POSTGRES_DSN=$pg_local_dsn
+}
+
+# setup_redis MODE (off, maybe, required) exports SVC_TEST_REDIS_URL, or unsets it, or fails.
+setup_redis() {
+	local mode=$1
+	if [ "$mode" = off ]; then
+		unset SVC_TEST_REDIS_URL
+		return 0
+	fi
+	if [ -n "${SVC_TEST_REDIS_URL:-}" ]; then
+		# A server of the caller's: used as it is, never started or changed. (rediss:// is left to
+		# the tests, which probe it themselves: redis-cli would need its certificates.)
+		if command -v redis-cli >/dev/null 2>&1 && [[ $SVC_TEST_REDIS_URL == redis://* ]] &&
+			! redis_answers -u "$SVC_TEST_REDIS_URL"; then
+			echo "FAIL: SVC_TEST_REDIS_URL=$(redact "$SVC_TEST_REDIS_URL") is set but nothing answers there: start that server or unset the variable"
+			return 1
+		fi
+		export SVC_TEST_REDIS_URL
+		return 0
+	fi
+	if ! command -v redis-cli >/dev/null 2>&1; then
+		if [ "$mode" = required ]; then
+			echo "FAIL: Redis is required (SVC_TEST_SERVICES=$services) but not installed (no redis-cli): install it, or set SVC_TEST_REDIS_URL"
+			return 1
+		fi
+		return 0
+	fi
+	if ! redis_answers -h "$redis_host" -p "$redis_port"; then
+		echo "starting Redis"
+		redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$redis_port" --save "" --appendonly no || true
+		for _ in $(seq 1 30); do redis_answers -h "$redis_host" -p "$redis_port" && break; sleep 1; done
+	fi
+	if ! redis_answers -h "$redis_host" -p "$redis_port"; then
+		if [ "$mode" = required ]; then
+			echo "FAIL: Redis is not answering on $redis_host:$redis_port"
+			return 1
+		fi
+		return 0
+	fi
+	export SVC_TEST_REDIS_URL=$redis_local_url
+}
+
+services=${SVC_TEST_SERVICES:-auto}
+case $services in
+auto | all | none | postgres | redis) ;;
+*)
+	echo "FAIL: SVC_TEST_SERVICES=$services is not one of: auto, all, none, postgres, redis (default auto; see scripts/test.sh)"
+	exit 2
+	;;
+esac
+if [ "${CI:-}" = "true" ]; then
+	case $services in
+	auto | all) services=all ;; # in CI nothing may skip: both services must be there
+	*)
+		echo "FAIL: SVC_TEST_SERVICES=$services skips integration tests, and CI (CI=true) must run them all: use auto or all"
+		exit 2
+		;;
+	esac
+fi
+case $services in
+auto) pg_mode=maybe redis_mode=maybe ;;
+all) pg_mode=required redis_mode=required ;;
+postgres) pg_mode=required redis_mode=off ;;
+redis) pg_mode=off redis_mode=required ;;
+none) pg_mode=off redis_mode=off ;;
+esac
+echo "SVC_TEST_SERVICES=$services${CI:+ (CI=$CI)}: PostgreSQL $pg_mode, Redis $redis_mode"
+setup_postgres "$pg_mode" || exit 1
+setup_redis "$redis_mode" || exit 1
+if [ -n "${SVC_TEST_POSTGRES_DSN:-}" ]; then
+	echo "SVC_TEST_POSTGRES_DSN=$(redact "$SVC_TEST_POSTGRES_DSN")"
+else
+	echo "SVC_TEST_POSTGRES_DSN=<unset: PostgreSQL tests skip>"
+fi
+if [ -n "${SVC_TEST_REDIS_URL:-}" ]; then
+	echo "SVC_TEST_REDIS_URL=$(redact "$SVC_TEST_REDIS_URL")"
+else
+	echo "SVC_TEST_REDIS_URL=<unset: Redis tests skip>"
+fi
+if $services_only; then
+	exit 0
+fi
 
 # --- tools ----------------------------------------------------------------------------------------
 staticcheck_bin="$(go env GOPATH)/bin/staticcheck"

@@ -1,7 +1,9 @@
 // Package testenv connects the examples' tests to the real PostgreSQL and Redis named by
 // SVC_TEST_POSTGRES_DSN and SVC_TEST_REDIS_URL. Each test gets a schema (PostgreSQL) or key prefix
 // (Redis) of its own, removed when it ends. Tests skip when a variable is unset and fail when it is set
-// but the server does not answer, so CI, which sets both, never skips silently.
+// but the server does not answer, so CI, which sets both, never skips silently. Whether a server answers
+// is probed once per test binary, within seconds (internal/serviceprobe), so that a variable that
+// names a dead address fails every test that needs it at once, naming the variable and the address.
 package testenv
 
 import (
@@ -15,8 +17,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/svcplatform/conventions/internal/serviceprobe"
 )
 
 // The variables that name the test servers.
@@ -39,6 +44,15 @@ func PostgresDSN(tb testing.TB) string {
 	base := os.Getenv(EnvPostgres)
 	if base == "" {
 		tb.Skipf("%s is not set: skipping a test that needs a real PostgreSQL", EnvPostgres)
+	}
+	cfg, err := pgconn.ParseConfig(base)
+	if err != nil {
+		tb.Fatalf("testenv: parse %s: %v", EnvPostgres, err)
+	}
+	network, addr := serviceprobe.PostgresAddr(cfg.Host, cfg.Port)
+	if err := serviceprobe.Check(serviceprobe.Target{Env: EnvPostgres, Value: base, Server: "PostgreSQL",
+		Network: network, Addr: addr, Probe: serviceprobe.Postgres}); err != nil {
+		tb.Fatalf("testenv: %v", err)
 	}
 	schema := "ex_" + suffix()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -107,6 +121,14 @@ func Redis(tb testing.TB) (redisURL, prefix string) {
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
 		tb.Fatalf("testenv: parse %s: %v", EnvRedis, err)
+	}
+	probe := serviceprobe.Redis
+	if opts.TLSConfig != nil {
+		probe = nil // rediss://: the dial decides; the PING below checks the rest
+	}
+	if err := serviceprobe.Check(serviceprobe.Target{Env: EnvRedis, Value: redisURL, Server: "Redis",
+		Network: opts.Network, Addr: opts.Addr, Probe: probe}); err != nil {
+		tb.Fatalf("testenv: %v", err)
 	}
 	client := redis.NewClient(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

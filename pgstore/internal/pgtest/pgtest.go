@@ -1,6 +1,8 @@
 // Package pgtest gives each test its own schema on the real PostgreSQL named by SVC_TEST_POSTGRES_DSN.
 // Tests skip when the variable is unset and fail when it is set but the server does not answer, so that
-// CI (which sets it) never skips silently.
+// CI (which sets it) never skips silently. Whether it answers is probed once per test binary, within
+// seconds (internal/serviceprobe): a variable that names a dead address fails every test that
+// needs it at once, with a message that names the variable and the address.
 package pgtest
 
 import (
@@ -10,20 +12,33 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/internal/serviceprobe"
 )
 
 // EnvDSN is the variable that names the test database.
 const EnvDSN = "SVC_TEST_POSTGRES_DSN"
 
-// DSN returns the test DSN, skipping the test when it is unset.
+// DSN returns the test DSN, skipping the test when it is unset and failing it when nothing answers
+// at the address it names.
 func DSN(tb testing.TB) string {
 	tb.Helper()
 	dsn := os.Getenv(EnvDSN)
 	if dsn == "" {
 		tb.Skipf("%s is not set: skipping a test that needs a real PostgreSQL", EnvDSN)
+	}
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatalf("pgtest: parse %s: %v", EnvDSN, err)
+	}
+	// With several hosts (fallbacks) the first decides: the test servers are one server.
+	network, addr := serviceprobe.PostgresAddr(cfg.Host, cfg.Port)
+	if err := serviceprobe.Check(serviceprobe.Target{Env: EnvDSN, Value: dsn, Server: "PostgreSQL",
+		Network: network, Addr: addr, Probe: serviceprobe.Postgres}); err != nil {
+		tb.Fatalf("pgtest: %v", err)
 	}
 	return dsn
 }

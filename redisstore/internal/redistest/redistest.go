@@ -1,6 +1,9 @@
 // Package redistest connects tests to the real Redis named by SVC_TEST_REDIS_URL, with a key prefix of
 // their own that is deleted when the test ends. Tests skip when the variable is unset and fail when it
-// is set but the server does not answer, so that CI (which sets it) never skips silently.
+// is set but the server does not answer, so that CI (which sets it) never skips silently. Whether it
+// answers is probed once per test binary, within seconds (internal/serviceprobe): a variable that
+// names a dead address fails every test that needs it at once, with a message that names the variable
+// and the address, instead of each test waiting out go-redis's dial retries.
 //
 // StartServer and StartCluster start redis-server processes of a test's own, for settings the shared
 // server must not be given; they follow the same rule, failing when the variable is set and
@@ -16,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/internal/serviceprobe"
 )
 
 // EnvURL is the variable that names the test Redis.
@@ -32,6 +36,14 @@ func Client(tb testing.TB) (*redis.Client, string) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		tb.Fatalf("redistest: parse %s: %v", EnvURL, err)
+	}
+	probe := serviceprobe.Redis
+	if opts.TLSConfig != nil {
+		probe = nil // rediss://: the dial decides; go-redis's own PING below checks the rest
+	}
+	if err := serviceprobe.Check(serviceprobe.Target{Env: EnvURL, Value: url, Server: "Redis",
+		Network: opts.Network, Addr: opts.Addr, Probe: probe}); err != nil {
+		tb.Fatalf("redistest: %v", err)
 	}
 	opts.PoolSize = 64
 	client := redis.NewClient(opts)
