@@ -23,7 +23,10 @@ func TestZeroValues(t *testing.T) {
 		call func() error
 		want error // nil: any error
 	}{
-		{"Middleware.Begin", func() error { _, err := (&idempotency.Middleware{}).Begin(ctx, idempotency.Request{Key: "k1", Scope: "s"}); return err }, idempotency.ErrNotBuilt},
+		{"Middleware.Begin", func() error {
+			_, err := (&idempotency.Middleware{}).Begin(ctx, idempotency.Request{Key: "k1", Scope: "s"})
+			return err
+		}, idempotency.ErrNotBuilt},
 		{"Middleware.Close", func() error { return (&idempotency.Middleware{}).Close(ctx) }, idempotency.ErrNotBuilt},
 		{"nil Middleware.Close", func() error { return (*idempotency.Middleware)(nil).Close(ctx) }, idempotency.ErrNotBuilt},
 		{"MemoryStore.Claim", func() error {

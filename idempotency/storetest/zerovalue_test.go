@@ -23,7 +23,9 @@ var zeroConfigCases = map[string]struct {
 		want: "ExactConfig.Resolution is 0s",
 	},
 	"OutageBackend": {
-		run:  func(t *testing.T) { storetest.RunOutage(t, func(*testing.T) storetest.OutageBackend { return storetest.OutageBackend{} }) },
+		run: func(t *testing.T) {
+			storetest.RunOutage(t, func(*testing.T) storetest.OutageBackend { return storetest.OutageBackend{} })
+		},
 		want: "OutageBackend.Store, OutageBackend.Cut and OutageBackend.Restore are required",
 	},
 	"ReplicaConfig": {
@@ -31,7 +33,9 @@ var zeroConfigCases = map[string]struct {
 		want: "ReplicaConfig.Modes is empty",
 	},
 	"ReplicaMode": {
-		run:  func(t *testing.T) { storetest.RunReplicas(t, storetest.ReplicaConfig{Modes: []storetest.ReplicaMode{{}}}) },
+		run: func(t *testing.T) {
+			storetest.RunReplicas(t, storetest.ReplicaConfig{Modes: []storetest.ReplicaMode{{}}})
+		},
 		want: "ReplicaMode.Setup is required",
 	},
 	"ReplicaBackend": {

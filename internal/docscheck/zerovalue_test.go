@@ -17,10 +17,11 @@ import (
 var zeroValueModules = []string{".", "pgstore", "redisstore"}
 
 // mentionsZeroValue is the whole matcher, deliberately simple: the doc comment says "zero value",
-// "the zero …" (the zero Signer, the zero Key) or "zero <TypeName>", in any case. It checks that the
-// sentence is there, not that it is true; review does that.
+// "the zero …" (the zero Signer, the zero Key) or "zero <TypeName>", in any case, with any spacing
+// (a comment may wrap between the two words). It checks that the sentence is there, not that it is
+// true; review does that.
 func mentionsZeroValue(doc, typeName string) bool {
-	re := regexp.MustCompile(`(?i)\bzero value\b|\bthe zero\b|\bzero ` + regexp.QuoteMeta(typeName) + `\b`)
+	re := regexp.MustCompile(`(?i)\bzero\s+value\b|\bthe\s+zero\b|\bzero\s+` + regexp.QuoteMeta(typeName) + `\b`)
 	return re.MatchString(doc)
 }
 
@@ -182,6 +183,7 @@ func TestMentionsZeroValue(t *testing.T) {
 		{"Build one with NewFoo; the zero Foo has no secret.", true},
 		{"THE ZERO VALUE means the defaults.", true},
 		{"A zero Foo is refused.", true},
+		{"a plain value, whose zero\nvalue is empty", true},
 		{"A Foo does things. It is safe for concurrent use.", false},
 		{"Zero-length bodies are allowed.", false},
 		{"A zero Bar is refused.", false},
