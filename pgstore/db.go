@@ -1,8 +1,8 @@
 package pgstore
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 

@@ -69,7 +69,10 @@ func TestZeroValues(t *testing.T) {
 		{"EventLog.Delivered", func() error { return log.Delivered(ctx, lease, producer.Attempt{At: now}) }},
 		{"EventLog.Failed", func() error { return log.Failed(ctx, lease, producer.Attempt{At: now}) }},
 		{"EventLog.Settle", func() error { return log.Settle(ctx, []producer.Settlement{{Lease: lease, Delivered: true}})[0] }},
-		{"EventLog.Attempts", func() error { _, _, err := log.Attempts(ctx, producer.AttemptQuery{Stream: "we_1", Limit: 10}); return err }},
+		{"EventLog.Attempts", func() error {
+			_, _, err := log.Attempts(ctx, producer.AttemptQuery{Stream: "we_1", Limit: 10})
+			return err
+		}},
 		{"EventLog.Release", func() error { return log.Release(ctx, lease, now) }},
 		{"EventLog.Status", func() error { _, err := log.Status(ctx, "we_1", 1); return err }},
 		{"EventLog.Cleanup", func() error { _, err := log.Cleanup(ctx, now, 10); return err }},
@@ -93,7 +96,10 @@ func TestZeroValues(t *testing.T) {
 		}},
 		{"PinStore.Get", func() error { _, err := (&pgstore.PinStore{}).Get(ctx, "lic_1"); return err }},
 		{"PinStore.SetIfAbsent", func() error { _, _, err := (&pgstore.PinStore{}).SetIfAbsent(ctx, "lic_1", "v1", now); return err }},
-		{"PinStore.CompareAndSwap", func() error { _, err := (&pgstore.PinStore{}).CompareAndSwap(ctx, "lic_1", "v1", "v2", now); return err }},
+		{"PinStore.CompareAndSwap", func() error {
+			_, err := (&pgstore.PinStore{}).CompareAndSwap(ctx, "lic_1", "v1", "v2", now)
+			return err
+		}},
 		{"PinStore.Delete", func() error { return (&pgstore.PinStore{}).Delete(ctx, "lic_1") }},
 		{"PinStore.List", func() error { _, err := (&pgstore.PinStore{}).List(ctx, "v1", "", 10); return err }},
 		{"Transactor.InTx", func() error {
