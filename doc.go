@@ -39,8 +39,9 @@
 //     standard library has one: ids.MustPrefix, for a constant at package level, like
 //     regexp.MustCompile.
 //   - Zero values. Every exported type says what its zero value does. Where it is not usable, using it
-//     is an error (idempotency.ErrNotBuilt, webhook.ErrNoSecret for a zero Signer, …), never a silent
-//     no-op.
+//     is an error that matches its package's ErrNotBuilt (webhook.ErrNoSecret for a zero Signer) and
+//     names the type, and a handler built on it answers the opaque 500: never a panic from a nil
+//     field, never a silent no-op.
 //   - Concurrency. Every exported type says whether it is safe for concurrent use.
 //   - Storage. Each store interface has a conformance suite that needs only the standard library
 //     (idempotency/storetest, webhook/cursortest, webhook/producer/logtest and endpointtest,

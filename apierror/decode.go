@@ -19,7 +19,7 @@ import (
 // DefaultMaxBodyBytes caps a request body when DecodeOptions.MaxBytes is zero: 1 MiB.
 const DefaultMaxBodyBytes = 1 << 20
 
-// DecodeOptions tune Decode. A nil *DecodeOptions means the defaults.
+// DecodeOptions tune Decode. A nil *DecodeOptions and the zero value mean the defaults.
 type DecodeOptions struct {
 	// MaxBytes caps the body; zero means DefaultMaxBodyBytes. A larger body is a 413.
 	MaxBytes int64

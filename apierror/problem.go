@@ -27,7 +27,8 @@ const (
 
 // Violation is one located failure: which input, where, and why. For LocationBody, Pointer is an
 // RFC 6901 JSON Pointer into the request body ("" is the whole body); for the other locations Name is
-// the header, query or path parameter name.
+// the header, query or path parameter name. It is a plain value; the zero Violation has no location
+// and no code, so it locates nothing: build one with Body, Header, Query or Path.
 type Violation struct {
 	Location Location `json:"location"`
 	Pointer  string   `json:"pointer,omitempty"`

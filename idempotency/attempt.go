@@ -48,7 +48,8 @@ func (d Decision) String() string {
 }
 
 // Request is what Begin decides about: one attempt at a request, identified by scope and key and
-// described by its fingerprint.
+// described by its fingerprint. It is a plain value; the zero value has no key, and Begin refuses it
+// with ErrKeyInvalid.
 type Request struct {
 	// Scope is the requester's scope (see Options.Scope); required.
 	Scope string
@@ -72,7 +73,8 @@ type Request struct {
 // caller owns until it calls Complete or Release.
 //
 // An Attempt is not safe for concurrent use: one goroutine runs the operation and finishes it. Its
-// zero value is not useful: Begin returns Attempts.
+// zero value is not useful: Begin returns Attempts. A zero (or nil) Attempt owns nothing: its
+// Complete and Release return an error, its Context is context.Background and its Problem nil.
 type Attempt struct {
 	// Decision says what to do.
 	Decision Decision
@@ -199,7 +201,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 // with cause ErrLeaseLost (context.Cause) when renewal finds that a newer claim took the key over,
 // and cancelled when the attempt is finished. For other decisions it returns context.Background().
 func (a *Attempt) Context() context.Context {
-	if a.ctx == nil {
+	if a == nil || a.ctx == nil {
 		return context.Background()
 	}
 	return a.ctx
@@ -209,6 +211,9 @@ func (a *Attempt) Context() context.Context {
 // Retry-After) and Mismatch (422 idempotency_key_reused), and nil for the other decisions. The
 // problem is shared: render it, do not modify it.
 func (a *Attempt) Problem() *apierror.Error {
+	if a == nil {
+		return nil
+	}
 	switch a.Decision {
 	case InProgress:
 		return a.m.pInUse
@@ -229,7 +234,7 @@ var errNotOwner = errors.New("idempotency: attempt does not own its key (decisio
 // caller should call Complete again (with backoff) until it returns nil or ErrLeaseLost — giving up
 // lets a retry run the operation again once the lease and the extra lease are over.
 func (a *Attempt) Complete(ctx context.Context, resp Response) error {
-	if a.Decision != Execute {
+	if a == nil || a.Decision != Execute {
 		return errNotOwner
 	}
 	if a.m.sealer != nil && len(resp.Body) > 0 {
@@ -319,7 +324,7 @@ func bounded(ctx context.Context, store Store, timeout time.Duration) (context.C
 // operation did not happen (it failed before any side effect) or must be retried. It returns
 // ErrLeaseLost when a newer claim took the key over.
 func (a *Attempt) Release(ctx context.Context) error {
-	if a.Decision != Execute {
+	if a == nil || a.Decision != Execute {
 		return errNotOwner
 	}
 	a.stop()

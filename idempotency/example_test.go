@@ -26,7 +26,12 @@ func ExampleMiddleware() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%q}`, id)
 	})
-	h := must(idempotency.New(nil)).Handler(createOrder)
+	m, err := idempotency.New(nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := m.Handler(createOrder)
 
 	for range 2 {
 		r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(`{"account":"acc_1","side":"buy"}`))
@@ -45,7 +50,12 @@ func ExampleMiddleware() {
 
 // Reusing a key for a different request is refused with a located problem.
 func ExampleMiddleware_reusedKey() {
-	h := must(idempotency.New(nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	m, err := idempotency.New(nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	send := func(body string) *httptest.ResponseRecorder {
@@ -69,7 +79,7 @@ func ExampleMiddleware_reusedKey() {
 // Services whose authentication puts a principal in the request context scope records by it.
 func ExampleOptions_scope() {
 	type principalKey struct{}
-	m := must(idempotency.New(&idempotency.Options{
+	m, err := idempotency.New(&idempotency.Options{
 		Scope: func(r *http.Request) (string, error) {
 			licensee, ok := r.Context().Value(principalKey{}).(string)
 			if !ok {
@@ -77,7 +87,11 @@ func ExampleOptions_scope() {
 			}
 			return "licensee:" + licensee + "/sandbox", nil
 		},
-	}))
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 	for _, licensee := range []string{"lic_a", "lic_b", "lic_a"} {
 		r := httptest.NewRequest("POST", "/v1/orders", nil)
@@ -97,7 +111,11 @@ func ExampleOptions_scope() {
 
 // Begin is the middleware without net/http: here, an RPC-style handler.
 func ExampleMiddleware_Begin() {
-	m := must(idempotency.New(nil))
+	m, err := idempotency.New(nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	placeOrder := func(ctx context.Context, tenant, key string, msg []byte) (string, error) {
 		fp := idempotency.NewFingerprint("", "/orders.v1.Orders/Create", "", sha256.Sum256(msg))
 		a, err := m.Begin(ctx, idempotency.Request{Scope: tenant, Key: key, Fingerprint: fp})
@@ -119,7 +137,7 @@ func ExampleMiddleware_Begin() {
 	ctx := context.Background()
 	fmt.Println(placeOrder(ctx, "tenant-1", "k1", []byte("buy 10")))
 	fmt.Println(placeOrder(ctx, "tenant-1", "k1", []byte("buy 10")))
-	_, err := placeOrder(ctx, "tenant-1", "k1", []byte("sell 10"))
+	_, err = placeOrder(ctx, "tenant-1", "k1", []byte("sell 10"))
 	fmt.Println(err)
 	// Output:
 	// order for buy 10 <nil>
@@ -131,7 +149,12 @@ func ExampleMiddleware_Begin() {
 // way back, the retry is answered from the record, and the order exists once.
 func ExampleTransport() {
 	var orders atomic.Int64
-	srv := httptest.NewServer(must(idempotency.New(nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	m, err := idempotency.New(nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "ord_%d", orders.Add(1))
 	})))

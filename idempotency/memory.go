@@ -77,7 +77,9 @@ type MemoryOptions struct {
 //
 // Responses returned by Claim and Lookup are shared with the store and must not be modified.
 //
-// A MemoryStore is safe for concurrent use. Its zero value is not usable: call NewMemoryStore.
+// A MemoryStore is safe for concurrent use. Its zero value is not usable: its Claim, Renew,
+// Complete, Release and Lookup return an error that wraps ErrNotBuilt, and its Len is 0. Call
+// NewMemoryStore.
 type MemoryStore struct {
 	seed       maphash.Seed
 	shards     []memShard
@@ -401,6 +403,9 @@ func (s *MemoryStore) forget(rec *memRecord) {
 
 // Claim implements Store.
 func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (Claim, error) {
+	if s == nil || s.shards == nil {
+		return Claim{}, errZeroMemoryStore
+	}
 	if err := ctx.Err(); err != nil {
 		return Claim{}, err
 	}
@@ -473,6 +478,9 @@ func (sh *memShard) owned(key Key, h uint64, token uint64) *memRecord {
 
 // Renew implements Store.
 func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUntil time.Time) error {
+	if s == nil || s.shards == nil {
+		return errZeroMemoryStore
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -504,6 +512,9 @@ func (s *MemoryStore) Complete(ctx context.Context, key Key, token uint64, resp 
 // complete is Complete on header fields: the middleware's path, which never builds a header map for
 // a response that may never be replayed.
 func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, status int, fields []field, hasHeader bool, body []byte, expiresAt time.Time) error {
+	if s == nil || s.shards == nil {
+		return errZeroMemoryStore
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -534,6 +545,9 @@ func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, statu
 
 // Release implements Store.
 func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error {
+	if s == nil || s.shards == nil {
+		return errZeroMemoryStore
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -551,6 +565,9 @@ func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error 
 
 // Lookup implements Store.
 func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Record, error) {
+	if s == nil || s.shards == nil {
+		return Record{}, errZeroMemoryStore
+	}
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
@@ -577,6 +594,9 @@ func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Recor
 
 // Len returns the number of records held, expired ones not yet dropped included.
 func (s *MemoryStore) Len() int {
+	if s == nil {
+		return 0
+	}
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]

@@ -141,8 +141,9 @@ type Options struct {
 // Middleware makes mutating requests idempotent: see the package documentation for the wire
 // behaviour. Build one with New and wrap handlers with Handler, or decide without net/http with Begin.
 //
-// A Middleware is safe for concurrent use. Its zero value is not usable: its Begin returns ErrNotBuilt
-// and its Handler answers the opaque 500 to every request. Call New.
+// A Middleware is safe for concurrent use. Its zero value is not usable: its Begin and Close return
+// ErrNotBuilt, its Handler answers the opaque 500 to every request and its Stats are all zero. Call
+// New.
 type Middleware struct {
 	store            Store
 	scope            func(*http.Request) (string, error)
@@ -359,9 +360,23 @@ func canonicalCredential(dst []byte, auth string) []byte {
 	return append(dst, auth[i:]...)
 }
 
-// ErrNotBuilt: a Middleware used without New. Its Begin returns it, and its Handler answers every
-// request with the opaque 500 rather than let a mutating request through unguarded.
+// ErrNotBuilt: a Middleware used without New. Its Begin and Close return it, and its Handler answers
+// every request with the opaque 500 rather than let a mutating request through unguarded. The
+// methods of a zero MemoryStore, and a zero Sealer's Open, return errors that match it with
+// errors.Is and name their type.
 var ErrNotBuilt = errors.New("idempotency: Middleware not built with New")
+
+// notBuiltError is ErrNotBuilt for a type other than Middleware: its message names the type and its
+// constructor, and errors.Is matches ErrNotBuilt.
+type notBuiltError struct{ msg string }
+
+func (e *notBuiltError) Error() string        { return e.msg }
+func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
+
+var (
+	errZeroMemoryStore error = &notBuiltError{"idempotency: MemoryStore not built with NewMemoryStore"}
+	errZeroSealer      error = &notBuiltError{"idempotency: Sealer not built with NewSealer"}
+)
 
 // Handler returns next wrapped with the middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {

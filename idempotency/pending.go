@@ -109,6 +109,9 @@ func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 //
 // The middleware keeps serving after Close, but a completion that fails after it is not retried.
 func (m *Middleware) Close(ctx context.Context) error {
+	if m == nil || m.store == nil {
+		return ErrNotBuilt
+	}
 	p := &m.pending
 	p.mu.Lock()
 	idle, n := p.idle, p.n

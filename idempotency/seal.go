@@ -47,7 +47,8 @@ const (
 // SealKey is one key of a Sealer's ring.
 //
 // Its String and GoString methods hide the secret, so a key that reaches a log through fmt prints
-// as "7:<redacted>"; Reveal returns the text form that ParseSealKey reads.
+// as "7:<redacted>"; Reveal returns the text form that ParseSealKey reads. It is a plain value; the
+// zero SealKey (ID 0, no secret) is refused by NewSealer.
 type SealKey struct {
 	// ID names the key inside every sealed blob; unique in a ring; never 0.
 	ID uint32
@@ -143,9 +144,10 @@ func (k SealKey) GoString() string {
 
 // Sealer encrypts and authenticates stored response bodies with AES-256-GCM, so that a body that
 // carries a secret (an API key shown once, a webhook signing secret) never lies in plain text in a
-// Store. A Sealer is safe for concurrent use. Its zero value is not usable: Seal and Open panic on
-// it, because a Sealer that silently stored plain text would defeat its purpose. Create one with
-// NewSealer.
+// Store. A Sealer is safe for concurrent use. Its zero value is not usable: its Open returns an
+// error that wraps ErrNotBuilt, and its Seal, which has no error result, panics rather than return
+// plain text, because a Sealer that silently stored plain text would defeat its purpose. Create one
+// with NewSealer.
 //
 // # Keys and rotation
 //
@@ -257,10 +259,11 @@ func (s *Sealer) Seal(dst, plaintext, aad []byte) []byte {
 // blob's key is not in the ring, otherwise ErrSealCorrupt.
 //
 // Open allocates only when dst lacks room for the plaintext (len(sealed)-SealOverhead bytes).
-// dst's spare capacity must not overlap sealed. Open panics on a zero Sealer.
+// dst's spare capacity must not overlap sealed. On a zero Sealer it returns an error that wraps
+// ErrNotBuilt.
 func (s *Sealer) Open(dst, sealed, aad []byte) ([]byte, error) {
 	if s == nil || len(s.keys) == 0 {
-		panic("idempotency: Open on a zero Sealer; create it with NewSealer")
+		return nil, errZeroSealer
 	}
 	if len(sealed) < SealOverhead || sealed[0] != sealVersion {
 		return nil, ErrSealCorrupt

@@ -3,7 +3,8 @@ package idempotency
 import "sync/atomic"
 
 // Stats counts what a Middleware did since New. Read them with Middleware.Stats and export them to
-// your metrics system; each is monotonic.
+// your metrics system; each is monotonic. It is a plain value; the zero value is a Middleware that
+// has counted nothing yet.
 type Stats struct {
 	// Executed: claims won, so the handler (or Begin's caller) ran.
 	Executed uint64
@@ -45,6 +46,9 @@ type counters struct {
 
 // Stats returns a snapshot of the counters.
 func (m *Middleware) Stats() Stats {
+	if m == nil {
+		return Stats{}
+	}
 	c := &m.stats
 	return Stats{
 		Executed:    c.executed.Load(),

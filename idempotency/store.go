@@ -13,7 +13,8 @@ type Fingerprint [32]byte
 
 // Key names one idempotency record: the client's Idempotency-Key within a scope (a credential:
 // licensee and environment). Stores keep scopes apart and may use Scope for placement (a Redis hash
-// tag, say), so that one client can never see another's record.
+// tag, say), so that one client can never see another's record. It is a plain, comparable value; the
+// zero Key (empty scope and key) is never one the middleware makes: Begin refuses both.
 type Key struct {
 	Scope string
 	Key   string
@@ -23,7 +24,8 @@ type Key struct {
 //
 // Ownership: Store.Complete must not keep resp's Header or Body after it returns (the middleware
 // reuses its buffers), and a Response that Claim or Lookup returns may be shared with the store, so
-// callers must treat it as read-only. A nil and an empty Header or Body are equivalent.
+// callers must treat it as read-only. A nil and an empty Header or Body are equivalent. The zero
+// value is a Response with Status 0, which no completed request has.
 type Response struct {
 	Status int
 	Header http.Header
@@ -54,7 +56,8 @@ func (s Status) String() string {
 	return "unknown"
 }
 
-// Claim is the result of Store.Claim.
+// Claim is the result of Store.Claim. It is a plain value; the zero Claim has Status 0, which no
+// successful Claim returns (a Store returns it along with an error).
 type Claim struct {
 	Status Status
 	// Token is the fencing token of the claim when Status is Claimed. Tokens are unique per key across
@@ -73,7 +76,8 @@ type Claim struct {
 	Response *Response
 }
 
-// Record is a stored record as Lookup returns it.
+// Record is a stored record as Lookup returns it. It is a plain value; the zero Record has Status 0,
+// which no successful Lookup returns.
 type Record struct {
 	Fingerprint Fingerprint
 	Status      Status // InFlight or Completed

@@ -97,7 +97,8 @@ func MigrateCredentials(ctx context.Context, db DB, opts *CredentialOptions) err
 // microseconds: pass times at that precision if they must compare equal after a round trip.
 //
 // A CredentialStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is
-// not). It never closes the DB. Its zero value is not usable: call NewCredentialStore.
+// not). It never closes the DB. Its zero value is not usable: its methods return an error that wraps
+// ErrNotBuilt. Call NewCredentialStore.
 type CredentialStore struct {
 	db                          DB
 	put, get, revoke, revokeAll string
@@ -127,6 +128,9 @@ WHERE licensee = $1 AND environment = $2 AND (revoked_at IS NULL OR revoked_at >
 
 // Put implements sandbox.CredentialStore.
 func (s *CredentialStore) Put(ctx context.Context, c sandbox.Credential) error {
+	if s == nil || s.db == nil {
+		return errZeroCredentialStore
+	}
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -143,6 +147,9 @@ func (s *CredentialStore) Put(ctx context.Context, c sandbox.Credential) error {
 
 // Get implements sandbox.CredentialStore.
 func (s *CredentialStore) Get(ctx context.Context, h sandbox.KeyHash) (sandbox.Credential, error) {
+	if s == nil || s.db == nil {
+		return sandbox.Credential{}, errZeroCredentialStore
+	}
 	var (
 		c                sandbox.Credential
 		hash             []byte
@@ -174,6 +181,9 @@ func (s *CredentialStore) Get(ctx context.Context, h sandbox.KeyHash) (sandbox.C
 
 // Revoke implements sandbox.CredentialStore.
 func (s *CredentialStore) Revoke(ctx context.Context, id string, at time.Time) error {
+	if s == nil || s.db == nil {
+		return errZeroCredentialStore
+	}
 	if at.IsZero() {
 		return sandbox.ErrZeroRevocation
 	}
@@ -189,6 +199,9 @@ func (s *CredentialStore) Revoke(ctx context.Context, id string, at time.Time) e
 
 // RevokeAll implements sandbox.CredentialStore.
 func (s *CredentialStore) RevokeAll(ctx context.Context, licensee string, env sandbox.Environment, at time.Time) (int, error) {
+	if s == nil || s.db == nil {
+		return 0, errZeroCredentialStore
+	}
 	if at.IsZero() {
 		return 0, sandbox.ErrZeroRevocation
 	}

@@ -89,7 +89,8 @@ func MigrateCursors(ctx context.Context, db DB, opts *CursorOptions) error {
 // cursor commit together (ProcessInTx wraps that up for a webhook.Tracker).
 //
 // It is safe for concurrent use. It does not own db and never closes it. Create its table with
-// MigrateCursors. The zero value is not usable: build one with NewCursorStore.
+// MigrateCursors. The zero value is not usable: its methods, and the ProcessFunc its ProcessInTx
+// returns, return an error that wraps ErrNotBuilt. Build one with NewCursorStore.
 type CursorStore struct {
 	db  DB
 	cfg cursorConfig
@@ -108,6 +109,9 @@ func NewCursorStore(db DB, opts *CursorOptions) (*CursorStore, error) {
 
 // Get returns the stream's cursor, or 0 when it has none.
 func (s *CursorStore) Get(ctx context.Context, stream string) (uint64, error) {
+	if s == nil || s.db == nil {
+		return 0, errZeroCursorStore
+	}
 	return s.get(ctx, s.db, s.cfg.get, stream)
 }
 
@@ -128,6 +132,9 @@ func (s *CursorStore) get(ctx context.Context, db DB, sql, stream string) (uint6
 // Advance moves the stream's cursor from from to to if it is at from now, and otherwise returns
 // webhook.ErrCursorConflict; see webhook.CursorStore.
 func (s *CursorStore) Advance(ctx context.Context, stream string, from, to uint64) error {
+	if s == nil || s.db == nil {
+		return errZeroCursorStore
+	}
 	return s.advance(ctx, s.db, stream, from, to)
 }
 
@@ -136,6 +143,9 @@ func (s *CursorStore) Advance(ctx context.Context, stream string, from, to uint6
 // SERIALIZABLE) is reported as webhook.ErrCursorConflict too; tx is then aborted and must be rolled
 // back.
 func (s *CursorStore) AdvanceTx(ctx context.Context, tx pgx.Tx, stream string, from, to uint64) error {
+	if s == nil || s.db == nil {
+		return errZeroCursorStore
+	}
 	if tx == nil {
 		return errors.New("pgstore: AdvanceTx needs a transaction")
 	}
@@ -173,6 +183,9 @@ func (s *CursorStore) advance(ctx context.Context, db DB, stream string, from, t
 // this way, each event's effects are committed exactly once.
 func (s *CursorStore) ProcessInTx(fn func(ctx context.Context, tx pgx.Tx, step webhook.Step) error) webhook.ProcessFunc {
 	return func(ctx context.Context, step webhook.Step) error {
+		if s == nil || s.db == nil {
+			return errZeroCursorStore
+		}
 		tx, err := s.db.Begin(ctx)
 		if err != nil {
 			return cursorErr("begin", err)

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -20,6 +21,28 @@ type DB interface {
 
 // errNoDB is a constructor's refusal of a nil DB.
 func errNoDB(ctor string) error { return fmt.Errorf("pgstore: %s needs a DB", ctor) }
+
+// ErrNotBuilt: a store used without its constructor (the zero CredentialStore, CursorStore,
+// EndpointStore, EventLog, IdempotencyStore, PinStore or Transactor, or a nil pointer to one), which
+// has no DB. Every method with an error result returns an error that matches it with errors.Is and
+// names the type.
+var ErrNotBuilt = errors.New("pgstore: not built with its constructor")
+
+// notBuiltError is ErrNotBuilt for one type: its message names the type and its constructor.
+type notBuiltError struct{ msg string }
+
+func (e *notBuiltError) Error() string        { return e.msg }
+func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
+
+var (
+	errZeroCredentialStore  error = &notBuiltError{"pgstore: CredentialStore not built with NewCredentialStore"}
+	errZeroCursorStore      error = &notBuiltError{"pgstore: CursorStore not built with NewCursorStore"}
+	errZeroEndpointStore    error = &notBuiltError{"pgstore: EndpointStore not built with NewEndpointStore"}
+	errZeroEventLog         error = &notBuiltError{"pgstore: EventLog not built with NewEventLog"}
+	errZeroIdempotencyStore error = &notBuiltError{"pgstore: IdempotencyStore not built with NewIdempotencyStore"}
+	errZeroPinStore         error = &notBuiltError{"pgstore: PinStore not built with NewPinStore"}
+	errZeroTransactor       error = &notBuiltError{"pgstore: Transactor not built with NewTransactor"}
+)
 
 // quoteIdent quotes a schema or table name for use in SQL.
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }

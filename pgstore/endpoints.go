@@ -127,8 +127,8 @@ func MigrateEndpointStore(ctx context.Context, db DB, opts *EndpointStoreOptions
 // MaxFanOut).
 //
 // An EndpointStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is not).
-// It never closes the DB and never reads the clock. Its zero value is not usable: call
-// NewEndpointStore.
+// It never closes the DB and never reads the clock. Its zero value is not usable: its methods return
+// an error that wraps ErrNotBuilt. Call NewEndpointStore.
 type EndpointStore struct {
 	db  DB
 	sql endpointSQL
@@ -180,6 +180,9 @@ func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRu
 // cannot store as text (invalid UTF-8, a NUL byte), is an error wrapping producer.ErrInvalidEndpoint
 // and stores nothing.
 func (s *EndpointStore) Put(ctx context.Context, ep producer.Endpoint) error {
+	if s == nil || s.db == nil {
+		return errZeroEndpointStore
+	}
 	if err := ep.Validate(); err != nil {
 		return err
 	}
@@ -201,6 +204,9 @@ func (s *EndpointStore) Put(ctx context.Context, ep producer.Endpoint) error {
 // Delete removes the endpoint; the Dispatcher then abandons its pending deliveries. Deleting an ID
 // that is not registered changes nothing and is not an error.
 func (s *EndpointStore) Delete(ctx context.Context, id string) error {
+	if s == nil || s.db == nil {
+		return errZeroEndpointStore
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -215,6 +221,9 @@ func (s *EndpointStore) Delete(ctx context.Context, id string) error {
 
 // Lookup implements producer.Endpoints.
 func (s *EndpointStore) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
+	if s == nil || s.db == nil {
+		return producer.Endpoint{}, errZeroEndpointStore
+	}
 	if err := ctx.Err(); err != nil {
 		return producer.Endpoint{}, err
 	}
@@ -235,6 +244,9 @@ func (s *EndpointStore) Lookup(ctx context.Context, id string) (producer.Endpoin
 // ListEndpoints implements producer.EndpointLister: one read of the (owner, id) index, at most
 // q.Limit+1 rows (the one past the page says whether more follow).
 func (s *EndpointStore) ListEndpoints(ctx context.Context, q producer.EndpointQuery) ([]producer.Endpoint, bool, error) {
+	if s == nil || s.db == nil {
+		return nil, false, errZeroEndpointStore
+	}
 	if err := producer.CheckEndpointQuery(q); err != nil {
 		return nil, false, err
 	}

@@ -48,7 +48,8 @@ import (
 //
 // Transactions must be READ COMMITTED (PostgreSQL's default). An EventLog is safe for concurrent use
 // when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It never closes the DB. Its zero value is
-// not usable: call NewEventLog.
+// not usable: every method with an error result returns an error that wraps ErrNotBuilt (Settle one
+// per settlement). Call NewEventLog.
 type EventLog struct {
 	db  DB
 	cfg evlogConfig
@@ -202,10 +203,14 @@ DELETE FROM ` + e + ` e USING m WHERE e.stream = m.stream AND e.seq <= m.through
 
 // WithDB returns a copy of the log that runs on db — typically the caller's pgx.Tx, for the
 // transactional outbox — sharing l's statements, so it costs one small allocation. A nil db is a
-// programming error and panics here, at the line that passed it, rather than at first use.
+// programming error and panics here, at the line that passed it, rather than at first use. On a zero
+// EventLog, which has no statements to share, it returns another zero EventLog.
 func (l *EventLog) WithDB(db DB) *EventLog {
 	if db == nil {
 		panic("pgstore: EventLog.WithDB(nil)")
+	}
+	if l == nil || l.db == nil {
+		return &EventLog{}
 	}
 	cp := *l
 	cp.db = db
@@ -215,6 +220,9 @@ func (l *EventLog) WithDB(db DB) *EventLog {
 // Append implements producer.Log: it stores the event unnumbered and returns it with Sequence 0
 // (Sequence numbers it once it has committed). On a pgx.Tx it joins the caller's transaction.
 func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
+	if l == nil || l.db == nil {
+		return webhook.Event{}, errZeroEventLog
+	}
 	if err := producer.CheckEvent(stream, ev); err != nil {
 		return webhook.Event{}, err
 	}
@@ -233,6 +241,9 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 // none, and returns them with Sequence 0. Sequence numbers them in the batch's order. On a pgx.Tx it
 // joins the caller's transaction.
 func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEvent) ([]webhook.Event, error) {
+	if l == nil || l.db == nil {
+		return nil, errZeroEventLog
+	}
 	if err := producer.CheckBatch(events); err != nil {
 		return nil, err
 	}
@@ -267,6 +278,9 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 // Sequencer does); on a pgx.Tx the statement runs inside that transaction, whose commit then decides,
 // and the streams stay locked until it ends.
 func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.SequencedRun, error) {
+	if l == nil || l.db == nil {
+		return nil, errZeroEventLog
+	}
 	if limit < 1 {
 		return nil, ctx.Err()
 	}
@@ -350,6 +364,9 @@ func evlogRuns(got []evlogNumbered) []producer.SequencedRun {
 // pgx.Tx those of the transaction. A number that stays high means no Sequencer (no Dispatcher) runs
 // on the log.
 func (l *EventLog) Unsequenced(ctx context.Context) (int, error) {
+	if l == nil || l.db == nil {
+		return 0, errZeroEventLog
+	}
 	var n int64
 	if err := l.db.QueryRow(ctx, l.sql.unsequenced).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pgstore: event log unsequenced: %w", err)
@@ -364,6 +381,9 @@ func evlogInt(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
 // the IDs, chunks for the data), with type and API version interned, so that a page of a thousand
 // events costs a handful of allocations instead of several per event.
 func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
+	if l == nil || l.db == nil {
+		return nil, false, errZeroEventLog
+	}
 	if err := producer.CheckRange(from, to, limit); err != nil {
 		return nil, false, err
 	}
@@ -478,6 +498,9 @@ func (a *evlogArena) bytea(b []byte, format int16) ([]byte, error) {
 
 // Claim implements producer.Log.
 func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]producer.Delivery, error) {
+	if l == nil || l.db == nil {
+		return nil, errZeroEventLog
+	}
 	if req.Limit < 1 {
 		return nil, ctx.Err()
 	}
@@ -564,6 +587,13 @@ func (l *EventLog) Failed(ctx context.Context, lease producer.Lease, a producer.
 // Settle implements producer.Settler: every settlement's state update and history row in one
 // statement, one round trip and one commit.
 func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error {
+	if l == nil || l.db == nil {
+		errs := make([]error, len(ss))
+		for i := range errs {
+			errs[i] = errZeroEventLog
+		}
+		return errs
+	}
 	errs := make([]error, len(ss))
 	n := len(ss)
 	var (
@@ -644,6 +674,9 @@ func evlogText(s string, max int) string {
 
 // Attempts implements producer.Log.
 func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]producer.AttemptRecord, bool, error) {
+	if l == nil || l.db == nil {
+		return nil, false, errZeroEventLog
+	}
 	if err := producer.CheckAttemptQuery(q); err != nil {
 		return nil, false, err
 	}
@@ -686,11 +719,17 @@ func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]pro
 
 // Release implements producer.Log.
 func (l *EventLog) Release(ctx context.Context, lease producer.Lease, retryAt time.Time) error {
+	if l == nil || l.db == nil {
+		return errZeroEventLog
+	}
 	return l.settleOne(ctx, "release", l.sql.release, lease, retryAt)
 }
 
 // Status implements producer.Log.
 func (l *EventLog) Status(ctx context.Context, stream string, seq uint64) (producer.DeliveryStatus, error) {
+	if l == nil || l.db == nil {
+		return producer.DeliveryStatus{}, errZeroEventLog
+	}
 	if seq > math.MaxInt64 {
 		return producer.DeliveryStatus{}, producer.ErrNotFound
 	}
@@ -725,6 +764,9 @@ func evlogTime(t *time.Time) time.Time {
 // Cleanup implements producer.Log. Cleanups of one log run one at a time (an advisory lock): they are
 // background work, and serialising them keeps two from deadlocking over each other's stragglers.
 func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
+	if l == nil || l.db == nil {
+		return 0, errZeroEventLog
+	}
 	if limit < 1 {
 		return 0, ctx.Err()
 	}

@@ -46,7 +46,8 @@ func ExampleNewEventLog() {
 	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, qty) VALUES ($1, $2)`, "ord_1", 3); err != nil {
 		log.Fatal(err)
 	}
-	ev, err := pub.WithLog(must(pgstore.NewEventLog(tx, opts))).Publish(ctx, "we_123", "order.created",
+	// events.WithDB(tx) is the same log inside the order's transaction: it shares the statements.
+	ev, err := pub.WithLog(events.WithDB(tx)).Publish(ctx, "we_123", "order.created",
 		map[string]any{"id": "ord_1", "qty": 3})
 	if err != nil {
 		log.Fatal(err) // the deferred rollback takes the order back too

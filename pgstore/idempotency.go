@@ -104,7 +104,8 @@ var ErrClaimContention = errors.New("pgstore: idempotency claim kept racing conc
 // handler's own writes, use Transactor. Transactions must be READ COMMITTED (PostgreSQL's default).
 //
 // An IdempotencyStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is
-// not). It never closes the DB. Its zero value is not usable: call NewIdempotencyStore.
+// not). It never closes the DB. Its zero value is not usable: its methods (RunCleanup included)
+// return an error that wraps ErrNotBuilt. Call NewIdempotencyStore.
 type IdempotencyStore struct {
 	db  DB
 	cfg idemConfig
@@ -230,6 +231,9 @@ type idemRow struct {
 
 // Claim implements idempotency.Store in one statement (see IdempotencyStore).
 func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+	if s == nil || s.db == nil {
+		return idempotency.Claim{}, errZeroIdempotencyStore
+	}
 	c, _, err := s.claim(ctx, s.sql.claim, nil, key, fp, now, leaseUntil, expiresAt)
 	return c, err
 }
@@ -371,11 +375,17 @@ func idemResponse(status *int32, header, body []byte) (*idempotency.Response, er
 
 // Renew implements idempotency.Store.
 func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+	if s == nil || s.db == nil {
+		return errZeroIdempotencyStore
+	}
 	return s.exec(ctx, "renew", s.sql.renew, key.Scope, key.Key, int64(token), leaseUntil)
 }
 
 // Complete implements idempotency.Store: one UPDATE that matches only the token's in-flight row.
 func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+	if s == nil || s.db == nil {
+		return errZeroIdempotencyStore
+	}
 	var header []byte // NULL keeps a nil header nil
 	if resp.Header != nil {
 		var err error
@@ -388,6 +398,9 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, to
 
 // Release implements idempotency.Store.
 func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+	if s == nil || s.db == nil {
+		return errZeroIdempotencyStore
+	}
 	return s.exec(ctx, "release", s.sql.release, key.Scope, key.Key, int64(token))
 }
 
@@ -405,6 +418,9 @@ func (s *IdempotencyStore) exec(ctx context.Context, op, sql string, args ...any
 
 // Lookup implements idempotency.Store.
 func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+	if s == nil || s.db == nil {
+		return idempotency.Record{}, errZeroIdempotencyStore
+	}
 	var (
 		fp                    []byte
 		token                 int64
@@ -441,6 +457,9 @@ func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now 
 // holds many row locks or a long transaction. Expired rows are already invisible to the store; this
 // only frees the space. limit must be positive.
 func (s *IdempotencyStore) DeleteExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
+	if s == nil || s.db == nil {
+		return 0, errZeroIdempotencyStore
+	}
 	if limit <= 0 {
 		return 0, fmt.Errorf("pgstore: DeleteExpired limit must be positive, got %d", limit)
 	}

@@ -46,6 +46,9 @@ type CleanupOptions struct {
 // RunCleanup uses the store's DB from its own goroutine, so that DB must be safe for concurrent use (a
 // pool is).
 func (s *IdempotencyStore) RunCleanup(ctx context.Context, opts *CleanupOptions) error {
+	if s == nil || s.db == nil {
+		return errZeroIdempotencyStore
+	}
 	var o CleanupOptions
 	if opts != nil {
 		o = *opts

@@ -28,8 +28,14 @@ func ExampleNewIdempotencyStore() {
 	if err := pgstore.MigrateIdempotency(ctx, pool, opts); err != nil {
 		log.Fatal(err)
 	}
-	store := must(pgstore.NewIdempotencyStore(pool, opts))
-	mw := must(idempotency.New(&idempotency.Options{Store: store}))
+	store, err := pgstore.NewIdempotencyStore(pool, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := idempotency.New(&idempotency.Options{Store: store})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -50,7 +56,10 @@ func ExampleIdempotencyStore_RunCleanup() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store := must(pgstore.NewIdempotencyStore(pool, nil))
+	store, err := pgstore.NewIdempotencyStore(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	go func() { _ = store.RunCleanup(ctx, &pgstore.CleanupOptions{Logger: slog.Default()}) }()
 	// … serve requests until shutdown …
@@ -69,7 +78,14 @@ func ExampleNewTransactor() {
 	if err := pgstore.MigrateIdempotency(ctx, pool, nil); err != nil {
 		log.Fatal(err)
 	}
-	mw := must(idempotency.New(&idempotency.Options{Transactor: must(pgstore.NewTransactor(pool, nil))}))
+	tr, err := pgstore.NewTransactor(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := idempotency.New(&idempotency.Options{Transactor: tr})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct {

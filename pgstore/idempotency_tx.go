@@ -62,7 +62,7 @@ import (
 // of the idempotency table, so replicas in either mode, and DeleteExpired, share them.
 //
 // A Transactor is safe for concurrent use when its DB is (a pool is). Its zero value is not usable:
-// call NewTransactor.
+// its InTx returns an error that wraps ErrNotBuilt without calling fn. Call NewTransactor.
 type Transactor struct {
 	db    DB
 	store *IdempotencyStore
@@ -71,8 +71,8 @@ type Transactor struct {
 var _ idempotency.Transactor = (*Transactor)(nil)
 
 // NewTransactor returns the transactional mode on db (typically a *pgxpool.Pool), with the records in
-// the idempotency table opts names (nil means the defaults, as for NewIdempotencyStore). It panics
-// when db is nil.
+// the idempotency table opts names (nil means the defaults, as for NewIdempotencyStore). A nil db is
+// an error.
 func NewTransactor(db DB, opts *IdempotencyOptions) (*Transactor, error) {
 	if db == nil {
 		return nil, errNoDB("NewTransactor")
@@ -106,6 +106,9 @@ type idemTxBeginner interface {
 // broke during the commit, that the outcome is unknown: either way a retry is safe, since it replays
 // what committed or runs what did not).
 func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, store idempotency.Store) error) error {
+	if t == nil || t.db == nil {
+		return errZeroTransactor
+	}
 	var (
 		tx  pgx.Tx
 		err error

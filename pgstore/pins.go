@@ -95,7 +95,8 @@ func MigratePinStore(ctx context.Context, db DB, opts *PinStoreOptions) error {
 // "C" collation, so List pages in byte order whatever the database's locale.
 //
 // A PinStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It
-// never closes the DB and never reads the clock. Its zero value is not usable: call NewPinStore.
+// never closes the DB and never reads the clock. Its zero value is not usable: its methods return an
+// error that wraps ErrNotBuilt. Call NewPinStore.
 type PinStore struct {
 	db  DB
 	sql pinSQL
@@ -130,6 +131,9 @@ RETURNING version, pinned_at`,
 
 // Get implements versioning.PinStore.
 func (s *PinStore) Get(ctx context.Context, licensee string) (versioning.Pin, error) {
+	if s == nil || s.db == nil {
+		return versioning.Pin{}, errZeroPinStore
+	}
 	if err := versioning.CheckLicensee(licensee); err != nil {
 		return versioning.Pin{}, err
 	}
@@ -155,6 +159,9 @@ func (s *PinStore) get(ctx context.Context, licensee string) (versioning.Pin, er
 
 // SetIfAbsent implements versioning.PinStore.
 func (s *PinStore) SetIfAbsent(ctx context.Context, licensee, version string, at time.Time) (versioning.Pin, bool, error) {
+	if s == nil || s.db == nil {
+		return versioning.Pin{}, false, errZeroPinStore
+	}
 	if err := versioning.CheckPin(licensee, version); err != nil {
 		return versioning.Pin{}, false, err
 	}
@@ -183,6 +190,9 @@ func (s *PinStore) SetIfAbsent(ctx context.Context, licensee, version string, at
 
 // CompareAndSwap implements versioning.PinStore.
 func (s *PinStore) CompareAndSwap(ctx context.Context, licensee, from, to string, at time.Time) (versioning.Pin, error) {
+	if s == nil || s.db == nil {
+		return versioning.Pin{}, errZeroPinStore
+	}
 	if err := versioning.CheckPin(licensee, to); err != nil {
 		return versioning.Pin{}, err
 	}
@@ -210,6 +220,9 @@ func (s *PinStore) CompareAndSwap(ctx context.Context, licensee, from, to string
 
 // Delete implements versioning.PinStore.
 func (s *PinStore) Delete(ctx context.Context, licensee string) error {
+	if s == nil || s.db == nil {
+		return errZeroPinStore
+	}
 	if err := versioning.CheckLicensee(licensee); err != nil {
 		return err
 	}
@@ -221,6 +234,9 @@ func (s *PinStore) Delete(ctx context.Context, licensee string) error {
 
 // List implements versioning.PinStore.
 func (s *PinStore) List(ctx context.Context, version, after string, limit int) ([]versioning.Pin, error) {
+	if s == nil || s.db == nil {
+		return nil, errZeroPinStore
+	}
 	if err := versioning.CheckList(version, after, limit); err != nil {
 		return nil, err
 	}

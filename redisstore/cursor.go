@@ -43,7 +43,7 @@ return 1
 // everything the producer retains.
 //
 // It is safe for concurrent use. It does not own the client and never closes it. The zero value is not
-// usable: build one with NewCursorStore.
+// usable: its methods return an error that wraps ErrNotBuilt. Build one with NewCursorStore.
 type CursorStore struct {
 	client  redis.UniversalClient
 	prefix  string
@@ -77,6 +77,9 @@ func (s *CursorStore) key(stream string) string {
 
 // Get returns the stream's cursor, or 0 when it has none.
 func (s *CursorStore) Get(ctx context.Context, stream string) (uint64, error) {
+	if s == nil || s.client == nil {
+		return 0, errZeroCursorStore
+	}
 	v, err := s.client.Get(ctx, s.key(stream)).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -94,6 +97,9 @@ func (s *CursorStore) Get(ctx context.Context, stream string) (uint64, error) {
 // Advance moves the stream's cursor from from to to if it is at from now, and otherwise returns
 // webhook.ErrCursorConflict; see webhook.CursorStore.
 func (s *CursorStore) Advance(ctx context.Context, stream string, from, to uint64) error {
+	if s == nil || s.client == nil {
+		return errZeroCursorStore
+	}
 	if err := webhook.CheckAdvance(from, to); err != nil {
 		return err
 	}

@@ -24,6 +24,22 @@ const DefaultIdempotencyPrefix = "svc:"
 // maxmemory-policy other than noeviction.
 var ErrEvictionPolicy = errors.New("redisstore: the Redis may evict idempotency records")
 
+// ErrNotBuilt: a store used without its constructor (the zero CursorStore or IdempotencyStore, or a
+// nil pointer to one), which has no client. Every method returns an error that matches it with
+// errors.Is and names the type.
+var ErrNotBuilt = errors.New("redisstore: not built with its constructor")
+
+// notBuiltError is ErrNotBuilt for one type: its message names the type and its constructor.
+type notBuiltError struct{ msg string }
+
+func (e *notBuiltError) Error() string        { return e.msg }
+func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
+
+var (
+	errZeroCursorStore      error = &notBuiltError{"redisstore: CursorStore not built with NewCursorStore"}
+	errZeroIdempotencyStore error = &notBuiltError{"redisstore: IdempotencyStore not built with NewIdempotencyStore"}
+)
+
 // IdempotencyOptions configures an IdempotencyStore. A nil *IdempotencyOptions and the zero value mean
 // the defaults.
 type IdempotencyOptions struct {
@@ -111,7 +127,8 @@ type IdempotencyOptions struct {
 //     with the same effect as a lost second of AOF.
 //
 // An IdempotencyStore is safe for concurrent use by many goroutines and many processes sharing the
-// Redis. It never closes the client. Its zero value is not usable: call NewIdempotencyStore.
+// Redis. It never closes the client. Its zero value is not usable: its methods return an error that
+// wraps ErrNotBuilt. Call NewIdempotencyStore.
 type IdempotencyStore struct {
 	client   redis.UniversalClient
 	prefix   string
@@ -182,6 +199,9 @@ func (s *IdempotencyStore) keys(key idempotency.Key) []string {
 // replay is one round trip. With a quota, a claim that would create a record in a scope already at
 // its quota returns an error wrapping idempotency.ErrQuotaExceeded and changes nothing.
 func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+	if s == nil || s.client == nil {
+		return idempotency.Claim{}, errZeroIdempotencyStore
+	}
 	res, err := s.claim.Run(ctx, s.client, s.keys(key),
 		fp[:], idemTime(now), idemTime(leaseUntil), idemTime(expiresAt),
 		idemTTL(now, expiresAt), now.UnixMilli(), rand.Uint64N(idemTokenStart)+1,
@@ -288,6 +308,9 @@ func idemParseResponse(code, hdr, body any) (*idempotency.Response, error) {
 
 // Renew implements idempotency.Store.
 func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+	if s == nil || s.client == nil {
+		return errZeroIdempotencyStore
+	}
 	n, err := s.renew.Run(ctx, s.client, s.keys(key), strconv.FormatUint(token, 10), idemTime(leaseUntil)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: idempotency renew: %w", err)
@@ -303,6 +326,9 @@ func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token
 // quota lasts as long. A Redis out of memory refuses the completion with an error (redis.IsOOMError
 // reports it) and stores nothing; the owner still holds its claim and may try again.
 func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+	if s == nil || s.client == nil {
+		return errZeroIdempotencyStore
+	}
 	hdr, hasHdr, err := idemEncodeHeader(resp.Header)
 	if err != nil {
 		return err
@@ -328,6 +354,9 @@ func idemFlag(b bool) string {
 
 // Release implements idempotency.Store.
 func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+	if s == nil || s.client == nil {
+		return errZeroIdempotencyStore
+	}
 	n, err := s.release.Run(ctx, s.client, s.keys(key), strconv.FormatUint(token, 10), key.Key).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: idempotency release: %w", err)
@@ -340,6 +369,9 @@ func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, tok
 
 // Lookup implements idempotency.Store with one HMGET.
 func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+	if s == nil || s.client == nil {
+		return idempotency.Record{}, errZeroIdempotencyStore
+	}
 	vals, err := s.client.HMGet(ctx, s.keys(key)[0], "st", "fp", "tok", "lease", "exp", "code", "hdr", "body").Result()
 	if err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: idempotency lookup: %w", err)

@@ -29,7 +29,10 @@ func ExampleNewIdempotencyStore() {
 		// running on it would let evicted keys run twice.
 		log.Fatal(err)
 	}
-	mw := must(idempotency.New(&idempotency.Options{Store: store}))
+	mw, err := idempotency.New(&idempotency.Options{Store: store})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -45,7 +45,7 @@ type Resolver interface {
 // DefaultAuthRetryAfter is the Retry-After of the 503 written when the Resolver fails.
 const DefaultAuthRetryAfter = time.Second
 
-// AuthOptions tune an Authenticator. A nil *AuthOptions means the defaults.
+// AuthOptions tune an Authenticator. A nil *AuthOptions and the zero value mean the defaults.
 type AuthOptions struct {
 	// Problems writes the problem responses (its TypeBase and Logger). Fields left empty come from the
 	// Writer apierror.Writer.Handler put in the request's context, else apierror's defaults.
@@ -72,7 +72,7 @@ type AuthOptions struct {
 // unknown, expired or revoked.
 //
 // An Authenticator is safe for concurrent use. Build one with NewAuthenticator; the zero value is not
-// usable.
+// usable: its Authenticate returns ErrNotBuilt and its Handler answers the opaque 500.
 type Authenticator struct {
 	resolver   Resolver
 	writer     apierror.Writer
@@ -146,6 +146,9 @@ func (a *Authenticator) problemInvalid() *apierror.Error {
 // ErrKeyChecksum, ErrUnknownKey, ErrKeyExpired, ErrKeyRevoked, or the resolver's failure) and the
 // *apierror.Error to answer with; neither contains the key.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
+	if a == nil || a.resolver == nil {
+		return Principal{}, &problemError{cause: errZeroAuthenticator, problem: apierror.Internal()}
+	}
 	token, err := a.bearerToken(r.Header)
 	if err != nil {
 		return Principal{}, err
@@ -218,6 +221,9 @@ func bearerToken(h http.Header) (string, error) {
 // Handler returns middleware that authenticates every request before next runs, and answers with a
 // problem instead when authentication fails.
 func (a *Authenticator) Handler(next http.Handler) http.Handler {
+	if a == nil || a.resolver == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroAuthenticator) })
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.Authenticate(r)
 		if err != nil {

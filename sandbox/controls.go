@@ -24,7 +24,8 @@ const DefaultTestEventType = "sandbox.test"
 // caller's; Controls answer both with the same 404.
 var ErrUnknownEndpoint = errors.New("sandbox: unknown webhook endpoint")
 
-// TriggerRequest is the body of POST {prefix}/events; every member is optional:
+// TriggerRequest is the body of POST {prefix}/events; every member is optional, so the zero value
+// asks for one DefaultTestEventType event with data {} on every endpoint of the caller:
 //
 //	{"type":"order.created","endpoint":"we_123","data":{"id":"ord_1"}}
 type TriggerRequest struct {
@@ -38,7 +39,8 @@ type TriggerRequest struct {
 
 // Triggered is one event a Trigger hook emitted, on one endpoint. Its Event.Sequence is 0 (and left
 // out of the JSON) when the producer's log numbers events after they commit, as pgstore.EventLog
-// does: the number is assigned a moment later, and the delivery and range retrieval carry it.
+// does: the number is assigned a moment later, and the delivery and range retrieval carry it. It is a
+// plain value; the zero Triggered names no endpoint and no event.
 type Triggered struct {
 	Endpoint string        `json:"endpoint"`
 	Event    webhook.Event `json:"event"`
@@ -46,7 +48,8 @@ type Triggered struct {
 
 // Hooks connect the sandbox controls to the application. Each receives the caller's principal, which
 // is always a sandbox one, and must confine itself to that principal's data. A nil hook leaves its
-// control out: its route answers like an unknown one.
+// control out: its route answers like an unknown one. The zero Hooks has none, and NewControls
+// refuses it.
 type Hooks struct {
 	// Trigger emits a test event to the caller's endpoints (or only req.Endpoint) through the normal
 	// delivery path, and returns what it emitted. An endpoint that is unknown or not the caller's is
@@ -61,7 +64,7 @@ type Hooks struct {
 	Reset func(ctx context.Context, p Principal) error
 }
 
-// ControlsOptions tune Controls. A nil *ControlsOptions means the defaults.
+// ControlsOptions tune Controls. A nil *ControlsOptions and the zero value mean the defaults.
 type ControlsOptions struct {
 	// Prefix is the path the controls live under; empty means DefaultControlsPrefix.
 	Prefix string
@@ -86,7 +89,7 @@ type ControlsOptions struct {
 // A production key, or no principal, gets exactly the response of an unknown route (ControlsOptions.
 // NotFound), whatever the method and path: production callers cannot reach, or even detect, the
 // controls. Controls are safe for concurrent use. Build them with NewControls; the zero value is not
-// usable.
+// usable: it answers every request with the opaque 500 (ErrNotBuilt).
 type Controls struct {
 	hooks    Hooks
 	prefix   string
@@ -121,6 +124,10 @@ func NewControls(h Hooks, opts *ControlsOptions) (*Controls, error) {
 
 // ServeHTTP implements http.Handler.
 func (c *Controls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c == nil || c.notFound == nil {
+		apierror.Write(w, r, errZeroControls)
+		return
+	}
 	p, ok := FromContext(r.Context())
 	if !ok || p.Environment != Sandbox {
 		c.notFound.ServeHTTP(w, r)

@@ -40,11 +40,19 @@ func exampleRequestID(h http.Handler) http.Handler {
 // A service with both environments in one build: the key decides which data a request sees.
 func Example() {
 	ctx := context.Background()
-	issuer := must(sandbox.NewIssuer(nil, nil))
+	issuer, err := sandbox.NewIssuer(nil, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	sandboxCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 	liveCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 
-	orders := must(sandbox.NewScoped[string](&sandbox.MemoryKV[string]{}))
+	orders, err := sandbox.NewScoped[string](&sandbox.MemoryKV[string]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if err := orders.Put(r.Context(), r.PathValue("id"), "buy"); err != nil {
@@ -62,8 +70,22 @@ func Example() {
 		}
 		_, _ = io.WriteString(w, side)
 	})
-	limit := must(sandbox.NewRateLimit(must(sandbox.NewTokenBucket(100, 100, nil)), nil))
-	h := must(sandbox.NewAuthenticator(issuer, nil)).Handler(limit.Handler(mux))
+	bucket, err := sandbox.NewTokenBucket(100, 100, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	limit, err := sandbox.NewRateLimit(bucket, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	auth, err := sandbox.NewAuthenticator(issuer, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := auth.Handler(limit.Handler(mux))
 
 	fmt.Println(strings.HasPrefix(sandboxCreds.APIKey, "sk_sandbox_"), strings.HasPrefix(liveCreds.APIKey, "sk_live_"))
 	fmt.Println("create with the sandbox key:", call(h, "PUT", "/v1/orders/ord_1", sandboxCreds.APIKey, "").Code)
@@ -99,10 +121,14 @@ func ExampleParseKey() {
 // Issuing sandbox credentials when an evaluation starts.
 func ExampleIssuer_Issue() {
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	issuer := must(sandbox.NewIssuer(nil, &sandbox.IssuerOptions{
+	issuer, err := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{
 		Now:            func() time.Time { return now },
 		SandboxBaseURL: "https://sandbox.example.com",
-	}))
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	creds, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", TTL: 14 * 24 * time.Hour})
 	fmt.Println(creds.Environment, creds.BaseURL, creds.ExpiresAt.Format(time.DateOnly))
 	fmt.Println(strings.HasPrefix(creds.APIKey, "sk_sandbox_"), strings.HasPrefix(creds.WebhookSecret, "whsec_"))
@@ -116,7 +142,16 @@ func ExampleIssuer_Issue() {
 
 // A missing key is a 401 located at the Authorization header.
 func ExampleAuthenticator() {
-	auth := must(sandbox.NewAuthenticator(must(sandbox.NewIssuer(nil, nil)), nil))
+	issuer, err := sandbox.NewIssuer(nil, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	auth, err := sandbox.NewAuthenticator(issuer, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	rec := call(auth.Handler(http.NotFoundHandler()), "GET", "/v1/orders", "", "")
 	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
 	fmt.Println(rec.Body.String())
@@ -127,13 +162,31 @@ func ExampleAuthenticator() {
 
 // The same limiter throttles production and never the sandbox.
 func ExampleRateLimit() {
-	issuer := must(sandbox.NewIssuer(nil, nil))
+	issuer, err := sandbox.NewIssuer(nil, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
 	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 	// 1 request per second; the clock stands still, so every request arrives in the same instant.
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	limit := must(sandbox.NewRateLimit(must(sandbox.NewTokenBucket(1, 1, nil)), &sandbox.RateLimitOptions{Now: func() time.Time { return now }}))
-	h := must(sandbox.NewAuthenticator(issuer, nil)).Handler(limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	bucket, err := sandbox.NewTokenBucket(1, 1, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	limit, err := sandbox.NewRateLimit(bucket, &sandbox.RateLimitOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	auth, err := sandbox.NewAuthenticator(issuer, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := auth.Handler(limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 
 	sandboxOK := 0
 	for range 1000 {
@@ -162,19 +215,32 @@ func ExampleScopedKey() {
 
 // Production keys cannot reach, or even detect, the sandbox controls.
 func ExampleControls() {
-	issuer := must(sandbox.NewIssuer(nil, nil))
+	issuer, err := sandbox.NewIssuer(nil, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
 	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 	faults := &sandbox.FaultTable{}
-	controls := must(sandbox.NewControls(sandbox.Hooks{
+	controls, err := sandbox.NewControls(sandbox.Hooks{
 		SetFaults: func(_ context.Context, _ sandbox.Principal, id string, f sandbox.Faults) error {
 			if id != "we_1" {
 				return sandbox.ErrUnknownEndpoint
 			}
 			return faults.Set(id, f)
 		},
-	}, nil))
-	h := must(sandbox.NewAuthenticator(issuer, nil)).Handler(controls)
+	}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	auth, err := sandbox.NewAuthenticator(issuer, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := auth.Handler(controls)
 
 	rec := call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", sb.APIKey, `{"drop":0.2,"reorder":0.1}`)
 	fmt.Println(rec.Code, faults.FaultsFor("we_1").Drop)
@@ -196,7 +262,11 @@ func ExampleFaultTransport() {
 	defer consumer.Close()
 	faults := &sandbox.FaultTable{}
 	_ = faults.Set("we_1", sandbox.Faults{Drop: 1})
-	tr := must(sandbox.NewFaultTransport(nil, faults, nil))
+	tr, err := sandbox.NewFaultTransport(nil, faults, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 

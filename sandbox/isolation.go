@@ -67,7 +67,8 @@ type KV[V any] interface {
 // Scoped is a KV whose keys are scoped by the principal in each call's context: handlers pass their
 // own keys ("ord_123") and can neither forget the environment nor reach another scope. Without a
 // principal in the context every method returns ErrNoPrincipal. A Scoped is safe for concurrent use
-// when its KV is. Build one with NewScoped; the zero value is not usable.
+// when its KV is. Build one with NewScoped; the zero value is not usable: every method returns
+// ErrNotBuilt.
 type Scoped[V any] struct {
 	kv KV[V]
 }
@@ -82,6 +83,10 @@ func NewScoped[V any](kv KV[V]) (*Scoped[V], error) {
 
 // Get returns the value under key in the caller's scope, or ErrNotFound.
 func (s *Scoped[V]) Get(ctx context.Context, key string) (V, error) {
+	if s == nil || s.kv == nil {
+		var zero V
+		return zero, errZeroScoped
+	}
 	k, err := ScopedKeyFromContext(ctx, key)
 	if err != nil {
 		var zero V
@@ -92,6 +97,9 @@ func (s *Scoped[V]) Get(ctx context.Context, key string) (V, error) {
 
 // Put stores v under key in the caller's scope.
 func (s *Scoped[V]) Put(ctx context.Context, key string, v V) error {
+	if s == nil || s.kv == nil {
+		return errZeroScoped
+	}
 	k, err := ScopedKeyFromContext(ctx, key)
 	if err != nil {
 		return err
@@ -101,6 +109,9 @@ func (s *Scoped[V]) Put(ctx context.Context, key string, v V) error {
 
 // Delete removes key from the caller's scope.
 func (s *Scoped[V]) Delete(ctx context.Context, key string) error {
+	if s == nil || s.kv == nil {
+		return errZeroScoped
+	}
 	k, err := ScopedKeyFromContext(ctx, key)
 	if err != nil {
 		return err
@@ -112,6 +123,9 @@ func (s *Scoped[V]) Delete(ctx context.Context, key string) error {
 // for sandbox principals only (ErrNotSandbox otherwise): it is how a Controls Reset hook empties an
 // evaluation, and it can never touch production data.
 func (s *Scoped[V]) Reset(ctx context.Context) (int, error) {
+	if s == nil || s.kv == nil {
+		return 0, errZeroScoped
+	}
 	p, ok := FromContext(ctx)
 	if !ok {
 		return 0, ErrNoPrincipal

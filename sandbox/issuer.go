@@ -34,7 +34,7 @@ var (
 // ErrInvalidEvaluation: an Evaluation lacks a usable licensee, environment or lifetime.
 var ErrInvalidEvaluation = errors.New("sandbox: invalid evaluation")
 
-// IssuerOptions tune an Issuer. A nil *IssuerOptions means the defaults.
+// IssuerOptions tune an Issuer. A nil *IssuerOptions and the zero value mean the defaults.
 type IssuerOptions struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -63,7 +63,8 @@ type Evaluation struct {
 
 // Credentials are what an evaluation starts with. APIKey and WebhookSecret are shown to their owner
 // once and never again: only the key's hash is stored. String, GoString and LogValue redact both, so
-// Credentials can be logged; encoding/json renders them in full, for the issuance response.
+// Credentials can be logged; encoding/json renders them in full, for the issuance response. They are a
+// plain value; the zero Credentials hold no key and grant nothing.
 type Credentials struct {
 	KeyID         string      `json:"key_id"`
 	APIKey        string      `json:"api_key"`
@@ -107,7 +108,8 @@ func expiresAttr(t time.Time) slog.Attr {
 }
 
 // Issuer issues API keys and resolves them back to principals. It is safe for concurrent use. Build
-// one with NewIssuer; the zero value is not usable.
+// one with NewIssuer; the zero value is not usable: its Issue, Revoke, EndEvaluation and Resolve
+// return ErrNotBuilt, and its Store is nil.
 type Issuer struct {
 	store      CredentialStore
 	now        func() time.Time
@@ -160,11 +162,19 @@ func NewIssuer(store CredentialStore, opts *IssuerOptions) (*Issuer, error) {
 }
 
 // Store returns the issuer's credential store.
-func (i *Issuer) Store() CredentialStore { return i.store }
+func (i *Issuer) Store() CredentialStore {
+	if i == nil {
+		return nil
+	}
+	return i.store
+}
 
 // Issue creates credentials for ev: a fresh API key of ev's environment (stored as its hash), a fresh
 // webhook signing secret, the environment's base URL, and the expiry.
 func (i *Issuer) Issue(ctx context.Context, ev Evaluation) (Credentials, error) {
+	if i == nil || i.store == nil {
+		return Credentials{}, errZeroIssuer
+	}
 	env := ev.Environment
 	if env == "" {
 		env = Sandbox
@@ -214,6 +224,9 @@ func (i *Issuer) Issue(ctx context.Context, ev Evaluation) (Credentials, error) 
 
 // Revoke revokes the key with the given ID now. It returns ErrCredentialNotFound for an unknown ID.
 func (i *Issuer) Revoke(ctx context.Context, keyID string) error {
+	if i == nil || i.store == nil {
+		return errZeroIssuer
+	}
 	if err := i.store.Revoke(ctx, keyID, i.now()); err != nil {
 		return fmt.Errorf("sandbox: revoking %s: %w", keyID, err)
 	}
@@ -225,6 +238,9 @@ func (i *Issuer) Revoke(ctx context.Context, keyID string) error {
 
 // EndEvaluation revokes every sandbox key of licensee now and returns how many it revoked.
 func (i *Issuer) EndEvaluation(ctx context.Context, licensee string) (int, error) {
+	if i == nil || i.store == nil {
+		return 0, errZeroIssuer
+	}
 	n, err := i.store.RevokeAll(ctx, licensee, Sandbox, i.now())
 	if err != nil {
 		return n, fmt.Errorf("sandbox: ending the evaluation of %s: %w", licensee, err)
@@ -238,6 +254,9 @@ func (i *Issuer) EndEvaluation(ctx context.Context, licensee string) (int, error
 // Resolve returns the principal k authenticates as now. It returns ErrUnknownKey, ErrKeyExpired or
 // ErrKeyRevoked for a key that does not authenticate, and a wrapped store error when the store fails.
 func (i *Issuer) Resolve(ctx context.Context, k Key) (Principal, error) {
+	if i == nil || i.store == nil {
+		return Principal{}, errZeroIssuer
+	}
 	if !k.env.Valid() {
 		return Principal{}, ErrUnknownKey // the zero Key: never a credential
 	}

@@ -66,7 +66,8 @@ type Key struct {
 	s   string
 }
 
-// KeyHash is the SHA-256 of a whole API key string, prefix included: all a CredentialStore keeps.
+// KeyHash is the SHA-256 of a whole API key string, prefix included: all a CredentialStore keeps. It
+// is a plain value; the zero KeyHash is the hash of no key, and no credential has it.
 type KeyHash [sha256.Size]byte
 
 // String returns the hash in lowercase hex.

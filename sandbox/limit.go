@@ -28,7 +28,8 @@ type Limiter interface {
 // DefaultMaxKeys bounds how many keys' buckets a TokenBucket keeps.
 const DefaultMaxKeys = 10_000
 
-// TokenBucketOptions tune a TokenBucket. A nil *TokenBucketOptions means the defaults.
+// TokenBucketOptions tune a TokenBucket. A nil *TokenBucketOptions and the zero value mean the
+// defaults.
 type TokenBucketOptions struct {
 	// MaxKeys bounds the buckets kept; the least recently used is dropped beyond it. Zero means
 	// DefaultMaxKeys; negative is an error. A dropped bucket comes back full, so keep the bound above
@@ -41,7 +42,8 @@ type TokenBucketOptions struct {
 }
 
 // TokenBucket is a Limiter with one token bucket per key, kept in a bounded LRU map. It is safe for
-// concurrent use. Build one with NewTokenBucket; the zero value is not usable (its Allow is an error).
+// concurrent use. Build one with NewTokenBucket; the zero value is not usable: its Allow returns
+// ErrNotBuilt (and its Len is 0).
 type TokenBucket struct {
 	limit  float64
 	burst  int
@@ -114,13 +116,10 @@ func NewTokenBucket(perSecond float64, burst int, opts *TokenBucketOptions) (*To
 	return tb, nil
 }
 
-// ErrZeroTokenBucket: Allow on a TokenBucket that NewTokenBucket did not build.
-var ErrZeroTokenBucket = errors.New("sandbox: TokenBucket not built with NewTokenBucket")
-
 // Allow implements Limiter.
 func (tb *TokenBucket) Allow(ctx context.Context, key string, now time.Time) (bool, time.Duration, error) {
-	if tb.buckets == nil {
-		return false, 0, ErrZeroTokenBucket
+	if tb == nil || tb.buckets == nil {
+		return false, 0, errZeroTokenBucket
 	}
 	ok, wait := tb.bucket(key).take(now)
 	return ok, wait, nil
@@ -153,6 +152,9 @@ func (tb *TokenBucket) bucket(scope string) *bucket {
 
 // Len returns the number of buckets kept.
 func (tb *TokenBucket) Len() int {
+	if tb == nil {
+		return 0
+	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	return tb.lru.Len()
@@ -160,7 +162,8 @@ func (tb *TokenBucket) Len() int {
 
 // KeyFunc names the caller a request is limited as: the key its Limiter counts by. An empty key means
 // the request is not limited at all. An error is written as the response: an *apierror.Error (a 401,
-// say) as it is, anything else as the opaque 500.
+// say) as it is, anything else as the opaque 500. The zero (nil) KeyFunc in RateLimitOptions.Key
+// means PrincipalKey.
 type KeyFunc func(r *http.Request) (key string, err error)
 
 // PrincipalKey is the default KeyFunc: the sandbox principal's licensee and environment
@@ -177,7 +180,7 @@ func PrincipalKey(r *http.Request) (string, error) {
 	return p.Scope(), nil
 }
 
-// RateLimitOptions tune a RateLimit. A nil *RateLimitOptions means the defaults.
+// RateLimitOptions tune a RateLimit. A nil *RateLimitOptions and the zero value mean the defaults.
 type RateLimitOptions struct {
 	// Key names the caller each request is limited as; nil means PrincipalKey. A team with its own
 	// authentication gives its own: the user or account ID its middleware put in the context.
@@ -203,8 +206,8 @@ var ErrRateLimited = errors.New("sandbox: rate limited")
 // even consulted, so a sandbox load test measures the build, not a throttle); a request without a
 // principal is a wiring mistake and gets an opaque 500.
 //
-// A RateLimit is safe for concurrent use. Build one with NewRateLimit; the zero value is not usable
-// (its Check is an error).
+// A RateLimit is safe for concurrent use. Build one with NewRateLimit; the zero value is not usable:
+// its Check returns ErrNotBuilt and its Handler answers the opaque 500.
 type RateLimit struct {
 	limiter    Limiter
 	key        KeyFunc
@@ -233,15 +236,12 @@ func NewRateLimit(l Limiter, opts *RateLimitOptions) (*RateLimit, error) {
 	return rl, nil
 }
 
-// ErrZeroRateLimit: Check on a RateLimit that NewRateLimit did not build.
-var ErrZeroRateLimit = errors.New("sandbox: RateLimit not built with NewRateLimit")
-
 // Check is the middleware's decision without HTTP: nil when r may proceed, otherwise an error that
 // wraps the condition (ErrRateLimited, ErrNoPrincipal or the Key's error, or the limiter's failure)
 // and the *apierror.Error to answer with.
 func (rl *RateLimit) Check(r *http.Request) error {
-	if rl.limiter == nil {
-		return &problemError{cause: ErrZeroRateLimit, problem: apierror.Internal()}
+	if rl == nil || rl.limiter == nil {
+		return &problemError{cause: errZeroRateLimit, problem: apierror.Internal()}
 	}
 	key, err := rl.key(r)
 	if err != nil {
@@ -280,7 +280,7 @@ func (rl *RateLimit) Handler(next http.Handler) http.Handler {
 				switch {
 				case errors.Is(err, ErrNoPrincipal):
 					rl.log.ErrorContext(r.Context(), "sandbox: RateLimit ran without an authenticated principal; put it after the Authenticator")
-				case errors.Is(err, ErrZeroRateLimit):
+				case errors.Is(err, errZeroRateLimit):
 					rl.log.ErrorContext(r.Context(), err.Error())
 				case !errors.Is(err, ErrRateLimited):
 					rl.log.ErrorContext(r.Context(), "sandbox: rate limit refused the request", "error", err)

@@ -230,7 +230,7 @@ func TestRateLimitFailures(t *testing.T) {
 	_, err := NewRateLimit(nil, nil)
 	require.ErrorContains(t, err, "needs a Limiter", "a limit that limits nothing is a configuration error")
 	_, _, err = (&TokenBucket{}).Allow(context.Background(), "k", time.Now())
-	require.ErrorIs(t, err, ErrZeroTokenBucket)
+	require.ErrorIs(t, err, ErrNotBuilt)
 }
 
 // A team with its own authentication limits by its own key: no sandbox Principal anywhere.

@@ -38,7 +38,8 @@ const (
 	DefaultSendTimeout = 30 * time.Second
 )
 
-// FaultEvent describes one fault applied to one delivery.
+// FaultEvent describes one fault applied to one delivery. It is a plain value; the zero FaultEvent
+// names no endpoint and no fault.
 type FaultEvent struct {
 	EndpointID string
 	// Sequence is the delivery's X-SVC-Sequence, or 0 when it had none.
@@ -46,7 +47,8 @@ type FaultEvent struct {
 	Fault    Fault
 }
 
-// FaultTransportOptions tune a FaultTransport. A nil *FaultTransportOptions means the defaults.
+// FaultTransportOptions tune a FaultTransport. A nil *FaultTransportOptions and the zero value mean
+// the defaults.
 type FaultTransportOptions struct {
 	// EndpointOf names the webhook endpoint a request delivers to, or reports false for a request
 	// that is not a delivery (those pass through untouched). Nil means EndpointFromRequest; a webhook
@@ -74,7 +76,8 @@ type FaultTransportOptions struct {
 //
 // Held deliveries are sent after the endpoint's next delivery, when HoldFor ends, or on Close, so
 // nothing is held forever; Close stops the timers and sends what is still held. A FaultTransport is
-// safe for concurrent use. Build one with NewFaultTransport; the zero value is not usable.
+// safe for concurrent use. Build one with NewFaultTransport; the zero value is not usable: its
+// RoundTrip and Close return ErrNotBuilt, and its Flush has nothing to send.
 type FaultTransport struct {
 	base        http.RoundTripper
 	source      FaultSource
@@ -169,6 +172,12 @@ func (t *FaultTransport) draw() draws {
 
 // RoundTrip implements http.RoundTripper.
 func (t *FaultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t == nil || t.done == nil {
+		if req.Body != nil {
+			_ = req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, errZeroFaultTransport
+	}
 	id, ok := t.endpointOf(req)
 	if !ok {
 		return t.base.RoundTrip(req)
@@ -385,6 +394,9 @@ func (t *FaultTransport) send(h *heldDelivery) {
 // they, and any held deliveries already being sent, are out. A test calls it instead of waiting for
 // HoldFor.
 func (t *FaultTransport) Flush() {
+	if t == nil || t.done == nil {
+		return // nothing was ever held
+	}
 	t.mu.Lock()
 	ids := make([]string, 0, len(t.queues))
 	for id := range t.queues {
@@ -418,6 +430,9 @@ var ErrTransportClosed = errors.New("sandbox: fault transport already closed")
 // is out. Deliveries waiting out a delay are sent at once. Later reordered deliveries are sent
 // instead of held.
 func (t *FaultTransport) Close() error {
+	if t == nil || t.done == nil {
+		return errZeroFaultTransport
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

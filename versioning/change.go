@@ -46,7 +46,8 @@ type Change struct {
 }
 
 // Payload is a webhook event's type and data, as an Event transform sees and changes them. Each
-// transform call gets its own; it is not shared between goroutines.
+// transform call gets its own; it is not shared between goroutines. It is a plain value; the zero value is
+// an event with no type and no data.
 type Payload struct {
 	// Type is the event type ("order.created"); a change may rename it.
 	Type string
@@ -56,7 +57,8 @@ type Payload struct {
 
 // EventShape is a webhook event's type and raw data at one API version: what a producer stores and
 // what RenderEvent turns into a licensee's version. It is a plain value; RenderEvent never modifies
-// the Data it is given.
+// the Data it is given. The zero EventShape names no version, so rendering it at any version is an
+// error wrapping ErrUnknownVersion.
 type EventShape struct {
 	Version string
 	Type    string

@@ -38,6 +38,22 @@ const (
 	MemberSuccessorVersion  = "successor_version"
 )
 
+// ErrNotBuilt: a Registry or Router used without its constructor (NewRegistry, New). The errors their
+// methods return match it with errors.Is and name the type; a Router's Handler and PinHandler
+// answer the opaque 500.
+var ErrNotBuilt = errors.New("versioning: not built with its constructor")
+
+// notBuiltError is ErrNotBuilt for one type: its message names the type and its constructor.
+type notBuiltError struct{ msg string }
+
+func (e *notBuiltError) Error() string        { return e.msg }
+func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
+
+var (
+	errZeroRegistry error = &notBuiltError{"versioning: Registry not built with NewRegistry"}
+	errZeroRouter   error = &notBuiltError{"versioning: Router not built with New"}
+)
+
 // Errors of registry construction. NewRegistry wraps one of them with the offending version or change.
 var (
 	ErrNoVersions         = errors.New("versioning: a registry needs at least one version")

@@ -64,9 +64,12 @@ func createOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func Example() {
-	router := must(versioning.New(exampleRegistry(), &versioning.Options{
+	router, err := versioning.New(exampleRegistry(), &versioning.Options{
 		Now: func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
-	}))
+	})
+	if err != nil {
+		panic(err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{version}/orders", createOrder)
 	// In a service: apierror.WithRequestID, whose IDs are fresh and random; a fixed one here keeps the
@@ -108,11 +111,14 @@ func Example() {
 // Pins: the first request pins a licensee to the newest version, a request on another version is
 // refused naming the pin, and Repin (or Upgrade, forward only) moves it.
 func ExampleRouter_pinning() {
-	router := must(versioning.New(exampleRegistry(), &versioning.Options{
+	router, err := versioning.New(exampleRegistry(), &versioning.Options{
 		Now: func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
 		// In a service: func(r *http.Request) (string, bool) { s, err := sandbox.RequestScope(r); return s, err == nil }
 		Licensee: func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
-	}))
+	})
+	if err != nil {
+		panic(err)
+	}
 	srv := router.Handler(http.HandlerFunc(createOrder))
 	call := func(path string) {
 		r := httptest.NewRequest("POST", path, strings.NewReader(`{"side":"buy"}`))
@@ -135,7 +141,7 @@ func ExampleRouter_pinning() {
 	pin, _ := router.Repin(context.Background(), "lic_42", "v1") // support rolls the licensee back
 	fmt.Println("pinned to", pin.Version)
 	call("/v1/orders")
-	_, err := router.Upgrade(context.Background(), "lic_42", "v2")
+	_, err = router.Upgrade(context.Background(), "lic_42", "v2")
 	fmt.Println("upgrade:", err)
 	call("/v2/orders")
 	// Output:
@@ -183,11 +189,14 @@ func ExampleNewRegistry_noPath() {
 // Who still calls a deprecated version, from the telemetry hook.
 func ExampleUsageCounter() {
 	var usage versioning.UsageCounter
-	router := must(versioning.New(exampleRegistry(), &versioning.Options{
+	router, err := versioning.New(exampleRegistry(), &versioning.Options{
 		Now:       func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
 		Licensee:  func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
 		OnRequest: usage.Observe,
-	}))
+	})
+	if err != nil {
+		panic(err)
+	}
 	srv := router.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	if _, err := router.Repin(context.Background(), "lic_a", "v1"); err != nil { // an old integration
 		panic(err)

@@ -17,6 +17,9 @@ const maxSwapAttempts = 8
 
 // Pin returns the licensee's pin, or an error wrapping ErrNotPinned.
 func (rt *Router) Pin(ctx context.Context, licensee string) (Pin, error) {
+	if rt == nil || rt.reg == nil {
+		return Pin{}, errZeroRouter
+	}
 	return rt.pins.Get(ctx, licensee)
 }
 
@@ -36,6 +39,9 @@ func (rt *Router) Repin(ctx context.Context, licensee, to string) (Pin, error) {
 }
 
 func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade bool) (Pin, error) {
+	if rt == nil || rt.reg == nil {
+		return Pin{}, errZeroRouter
+	}
 	now := rt.now()
 	if err := CheckLicensee(licensee); err != nil {
 		return Pin{}, err
@@ -87,6 +93,9 @@ func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade
 
 // Unpin removes the licensee's pin (the sandbox's reset): its next request pins afresh.
 func (rt *Router) Unpin(ctx context.Context, licensee string) error {
+	if rt == nil || rt.reg == nil {
+		return errZeroRouter
+	}
 	rt.cache.drop(licensee)
 	return rt.pins.Delete(ctx, licensee)
 }
@@ -95,6 +104,9 @@ func (rt *Router) Unpin(ctx context.Context, licensee string) error {
 // the hook a webhook producer calls for each delivery. An unpinned licensee gets the event as stored:
 // its first request will pin it to the newest version, which is what events are produced at.
 func (rt *Router) RenderEvent(ctx context.Context, licensee string, ev EventShape) (EventShape, error) {
+	if rt == nil || rt.reg == nil {
+		return EventShape{}, errZeroRouter
+	}
 	pin, err := rt.pins.Get(ctx, licensee)
 	switch {
 	case errors.Is(err, ErrNotPinned):
@@ -105,7 +117,8 @@ func (rt *Router) RenderEvent(ctx context.Context, licensee string, ev EventShap
 	return rt.reg.RenderEvent(ev, pin.Version)
 }
 
-// PinResource is the body of the pin endpoint's responses: a plain value for encoding/json.
+// PinResource is the body of the pin endpoint's responses: a plain value for encoding/json, whose zero
+// value the handler never writes (Object is always "version_pin").
 type PinResource struct {
 	Object    string   `json:"object"` // always "version_pin"
 	Version   string   `json:"version"`
@@ -125,6 +138,9 @@ type PinResource struct {
 // 400 located at the body member /version. The handler pins an unpinned licensee on GET as its first
 // request would.
 func (rt *Router) PinHandler() http.Handler {
+	if rt == nil || rt.reg == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroRouter) })
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lic, ok := "", false
 		if rt.licensee != nil {

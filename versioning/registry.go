@@ -11,7 +11,10 @@ import (
 )
 
 // Registry is the validated list of versions and of the changes between them. It is immutable
-// after NewRegistry and safe for concurrent use. The zero value is not usable.
+// after NewRegistry and safe for concurrent use. The zero value is not usable: it holds no version,
+// so Compare, TransformResponse, TransformRequest and RenderEvent return an error that wraps
+// ErrNotBuilt, Lookup and NewestReleased find nothing and Newest is the zero Version. A nil *Registry
+// behaves the same.
 type Registry struct {
 	versions []Version       // ascending by number
 	index    map[string]int  // name → position in versions
@@ -220,10 +223,18 @@ func snakeCase(s string) bool {
 }
 
 // Versions returns the registered versions, oldest first, with successors filled in.
-func (reg *Registry) Versions() []Version { return slices.Clone(reg.versions) }
+func (reg *Registry) Versions() []Version {
+	if reg == nil {
+		return nil
+	}
+	return slices.Clone(reg.versions)
+}
 
 // Lookup returns the version with the given name.
 func (reg *Registry) Lookup(name string) (Version, bool) {
+	if reg == nil {
+		return Version{}, false
+	}
 	i, ok := reg.index[name]
 	if !ok {
 		return Version{}, false
@@ -231,11 +242,20 @@ func (reg *Registry) Lookup(name string) (Version, bool) {
 	return reg.versions[i], true
 }
 
-// Newest returns the newest version: the one handlers produce.
-func (reg *Registry) Newest() Version { return reg.versions[len(reg.versions)-1] }
+// Newest returns the newest version: the one handlers produce. A zero Registry has none: its Newest
+// is the zero Version.
+func (reg *Registry) Newest() Version {
+	if reg == nil || len(reg.versions) == 0 {
+		return Version{}
+	}
+	return reg.versions[len(reg.versions)-1]
+}
 
 // NewestReleased returns the newest version released at now, or false when none is.
 func (reg *Registry) NewestReleased(now time.Time) (Version, bool) {
+	if reg == nil {
+		return Version{}, false
+	}
 	for i := len(reg.versions) - 1; i >= 0; i-- {
 		if v := reg.versions[i]; v.IsSupported(now) {
 			return v, true
@@ -246,6 +266,9 @@ func (reg *Registry) NewestReleased(now time.Time) (Version, bool) {
 
 // Supported returns the names of the versions that answer at now (released, not sunset), oldest first.
 func (reg *Registry) Supported(now time.Time) []string {
+	if reg == nil {
+		return []string{}
+	}
 	out := make([]string, 0, len(reg.versions))
 	for _, v := range reg.versions {
 		if v.IsSupported(now) {
@@ -258,6 +281,9 @@ func (reg *Registry) Supported(now time.Time) []string {
 // Changes returns the changes the named version introduced, in registration order; nil for an
 // unknown version or one that introduced none.
 func (reg *Registry) Changes(version string) []Change {
+	if reg == nil {
+		return nil
+	}
 	i, ok := reg.index[version]
 	if !ok || len(reg.steps[i]) == 0 {
 		return nil
@@ -270,11 +296,19 @@ func (reg *Registry) Changes(version string) []Change {
 }
 
 // AllChanges returns every registered change, in registration order.
-func (reg *Registry) AllChanges() []Change { return slices.Clone(reg.changes) }
+func (reg *Registry) AllChanges() []Change {
+	if reg == nil {
+		return nil
+	}
+	return slices.Clone(reg.changes)
+}
 
 // Compare compares two registered versions by number: -1 when a is older than b, 0 when they are the
 // same, +1 when a is newer. An unknown name is an error wrapping ErrUnknownVersion.
 func (reg *Registry) Compare(a, b string) (int, error) {
+	if reg == nil || reg.index == nil {
+		return 0, errZeroRegistry
+	}
 	i, ok := reg.index[a]
 	if !ok {
 		return 0, fmt.Errorf("%w: %q", ErrUnknownVersion, a)
@@ -287,6 +321,9 @@ func (reg *Registry) Compare(a, b string) (int, error) {
 }
 
 func (reg *Registry) lookupIndex(name string) (int, error) {
+	if reg == nil || reg.index == nil {
+		return 0, errZeroRegistry
+	}
 	i, ok := reg.index[name]
 	if !ok {
 		return 0, fmt.Errorf("%w: %q", ErrUnknownVersion, name)

@@ -106,7 +106,9 @@ type Options struct {
 // request context, and dispatches to the version's own Handler or to the shared handler, shaping
 // bodies for older versions with the registry's changes.
 //
-// A Router is safe for concurrent use. Build one with New; the zero value is not usable.
+// A Router is safe for concurrent use. Build one with New; the zero value is not usable: its Decide,
+// Pin, Upgrade, Repin, Unpin and RenderEvent return an error that wraps ErrNotBuilt, its Handler and
+// PinHandler answer the opaque 500, and its Registry is nil.
 type Router struct {
 	reg           *Registry
 	now           func() time.Time
@@ -175,7 +177,12 @@ func New(reg *Registry, opts *Options) (*Router, error) {
 }
 
 // Registry returns the router's registry.
-func (rt *Router) Registry() *Registry { return rt.reg }
+func (rt *Router) Registry() *Registry {
+	if rt == nil {
+		return nil
+	}
+	return rt.reg
+}
 
 // Decision is what the router decided for one request. It is a plain value, copied into the request
 // context; the zero Decision means no decision was made.
@@ -206,6 +213,9 @@ type Decision struct {
 //
 // Deciding has effects: it may create or move the licensee's pin, and it calls Options.OnRequest.
 func (rt *Router) Decide(r *http.Request) (Decision, error) {
+	if rt == nil || rt.reg == nil {
+		return Decision{}, errZeroRouter
+	}
 	d, _, err := rt.decide(r)
 	return d, err
 }
@@ -353,6 +363,9 @@ func (rt *Router) unavailable(ctx context.Context, lic string, err error) error 
 // Versions with their own Handler are sent there instead. next may be nil only when every version
 // has its own Handler; otherwise Handler panics, a programming error found at start-up.
 func (rt *Router) Handler(next http.Handler) http.Handler {
+	if rt == nil || rt.reg == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroRouter) })
+	}
 	if next == nil {
 		for _, v := range rt.reg.versions {
 			if v.Handler == nil {

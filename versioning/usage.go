@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Usage is one request on a registered version, as Options.OnRequest receives it: a plain value.
+// Usage is one request on a registered version, as Options.OnRequest receives it: a plain value. The
+// router never reports the zero Usage (every request it reports has a Time and a Version).
 type Usage struct {
 	// Time is the router's clock when it decided.
 	Time time.Time
@@ -28,7 +29,7 @@ type Usage struct {
 }
 
 // UsageRecord is what a UsageCounter knows about one licensee on one version: a plain value, a copy
-// that later requests do not change.
+// that later requests do not change. The zero value is a record of no request.
 type UsageRecord struct {
 	Licensee string
 	Version  string

@@ -196,7 +196,10 @@ func ExampleRouter_EventRenderer() {
 			Description: "An order's side is called direction.",
 			Response:    func(o map[string]any) error { o["side"] = o["direction"]; delete(o, "direction"); return nil },
 		}})
-	router := must(versioning.New(reg, nil))
+	router, err := versioning.New(reg, nil)
+	if err != nil {
+		panic(err)
+	}
 	_, _ = router.Repin(context.Background(), "lic_1", "v1")
 	render := router.EventRenderer(nil) // the endpoint's Owner is the licensee
 

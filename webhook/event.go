@@ -20,6 +20,9 @@ const (
 // commit, such as pgstore.EventLog) has Sequence 0, and its envelope leaves "sequence" out.
 //
 //	{"object":"event","id":"evt_…","endpoint":"we_123","sequence":7,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//
+// An Event is a plain value. The zero Event has no ID, no type and Sequence 0: a Tracker refuses it
+// (ErrInvalidDelivery), and a producer's Log refuses to append it.
 type Event struct {
 	ID         string          `json:"id"`
 	Endpoint   string          `json:"endpoint,omitempty"`
@@ -50,6 +53,7 @@ type plain Event
 
 // EventList is the body of a range retrieval response:
 // GET /v1/webhook_endpoints/{id}/events?from=&to=&limit= → {"object":"list","data":[…],"has_more":…}.
+// It is a plain value; the zero value is an empty last page whose Object is not yet "list".
 type EventList struct {
 	Object  string  `json:"object"` // always "list"
 	Data    []Event `json:"data"`

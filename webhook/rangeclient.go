@@ -44,7 +44,8 @@ var (
 	ErrNoAPIKey = errors.New("webhook: RangeClient needs an API key")
 )
 
-// RangeClientOptions tune a RangeClient. A nil *RangeClientOptions means the defaults.
+// RangeClientOptions tune a RangeClient. A nil *RangeClientOptions and the zero value mean the
+// defaults.
 type RangeClientOptions struct {
 	// HTTPClient sends the requests; nil means a client with a 30-second timeout (never
 	// http.DefaultClient, which has none).
@@ -90,7 +91,8 @@ func validAPIVersion(v string) bool {
 // checked with the same Verifier as deliveries, so fetched events are as authentic as delivered ones.
 // A failed request is returned as an error wrapping the producer's *apierror.Error (errors.As).
 // It implements RangeFetcher for the stream's endpoint ID. A RangeClient is safe for concurrent use;
-// the zero value is not usable: build one with NewRangeClient.
+// the zero value is not usable: its FetchRange returns an error that wraps ErrNotBuilt. Build one
+// with NewRangeClient.
 type RangeClient struct {
 	base     string
 	version  string
@@ -161,6 +163,9 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 // within the range, and for this endpoint. Responses past MaxResponseBytes, or together past
 // MaxFetchBytes, fail with ErrRangeTooLarge without being read further.
 func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to uint64) ([]Event, error) {
+	if c == nil || c.verifier == nil {
+		return nil, errZeroRangeClient
+	}
 	if stream == "" || from == 0 || to < from || to > MaxSequence {
 		return nil, errors.New("webhook: FetchRange needs a stream and 1 ≤ from ≤ to ≤ MaxSequence")
 	}

@@ -29,7 +29,7 @@ const (
 // DefaultRetryAfter is the Retry-After of a Receiver's 503 when ReceiverOptions.RetryAfter is zero.
 const DefaultRetryAfter = 10 * time.Second
 
-// ReceiverOptions tune a Receiver. A nil *ReceiverOptions means the defaults.
+// ReceiverOptions tune a Receiver. A nil *ReceiverOptions and the zero value mean the defaults.
 type ReceiverOptions struct {
 	// MaxBodyBytes caps a delivery's body; zero means apierror.DefaultMaxBodyBytes (1 MiB). A larger
 	// body is answered 413 without being read further.
@@ -58,7 +58,8 @@ type ReceiverOptions struct {
 //   - 503 with Retry-After — a gap could not be fetched, processing failed, or the cursor store is
 //     down: nothing was skipped, and the producer's retry will try again.
 //
-// A Receiver is safe for concurrent use. Its zero value is not usable: build one with NewReceiver.
+// A Receiver is safe for concurrent use. Its zero value is not usable: it answers every delivery with
+// the opaque 500, and its Receive returns an error that wraps ErrNotBuilt. Build one with NewReceiver.
 type Receiver struct {
 	stream     string
 	verifier   *Verifier
@@ -103,6 +104,10 @@ func NewReceiver(stream string, v *Verifier, t *Tracker, opts *ReceiverOptions) 
 
 // ServeHTTP handles one delivery.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rc == nil || rc.tracker == nil {
+		apierror.Write(w, r, errZeroReceiver)
+		return
+	}
 	if r.Method != http.MethodPost {
 		rc.problems.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodPost))
 		return
@@ -157,6 +162,9 @@ func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 // X-SVC-Sequence values and its raw body. Every error is an *apierror.Error carrying the status
 // ServeHTTP would answer with; the cause of a 503 is logged, not returned to the producer.
 func (rc *Receiver) Receive(ctx context.Context, signature, sequence string, body []byte) (Result, error) {
+	if rc == nil || rc.tracker == nil {
+		return Result{}, errZeroReceiver
+	}
 	if err := rc.verifier.Verify(signature, body); err != nil {
 		return Result{}, signatureProblem(err)
 	}

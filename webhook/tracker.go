@@ -27,6 +27,24 @@ var (
 	ErrInvalidDelivery = errors.New("webhook: invalid delivery")
 )
 
+// ErrNotBuilt: a Tracker, Receiver or RangeClient used without its constructor, or a nil
+// RangeFetcherFunc. The errors their methods return match it with errors.Is and name the type; a
+// zero Receiver answers every delivery with the opaque 500.
+var ErrNotBuilt = errors.New("webhook: not built with its constructor")
+
+// notBuiltError is ErrNotBuilt for one type: its message names the type and its constructor.
+type notBuiltError struct{ msg string }
+
+func (e *notBuiltError) Error() string        { return e.msg }
+func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
+
+var (
+	errZeroTracker     error = &notBuiltError{"webhook: Tracker not built with NewTracker"}
+	errZeroReceiver    error = &notBuiltError{"webhook: Receiver not built with NewReceiver"}
+	errZeroRangeClient error = &notBuiltError{"webhook: RangeClient not built with NewRangeClient"}
+	errNilFetcherFunc  error = &notBuiltError{"webhook: nil RangeFetcherFunc"}
+)
+
 // DefaultFetchBatch is how many missed events a Tracker fetches, holds and processes at a time when
 // TrackerOptions.FetchBatch is zero: one page of the range endpoint at its default limit, so that a
 // gap of any length is worked through page by page and never held whole.
@@ -49,7 +67,8 @@ const (
 )
 
 // Step is one event handed to a ProcessFunc: processing it moves the stream's cursor from From to
-// Event.Sequence (always From+1, except for the first event of a StartAtFirstSeen stream).
+// Event.Sequence (always From+1, except for the first event of a StartAtFirstSeen stream). It is a
+// plain value; a Tracker never hands out the zero Step, whose Event is nil.
 type Step struct {
 	// Stream is the stream (webhook endpoint ID) the event belongs to.
 	Stream string
@@ -74,11 +93,15 @@ type RangeFetcher interface {
 	FetchRange(ctx context.Context, stream string, from, to uint64) ([]Event, error)
 }
 
-// RangeFetcherFunc adapts a function to a RangeFetcher.
+// RangeFetcherFunc adapts a function to a RangeFetcher. The zero (nil) RangeFetcherFunc fetches
+// nothing: its FetchRange returns an error wrapping ErrNotBuilt, and NewTracker refuses it.
 type RangeFetcherFunc func(ctx context.Context, stream string, from, to uint64) ([]Event, error)
 
 // FetchRange calls f.
 func (f RangeFetcherFunc) FetchRange(ctx context.Context, stream string, from, to uint64) ([]Event, error) {
+	if f == nil {
+		return nil, errNilFetcherFunc
+	}
 	return f(ctx, stream, from, to)
 }
 
@@ -102,7 +125,8 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// Result reports a delivery the Tracker accepted.
+// Result reports a delivery the Tracker accepted. It is a plain value; the zero Result (an unknown
+// Outcome) is what Receive returns along with an error.
 type Result struct {
 	Outcome Outcome
 	// Sequence is the delivered event's sequence.
@@ -112,7 +136,7 @@ type Result struct {
 	Recovered int
 }
 
-// TrackerOptions tune a Tracker. A nil *TrackerOptions means the defaults.
+// TrackerOptions tune a Tracker. A nil *TrackerOptions and the zero value mean the defaults.
 type TrackerOptions struct {
 	// Start is where a stream without a cursor begins; the zero value is StartAtBeginning.
 	Start Start
@@ -144,7 +168,8 @@ type TrackerOptions struct {
 // commit with the cursor (TrackerOptions.ProcessAdvances); otherwise two replicas racing on the same
 // event may both process it, though only one advances the cursor.
 //
-// A Tracker is safe for concurrent use. Its zero value is not usable: build one with NewTracker.
+// A Tracker is safe for concurrent use. Its zero value is not usable: its Receive and CatchUp return
+// an error that wraps ErrNotBuilt. Build one with NewTracker.
 type Tracker struct {
 	store           CursorStore
 	fetch           RangeFetcher
@@ -165,13 +190,19 @@ type streamLock struct {
 	refs int // waiters and holder; guarded by Tracker.mu
 }
 
+// isNilFetcherFunc reports a nil RangeFetcherFunc inside a non-nil RangeFetcher interface.
+func isNilFetcherFunc(f RangeFetcher) bool {
+	ff, ok := f.(RangeFetcherFunc)
+	return ok && ff == nil
+}
+
 // NewTracker returns a Tracker that keeps cursors in store, fetches gaps through fetch and hands each
 // event to process. All three are required.
 func NewTracker(store CursorStore, fetch RangeFetcher, process ProcessFunc, opts *TrackerOptions) (*Tracker, error) {
 	switch {
 	case store == nil:
 		return nil, errors.New("webhook: NewTracker needs a CursorStore")
-	case fetch == nil:
+	case fetch == nil || isNilFetcherFunc(fetch):
 		return nil, errors.New("webhook: NewTracker needs a RangeFetcher: without one a gap could only be skipped")
 	case process == nil:
 		return nil, errors.New("webhook: NewTracker needs a ProcessFunc")
@@ -204,6 +235,9 @@ func NewTracker(store CursorStore, fetch RangeFetcher, process ProcessFunc, opts
 // was not processed and should be retried (answer 503); events recovered before the error stay
 // processed and Result.Recovered counts them.
 func (t *Tracker) Receive(ctx context.Context, stream string, ev *Event) (Result, error) {
+	if t == nil || t.locks == nil {
+		return Result{}, errZeroTracker
+	}
 	if stream == "" || ev == nil || ev.Sequence == 0 || ev.Sequence > MaxSequence {
 		return Result{}, ErrInvalidDelivery
 	}
@@ -253,6 +287,9 @@ func (t *Tracker) Receive(ctx context.Context, stream string, ev *Event) (Result
 // RangeFetcher returns fewer events than asked and reports how many it processed. A stream without a
 // cursor under StartAtFirstSeen has no place to start from, and CatchUp does nothing.
 func (t *Tracker) CatchUp(ctx context.Context, stream string) (int, error) {
+	if t == nil || t.locks == nil {
+		return 0, errZeroTracker
+	}
 	if stream == "" {
 		return 0, ErrInvalidDelivery
 	}

@@ -59,7 +59,7 @@ var (
 	errZeroVerifier = fmt.Errorf("%w (the zero Verifier has no secrets: use NewVerifier)", ErrNoSecret)
 )
 
-// VerifyOptions tune a Verifier. A nil *VerifyOptions means the defaults.
+// VerifyOptions tune a Verifier. A nil *VerifyOptions and the zero value mean the defaults.
 type VerifyOptions struct {
 	// Tolerance is how far the signed timestamp may lie from Now in either direction; zero means
 	// DefaultTolerance. A timestamp exactly Tolerance away is accepted. Negative is an error: there is

@@ -13,7 +13,8 @@ import (
 	"github.com/svcplatform/conventions/internal/check"
 )
 
-// ExactConfig describes a backend to RunExact.
+// ExactConfig describes a backend to RunExact. The zero value is not usable: RunExact fails the test
+// when Resolution is not positive.
 type ExactConfig struct {
 	// Resolution is the finest time step the backend keeps: a lease that ends one Resolution after
 	// now is still live. PostgreSQL keeps microseconds, Redis (as redisstore encodes times)

@@ -18,7 +18,8 @@ import (
 )
 
 // OutageBackend is a store whose connections to its server pass through something the test can
-// break: a fault-injecting TCP proxy, say.
+// break: a fault-injecting TCP proxy, say. The zero value is not usable: RunOutage fails the test
+// when Store, Cut or Restore is nil (Stall is optional).
 type OutageBackend struct {
 	// Store reaches the server through the breakable path.
 	Store idempotency.Store
@@ -40,10 +41,10 @@ func RunOutage(t *testing.T, newBackend func(t *testing.T) OutageBackend) {
 		name   string
 		outage time.Duration // of the injected clock: longer than the lease or not
 	}{{"ShorterThanLease", 5 * time.Second}, {"LongerThanLease", 3 * replicaLease}} {
-		t.Run("CompleteAfter"+tc.name, func(t *testing.T) { testOutage(t, newBackend(t), tc.outage) })
+		t.Run("CompleteAfter"+tc.name, func(t *testing.T) { testOutage(t, outageBackend(t, newBackend), tc.outage) })
 	}
 	t.Run("StalledStoreAnswers503", func(t *testing.T) {
-		b := newBackend(t)
+		b := outageBackend(t, newBackend)
 		if b.Stall == nil {
 			t.Skip("the backend has no Stall")
 		}
@@ -59,6 +60,17 @@ func RunOutage(t *testing.T, newBackend func(t *testing.T) OutageBackend) {
 		check.True(t, w.Header().Get("Retry-After") != "", "a 503 without Retry-After")
 		check.Equal(t, 0, runs.Load())
 	})
+}
+
+// outageBackend builds a subtest's backend and fails the test when a required member is missing: a
+// nil Store would test the middleware's default in-memory store instead of the backend.
+func outageBackend(t *testing.T, newBackend func(t *testing.T) OutageBackend) OutageBackend {
+	t.Helper()
+	b := newBackend(t)
+	if b.Store == nil || b.Cut == nil || b.Restore == nil {
+		t.Fatal("storetest: OutageBackend.Store, OutageBackend.Cut and OutageBackend.Restore are required")
+	}
+	return b
 }
 
 func outageRequest(key string) *http.Request {

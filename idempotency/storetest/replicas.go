@@ -33,14 +33,16 @@ const (
 	replicaLease = 30 * time.Second
 )
 
-// ReplicaConfig describes a real backend to RunReplicas.
+// ReplicaConfig describes a real backend to RunReplicas. The zero value is not usable: RunReplicas
+// fails the test when Modes is empty.
 type ReplicaConfig struct {
 	// Modes are the ways a replica's middleware can use the backend (a Store; a Transactor). Every
 	// test runs once per mode, as a subtest named after it.
 	Modes []ReplicaMode
 }
 
-// ReplicaMode is one way replicas use the backend.
+// ReplicaMode is one way replicas use the backend. The zero value is not usable: each test fails
+// when Setup is nil, and StoreOutage when Unreachable is.
 type ReplicaMode struct {
 	// Name names the mode's subtests.
 	Name string
@@ -52,7 +54,8 @@ type ReplicaMode struct {
 	Unreachable func(t *testing.T) *idempotency.Options
 }
 
-// ReplicaBackend is one test's shared backend.
+// ReplicaBackend is one test's shared backend. The zero value is not usable: each test fails when
+// Options or Store is nil, and a transactional mode when WriteOrder or OrderCounts is.
 type ReplicaBackend struct {
 	// Options returns a fresh Options for one more replica on the shared backend: Store set, or
 	// Transactor for a transactional mode. The tests set Now, Lease and StoreTimeout themselves.
@@ -109,6 +112,9 @@ func RunReplicas(t *testing.T, cfg ReplicaConfig) {
 // setup prepares a mode's backend and reports whether it is transactional.
 func (mode ReplicaMode) setup(t *testing.T) (ReplicaBackend, bool) {
 	t.Helper()
+	if mode.Setup == nil {
+		t.Fatalf("storetest: mode %q: ReplicaMode.Setup is required", mode.Name)
+	}
 	b := mode.Setup(t)
 	if b.Options == nil || b.Store == nil {
 		t.Fatalf("storetest: mode %q: ReplicaBackend.Options and ReplicaBackend.Store are required", mode.Name)

@@ -36,7 +36,7 @@ const retryStep = time.Millisecond
 // attempts) or hands back, so a Flush that needs more is a bug, not a slow consumer.
 const maxPasses = 100_000
 
-// Options tune a Producer. A nil *Options means the defaults.
+// Options tune a Producer. A nil *Options and the zero value mean the defaults.
 type Options struct {
 	// Faults are the endpoint's initial webhook faults; SetFaults (or PUT on the sandbox control)
 	// changes them. The zero value injects none.
@@ -71,7 +71,9 @@ type Options struct {
 // X-SVC-Signature and X-SVC-Sequence — through the faults set on the endpoint.
 //
 // A Producer is safe for concurrent use; Emit and Flush run one at a time, so deliveries happen in a
-// reproducible order. Build one with NewProducer; it shuts down when the test ends.
+// reproducible order. Build one with NewProducer; it shuts down when the test ends. The zero value is
+// not usable: its Publish, Emit, Flush, SetFaults and Events return ErrNotBuilt, and its Close
+// has nothing to stop.
 type Producer struct {
 	// URL is the base URL of the producer's API, for the consumer's range client: no trailing slash.
 	URL string
@@ -241,9 +243,15 @@ func (p *Producer) record(ev sandbox.FaultEvent) {
 	p.applied = append(p.applied, ev)
 }
 
+// ErrNotBuilt: a Producer that NewProducer did not build.
+var ErrNotBuilt = errors.New("sandboxtest: Producer not built with NewProducer")
+
 // Publish appends an event of the given type to the endpoint's stream without delivering it (Flush
 // does). data is marshalled with encoding/json; json.RawMessage and []byte are taken as JSON.
 func (p *Producer) Publish(ctx context.Context, eventType string, data any) (webhook.Event, error) {
+	if p == nil || p.srv == nil {
+		return webhook.Event{}, ErrNotBuilt
+	}
 	ev, err := p.pub.Publish(ctx, p.EndpointID, eventType, data)
 	if err != nil {
 		return webhook.Event{}, fmt.Errorf("sandboxtest: %w", err)
@@ -265,6 +273,9 @@ func (p *Producer) Emit(ctx context.Context, eventType string, data any) (webhoo
 // Options.Retries), and then sends the deliveries a reorder fault still holds. A delivery that
 // exhausts its retries is abandoned; it stays retrievable by range.
 func (p *Producer) Flush(ctx context.Context) error {
+	if p == nil || p.srv == nil {
+		return ErrNotBuilt
+	}
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	for range maxPasses {
@@ -294,7 +305,12 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // SetFaults replaces the endpoint's webhook faults; the zero Faults clears them.
-func (p *Producer) SetFaults(f sandbox.Faults) error { return p.faults.Set(p.EndpointID, f) }
+func (p *Producer) SetFaults(f sandbox.Faults) error {
+	if p == nil || p.srv == nil {
+		return ErrNotBuilt
+	}
+	return p.faults.Set(p.EndpointID, f)
+}
 
 // AppliedFaults returns the faults applied so far, in the order they were applied.
 func (p *Producer) AppliedFaults() []sandbox.FaultEvent {
@@ -312,6 +328,9 @@ func (p *Producer) Stats() producer.Stats {
 
 // Events returns the endpoint's events from sequence 1 on, as range retrieval serves them.
 func (p *Producer) Events(ctx context.Context) ([]webhook.Event, error) {
+	if p == nil || p.srv == nil {
+		return nil, ErrNotBuilt
+	}
 	var out []webhook.Event
 	for from := uint64(1); ; {
 		evs, more, err := p.log.Range(ctx, p.EndpointID, from, ^uint64(0), producer.MaxRangeLimit)
@@ -329,6 +348,9 @@ func (p *Producer) Events(ctx context.Context) ([]webhook.Event, error) {
 // Close sends any held deliveries and stops the server. NewProducer registers it with t.Cleanup;
 // calling it again is harmless.
 func (p *Producer) Close() {
+	if p == nil || p.srv == nil {
+		return
+	}
 	_ = p.transport.Close() // ErrTransportClosed on a second call: nothing left to do
 	p.srv.Close()
 }

@@ -71,7 +71,8 @@ type DeliveriesOptions struct {
 // located at the parameter; an unknown endpoint and another licensee's endpoint are the same 404 as
 // range retrieval's. The history is kept as long as its events (the retention).
 //
-// A DeliveriesHandler is safe for concurrent use. Build one with NewDeliveriesHandler.
+// A DeliveriesHandler is safe for concurrent use. Build one with NewDeliveriesHandler; the zero value
+// is not usable: it answers every request with the opaque 500 (ErrNotBuilt).
 type DeliveriesHandler struct {
 	log        Log
 	endpoints  Endpoints
@@ -201,6 +202,10 @@ func attemptView(a AttemptRecord) attemptJSON {
 
 // ServeHTTP implements http.Handler.
 func (h *DeliveriesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h == nil || h.log == nil {
+		apierror.Write(w, r, errZeroDeliveriesHandler)
+		return
+	}
 	ctx := r.Context()
 	ep, ok := ownEndpoint(w, r, &h.errs, h.endpoints, h.licensee, h.endpointID(r))
 	if !ok {

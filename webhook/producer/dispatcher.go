@@ -170,7 +170,9 @@ type DispatcherOptions struct {
 // the Log's leases give each endpoint one holder at a time. Every delivery request's context carries
 // the endpoint ID (EndpointIDFromContext), for transports that act per endpoint.
 //
-// A Dispatcher is safe for concurrent use. The zero value is not usable: build one with NewDispatcher.
+// A Dispatcher is safe for concurrent use. The zero value is not usable: its Run, DeliverDue and
+// Cleanup return an error that wraps ErrNotBuilt, and its Wake has nothing to wake. Build one with
+// NewDispatcher.
 type Dispatcher struct {
 	log         Log
 	endpoints   Endpoints
@@ -307,6 +309,9 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 // numbers them at once (and the claim loop follows); on another it claims at once. Either way Run
 // would find them at its next poll; Wake only saves the wait. It never blocks.
 func (d *Dispatcher) Wake() {
+	if d == nil {
+		return
+	}
 	if d.sequencer != nil {
 		d.sequencer.Wake()
 		return
@@ -347,6 +352,9 @@ func (s *Stats) add(o Stats) {
 // and their deliveries handed back without counting an attempt, and outcomes already known are
 // recorded. Store and delivery errors are logged and retried, never returned; Run returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if d == nil || d.log == nil {
+		return errZeroDispatcher
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if d.sequencer != nil {
@@ -384,6 +392,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Cleanup removes the events older than the retention (Now minus Retention), in batches of
 // CleanupBatch, and returns how many it removed. With a negative Retention it does nothing.
 func (d *Dispatcher) Cleanup(ctx context.Context) (int, error) {
+	if d == nil || d.log == nil {
+		return 0, errZeroDispatcher
+	}
 	if d.retention <= 0 {
 		return 0, nil
 	}
@@ -406,6 +417,9 @@ func (d *Dispatcher) Cleanup(ctx context.Context) (int, error) {
 // parallel, each endpoint's in sequence order), and every outcome recorded before it returns. It
 // returns an error only when the numbering or the claim fails. Run does the same without waiting between claims.
 func (d *Dispatcher) DeliverDue(ctx context.Context) (Stats, error) {
+	if d == nil || d.log == nil {
+		return Stats{}, errZeroDispatcher
+	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex

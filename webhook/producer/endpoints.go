@@ -70,7 +70,8 @@ type EndpointLister interface {
 	ListEndpoints(ctx context.Context, q EndpointQuery) ([]Endpoint, bool, error)
 }
 
-// EndpointQuery selects one owner's endpoints for EndpointLister.ListEndpoints. It is a plain value.
+// EndpointQuery selects one owner's endpoints for EndpointLister.ListEndpoints. It is a plain value;
+// the zero value has no owner and is refused with ErrInvalidRange.
 type EndpointQuery struct {
 	// Owner is the licensee whose endpoints are listed; required.
 	Owner string

@@ -94,7 +94,8 @@ type BatchAppender interface {
 	AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error)
 }
 
-// StreamEvent is an event bound for a stream, for BatchAppender. It is a plain value.
+// StreamEvent is an event bound for a stream, for BatchAppender. It is a plain value; the zero value
+// has no stream and no type, and is refused with ErrInvalidEvent.
 type StreamEvent struct {
 	Stream string
 	Event  webhook.Event
@@ -111,7 +112,8 @@ type Settler interface {
 	Settle(ctx context.Context, s []Settlement) []error
 }
 
-// Settlement is one outcome for Settler.Settle. It is a plain value.
+// Settlement is one outcome for Settler.Settle. It is a plain value; the zero value settles no lease
+// (its token 0 is never valid: ErrLeaseLost).
 type Settlement struct {
 	Lease     Lease
 	Delivered bool
@@ -128,7 +130,8 @@ type Lease struct {
 }
 
 // Delivery is a claimed delivery: the event to send to the stream's endpoint and the lease that
-// settles it. It is a plain value; its Event.Data is the caller's own copy.
+// settles it. It is a plain value; its Event.Data is the caller's own copy. Claim never returns the
+// zero Delivery.
 type Delivery struct {
 	Lease
 	Event webhook.Event
@@ -138,7 +141,8 @@ type Delivery struct {
 	LeaseUntil time.Time
 }
 
-// ClaimRequest says what Claim may lease. It is a plain value.
+// ClaimRequest says what Claim may lease. It is a plain value; the zero value (Limit 0) claims
+// nothing.
 type ClaimRequest struct {
 	// Now decides what is due and which leases are live.
 	Now time.Time
@@ -155,7 +159,8 @@ type ClaimRequest struct {
 }
 
 // Attempt is one delivery attempt as the dispatcher records it: the delivery state's update and a
-// row of the delivery history. It is a plain value.
+// row of the delivery history. It is a plain value; the zero value is an attempt with no response and
+// no error recorded.
 type Attempt struct {
 	// At is when the attempt was made.
 	At time.Time
@@ -213,7 +218,8 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
-// AttemptRecord is one attempt of the delivery history. It is a plain value.
+// AttemptRecord is one attempt of the delivery history. It is a plain value; Attempts never returns
+// the zero AttemptRecord (IDs and Numbers start at 1).
 type AttemptRecord struct {
 	// ID orders the attempts of a log: a later attempt has a larger ID. It is the history's cursor.
 	ID       uint64
@@ -226,7 +232,8 @@ type AttemptRecord struct {
 	Attempt
 }
 
-// AttemptQuery selects attempts of one stream for Log.Attempts. It is a plain value.
+// AttemptQuery selects attempts of one stream for Log.Attempts. It is a plain value; the zero value
+// has no stream and is refused with ErrInvalidRange.
 type AttemptQuery struct {
 	// Stream is the endpoint whose attempts are listed; required.
 	Stream string
@@ -299,7 +306,8 @@ var (
 )
 
 // PrunedError says which part of a stream retention has removed: every sequence below FirstRetained.
-// errors.Is(err, ErrPruned) holds for it. It is a plain value.
+// errors.Is(err, ErrPruned) holds for it. It is a plain value; the zero value names no stream and no
+// pruned sequence.
 type PrunedError struct {
 	Stream        string
 	FirstRetained uint64

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/webhook"
@@ -14,7 +15,9 @@ import (
 // returns Sequence 0 — the same code then runs unchanged on PostgreSQL. A Dispatcher on it starts a
 // Sequencer itself.
 //
-// The zero value is not usable: call NewDeferredMemoryLog. It is safe for concurrent use.
+// The zero value is not usable: every method with an error result returns an error that wraps
+// ErrNotBuilt (Settle one per settlement), and Unsequenced is 0. Call NewDeferredMemoryLog. It is safe
+// for concurrent use.
 type DeferredMemoryLog struct {
 	*MemoryLog
 
@@ -38,6 +41,9 @@ func NewDeferredMemoryLog() *DeferredMemoryLog { return &DeferredMemoryLog{Memor
 
 // Append implements Log: the event is stored unnumbered and returned with Sequence 0.
 func (m *DeferredMemoryLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
+	if !m.built() {
+		return webhook.Event{}, errZeroDeferredLog
+	}
 	out, err := m.AppendBatch(ctx, []StreamEvent{{Stream: stream, Event: ev}})
 	if err != nil {
 		return webhook.Event{}, err
@@ -48,6 +54,9 @@ func (m *DeferredMemoryLog) Append(ctx context.Context, stream string, ev webhoo
 // AppendBatch implements BatchAppender: the events are stored unnumbered, all or none, and returned
 // with Sequence 0.
 func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
+	if !m.built() {
+		return nil, errZeroDeferredLog
+	}
 	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event {
 		ev := se.Event
 		if ev.ID == "" {
@@ -64,6 +73,9 @@ func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEven
 
 // Sequence implements Sequencing.
 func (m *DeferredMemoryLog) Sequence(ctx context.Context, limit int) ([]SequencedRun, error) {
+	if !m.built() {
+		return nil, errZeroDeferredLog
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -97,7 +109,93 @@ func (m *DeferredMemoryLog) Sequence(ctx context.Context, limit int) ([]Sequence
 
 // Unsequenced reports how many appended events wait to be numbered.
 func (m *DeferredMemoryLog) Unsequenced() int {
+	if m == nil {
+		return 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.pending)
+}
+
+// built reports a DeferredMemoryLog that NewDeferredMemoryLog made: the zero value has no MemoryLog
+// to number events into.
+func (m *DeferredMemoryLog) built() bool { return m != nil && m.MemoryLog != nil }
+
+// The methods below are the embedded MemoryLog's, guarded: on a zero DeferredMemoryLog they would
+// run on a nil *MemoryLog.
+
+// Range implements Log.
+func (m *DeferredMemoryLog) Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
+	if !m.built() {
+		return nil, false, errZeroDeferredLog
+	}
+	return m.MemoryLog.Range(ctx, stream, from, to, limit)
+}
+
+// Claim implements Log.
+func (m *DeferredMemoryLog) Claim(ctx context.Context, req ClaimRequest) ([]Delivery, error) {
+	if !m.built() {
+		return nil, errZeroDeferredLog
+	}
+	return m.MemoryLog.Claim(ctx, req)
+}
+
+// Delivered implements Log.
+func (m *DeferredMemoryLog) Delivered(ctx context.Context, l Lease, a Attempt) error {
+	if !m.built() {
+		return errZeroDeferredLog
+	}
+	return m.MemoryLog.Delivered(ctx, l, a)
+}
+
+// Failed implements Log.
+func (m *DeferredMemoryLog) Failed(ctx context.Context, l Lease, a Attempt) error {
+	if !m.built() {
+		return errZeroDeferredLog
+	}
+	return m.MemoryLog.Failed(ctx, l, a)
+}
+
+// Settle implements Settler.
+func (m *DeferredMemoryLog) Settle(ctx context.Context, ss []Settlement) []error {
+	if !m.built() {
+		errs := make([]error, len(ss))
+		for i := range errs {
+			errs[i] = errZeroDeferredLog
+		}
+		return errs
+	}
+	return m.MemoryLog.Settle(ctx, ss)
+}
+
+// Attempts implements Log.
+func (m *DeferredMemoryLog) Attempts(ctx context.Context, q AttemptQuery) ([]AttemptRecord, bool, error) {
+	if !m.built() {
+		return nil, false, errZeroDeferredLog
+	}
+	return m.MemoryLog.Attempts(ctx, q)
+}
+
+// Release implements Log.
+func (m *DeferredMemoryLog) Release(ctx context.Context, l Lease, retryAt time.Time) error {
+	if !m.built() {
+		return errZeroDeferredLog
+	}
+	return m.MemoryLog.Release(ctx, l, retryAt)
+}
+
+// Status implements Log.
+func (m *DeferredMemoryLog) Status(ctx context.Context, stream string, seq uint64) (DeliveryStatus, error) {
+	if !m.built() {
+		return DeliveryStatus{}, errZeroDeferredLog
+	}
+	return m.MemoryLog.Status(ctx, stream, seq)
+}
+
+// Cleanup implements Log.
+func (m *DeferredMemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
+	if !m.built() {
+		return 0, errZeroDeferredLog
+	}
+	return m.MemoryLog.Cleanup(ctx, before, limit)
 }

@@ -49,7 +49,8 @@ type PublisherOptions struct {
 // Publisher turns a business event into a webhook event on an endpoint's stream: it checks that the
 // endpoint exists, stamps the ID, creation time and API version, and appends to the Log. The Dispatcher
 // then delivers it. A Publisher is safe for concurrent use when its Log and Endpoints are. Build one
-// with NewPublisher: the zero value has no Log, and every publish on it fails.
+// with NewPublisher: the zero value has no Log, and every publish on it returns an error that wraps
+// ErrNotBuilt.
 type Publisher struct {
 	log        Log
 	endpoints  Endpoints
@@ -103,7 +104,7 @@ func (p *Publisher) WithEndpoints(endpoints Endpoints) *Publisher {
 func (p *Publisher) usable(needEndpoints bool) error {
 	switch {
 	case p == nil || p.log == nil || p.now == nil:
-		return errors.New("producer: Publisher has no Log (build it with NewPublisher)")
+		return errZeroPublisher
 	case needEndpoints && p.endpoints == nil:
 		return errors.New("producer: Publisher has no Endpoints")
 	}

@@ -81,8 +81,8 @@ type RangeOptions struct {
 // below the retained window is 410 events_pruned naming the sequences that are gone and the first
 // retained one; an unknown endpoint and another licensee's endpoint are the same 404.
 //
-// A RangeHandler is safe for concurrent use. The zero value is not usable: build one with
-// NewRangeHandler.
+// A RangeHandler is safe for concurrent use. The zero value is not usable: it answers every request
+// with the opaque 500 (ErrNotBuilt). Build one with NewRangeHandler.
 type RangeHandler struct {
 	log        Log
 	endpoints  Endpoints
@@ -132,7 +132,8 @@ func handlerDeps(ctor string, log Log, endpoints Endpoints, licensee LicenseeFun
 	return nil
 }
 
-// RangeQuery is a parsed range request, a plain value.
+// RangeQuery is a parsed range request, a plain value. The zero value asks for nothing (From 0 and
+// Limit 0 are out of range); ParseRangeQuery fills in the defaults.
 type RangeQuery struct {
 	From, To uint64 // inclusive; To is math.MaxUint64 when the request named none
 	Limit    int
@@ -207,6 +208,10 @@ func queryUint(c *apierror.Collector, q url.Values, name string) (uint64, paramS
 
 // ServeHTTP implements http.Handler.
 func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h == nil || h.log == nil {
+		apierror.Write(w, r, errZeroRangeHandler)
+		return
+	}
 	ctx := r.Context()
 	ep, ok := ownEndpoint(w, r, &h.errs, h.endpoints, h.licensee, h.endpointID(r))
 	if !ok {

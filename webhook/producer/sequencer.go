@@ -32,7 +32,7 @@ type Sequencing interface {
 }
 
 // SequencedRun is a run of events of one stream that one Sequence call numbered: IDs[i] has sequence
-// First+i. It is a plain value.
+// First+i. It is a plain value; the zero value is a run of no event.
 type SequencedRun struct {
 	Stream string
 	First  uint64
@@ -77,7 +77,8 @@ type SequencerOptions struct {
 // may run on one log, in one process or across replicas: the log's locks keep them from numbering
 // the same events, and one that dies mid-call leaves no trace (the call's transaction rolls back).
 //
-// A Sequencer is safe for concurrent use. The zero value is not usable: build one with NewSequencer.
+// A Sequencer is safe for concurrent use. The zero value is not usable: its Run and Drain return an
+// error that wraps ErrNotBuilt, and its Wake has nothing to wake. Build one with NewSequencer.
 type Sequencer struct {
 	log         Sequencing
 	batch       int
@@ -116,6 +117,9 @@ func NewSequencer(log Sequencing, opts *SequencerOptions) (*Sequencer, error) {
 // Wake makes Run look at once instead of at its next poll. Call it after committing a transaction that
 // appended events; it never blocks, and wakes that come while Run is busy fold into one more look.
 func (s *Sequencer) Wake() {
+	if s == nil {
+		return
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -126,6 +130,9 @@ func (s *Sequencer) Wake() {
 // numbered in all. It is what Run does when woken, for callers that drive the numbering themselves
 // (tests, a one-shot pass).
 func (s *Sequencer) Drain(ctx context.Context) (int, error) {
+	if s == nil || s.log == nil {
+		return 0, errZeroSequencer
+	}
 	total := 0
 	for {
 		n, err := s.once(ctx)
@@ -151,6 +158,9 @@ func (s *Sequencer) once(ctx context.Context) (int, error) {
 
 // Run numbers events until ctx is cancelled, then returns nil. Errors are logged and retried.
 func (s *Sequencer) Run(ctx context.Context) error {
+	if s == nil || s.log == nil {
+		return errZeroSequencer
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	backoff := time.Duration(0)

@@ -31,7 +31,8 @@ var ErrBlockedAddress = errors.New("producer: blocked address")
 
 // BlockedAddressError is the error of a refused address. Its message names the address class only:
 // neither the address, which may reveal the internal network to the customer who reads the failure,
-// nor the URL, whose query may carry a token.
+// nor the URL, whose query may carry a token. It is a plain value; the zero value names no address
+// and no class.
 type BlockedAddressError struct {
 	// Addr is the address refused, IPv4-mapped forms unmapped; for operators' logs.
 	Addr netip.Addr
@@ -372,7 +373,8 @@ var localSuffixes = []string{
 
 // URLError is why URLPolicy.Check refused a webhook URL. Code is one of the Code… constants; Detail
 // is a sentence for the customer, located at the URL field ("must use https"). Neither repeats the
-// URL's user information or query.
+// URL's user information or query. It is a plain value; the zero value has no Code and refuses
+// nothing.
 type URLError struct {
 	Code   string
 	Detail string

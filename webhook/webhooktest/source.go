@@ -17,7 +17,7 @@ import (
 // ErrInjected is the error of a fetch that Source.FailFetches made fail.
 var ErrInjected = errors.New("webhooktest: injected fetch failure")
 
-// SourceOptions tune a Source. A nil *SourceOptions means the defaults.
+// SourceOptions tune a Source. A nil *SourceOptions and the zero value mean the defaults.
 type SourceOptions struct {
 	// Now is the clock used to sign deliveries and range responses and to date events; nil means
 	// time.Now.
@@ -37,6 +37,9 @@ type SourceOptions struct {
 //
 // with signed bodies, as the platform does (a stream nothing was emitted on is a 404). It is also a webhook.RangeFetcher without HTTP. Fetches
 // can be made to fail (FailFetches). A Source is safe for concurrent use; build one with NewSource.
+// The zero value is not usable: its FetchRange returns ErrNotBuilt, its ServeHTTP answers the
+// opaque 500, and Emit, Event, Request and Deliver panic (as they do on any misuse: they have no
+// error result, and a test must not carry on without its events).
 type Source struct {
 	secret string
 	apiKey string
@@ -80,9 +83,15 @@ func NewSource(secret, apiKey string, opts *SourceOptions) *Source {
 	return s
 }
 
+// ErrNotBuilt: a Source that NewSource did not build.
+var ErrNotBuilt = errors.New("webhooktest: Source not built with NewSource")
+
 // Emit appends an event of type typ with data to stream and returns it. Its sequence is the stream's
 // next (1 for a new stream), and it names stream as its endpoint, as the producer's envelopes do.
 func (s *Source) Emit(stream, typ string, data any) webhook.Event {
+	if s == nil || s.mux == nil {
+		panic(ErrNotBuilt.Error())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ev := NewEvent(uint64(len(s.streams[stream]))+1, typ, data, s.now())
@@ -93,6 +102,9 @@ func (s *Source) Emit(stream, typ string, data any) webhook.Event {
 
 // Event returns the stream's event with sequence seq. It panics when there is none.
 func (s *Source) Event(stream string, seq uint64) webhook.Event {
+	if s == nil || s.mux == nil {
+		panic(ErrNotBuilt.Error())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evs := s.streams[stream]
@@ -139,6 +151,9 @@ func (s *Source) Fetches() int {
 // FetchRange returns the stream's events from..to that exist, as the range endpoint would with no page
 // limit.
 func (s *Source) FetchRange(ctx context.Context, stream string, from, to uint64) ([]webhook.Event, error) {
+	if s == nil || s.mux == nil {
+		return nil, ErrNotBuilt
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -169,7 +184,13 @@ func (s *Source) fetch(stream string, from, to uint64, limit int) ([]webhook.Eve
 }
 
 // ServeHTTP serves the range endpoint.
-func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s == nil || s.mux == nil {
+		apierror.Write(w, r, ErrNotBuilt)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Source) serveRange(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Bearer "+s.apiKey {
