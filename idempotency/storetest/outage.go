@@ -110,7 +110,9 @@ func testOutage(t *testing.T, b OutageBackend, outage time.Duration) {
 	b.Restore()
 	// Right after the store is back a retry may land before the owner's next try: it never runs the
 	// handler (in flight, or the lapsed lease only marked), and the owner's try then lands.
-	for deadline := time.Now().Add(30 * time.Second); m.Stats().Pending > 0; {
+	// No deadline of its own: a completion that never lands is a hang that go test's -timeout reports,
+	// and a busy machine only makes the loop longer.
+	for m.Stats().Pending > 0 {
 		w := serve()
 		if !slices.Contains([]int{http.StatusConflict, http.StatusServiceUnavailable, http.StatusCreated}, w.Code) {
 			t.Fatalf("a retry right after the outage got %d %s, want 409, 503 or a replayed 201", w.Code, w.Body.String())
@@ -118,7 +120,6 @@ func testOutage(t *testing.T, b OutageBackend, outage time.Duration) {
 		if w.Code == http.StatusCreated {
 			check.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
 		}
-		check.True(t, time.Now().Before(deadline), "the completion never landed")
 		time.Sleep(20 * time.Millisecond) // polling for the background completion, not timing it
 	}
 	replay := serve()
