@@ -1,5 +1,4 @@
-// Package importcheck holds checks on what the repository's packages import.
-package importcheck
+package docscheck
 
 import (
 	"go/parser"
@@ -66,24 +65,5 @@ func TestNoTestifyOutsideTests(t *testing.T) {
 		if !checked[want] {
 			t.Errorf("the walk from %s did not check %s", root, want)
 		}
-	}
-}
-
-// repoRoot walks up from the test's directory to the directory holding go.work.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("importcheck: no go.work above the test's directory")
-		}
-		dir = parent
 	}
 }
