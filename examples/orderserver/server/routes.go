@@ -133,9 +133,7 @@ func (s *Server) fallback(mux *http.ServeMux) http.Handler {
 			notFound.ServeHTTP(w, r)
 			return
 		}
-		list := strings.Join(allow, ", ")
-		s.problems.Write(w, r, apierror.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
-			r.Method+" is not allowed here; this path accepts "+list).WithHeader("Allow", list))
+		s.problems.Write(w, r, apierror.MethodNotAllowed(r.Method, allow...))
 	})
 }
 
@@ -153,9 +151,6 @@ func (s *Server) echoVersion(next http.Handler) http.Handler {
 	})
 }
 
-// faultsAllow lists the methods of the faults control: POST, the contract's, and the controls' own.
-const faultsAllow = "POST, PUT, DELETE"
-
 // faultsOtherMethods passes PUT and DELETE of the faults control to next and answers any other
 // method but POST (which has its own route) 405 with the full Allow list.
 func (s *Server) faultsOtherMethods(next http.Handler) http.Handler {
@@ -164,8 +159,8 @@ func (s *Server) faultsOtherMethods(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.problems.Write(w, r, apierror.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
-			r.Method+" is not allowed here; this path accepts "+faultsAllow).WithHeader("Allow", faultsAllow))
+		// POST, the contract's method, and the controls' own.
+		s.problems.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodPost, http.MethodPut, http.MethodDelete))
 	})
 }
 
