@@ -25,7 +25,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-modules=(. pgstore redisstore examples benchmarks)
+modules=(. pgstore redisstore otelconv examples benchmarks)
 staticcheck_version=v0.8.2
 
 services_only=false

@@ -14,7 +14,7 @@ import (
 
 // zeroValueModules are the modules whose exported types must document their zero value: the ones
 // users import. examples and benchmarks are programs and measurements, not API.
-var zeroValueModules = []string{".", "pgstore", "redisstore"}
+var zeroValueModules = []string{".", "pgstore", "redisstore", "otelconv"}
 
 // mentionsZeroValue is the whole matcher, deliberately simple: the doc comment says "zero value",
 // "the zero …" (the zero Signer, the zero Key) or "zero <TypeName>", in any case, with any spacing

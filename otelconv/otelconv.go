@@ -1,0 +1,81 @@
+package otelconv
+
+import (
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of every meter and tracer otelconv creates.
+const ScopeName = "github.com/svcplatform/conventions/otelconv"
+
+// Options configures a Telemetry. The zero value reports to the global MeterProvider and
+// TracerProvider (otel.GetMeterProvider, otel.GetTracerProvider), propagates W3C Trace Context, and
+// records no attribute of unbounded cardinality.
+type Options struct {
+	// MeterProvider creates the instruments; nil means otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// TracerProvider creates the spans; nil means otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Propagator reads and writes trace context on deliveries and range requests; nil means W3C
+	// Trace Context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
+}
+
+// Telemetry holds the instruments of every package's observer, created once by New. It is safe for
+// concurrent use. The zero value is not usable: build one with New.
+type Telemetry struct {
+	meter      metric.Meter
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	opts       Options
+
+	// One observer per package, each with its instruments, built by New. Each lives in the file
+	// named for its package.
+	idempotency *idempotencyObserver
+	consumer    *consumerObserver
+	producer    *producerObserver
+	versioning  *versioningObserver
+	sandbox     *sandboxObserver
+	apierror    *apierrorObserver
+}
+
+// New creates every instrument once. It returns an error when the MeterProvider refuses one.
+func New(opts *Options) (*Telemetry, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	mp, tp, prop := o.MeterProvider, o.TracerProvider, o.Propagator
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	t := &Telemetry{
+		meter:      mp.Meter(ScopeName),
+		tracer:     tp.Tracer(ScopeName),
+		propagator: prop,
+		opts:       o,
+	}
+	for _, build := range []func() error{
+		t.buildIdempotency, t.buildConsumer, t.buildProducer, t.buildVersioning, t.buildSandbox, t.buildAPIError,
+	} {
+		if err := build(); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Bucket boundaries, in seconds. Store calls and signature checks are sub-millisecond on a healthy
+// system, deliveries and handlers take milliseconds to seconds.
+var (
+	fastBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+	slowBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30}
+)
