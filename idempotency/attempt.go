@@ -92,6 +92,7 @@ type Attempt struct {
 
 	m       *Middleware
 	store   Store
+	tx      bool // in a Transactor's transaction: serveTx reports the outcome after the commit
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	renewal *renewal
@@ -129,13 +130,18 @@ func (m *Middleware) Begin(ctx context.Context, req Request) (*Attempt, error) {
 		return nil, ErrNotBuilt
 	}
 	if !ValidKey(req.Key) {
+		m.outcome(ctx, OutcomeRejected)
 		return nil, ErrKeyInvalid
 	}
 	if req.Scope == "" {
+		m.outcome(ctx, OutcomeRejected)
 		return nil, ErrScopeEmpty
 	}
 	a := new(Attempt)
 	if err := m.begin(ctx, req, a, true, nil); err != nil {
+		if errors.Is(err, ErrStore) {
+			m.outcome(ctx, OutcomeStoreError)
+		}
 		return nil, err
 	}
 	return a, nil
@@ -150,12 +156,15 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	}
 	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store}
 	now := m.now()
-	cctx, cancel := bounded(ctx, store, m.storeTimeout)
+	octx, start := m.storeStart(ctx, OpClaim, store)
+	cctx, cancel := bounded(octx, store, m.storeTimeout)
 	c, err := store.Claim(cctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
 	cancel()
+	m.storeEnd(octx, OpClaim, store, start, err)
 	if err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			m.stats.quotaExceeded.Add(1)
+			m.outcome(ctx, OutcomeQuota)
 			m.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: scope over its quota of records", slog.String("idempotency_key", req.Key))
 			return fmt.Errorf("idempotency: claim: %w", err)
 		}
@@ -169,14 +178,17 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		// response, nor its lease.
 		a.Decision = Mismatch
 		m.stats.reused.Add(1)
+		m.outcome(ctx, OutcomeReused)
 	case c.Status == Completed && c.Response != nil:
 		a.Decision = Replay
 		a.Response = m.unseal(ctx, a.Key, c.Response)
 		m.stats.replayed.Add(1)
+		m.outcome(ctx, OutcomeReplayed)
 	case c.Status == InFlight:
 		a.Decision = InProgress
 		a.LeaseUntil = c.LeaseUntil
 		m.stats.conflicts.Add(1)
+		m.outcome(ctx, OutcomeInUse)
 	case c.Status == Claimed:
 		a.Decision = Execute
 		a.Token = c.Token
@@ -296,19 +308,31 @@ func (a *Attempt) complete(ctx context.Context, c *completion) error {
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		a.renewal = nil
 		a.stop()
+		if !a.tx {
+			if err == nil {
+				a.m.outcome(ctx, OutcomeExecuted)
+			} else {
+				a.m.outcome(ctx, OutcomeLeaseLost)
+			}
+		}
 	}
 	return err
 }
 
 // store1 makes the store call of a completion.
-func (a *Attempt) store1(ctx context.Context, c *completion) error {
-	cctx, cancel := bounded(ctx, a.store, a.m.storeTimeout)
-	defer cancel()
-	expiresAt := a.m.now().Add(a.m.retention)
+func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
+	m := a.m
+	octx, start := m.storeStart(ctx, OpComplete, a.store)
+	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
+	expiresAt := m.now().Add(m.retention)
 	if c.ms != nil {
-		return c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
+		err = c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
+	} else {
+		err = a.store.Complete(cctx, a.Key, a.Token, c.resp, expiresAt)
 	}
-	return a.store.Complete(cctx, a.Key, a.Token, c.resp, expiresAt)
+	cancel()
+	m.storeEnd(octx, OpComplete, a.store, start, err)
+	return err
 }
 
 // bounded returns ctx with the store timeout, except for a MemoryStore: it never waits on I/O, and a
@@ -328,11 +352,17 @@ func (a *Attempt) Release(ctx context.Context) error {
 		return errNotOwner
 	}
 	a.stop()
-	cctx, cancel := bounded(ctx, a.store, a.m.storeTimeout)
+	m := a.m
+	octx, start := m.storeStart(ctx, OpRelease, a.store)
+	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
 	err := a.store.Release(cctx, a.Key, a.Token)
 	cancel()
+	m.storeEnd(octx, OpRelease, a.store, start, err)
 	a.finished(err)
-	a.m.stats.released.Add(1)
+	m.stats.released.Add(1)
+	if !a.tx {
+		m.outcome(ctx, OutcomeReleased)
+	}
 	return err
 }
 

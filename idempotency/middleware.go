@@ -136,6 +136,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Problems renders the problem responses. The zero value uses apierror's defaults.
 	Problems apierror.Writer
+	// Observer is told every request's outcome and the duration of every store call and handler,
+	// for metrics and traces (otelconv implements it with OpenTelemetry). Default: none, at no cost.
+	Observer Observer
 }
 
 // Middleware makes mutating requests idempotent: see the package documentation for the wire
@@ -163,6 +166,7 @@ type Middleware struct {
 	now              func() time.Time
 	log              *slog.Logger
 	problems         apierror.Writer
+	observer         Observer
 
 	// Problems that do not depend on the request are built once; apierror.Writer never mutates them.
 	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge, pQuota *apierror.Error
@@ -201,6 +205,7 @@ func New(opts *Options) (*Middleware, error) {
 		now:              o.Now,
 		log:              o.Logger,
 		problems:         o.Problems,
+		observer:         o.Observer,
 	}
 	if m.store == nil {
 		m.store = NewMemoryStore(nil)
@@ -398,6 +403,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	scope, err := m.scope(r)
 	if err != nil || scope == "" {
 		m.stats.rejected.Add(1)
+		m.outcome(r.Context(), OutcomeRejected)
 		if err == nil {
 			err = errors.New("idempotency: Options.Scope returned an empty scope")
 			m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: empty scope", slog.String("path", r.URL.Path))
@@ -408,6 +414,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	key, err := KeyFromHeader(r.Header)
 	if err != nil {
 		m.stats.rejected.Add(1)
+		m.outcome(r.Context(), OutcomeRejected)
 		if err == ErrKeyMissing {
 			m.problems.Write(w, r, m.pMissing)
 		} else {
@@ -424,6 +431,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	bodySum, err := x.readBody(r, m.maxRequestBytes)
 	if err != nil {
 		m.stats.rejected.Add(1)
+		m.outcome(r.Context(), OutcomeRejected)
 		var mbe *http.MaxBytesError
 		if err == errBodyTooLarge || errors.As(err, &mbe) {
 			m.problems.Write(w, r, m.pTooLarge)
@@ -445,6 +453,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		if m.failOpen {
 			m.stats.failedOpen.Add(1)
+			m.outcome(r.Context(), OutcomeFailedOpen)
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
 				slog.String("idempotency_key", key), slog.Any("error", err))
 			x.body.reset(x.buf)
@@ -453,6 +462,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			next.ServeHTTP(w, &r2)
 			return
 		}
+		m.outcome(r.Context(), OutcomeStoreError)
 		m.problems.Write(w, r, m.pUnavailable)
 		return
 	}
@@ -473,9 +483,15 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	// http.MaxBytesReader users do; a copy of the request (WithContext) is made only when the
 	// context must change, since copying a Request costs more than the rest of this function.
 	x.body.reset(x.buf)
+	ctx := a.ctx
+	var start time.Time
+	if m.observer != nil {
+		ctx = m.observer.HandlerStart(ctx)
+		start = m.now()
+	}
 	r2 := r
-	if a.ctx != r.Context() {
-		r2 = r.WithContext(a.ctx)
+	if ctx != r.Context() {
+		r2 = r.WithContext(ctx)
 	}
 	origBody := r.Body
 	r2.Body = &x.body
@@ -490,6 +506,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 		// The handler panicked (or called runtime.Goexit). Release the key so that a retry can run
 		// — nothing is stored — and let the panic go on with its original stack.
 		m.stats.panics.Add(1)
+		if m.observer != nil {
+			m.observer.HandlerEnd(ctx, http.StatusInternalServerError, m.now().Sub(start), true)
+		}
 		x.detached.parent = r.Context()
 		err := a.Release(&x.detached)
 		m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: handler panicked; key released",
@@ -497,6 +516,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	}()
 	next.ServeHTTP(rec, r2)
 	finished = true
+	if m.observer != nil {
+		m.observer.HandlerEnd(ctx, rec.finalStatus(), m.now().Sub(start), false)
+	}
 	x.detached.parent = r.Context()
 	m.finish(&x.detached, x, a, rec)
 }

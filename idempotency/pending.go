@@ -74,6 +74,7 @@ func (p *pending) defer_(m *Middleware, ctx context.Context, x *exchange, a *Att
 			case <-t.C:
 			case <-p.stop.Done():
 				a.stop()
+				m.outcome(ctx, OutcomeStoreError)
 				m.log.LogAttrs(ctx, slog.LevelError, "idempotency: gave up storing a response at Close: the key stays in flight until its lease and one more lapse, and a retry after that runs the handler again",
 					slog.String("idempotency_key", a.Key.Key), slog.Int("tries", tries-1))
 				return

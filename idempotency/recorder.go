@@ -201,6 +201,14 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap returns the underlying ResponseWriter, for http.ResponseController.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
+// finalStatus is the status the handler answered, 200 when it wrote nothing.
+func (rec *recorder) finalStatus() int {
+	if rec.status == 0 {
+		return http.StatusOK
+	}
+	return rec.status
+}
+
 // finalize fixes the status of a handler that wrote nothing: net/http answers 200 with the headers
 // as they are when the handler returns.
 func (rec *recorder) finalize() {

@@ -174,9 +174,11 @@ func (rn *renewal) renew(rw *renewer) (lost bool) {
 		return false
 	}
 	m := rn.m
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rn.ctx), min(m.renewEvery, m.storeTimeout))
+	octx, start := m.storeStart(context.WithoutCancel(rn.ctx), OpRenew, rn.store)
+	ctx, cancel := context.WithTimeout(octx, min(m.renewEvery, m.storeTimeout))
 	err := rn.store.Renew(ctx, rn.key, rn.token, m.now().Add(m.lease))
 	cancel()
+	m.storeEnd(octx, OpRenew, rn.store, start, err)
 	switch {
 	case err == nil:
 		rn.retry.Store(false)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // Transactor runs work in one database transaction, for the middleware's transactional mode: the
@@ -48,6 +49,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 			// The Transactor rolled back: nothing of this request remains, the key included.
 			m.stats.panics.Add(1)
 			m.stats.released.Add(1)
+			m.outcome(r.Context(), OutcomeReleased)
 			m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: handler panicked; transaction rolled back",
 				slog.String("idempotency_key", req.Key))
 		}
@@ -61,14 +63,29 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 			outcome = txDecided
 			return errRollback
 		}
+		a.tx = true
 		defer a.stop()
 		rec.reset(w, m, true)
 		x.body.reset(x.buf)
-		r2 := r.WithContext(a.ctx) // the transaction's context
+		hctx := a.ctx // the transaction's context
+		var start time.Time
+		if m.observer != nil {
+			hctx = m.observer.HandlerStart(hctx)
+			start = m.now()
+			defer func() {
+				if panicking {
+					m.observer.HandlerEnd(hctx, http.StatusInternalServerError, m.now().Sub(start), true)
+				}
+			}()
+		}
+		r2 := r.WithContext(hctx)
 		r2.Body = &x.body
 		panicking = true
 		next.ServeHTTP(rec, r2)
 		panicking = false
+		if m.observer != nil {
+			m.observer.HandlerEnd(hctx, rec.finalStatus(), m.now().Sub(start), false)
+		}
 		rec.finalize()
 		switch {
 		case rec.overflow:
@@ -84,6 +101,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 	})
 	switch {
 	case err == nil:
+		m.outcome(r.Context(), OutcomeExecuted)
 		rec.flushTo(w)
 	case errors.Is(err, errRollback):
 		switch outcome {
@@ -95,16 +113,19 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 			}
 		case txTooLarge:
 			m.stats.released.Add(1)
+			m.outcome(r.Context(), OutcomeReleased)
 			m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: response over MaxResponseBytes in transactional mode; rolled back",
 				slog.String("idempotency_key", req.Key), slog.Int64("max_response_bytes", m.maxResponseBytes))
 			m.problems.Write(w, r, m.pRespTooLarge)
 		case txReleased:
 			m.stats.released.Add(1)
+			m.outcome(r.Context(), OutcomeReleased)
 			rec.flushTo(w)
 		}
 	case errors.Is(err, ErrQuotaExceeded):
 		m.problems.Write(w, r, m.pQuota)
 	default:
+		m.outcome(r.Context(), OutcomeStoreError)
 		// The claim, the completion or the commit failed: nothing was committed, so the request was
 		// not carried out and a retry with the same key is safe.
 		if !errors.Is(err, ErrStore) {

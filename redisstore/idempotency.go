@@ -411,3 +411,6 @@ func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now 
 	}
 	return rec, nil
 }
+
+// Backend reports "redis", for idempotency's Observer (idempotency.Backender).
+func (s *IdempotencyStore) Backend() string { return "redis" }

@@ -1,0 +1,150 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Observer is told what a Middleware decides and how long its store and its handler take, for
+// metrics and traces (the otelconv module implements it with OpenTelemetry). Set it in
+// Options.Observer; without one nothing is measured and nothing is allocated.
+//
+// The Start methods return the context the work goes on in, so that an implementation can put a
+// span there; the matching End gets that context. Methods are called synchronously on the request
+// path, from many goroutines at once: an Observer must be safe for concurrent use and must not
+// block. An Observer never sees a key, a scope or a body.
+type Observer interface {
+	// StoreStart is called before each store call: claim, complete, release and renew.
+	StoreStart(ctx context.Context, call StoreCall) context.Context
+	// StoreEnd is called after it with the context StoreStart returned, the call's duration (by
+	// Options.Now) and its error: nil, or one matching ErrLeaseLost, ErrQuotaExceeded, ErrStoreFull
+	// or a store failure.
+	StoreEnd(ctx context.Context, call StoreCall, took time.Duration, err error)
+	// HandlerStart is called before the middleware runs the handler of a claimed request; the
+	// handler runs in the context it returns.
+	HandlerStart(ctx context.Context) context.Context
+	// HandlerEnd is called when the handler returned (or panicked: status 500, panicked true).
+	HandlerEnd(ctx context.Context, status int, took time.Duration, panicked bool)
+	// Outcome is called once per governed request (or Begin) when its outcome is known: for an
+	// executed request, when its response is stored, released or refused.
+	Outcome(ctx context.Context, outcome Outcome)
+}
+
+// StoreCall names one store call for an Observer. It is a plain value; the zero value names no
+// call.
+type StoreCall struct {
+	// Op is the operation.
+	Op StoreOp
+	// Backend names the store: "memory", "postgresql", "redis", or what a store's Backend method
+	// returns (see Backender); "custom" for a store without one.
+	Backend string
+}
+
+// Backender is implemented by stores that name their backend for observers, in lower case and
+// without instance details ("postgresql", "redis"). MemoryStore and the stores of pgstore and
+// redisstore implement it.
+type Backender interface {
+	Backend() string
+}
+
+// Backend reports "memory".
+func (s *MemoryStore) Backend() string { return "memory" }
+
+// backendOf names store for an Observer.
+func backendOf(store Store) string {
+	if b, ok := store.(Backender); ok {
+		if name := b.Backend(); name != "" {
+			return name
+		}
+	}
+	return "custom"
+}
+
+// StoreOp is a store operation. The zero value is no operation.
+type StoreOp uint8
+
+// The store operations an Observer sees.
+const (
+	OpClaim StoreOp = iota + 1
+	OpComplete
+	OpRelease
+	OpRenew
+)
+
+var storeOpNames = [...]string{"", "claim", "complete", "release", "renew"}
+
+// String returns the operation's name: "claim", "complete", "release" or "renew".
+func (op StoreOp) String() string {
+	if int(op) < len(storeOpNames) {
+		return storeOpNames[op]
+	}
+	return "unknown"
+}
+
+// Outcome is what became of one governed request. The zero value is no outcome.
+type Outcome uint8
+
+// The outcomes, one per governed request.
+const (
+	// OutcomeExecuted: the claim was won, the handler ran and its response is stored (or, after a
+	// store failure at completion, is being stored in the background).
+	OutcomeExecuted Outcome = iota + 1
+	// OutcomeReplayed: answered with the stored response.
+	OutcomeReplayed
+	// OutcomeInUse: answered 409 idempotency_key_in_use; the key is in flight.
+	OutcomeInUse
+	// OutcomeReused: answered 422 idempotency_key_reused; the key was used for another request.
+	OutcomeReused
+	// OutcomeRejected: refused before a claim: missing or malformed key, no scope, a body too large
+	// or unreadable.
+	OutcomeRejected
+	// OutcomeQuota: answered 429; the scope holds as many records as the store allows.
+	OutcomeQuota
+	// OutcomeStoreError: the store failed (or a transaction did not commit) and the request was
+	// answered 503 without its effect, or a background completion was given up at Close.
+	OutcomeStoreError
+	// OutcomeFailedOpen: the store failed and the handler ran without idempotency (FailOpen).
+	OutcomeFailedOpen
+	// OutcomeLeaseLost: the handler ran, but its response was refused because a newer claim took
+	// the key over.
+	OutcomeLeaseLost
+	// OutcomeReleased: the claim was released and nothing stored (a panic, ReleaseServerErrors,
+	// NotPerformed, a response over MaxResponseBytes in transactional mode, Attempt.Release).
+	OutcomeReleased
+)
+
+var outcomeNames = [...]string{"", "executed", "replayed", "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released"}
+
+// Outcomes lists every outcome, for an Observer that prepares one instrument attribute per outcome.
+var Outcomes = []Outcome{OutcomeExecuted, OutcomeReplayed, OutcomeInUse, OutcomeReused, OutcomeRejected, OutcomeQuota, OutcomeStoreError, OutcomeFailedOpen, OutcomeLeaseLost, OutcomeReleased}
+
+// String returns the outcome's name, as metrics label it: "executed", "replayed",
+// "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// storeStart and storeEnd bracket one store call when an Observer is set.
+func (m *Middleware) storeStart(ctx context.Context, op StoreOp, store Store) (context.Context, time.Time) {
+	if m.observer == nil {
+		return ctx, time.Time{}
+	}
+	return m.observer.StoreStart(ctx, StoreCall{Op: op, Backend: backendOf(store)}), m.now()
+}
+
+func (m *Middleware) storeEnd(ctx context.Context, op StoreOp, store Store, start time.Time, err error) {
+	if m.observer == nil {
+		return
+	}
+	m.observer.StoreEnd(ctx, StoreCall{Op: op, Backend: backendOf(store)}, m.now().Sub(start), err)
+}
+
+// outcome reports o for one request when an Observer is set.
+func (m *Middleware) outcome(ctx context.Context, o Outcome) {
+	if m.observer != nil {
+		m.observer.Outcome(ctx, o)
+	}
+}
