@@ -1,9 +1,265 @@
 package otelconv
 
-// idempotencyObserver is filled in by the idempotency work.
-type idempotencyObserver struct{}
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/svcplatform/conventions/idempotency"
+)
+
+// Attribute keys of the idempotency instruments.
+const (
+	keyIdemOutcome   = attribute.Key("svc.idempotency.outcome")
+	keyIdemOperation = attribute.Key("svc.idempotency.store.operation")
+	keyIdemBackend   = attribute.Key("svc.idempotency.store.backend")
+	keyIdemRenewal   = attribute.Key("svc.idempotency.renewal.result")
+)
+
+// The error.type values of a store call: the library's conditions by name, a deadline, or any other
+// failure.
+const (
+	storeErrNone = iota
+	storeErrLeaseLost
+	storeErrQuota
+	storeErrFull
+	storeErrTimeout
+	storeErrOther
+	storeErrKinds
+)
+
+var storeErrNames = [storeErrKinds]string{"", "lease_lost", "quota_exceeded", "store_full", "timeout", "store_error"}
+
+func storeErrKind(err error) int {
+	switch {
+	case err == nil:
+		return storeErrNone
+	case errors.Is(err, idempotency.ErrLeaseLost):
+		return storeErrLeaseLost
+	case errors.Is(err, idempotency.ErrQuotaExceeded):
+		return storeErrQuota
+	case errors.Is(err, idempotency.ErrStoreFull):
+		return storeErrFull
+	case errors.Is(err, context.DeadlineExceeded):
+		return storeErrTimeout
+	}
+	return storeErrOther
+}
+
+// knownBackends get their attribute sets built once; another backend's are built on first use.
+var knownBackends = [...]string{"memory", "postgresql", "redis", "custom"}
+
+const storeOps = int(idempotency.OpRenew) + 1
+
+// storeOpts are the precomputed record options of one backend, by operation and error kind.
+type storeOpts [storeOps][storeErrKinds][]metric.RecordOption
+
+// idempotencyObserver implements idempotency.Observer.
+type idempotencyObserver struct {
+	tracer   trace.Tracer
+	requests metric.Int64Counter
+	store    metric.Float64Histogram
+	handler  metric.Float64Histogram
+	renewals metric.Int64Counter
+
+	outcomeOpts [len(outcomeList) + 1][]metric.AddOption
+	renewOpts   [3][]metric.AddOption // ok, lease_lost, error
+	known       [len(knownBackends)]storeOpts
+	mu          sync.Mutex
+	other       map[string]*storeOpts // backends beyond the known ones, each built once
+
+	handlerStatus [600][]metric.RecordOption // by status code; 0 for codes outside 100–599
+	handlerPanic  []metric.RecordOption
+}
+
+var _ idempotency.Observer = (*idempotencyObserver)(nil)
+
+var outcomeList = [...]idempotency.Outcome{
+	idempotency.OutcomeExecuted, idempotency.OutcomeReplayed, idempotency.OutcomeInUse, idempotency.OutcomeReused,
+	idempotency.OutcomeRejected, idempotency.OutcomeQuota, idempotency.OutcomeStoreError, idempotency.OutcomeFailedOpen,
+	idempotency.OutcomeLeaseLost, idempotency.OutcomeReleased,
+}
 
 func (t *Telemetry) buildIdempotency() error {
-	t.idempotency = &idempotencyObserver{}
+	o := &idempotencyObserver{tracer: t.tracer, other: map[string]*storeOpts{}}
+	var err, e error
+	o.requests, e = t.meter.Int64Counter("svc.idempotency.requests",
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Requests governed by the idempotency middleware, by outcome."))
+	err = errors.Join(err, e)
+	o.store, e = t.meter.Float64Histogram("svc.idempotency.store.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of idempotency store calls, by operation and backend."),
+		metric.WithExplicitBucketBoundaries(fastBuckets...))
+	err = errors.Join(err, e)
+	o.handler, e = t.meter.Float64Histogram("svc.idempotency.handler.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of the handlers the idempotency middleware ran, by status."),
+		metric.WithExplicitBucketBoundaries(slowBuckets...))
+	err = errors.Join(err, e)
+	o.renewals, e = t.meter.Int64Counter("svc.idempotency.renewals",
+		metric.WithUnit("{renewal}"),
+		metric.WithDescription("Lease renewals of in-flight requests, by result."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return err
+	}
+	for _, oc := range outcomeList {
+		o.outcomeOpts[oc] = addOpts(keyIdemOutcome.String(oc.String()))
+	}
+	for i, r := range [3]string{"ok", "lease_lost", "error"} {
+		o.renewOpts[i] = addOpts(keyIdemRenewal.String(r))
+	}
+	for i, b := range knownBackends {
+		o.known[i] = buildStoreOpts(b)
+	}
+	o.handlerStatus[0] = recordOpts(semconv.HTTPResponseStatusCode(0))
+	for code := 100; code < len(o.handlerStatus); code++ {
+		o.handlerStatus[code] = recordOpts(semconv.HTTPResponseStatusCode(code))
+	}
+	o.handlerPanic = recordOpts(semconv.HTTPResponseStatusCode(500), semconv.ErrorTypeKey.String("panic"))
+	t.idempotency = o
 	return nil
+}
+
+func buildStoreOpts(backend string) storeOpts {
+	var s storeOpts
+	for op := idempotency.OpClaim; int(op) < storeOps; op++ {
+		for kind := range storeErrKinds {
+			attrs := []attribute.KeyValue{keyIdemOperation.String(op.String()), keyIdemBackend.String(backend)}
+			if kind != storeErrNone {
+				attrs = append(attrs, semconv.ErrorTypeKey.String(storeErrNames[kind]))
+			}
+			s[op][kind] = recordOpts(attrs...)
+		}
+	}
+	return s
+}
+
+func addOpts(attrs ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
+}
+
+func recordOpts(attrs ...attribute.KeyValue) []metric.RecordOption {
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
+}
+
+// Idempotency returns the observer to set in idempotency.Options.Observer.
+//
+// Metrics: svc.idempotency.requests, svc.idempotency.store.duration,
+// svc.idempotency.handler.duration and svc.idempotency.renewals (see the package documentation).
+// Spans: idempotency.claim, idempotency.handler, idempotency.complete and idempotency.release, as
+// children of the request's span, made only while that span is recording (the server's
+// instrumentation, otelhttp or the team's own, decides what is traced); the outcome is set on the
+// request's span as svc.idempotency.outcome.
+func (t *Telemetry) Idempotency() idempotency.Observer { return t.idempotency }
+
+var storeSpanNames = [storeOps]string{"", "idempotency.claim", "idempotency.complete", "idempotency.release", "idempotency.renew"}
+
+func (o *idempotencyObserver) StoreStart(ctx context.Context, call idempotency.StoreCall) context.Context {
+	if call.Op == idempotency.OpRenew || int(call.Op) >= storeOps || !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx
+	}
+	ctx, _ = o.tracer.Start(ctx, storeSpanNames[call.Op], trace.WithAttributes(keyIdemBackend.String(call.Backend)))
+	return ctx
+}
+
+func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.StoreCall, took time.Duration, err error) {
+	if int(call.Op) >= storeOps || call.Op == 0 {
+		return
+	}
+	kind := storeErrKind(err)
+	o.store.Record(ctx, took.Seconds(), o.backendOpts(call.Backend)[call.Op][kind]...)
+	if call.Op == idempotency.OpRenew {
+		i := 0
+		switch kind {
+		case storeErrNone:
+		case storeErrLeaseLost:
+			i = 1
+		default:
+			i = 2
+		}
+		o.renewals.Add(ctx, 1, o.renewOpts[i]...)
+		return
+	}
+	// A recording span here is the one StoreStart began: it began one exactly when the request's
+	// span was recording.
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		if kind != storeErrNone {
+			span.SetAttributes(semconv.ErrorTypeKey.String(storeErrNames[kind]))
+			if kind != storeErrLeaseLost {
+				span.SetStatus(codes.Error, storeErrNames[kind])
+			}
+		}
+		span.End()
+	}
+}
+
+func (o *idempotencyObserver) backendOpts(backend string) *storeOpts {
+	for i, b := range knownBackends {
+		if b == backend {
+			return &o.known[i]
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, ok := o.other[backend]
+	if !ok {
+		if len(o.other) >= 16 { // a store naming itself per instance: keep the series bounded
+			return &o.known[len(knownBackends)-1]
+		}
+		built := buildStoreOpts(backend)
+		s = &built
+		o.other[backend] = s
+	}
+	return s
+}
+
+func (o *idempotencyObserver) HandlerStart(ctx context.Context) context.Context {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx
+	}
+	ctx, _ = o.tracer.Start(ctx, "idempotency.handler")
+	return ctx
+}
+
+func (o *idempotencyObserver) HandlerEnd(ctx context.Context, status int, took time.Duration, panicked bool) {
+	opts := o.handlerPanic
+	if !panicked {
+		opts = o.statusOpts(status)
+	}
+	o.handler.Record(ctx, took.Seconds(), opts...)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		if panicked {
+			span.SetStatus(codes.Error, "handler panicked")
+		}
+		span.End()
+	}
+}
+
+// statusOpts returns the record options of a status code; codes outside 100–599 share one set, so
+// a handler cannot make the series unbounded.
+func (o *idempotencyObserver) statusOpts(status int) []metric.RecordOption {
+	if status < 100 || status >= len(o.handlerStatus) {
+		status = 0
+	}
+	return o.handlerStatus[status]
+}
+
+func (o *idempotencyObserver) Outcome(ctx context.Context, outcome idempotency.Outcome) {
+	if outcome == 0 || int(outcome) >= len(o.outcomeOpts) {
+		return
+	}
+	o.requests.Add(ctx, 1, o.outcomeOpts[outcome]...)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(keyIdemOutcome.String(outcome.String()))
+	}
 }
