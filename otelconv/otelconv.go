@@ -57,6 +57,7 @@ func New(opts *Options) (*Telemetry, error) {
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
+	o.MeterProvider, o.TracerProvider, o.Propagator = mp, tp, prop
 	t := &Telemetry{
 		meter:      mp.Meter(ScopeName),
 		tracer:     tp.Tracer(ScopeName),
@@ -79,3 +80,13 @@ var (
 	fastBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 	slowBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30}
 )
+
+// MeterProvider returns the provider t reports metrics to, for the team's other instrumentation
+// (otelhttp.WithMeterProvider) to report next to it.
+func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.opts.MeterProvider }
+
+// TracerProvider returns the provider t makes spans with, for the team's other instrumentation.
+func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.opts.TracerProvider }
+
+// Propagator returns the propagator t reads and writes trace context with.
+func (t *Telemetry) Propagator() propagation.TextMapPropagator { return t.propagator }

@@ -40,6 +40,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/idempotency"
@@ -94,6 +95,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	redisPrefix := fs.String("redis-prefix", "svc:", "prefix of every Redis key the server writes")
 	adminToken := fs.String("admin-token", "", "token that authorises POST /v1/sandbox/credentials (default: a fresh one)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (port 0 picks a free one): every convention's metrics, see the otelconv module")
+	otlp := fs.String("otlp", "", "send traces over OTLP/HTTP to `URL` (such as http://127.0.0.1:4318/v1/traces); the standard OTEL_EXPORTER_OTLP_* variables turn it on too")
 	envFile := fs.String("env-file", "", "also write what it prints at start as shell assignments (BASE, KEY, LIVE, ADMIN) to `file`, mode 0600, for '. file' in another shell")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -120,6 +123,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeBackends()
+	tel, err := openTelemetry(ctx, *metricsAddr, *otlp, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After Serve: the last spans are flushed, the last scrape can still be answered until now.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tel.close(sctx); err != nil {
+			logger.Warn("telemetry shutdown", "error", err)
+		}
+	}()
+	cfg.Telemetry = tel.tel
 	if cfg.Sealer, err = sealer(os.Getenv(EnvSealKeys), logger); err != nil {
 		return err
 	}
@@ -167,6 +183,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "sandbox API key: %s\n", sandboxKey.APIKey)
 	fmt.Fprintf(stdout, "live API key: %s\n", liveKey.APIKey)
 	fmt.Fprintf(stdout, "admin token: %s\n", srv.AdminToken())
+	if u := tel.MetricsURL(); u != "" {
+		fmt.Fprintf(stdout, "metrics on %s\n", u)
+	}
 	logger.Info("orderserver started", "addr", listening, "base_url", baseURL, "storage", storageName(*pgDSN, *redisURL))
 
 	err = srv.Serve(ctx, ln)

@@ -16,6 +16,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/examples/internal/graceful"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -138,6 +139,10 @@ type Config struct {
 	Webhooks WebhookOptions
 	// Logger receives the server's logs; nil means none. No log line holds a key, token or secret.
 	Logger *slog.Logger
+	// Telemetry, when set, reports every convention's metrics and spans to OpenTelemetry (see the
+	// otelconv module), and each request gets a server span (otelhttp) that continues the client's
+	// traceparent. Nil means none, at no cost.
+	Telemetry *otelconv.Telemetry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Timeouts bound what one client may hold of the server's connections (Serve); zero fields mean
@@ -186,6 +191,7 @@ type Server struct {
 	versions   *versioning.Router
 	adminToken string
 	problems   apierror.Writer
+	tel        *otelconv.Telemetry // nil: no telemetry
 	timeouts   graceful.Timeouts
 	log        *slog.Logger
 	now        func() time.Time
@@ -195,7 +201,8 @@ type Server struct {
 
 // New returns a Server configured by cfg.
 func New(cfg Config) (*Server, error) {
-	s := &Server{store: cfg.Store, adminToken: cfg.AdminToken, log: cfg.Logger, now: cfg.Now, timeouts: cfg.Timeouts}
+	s := &Server{store: cfg.Store, adminToken: cfg.AdminToken, log: cfg.Logger, now: cfg.Now, timeouts: cfg.Timeouts,
+		tel: cfg.Telemetry}
 	if s.store == nil {
 		s.store = NewMemoryStore()
 	}
@@ -238,11 +245,13 @@ func New(cfg Config) (*Server, error) {
 		sbxStore = cfg.Idempotency
 	}
 	if s.idem, err = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
-		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems}); err != nil {
+		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems,
+		Observer: s.idempotencyObserver()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.idemSbx, err = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
-		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems}); err != nil {
+		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems,
+		Observer: s.idempotencyObserver()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 
@@ -329,6 +338,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.handler = s.routes()
+	if s.tel != nil {
+		s.handler = traced(s.handler, s.tel)
+	}
 	return s, nil
 }
 
