@@ -159,7 +159,14 @@ func recordOpts(attrs ...attribute.KeyValue) []metric.RecordOption {
 // children of the request's span, made only while that span is recording (the server's
 // instrumentation, otelhttp or the team's own, decides what is traced); the outcome is set on the
 // request's span as svc.idempotency.outcome.
-func (t *Telemetry) Idempotency() idempotency.Observer { return t.idempotency }
+//
+// On a nil or zero Telemetry it returns nil: no observer.
+func (t *Telemetry) Idempotency() idempotency.Observer {
+	if t == nil || t.idempotency == nil {
+		return nil
+	}
+	return t.idempotency
+}
 
 var storeSpanNames = [storeOps]string{"", "idempotency.claim", "idempotency.complete", "idempotency.release", "idempotency.renew"}
 

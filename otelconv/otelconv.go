@@ -24,7 +24,8 @@ type Options struct {
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for
-// concurrent use. The zero value is not usable: build one with New.
+// concurrent use. The zero value observes nothing: its observer accessors return nil (no observer)
+// and its providers are nil. Build one with New.
 type Telemetry struct {
 	meter      metric.Meter
 	tracer     trace.Tracer
@@ -83,10 +84,25 @@ var (
 
 // MeterProvider returns the provider t reports metrics to, for the team's other instrumentation
 // (otelhttp.WithMeterProvider) to report next to it.
-func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.opts.MeterProvider }
+func (t *Telemetry) MeterProvider() metric.MeterProvider {
+	if t == nil {
+		return nil
+	}
+	return t.opts.MeterProvider
+}
 
 // TracerProvider returns the provider t makes spans with, for the team's other instrumentation.
-func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.opts.TracerProvider }
+func (t *Telemetry) TracerProvider() trace.TracerProvider {
+	if t == nil {
+		return nil
+	}
+	return t.opts.TracerProvider
+}
 
 // Propagator returns the propagator t reads and writes trace context with.
-func (t *Telemetry) Propagator() propagation.TextMapPropagator { return t.propagator }
+func (t *Telemetry) Propagator() propagation.TextMapPropagator {
+	if t == nil {
+		return nil
+	}
+	return t.propagator
+}
