@@ -120,6 +120,18 @@
 // Wrap the server in WithRequestID so that every response and problem carries the request's ID, and
 // answer successes with WriteJSON(w, r, http.StatusCreated, order).
 //
+// # Observing
+//
+// Writer.Observer is told about every problem written — its status, code, explicit type and number of
+// violations, never its detail — so that a team can count its 4xx and 5xx by cause. Set it on the
+// service's Writer installed with Writer.Handler and it sees the problems of every package below,
+// since a Writer whose Observer is nil takes the one in the request context. With no Observer nothing
+// is called and writing a problem costs nothing more. The otelconv module implements it with
+// OpenTelemetry:
+//
+//	tel, _ := otelconv.New(nil)
+//	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Observer: tel.APIError()}
+//
 // # Clients and tests
 //
 // Parse reads a problem response back into an *Error. Check and CheckResponse tell a product team's own

@@ -29,6 +29,9 @@ type Writer struct {
 	TypeBase string
 	// Logger, when set, records every error that became an opaque 5xx, with its request ID.
 	Logger *slog.Logger
+	// Observer, when set, is told about every problem written (its status and code); nil means the
+	// one of the Writer in the request context, and without one nothing is told, at no cost.
+	Observer Observer
 }
 
 // Write writes err to w as an application/problem+json response. An *Error anywhere in err's chain is
@@ -39,7 +42,7 @@ func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w
 // Write is the package-level Write with this Writer's settings. A field left empty is taken from the
 // Writer that Handler put in the request's context, when there is one.
 func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
-	if (wr.TypeBase == "" || wr.Logger == nil) && r != nil {
+	if (wr.TypeBase == "" || wr.Logger == nil || wr.Observer == nil) && r != nil {
 		wr = wr.withDefaults(r.Context())
 	}
 	p, _ := err.(*Error) // the common case, checked first so that no pointer escapes for errors.As
@@ -48,7 +51,8 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	// Found once, so that the log line, the header and the body all carry the same ID.
 	reqID := requestID(w, r)
-	if p == nil || p.Status < 400 || p.Status > 599 {
+	opaque := p == nil || p.Status < 400 || p.Status > 599
+	if opaque {
 		// Not a problem, or one without an error status (0 would make WriteHeader panic): a programming
 		// error, answered with the opaque 500.
 		p = Internal()
@@ -72,9 +76,9 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	body, mErr := p.appendJSON((*buf)[:0], base, reqID)
 	if mErr != nil {
 		// An extension that cannot be marshalled is a programming error; still answer with a problem.
-		in := Internal()
-		body, _ = in.appendJSON(body[:0], base, reqID)
-		status, headers = in.Status, nil
+		p, opaque = Internal(), true
+		body, _ = p.appendJSON(body[:0], base, reqID)
+		status, headers = p.Status, nil
 	}
 	*buf = body
 	h := w.Header()
@@ -93,6 +97,13 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	delete(h, "Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+	if o := wr.Observer; o != nil {
+		ctx := context.Background()
+		if r != nil {
+			ctx = r.Context()
+		}
+		o.ProblemWritten(ctx, WrittenProblem{Status: status, Code: p.Code, Type: p.Type, Violations: len(p.Errors), Opaque: opaque})
+	}
 }
 
 // asError finds an *Error in err's chain; it is apart from Write so that its pointer's escape costs
@@ -225,8 +236,9 @@ type writerKey struct{}
 
 // Handler is middleware that makes wr the Writer of every problem written for the requests through
 // next, by this library's packages and by the package-level Write and WriteJSON: wherever a Writer
-// leaves TypeBase or Logger empty, wr's is used. This is the one place a service sets its problem type
-// base and logger; a field given explicitly (an Options.Problems with its own TypeBase) still wins.
+// leaves TypeBase, Logger or Observer empty, wr's is used. This is the one place a service sets its
+// problem type base, logger and observer; a field given explicitly (an Options.Problems with its own
+// TypeBase) still wins.
 //
 //	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: log}
 //	srv := &http.Server{Handler: apierror.WithRequestID(problems.Handler(problems.ServeMux(mux)))}
@@ -245,6 +257,9 @@ func (wr Writer) withDefaults(ctx context.Context) Writer {
 		}
 		if wr.Logger == nil {
 			wr.Logger = cw.Logger
+		}
+		if wr.Observer == nil {
+			wr.Observer = cw.Observer
 		}
 	}
 	return wr

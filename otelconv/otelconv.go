@@ -21,6 +21,9 @@ type Options struct {
 	// Propagator reads and writes trace context on deliveries and range requests; nil means W3C
 	// Trace Context (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
+	// LicenseeAttribute records the licensee (svc.licensee) on the versioning and sandbox metrics. A
+	// service with many licensees makes as many series of each; off by default.
+	LicenseeAttribute bool
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for

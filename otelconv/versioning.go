@@ -1,9 +1,129 @@
 package otelconv
 
-// versioningObserver is filled in by the versioning work.
-type versioningObserver struct{}
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/svcplatform/conventions/versioning"
+)
+
+// Attribute keys of the versioning metrics.
+const (
+	attrVersion   = attribute.Key("svc.versioning.version")
+	attrLifecycle = attribute.Key("svc.versioning.lifecycle")
+	attrOutcome   = attribute.Key("svc.versioning.outcome")
+	// attrLicensee is recorded only with Options.LicenseeAttribute.
+	attrLicensee = attribute.Key("svc.licensee")
+)
+
+// unknownVersion is the value of svc.versioning.version for a path that names no answering version:
+// one fixed value, whatever the client wrote.
+const unknownVersion = "unknown"
+
+// maxVersions bounds the distinct version names the observer keeps attribute sets for. The router
+// reports registered versions only, so this is far above any real registry; names beyond it are
+// counted as otherValue.
+const maxVersions = 64
+
+// otherValue stands for any value past a bound, as in OpenTelemetry's semantic conventions.
+const otherValue = "_OTHER"
+
+// versionSets are the precomputed attribute options of one version name.
+type versionSets struct {
+	requests [versioning.NumLifecycles][versioning.NumOutcomes][]metric.AddOption
+	pin      []metric.AddOption
+}
+
+// versioningObserver implements versioning.Observer with three instruments. It is safe for concurrent
+// use; recording allocates nothing unless Options.LicenseeAttribute is set.
+type versioningObserver struct {
+	requests  metric.Int64Counter
+	duration  metric.Float64Histogram
+	pins      metric.Int64Counter
+	byOutcome [versioning.NumOutcomes][]metric.RecordOption
+	sets      *boundedSets[string, *versionSets]
+	licensee  bool
+}
+
+var _ versioning.Observer = (*versioningObserver)(nil)
 
 func (t *Telemetry) buildVersioning() error {
-	t.versioning = &versioningObserver{}
+	o := &versioningObserver{licensee: t.opts.LicenseeAttribute}
+	var err error
+	if o.requests, err = t.meter.Int64Counter("svc.versioning.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests the versioning router decided, by version, lifecycle state and outcome.")); err != nil {
+		return err
+	}
+	if o.duration, err = t.meter.Float64Histogram("svc.versioning.decision.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time the versioning router took to decide a request, pin store reads and writes included."),
+		metric.WithExplicitBucketBoundaries(fastBuckets...)); err != nil {
+		return err
+	}
+	if o.pins, err = t.meter.Int64Counter("svc.versioning.pin.changes", metric.WithUnit("{pin}"),
+		metric.WithDescription("Licensee pins created on first use or moved off a lapsed version, by the version pinned.")); err != nil {
+		return err
+	}
+	for i := range o.byOutcome {
+		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(versioning.Outcome(i).String())))}
+	}
+	o.sets = newBoundedSets(maxVersions, otherValue, newVersionSets)
+	t.versioning = o
 	return nil
+}
+
+func newVersionSets(name string) *versionSets {
+	vs := &versionSets{pin: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrVersion.String(name)))}}
+	for l := range versioning.NumLifecycles {
+		for oc := range versioning.NumOutcomes {
+			vs.requests[l][oc] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+				attrVersion.String(name),
+				attrLifecycle.String(versioning.Lifecycle(l).String()),
+				attrOutcome.String(versioning.Outcome(oc).String()),
+			))}
+		}
+	}
+	return vs
+}
+
+// Versioning returns the observer to set as versioning.Options.Observer; nil for a nil Telemetry.
+func (t *Telemetry) Versioning() versioning.Observer {
+	if t == nil || t.versioning == nil {
+		return nil
+	}
+	return t.versioning
+}
+
+// Decided implements versioning.Observer.
+func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observation) {
+	name := ob.Version
+	if name == "" || ob.Lifecycle == versioning.LifecycleUnknown {
+		name = unknownVersion
+	}
+	vs, ok := o.sets.get(name)
+	if !ok {
+		name = otherValue
+	}
+	l, oc := int(ob.Lifecycle), int(ob.Outcome)
+	if l >= versioning.NumLifecycles || oc >= versioning.NumOutcomes {
+		return // not a value the router reports
+	}
+	if o.licensee && ob.Licensee != "" {
+		o.requests.Add(ctx, 1, metric.WithAttributes(attrVersion.String(name),
+			attrLifecycle.String(ob.Lifecycle.String()), attrOutcome.String(ob.Outcome.String()),
+			attrLicensee.String(ob.Licensee)))
+	} else {
+		o.requests.Add(ctx, 1, vs.requests[l][oc]...)
+	}
+	o.duration.Record(ctx, ob.Duration.Seconds(), o.byOutcome[oc]...)
+	if ob.PinChanged && ob.Pinned != "" {
+		// The new pin is a registered version: the same bound applies.
+		ps, _ := o.sets.get(ob.Pinned)
+		o.pins.Add(ctx, 1, ps.pin...)
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrVersion.String(name), attrOutcome.String(ob.Outcome.String()))
+	}
 }

@@ -59,6 +59,9 @@ type AuthOptions struct {
 	// Realm names the protection space in every challenge (RFC 6750 §3); empty means
 	// apierror.DefaultRealm.
 	Realm string
+	// Observer, when set, is told the result of every authentication (never the key); nil calls
+	// nothing, at no cost.
+	Observer Observer
 }
 
 // Authenticator is the authentication middleware: it reads "Authorization: Bearer <key>", checks the
@@ -79,6 +82,7 @@ type Authenticator struct {
 	log        *slog.Logger
 	retryAfter time.Duration
 	realm      string
+	observer   Observer
 }
 
 // NewAuthenticator returns an Authenticator that resolves keys with r; a nil r is an error.
@@ -88,7 +92,7 @@ func NewAuthenticator(r Resolver, opts *AuthOptions) (*Authenticator, error) {
 	}
 	a := &Authenticator{resolver: r, retryAfter: DefaultAuthRetryAfter, realm: apierror.DefaultRealm}
 	if opts != nil {
-		a.writer, a.log = opts.Problems, opts.Logger
+		a.writer, a.log, a.observer = opts.Problems, opts.Logger, opts.Observer
 		if opts.RetryAfter > 0 {
 			a.retryAfter = opts.RetryAfter
 		}
@@ -149,31 +153,60 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if a == nil || a.resolver == nil {
 		return Principal{}, &problemError{cause: errZeroAuthenticator, problem: apierror.Internal()}
 	}
+	o := a.observer
+	if o == nil {
+		p, _, _, err := a.authenticate(r)
+		return p, err
+	}
+	start := time.Now()
+	p, res, env, err := a.authenticate(r)
+	o.Authenticated(r.Context(), AuthObservation{Result: res, Environment: env, Licensee: p.Licensee, Duration: time.Since(start)})
+	return p, err
+}
+
+// authenticate is Authenticate with the result and the key's environment for the Observer.
+func (a *Authenticator) authenticate(r *http.Request) (Principal, AuthResult, Environment, error) {
 	token, err := a.bearerToken(r.Header)
 	if err != nil {
-		return Principal{}, err
+		res := AuthMalformed
+		switch {
+		case errors.Is(err, ErrNoCredentials):
+			res = AuthMissing
+		case errors.Is(err, ErrAuthScheme):
+			res = AuthScheme
+		}
+		return Principal{}, res, "", err
 	}
 	k, err := ParseKey(token)
 	if err != nil {
+		res := AuthMalformed
 		detail := "the API key is malformed: want sk_sandbox_ or sk_live_ followed by 40 characters of a-z and 2-7"
 		if errors.Is(err, ErrKeyChecksum) {
+			res = AuthChecksum
 			detail = "the API key's checksum does not match: it was mistyped, truncated or altered"
 		}
-		return Principal{}, &problemError{cause: err, problem: a.problemMalformed("invalid_token", detail)}
+		return Principal{}, res, "", &problemError{cause: err, problem: a.problemMalformed("invalid_token", detail)}
 	}
+	env := k.Environment()
 	p, err := a.resolver.Resolve(r.Context(), k)
 	switch {
 	case err == nil:
-		if !p.Valid() || p.Environment != k.Environment() {
+		if !p.Valid() || p.Environment != env {
 			// A resolver that answers for another environment than the key's would mix data.
-			return Principal{}, &problemError{cause: errors.New("sandbox: resolver returned a principal that does not match the key"),
+			return Principal{}, AuthEnvironmentMismatch, env, &problemError{cause: errors.New("sandbox: resolver returned a principal that does not match the key"),
 				problem: apierror.Internal()}
 		}
-		return p, nil
+		return p, AuthOK, env, nil
 	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrKeyExpired), errors.Is(err, ErrKeyRevoked):
-		return Principal{}, &problemError{cause: err, problem: a.problemInvalid()}
+		res := AuthUnknown
+		if errors.Is(err, ErrKeyExpired) {
+			res = AuthExpired
+		} else if errors.Is(err, ErrKeyRevoked) {
+			res = AuthRevoked
+		}
+		return Principal{}, res, env, &problemError{cause: err, problem: a.problemInvalid()}
 	default:
-		return Principal{}, &problemError{cause: err, problem: apierror.Unavailable(a.retryAfter, CodeAuthUnavailable,
+		return Principal{}, AuthUnavailable, env, &problemError{cause: err, problem: apierror.Unavailable(a.retryAfter, CodeAuthUnavailable,
 			"credentials could not be checked just now; retry after the number of seconds in Retry-After")}
 	}
 }

@@ -67,6 +67,16 @@
 //		Key: func(r *http.Request) (string, error) { return "user:" + myauth.User(r.Context()), nil },
 //	})
 //
+// # Observing
+//
+// AuthOptions.Observer and RateLimitOptions.Observer take one Observer, told the result of every
+// authentication (ok, missing, scheme_unsupported, malformed, checksum_mismatch, unknown, expired,
+// revoked, unavailable, environment_mismatch — the client sees one 401 for unknown, expired and
+// revoked; the observer tells them apart) and of every rate-limit check (allowed, exempt, refused,
+// no_key, failed_open, failed_closed), with the environment and licensee but never a key. It runs on
+// the request's goroutine and must not block; with no Observer nothing is called, at no cost. The
+// otelconv module implements it with OpenTelemetry (Telemetry.Sandbox).
+//
 // # Sandbox controls
 //
 // Controls serve, for sandbox keys only:

@@ -195,6 +195,9 @@ type RateLimitOptions struct {
 	// FailClosed answers 503 when the Limiter fails. By default the request goes through: a rate limit
 	// protects capacity, and an outage of the limiter should not become an outage of the API.
 	FailClosed bool
+	// Observer, when set, is told the result of every check, with the environment and licensee of
+	// the request's principal (never the key counted by); nil calls nothing, at no cost.
+	Observer Observer
 }
 
 // ErrRateLimited: the principal is over its production rate limit.
@@ -215,6 +218,7 @@ type RateLimit struct {
 	writer     apierror.Writer
 	log        *slog.Logger
 	failClosed bool
+	observer   Observer
 }
 
 // NewRateLimit returns middleware that limits requests with l, by the key Options.Key gives each; a
@@ -231,7 +235,7 @@ func NewRateLimit(l Limiter, opts *RateLimitOptions) (*RateLimit, error) {
 		if opts.Now != nil {
 			rl.now = opts.Now
 		}
-		rl.writer, rl.log, rl.failClosed = opts.Problems, opts.Logger, opts.FailClosed
+		rl.writer, rl.log, rl.failClosed, rl.observer = opts.Problems, opts.Logger, opts.FailClosed, opts.Observer
 	}
 	return rl, nil
 }
@@ -243,16 +247,27 @@ func (rl *RateLimit) Check(r *http.Request) error {
 	if rl == nil || rl.limiter == nil {
 		return &problemError{cause: errZeroRateLimit, problem: apierror.Internal()}
 	}
+	res, retry, err := rl.check(r)
+	if o := rl.observer; o != nil {
+		ctx := r.Context()
+		p, _ := FromContext(ctx)
+		o.LimitChecked(ctx, LimitObservation{Result: res, Environment: p.Environment, Licensee: p.Licensee, RetryAfter: retry})
+	}
+	return err
+}
+
+// check is Check with the result and the wait for the Observer.
+func (rl *RateLimit) check(r *http.Request) (LimitResult, time.Duration, error) {
 	key, err := rl.key(r)
 	if err != nil {
 		var p *apierror.Error
 		if errors.As(err, &p) {
-			return err
+			return LimitNoKey, 0, err
 		}
-		return &problemError{cause: err, problem: apierror.Internal()}
+		return LimitNoKey, 0, &problemError{cause: err, problem: apierror.Internal()}
 	}
 	if key == "" {
-		return nil
+		return LimitExempt, 0, nil
 	}
 	allowed, retry, err := rl.limiter.Allow(r.Context(), key, rl.now())
 	if err != nil {
@@ -261,15 +276,15 @@ func (rl *RateLimit) Check(r *http.Request) error {
 				"fail_closed", rl.failClosed, "error", err)
 		}
 		if !rl.failClosed {
-			return nil
+			return LimitFailedOpen, 0, nil
 		}
-		return &problemError{cause: err, problem: apierror.Unavailable(time.Second, "rate_limiter_unavailable",
+		return LimitFailedClosed, 0, &problemError{cause: err, problem: apierror.Unavailable(time.Second, "rate_limiter_unavailable",
 			"the rate limiter could not be consulted; retry after the number of seconds in Retry-After")}
 	}
 	if !allowed {
-		return &problemError{cause: ErrRateLimited, problem: apierror.RateLimited(retry, "")}
+		return LimitRefused, retry, &problemError{cause: ErrRateLimited, problem: apierror.RateLimited(retry, "")}
 	}
-	return nil
+	return LimitAllowed, 0, nil
 }
 
 // Handler returns middleware that applies Check before next runs.

@@ -71,6 +71,16 @@
 // refusal): plug in UsageCounter.Observe, or a metrics exporter, to know who still calls a deprecated
 // version before its sunset; PinStore.List lists who is pinned to it, webhook-only licensees included.
 //
+// # Observing
+//
+// Options.Observer is the telemetry hook: it is told about every request the router decides, unknown
+// versions included, as an Observation — the registered version (never the segment a client wrote
+// when it names none), its Lifecycle (current, deprecated, sunset, unknown), the Outcome (served,
+// override, or the refusal), the licensee and pin, and how long the decision took by Options.Now.
+// It runs on the request's goroutine and must not block; with no Observer nothing is called, at no
+// cost. The otelconv module implements it with OpenTelemetry (Telemetry.Versioning). OnRequest stays
+// the simple usage hook; both are called when both are set.
+//
 // # Changes
 //
 // Handlers produce only the newest shape. Each breaking change is a Change introduced by a version:

@@ -70,6 +70,10 @@ type Options struct {
 	// still calls a deprecated version. It runs on the request's goroutine and must be fast and safe
 	// for concurrent use; UsageCounter.Observe is one.
 	OnRequest func(Usage)
+	// Observer, when set, is told about every request the router decides, unknown versions included:
+	// the telemetry hook (otelconv implements it). Nil calls nothing, at no cost. See Observer for how
+	// it relates to OnRequest.
+	Observer Observer
 	// StripVersion removes the version segment from the path the handler sees ("/v1/orders" becomes
 	// "/orders"), as http.StripPrefix does, so that one mux with patterns like "POST /orders" serves
 	// every version. False (the default) leaves the path alone: mux patterns carry the version
@@ -118,6 +122,7 @@ type Router struct {
 	firstUse      FirstUse
 	cache         *pinCache
 	onRequest     func(Usage)
+	observer      Observer
 	strip         bool
 	successorLink func(*http.Request, string) string
 	maxReq        int64
@@ -141,7 +146,7 @@ func New(reg *Registry, opts *Options) (*Router, error) {
 	}
 	rt := &Router{
 		reg: reg, now: o.Now, pins: o.Pins, licensee: o.Licensee, allowOverride: o.AllowOverride,
-		firstUse: o.FirstUse, onRequest: o.OnRequest, strip: o.StripVersion, successorLink: o.SuccessorLink,
+		firstUse: o.FirstUse, onRequest: o.OnRequest, observer: o.Observer, strip: o.StripVersion, successorLink: o.SuccessorLink,
 		maxReq: o.MaxRequestBody, maxResp: o.MaxResponseBody, retryAfter: o.RetryAfter,
 		writer: o.Problems, log: o.Logger,
 	}
@@ -211,7 +216,8 @@ type Decision struct {
 // ErrNotEnabled, ErrPinUnavailable) and the *apierror.Error to answer with. For a known version the
 // Decision's Version is set even when err is not nil, so that the lifecycle headers can be sent.
 //
-// Deciding has effects: it may create or move the licensee's pin, and it calls Options.OnRequest.
+// Deciding has effects: it may create or move the licensee's pin, and it calls Options.OnRequest and
+// Options.Observer.
 func (rt *Router) Decide(r *http.Request) (Decision, error) {
 	if rt == nil || rt.reg == nil {
 		return Decision{}, errZeroRouter
@@ -233,6 +239,11 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 	if i < 0 {
 		if !ok {
 			name = ""
+		}
+		if o := rt.observer; o != nil {
+			// Never the segment itself: the client chooses it.
+			o.Decided(r.Context(), Observation{Lifecycle: LifecycleUnknown, Outcome: OutcomeUnknown,
+				Duration: rt.now().Sub(now)})
 		}
 		return Decision{}, -1, &decisionError{cause: ErrUnknownVersion, problem: problemUnknown(name, rt.reg.Supported(now))}
 	}
@@ -257,6 +268,23 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 			u.Refused = codeOf(err)
 		}
 		rt.onRequest(u)
+	}
+	if o := rt.observer; o != nil {
+		ob := Observation{Version: v.Name, Licensee: d.Licensee, Pinned: d.Pinned, PinChanged: d.PinChanged,
+			Duration: rt.now().Sub(now)}
+		switch {
+		case v.IsSunset(now):
+			ob.Lifecycle = LifecycleSunset
+		case d.Deprecated:
+			ob.Lifecycle = LifecycleDeprecated
+		}
+		switch {
+		case err != nil:
+			ob.Outcome = outcomeOf(err)
+		case d.Override:
+			ob.Outcome = OutcomeOverride
+		}
+		o.Decided(r.Context(), ob)
 	}
 	return d, i, err
 }

@@ -1,0 +1,239 @@
+package versioning_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/versioning"
+)
+
+// decisionRecorder is a fake Observer that keeps every call.
+type decisionRecorder struct {
+	mu    sync.Mutex
+	calls []versioning.Observation
+	ctxs  []context.Context
+}
+
+func (o *decisionRecorder) Decided(ctx context.Context, ob versioning.Observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, ob)
+	o.ctxs = append(o.ctxs, ctx)
+}
+
+func (o *decisionRecorder) got() []versioning.Observation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]versioning.Observation(nil), o.calls...)
+}
+
+type obsCtxKey struct{}
+
+// TestObserverOutcomes: every request the router decides is reported exactly once, with its version,
+// lifecycle state and outcome; a path that names no answering version never reaches the observer as
+// what the client wrote.
+func TestObserverOutcomes(t *testing.T) {
+	longLicensee := strings.Repeat("l", versioning.MaxLicenseeLen+1)
+	cases := []struct {
+		name  string
+		setup func(e *pinEnv)
+		req   request
+		want  versioning.Observation
+	}{
+		{name: "current", req: request{path: "/v3/orders"},
+			want: versioning.Observation{Version: "v3"}},
+		{name: "deprecation scheduled, not in force", req: request{path: "/v2/orders"},
+			want: versioning.Observation{Version: "v2"}},
+		{name: "deprecated", req: request{path: "/v1/orders"},
+			want: versioning.Observation{Version: "v1", Lifecycle: versioning.LifecycleDeprecated}},
+		{name: "first use pins", req: request{path: "/v3/orders", licensee: "lic_new"},
+			want: versioning.Observation{Version: "v3", Licensee: "lic_new", Pinned: "v3", PinChanged: true}},
+		{name: "pinned deprecated", setup: func(e *pinEnv) { e.pin(t, "lic_a", "v1") }, req: request{path: "/v1/orders", licensee: "lic_a"},
+			want: versioning.Observation{Version: "v1", Lifecycle: versioning.LifecycleDeprecated, Licensee: "lic_a", Pinned: "v1"}},
+		{name: "not enabled", setup: func(e *pinEnv) { e.pin(t, "lic_a", "v1") }, req: request{path: "/v3/orders", licensee: "lic_a"},
+			want: versioning.Observation{Version: "v3", Outcome: versioning.OutcomeNotEnabled, Licensee: "lic_a", Pinned: "v1"}},
+		{name: "override", setup: func(e *pinEnv) { e.pin(t, "lic_try", "v1") }, req: request{path: "/v2/orders", licensee: "lic_try"},
+			want: versioning.Observation{Version: "v2", Outcome: versioning.OutcomeOverride, Licensee: "lic_try", Pinned: "v1"}},
+		{name: "sunset", setup: func(e *pinEnv) { e.clk.Set(v1Sunset) }, req: request{path: "/v1/orders", licensee: "lic_a"},
+			want: versioning.Observation{Version: "v1", Lifecycle: versioning.LifecycleSunset, Outcome: versioning.OutcomeSunset, Licensee: "lic_a"}},
+		{name: "pin store down", setup: func(e *pinEnv) { e.pins.setFail(errStoreDown) }, req: request{path: "/v3/orders", licensee: "lic_b"},
+			want: versioning.Observation{Version: "v3", Outcome: versioning.OutcomePinUnavailable, Licensee: "lic_b"}},
+		{name: "licensee no store accepts", req: request{path: "/v3/orders", licensee: longLicensee},
+			want: versioning.Observation{Version: "v3", Outcome: versioning.OutcomeError, Licensee: longLicensee}},
+	}
+	unknown := versioning.Observation{Lifecycle: versioning.LifecycleUnknown, Outcome: versioning.OutcomeUnknown}
+	// Hostile and mistaken version segments: none of them may reach the observer as written.
+	for _, path := range []string{"/v9/orders", "/v0/orders", "/V1/orders", "/v01/orders", "/v1x/orders",
+		"/orders", "/", "/v999999999/orders", "/v99999999999999999999/orders", "/sk_live_abc/orders", "/v1%20/orders"} {
+		cases = append(cases, struct {
+			name  string
+			setup func(e *pinEnv)
+			req   request
+			want  versioning.Observation
+		}{name: "unknown " + path, req: request{path: path, licensee: "lic_a"}, want: unknown})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &decisionRecorder{}
+			e := newPinEnv(t, func(o *versioning.Options) {
+				o.Observer = obs
+				o.AllowOverride = func(_ *http.Request, lic, _, _ string) bool { return lic == "lic_try" }
+			})
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.URL.Path = tc.req.path // set after parsing, so that hostile paths arrive as they are
+			if tc.req.licensee != "" {
+				r.Header.Set(licenseeHeader, tc.req.licensee)
+			}
+			r = r.WithContext(context.WithValue(r.Context(), obsCtxKey{}, "mark"))
+			w := httptest.NewRecorder()
+			e.h.ServeHTTP(w, r)
+			require.Equal(t, []versioning.Observation{tc.want}, obs.got())
+			require.Equal(t, "mark", obs.ctxs[0].Value(obsCtxKey{}), "the request's context is passed")
+			wantStatus := map[versioning.Outcome]int{
+				versioning.OutcomeServed: 200, versioning.OutcomeOverride: 200, versioning.OutcomeUnknown: 404,
+				versioning.OutcomeSunset: 410, versioning.OutcomeNotEnabled: 403, versioning.OutcomePinUnavailable: 503,
+				versioning.OutcomeError: 500,
+			}[tc.want.Outcome]
+			require.Equal(t, wantStatus, w.Code)
+		})
+	}
+}
+
+// TestObserverAndOnRequest: both hooks are called when both are set; OnRequest keeps its contract
+// (registered versions only), Decide reports like the middleware.
+func TestObserverAndOnRequest(t *testing.T) {
+	obs := &decisionRecorder{}
+	var usage []versioning.Usage
+	e := newPinEnv(t, func(o *versioning.Options) {
+		o.Observer = obs
+		o.OnRequest = func(u versioning.Usage) { usage = append(usage, u) }
+	})
+	do(t, e.h, request{path: "/v1/orders"})
+	do(t, e.h, request{path: "/v7/orders"})
+	_, err := e.rt.Decide(httptest.NewRequest(http.MethodGet, "/v3/orders", nil))
+	require.NoError(t, err)
+	require.Equal(t, []versioning.Observation{
+		{Version: "v1", Lifecycle: versioning.LifecycleDeprecated},
+		{Lifecycle: versioning.LifecycleUnknown, Outcome: versioning.OutcomeUnknown},
+		{Version: "v3"},
+	}, obs.got())
+	require.Equal(t, []versioning.Usage{
+		{Time: testNow, Version: "v1", Deprecated: true},
+		{Time: testNow, Version: "v3"},
+	}, usage)
+}
+
+// slowPins advances the test clock on every read, as a store round trip would take time.
+type slowPins struct {
+	versioning.PinStore
+	clk *clock
+}
+
+func (s slowPins) Get(ctx context.Context, lic string) (versioning.Pin, error) {
+	s.clk.Advance(7 * time.Millisecond)
+	return s.PinStore.Get(ctx, lic)
+}
+
+// TestObserverDuration: the decision's duration is measured with Options.Now and covers the pin store.
+func TestObserverDuration(t *testing.T) {
+	obs := &decisionRecorder{}
+	clk := newClock(testNow)
+	rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{Now: clk.Now, Licensee: headerLicensee,
+		Pins: slowPins{PinStore: versioning.NewMemoryPinStore(), clk: clk}, Observer: obs}))
+	r := httptest.NewRequest(http.MethodGet, "/v3/orders", nil)
+	r.Header.Set(licenseeHeader, "lic_slow")
+	_, err := rt.Decide(r)
+	require.NoError(t, err)
+	_, err = rt.Decide(r)
+	require.NoError(t, err)
+	got := obs.got()
+	require.Len(t, got, 2)
+	require.Equal(t, 7*time.Millisecond, got[0].Duration, "first use: one read, then the pin is set")
+	require.Equal(t, 7*time.Millisecond, got[1].Duration)
+	require.True(t, got[0].PinChanged)
+	require.False(t, got[1].PinChanged)
+}
+
+func TestLifecycleAndOutcomeStrings(t *testing.T) {
+	var ls, os []string
+	for l := range versioning.NumLifecycles {
+		ls = append(ls, versioning.Lifecycle(l).String())
+	}
+	for o := range versioning.NumOutcomes {
+		os = append(os, versioning.Outcome(o).String())
+	}
+	require.Equal(t, []string{"current", "deprecated", "sunset", "unknown"}, ls)
+	require.Equal(t, []string{"served", "override", "unknown", "sunset", "not_enabled", "pin_unavailable", "error"}, os)
+	require.Equal(t, "invalid", versioning.Lifecycle(200).String())
+	require.Equal(t, "invalid", versioning.Outcome(200).String())
+}
+
+// nopDecisions counts and allocates nothing.
+type nopDecisions struct{ n int }
+
+func (o *nopDecisions) Decided(context.Context, versioning.Observation) { o.n++ }
+
+// TestObserverAllocs: the router costs the same allocations with no Observer as with one that
+// allocates nothing, on served, deprecated, pinned and refused requests.
+func TestObserverAllocs(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	reg := fixtureRegistry(t)
+	now := newClock(testNow).Now
+	build := func(obs versioning.Observer) http.Handler {
+		rt := must(versioning.New(reg, &versioning.Options{Now: now, Licensee: headerLicensee, Observer: obs}))
+		return rt.Handler(ok)
+	}
+	nop := &nopDecisions{}
+	for _, path := range []string{"/v3/orders", "/v1/orders", "/v9/orders"} {
+		for _, lic := range []string{"", "lic_allocs"} {
+			r := httptest.NewRequest(http.MethodGet, path, nil)
+			r = r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_allocs")) // no random ID per problem
+			if lic != "" {
+				r.Header.Set(licenseeHeader, lic)
+			}
+			w := &benchWriter{h: make(http.Header, 8)}
+			measure := func(h http.Handler) float64 {
+				h.ServeHTTP(w, r) // pins first
+				return testing.AllocsPerRun(100, func() { clear(w.h); h.ServeHTTP(w, r) })
+			}
+			none, with := measure(build(nil)), measure(build(nop))
+			require.Equal(t, none, with, "%s licensee %q", path, lic)
+		}
+	}
+	require.Positive(t, nop.n)
+}
+
+// BenchmarkRoutingObserved is BenchmarkRouting's newest and pinned cases with an Observer that does
+// nothing, to compare with the nil Observer.
+func BenchmarkRoutingObserved(b *testing.B) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	reg := fixtureRegistry(b)
+	now := newClock(testNow).Now
+	for _, obs := range []versioning.Observer{nil, &nopDecisions{}} {
+		name := "nil"
+		if obs != nil {
+			name = "nop"
+		}
+		b.Run("newest/"+name, func(b *testing.B) {
+			rt := must(versioning.New(reg, &versioning.Options{Now: now, Observer: obs}))
+			serveBench(b, rt.Handler(ok), httptest.NewRequest("GET", "/v3/orders", nil))
+		})
+		b.Run("pinned/"+name, func(b *testing.B) {
+			rt := must(versioning.New(reg, &versioning.Options{Now: now, Licensee: headerLicensee, Observer: obs}))
+			r := httptest.NewRequest("GET", "/v3/orders", nil)
+			r.Header.Set(licenseeHeader, "lic_bench")
+			serveBench(b, rt.Handler(ok), r)
+		})
+	}
+}
