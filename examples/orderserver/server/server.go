@@ -215,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminToken == "" {
 		s.adminToken = NewAdminToken()
 	}
-	s.problems = apierror.Writer{Logger: s.log}
+	s.problems = apierror.Writer{Logger: s.log, Observer: s.apierrorObserver()}
 	s.stats.faults = make(map[string]int64)
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
@@ -224,7 +224,8 @@ func New(cfg Config) (*Server, error) {
 		LiveBaseURL: cfg.BaseURL, Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if s.auth, err = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log}); err != nil {
+	if s.auth, err = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log,
+		Observer: s.sandboxObserver()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
@@ -234,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.limit, err = sandbox.NewRateLimit(bucket,
-		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log}); err != nil {
+		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log, Observer: s.sandboxObserver()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 
@@ -263,7 +264,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.versions, err = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
 		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
-		Problems: s.problems, Logger: s.log})
+		Problems: s.problems, Logger: s.log, Observer: s.versioningObserver()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -5,8 +5,11 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/otelconv"
+	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/versioning"
 )
 
 // The observers of each package, from Config.Telemetry; nil (no observer, no cost) without it. A
@@ -17,6 +20,27 @@ func (s *Server) idempotencyObserver() idempotency.Observer {
 		return nil
 	}
 	return s.tel.Idempotency()
+}
+
+func (s *Server) versioningObserver() versioning.Observer {
+	if s.tel == nil {
+		return nil
+	}
+	return s.tel.Versioning()
+}
+
+func (s *Server) sandboxObserver() sandbox.Observer {
+	if s.tel == nil {
+		return nil
+	}
+	return s.tel.Sandbox()
+}
+
+func (s *Server) apierrorObserver() apierror.Observer {
+	if s.tel == nil {
+		return nil
+	}
+	return s.tel.APIError()
 }
 
 // traced gives every request a server span that continues the caller's traceparent, named by the
