@@ -21,6 +21,9 @@ type Options struct {
 	// Propagator reads and writes trace context on deliveries and range requests; nil means W3C
 	// Trace Context (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
+	// EndpointAttribute records the webhook endpoint ID (svc.webhook.endpoint.id) on spans and
+	// metrics. Off by default: a platform has endpoints without number.
+	EndpointAttribute bool
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for

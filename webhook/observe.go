@@ -205,6 +205,8 @@ type ReceiveStartInfo struct {
 // ReceiveEndInfo describes a Receiver's answer to a delivery. It is a plain value; the zero value
 // (status 0) is never reported.
 type ReceiveEndInfo struct {
+	// Stream is the Receiver's webhook endpoint ID.
+	Stream string
 	// Status is the HTTP status of the answer: 200, or the problem's (400, 401, 405, 413, 503, or
 	// 500 for an unexpected error). Receive reports the status ServeHTTP would answer with.
 	Status int
@@ -215,11 +217,15 @@ type ReceiveEndInfo struct {
 	Outcome   Outcome
 	Sequence  uint64
 	Recovered int
+	// Duration is the time from ReceiveStart to the answer, measured with the Verifier's clock
+	// (VerifyOptions.Now); for ServeHTTP, the body's reading included.
+	Duration time.Duration
 }
 
-// receiveEnd reports the end of a delivery to o.
-func receiveEnd(ctx context.Context, o Observer, res Result, err error) {
-	info := ReceiveEndInfo{Status: http.StatusOK, Outcome: res.Outcome, Sequence: res.Sequence, Recovered: res.Recovered}
+// receiveEnd reports the end of a delivery that started at start to o.
+func (rc *Receiver) receiveEnd(ctx context.Context, o Observer, start time.Time, res Result, err error) {
+	info := ReceiveEndInfo{Stream: rc.stream, Status: http.StatusOK, Outcome: res.Outcome, Sequence: res.Sequence,
+		Recovered: res.Recovered, Duration: rc.verifier.now().Sub(start)}
 	if err != nil {
 		info.Status, info.Outcome = http.StatusInternalServerError, 0
 		// The Receiver's errors are *apierror.Error as they are: a type assertion finds them without
@@ -359,6 +365,8 @@ type RangeFetchStartInfo struct {
 // RangeFetchEndInfo describes how a FetchRange call ended. It is a plain value; the zero value
 // (RangeFetchUnknown) is never reported.
 type RangeFetchEndInfo struct {
+	// Stream is the stream (webhook endpoint ID) whose events were fetched.
+	Stream string
 	Result RangeFetchResult
 	// Status is the HTTP status of the last response, 0 when none was received.
 	Status int

@@ -207,9 +207,9 @@ func TestObserverReceiverVerifications(t *testing.T) {
 			require.Equal(t, []call[webhook.ReceiveStartInfo]{{0, webhook.ReceiveStartInfo{Stream: stream, Trace: webhook.NewTraceCarrier(r.Header)}}}, obs.starts)
 			require.Equal(t, []string{"00-trace-from-producer"}, obs.traces)
 			require.Equal(t, []call[webhook.VerifyInfo]{{1, webhook.VerifyInfo{Result: tc.want}}}, obs.verified)
-			end := webhook.ReceiveEndInfo{Status: tc.status, Code: tc.code}
+			end := webhook.ReceiveEndInfo{Stream: stream, Status: tc.status, Code: tc.code}
 			if tc.status == 200 {
-				end = webhook.ReceiveEndInfo{Status: 200, Outcome: webhook.Processed, Sequence: 1}
+				end = webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 1}
 				require.Equal(t, []call[webhook.SequenceInfo]{{1, webhook.SequenceInfo{Stream: stream, Sequence: 1, Outcome: webhook.SequenceProcessed}}}, obs.sequenced)
 			} else {
 				require.Empty(t, obs.sequenced)
@@ -234,7 +234,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 		rc.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/webhooks", nil))
 		require.Equal(t, 405, w.Code)
 		require.Empty(t, obs.verified)
-		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Status: 405, Code: "method_not_allowed"}}}, obs.ends)
+		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Stream: stream, Status: 405, Code: "method_not_allowed"}}}, obs.ends)
 	})
 	t.Run("too large", func(t *testing.T) {
 		obs := &fakeObserver{}
@@ -256,7 +256,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 		require.Equal(t, []string{""}, obs.traces)
 		require.Equal(t, []call[webhook.VerifyInfo]{{1, webhook.VerifyInfo{Result: webhook.VerifyOK}}}, obs.verified)
 		require.Equal(t, []call[webhook.SequenceInfo]{{1, webhook.SequenceInfo{Stream: stream, Sequence: 3, Outcome: webhook.SequenceGap, Missing: 2}}}, obs.sequenced)
-		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Status: 503, Code: webhook.CodeDeliveryFailed}}}, obs.ends)
+		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Stream: stream, Status: 503, Code: webhook.CodeDeliveryFailed}}}, obs.ends)
 	})
 	t.Run("Receive ok", func(t *testing.T) {
 		obs := &fakeObserver{}
@@ -264,7 +264,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 		res, err := rc.Receive(t.Context(), sig, "1", body)
 		require.NoError(t, err)
 		require.Equal(t, webhook.Processed, res.Outcome)
-		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Status: 200, Outcome: webhook.Processed, Sequence: 1}}}, obs.ends)
+		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 1}}}, obs.ends)
 	})
 }
 
@@ -296,8 +296,8 @@ func TestObserverSequenceOutcomes(t *testing.T) {
 		{7, info(10, 8, webhook.SequenceGap, 1)},
 	}, obs.sequenced)
 	require.Len(t, obs.verified, 7)
-	require.Equal(t, webhook.ReceiveEndInfo{Status: 200, Outcome: webhook.Processed, Sequence: 7, Recovered: 4}, obs.ends[4].info)
-	require.Equal(t, webhook.ReceiveEndInfo{Status: 200, Outcome: webhook.Duplicate, Sequence: 1}, obs.ends[3].info)
+	require.Equal(t, webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 7, Recovered: 4}, obs.ends[4].info)
+	require.Equal(t, webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Duplicate, Sequence: 1}, obs.ends[3].info)
 
 	// StartAtFirstSeen: the first delivery is processed whatever its sequence, and earlier ones
 	// are duplicates.
@@ -393,7 +393,7 @@ func TestObserverRangeFetch(t *testing.T) {
 		require.Equal(t, 1, end.span)
 		require.Positive(t, end.info.Bytes)
 		end.info.Bytes = 0
-		require.Equal(t, webhook.RangeFetchEndInfo{Result: webhook.RangeFetchOK, Status: 200, Events: 10, Pages: 3,
+		require.Equal(t, webhook.RangeFetchEndInfo{Stream: stream, Result: webhook.RangeFetchOK, Status: 200, Events: 10, Pages: 3,
 			Duration: 750 * time.Millisecond}, end.info)
 	})
 
@@ -499,7 +499,7 @@ func TestObserverGapFetchThroughRangeClient(t *testing.T) {
 	require.Equal(t, webhook.SequenceInfo{Stream: stream, Sequence: 5, Outcome: webhook.SequenceGap, Missing: 4}, obs.sequenced[0].info)
 	require.Equal(t, webhook.RangeFetchOK, obs.fetchEnds[0].info.Result)
 	require.Equal(t, 4, obs.fetchEnds[0].info.Events)
-	require.Equal(t, webhook.ReceiveEndInfo{Status: 200, Outcome: webhook.Processed, Sequence: 5, Recovered: 4}, obs.ends[0].info)
+	require.Equal(t, webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 5, Recovered: 4}, obs.ends[0].info)
 }
 
 // TestTraceCarrierHidesCredentials: an Observer can read and write trace headers but neither see nor
@@ -591,4 +591,30 @@ func TestObserverNilCostsNothing(t *testing.T) {
 	require.Equal(t, allocs["nil"], allocs["nop"], "%v", allocs)
 	require.Equal(t, allocs["nil refused"], allocs["nop refused"], "%v", allocs)
 	t.Logf("allocations per Receive: %v", allocs)
+}
+
+// TestObserverReceiveDuration: a delivery's duration is measured on the Verifier's clock, from
+// ReceiveStart to the answer.
+func TestObserverReceiveDuration(t *testing.T) {
+	secret := webhook.NewSecret()
+	clock := &testClock{now: epoch}
+	obs := &fakeObserver{}
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: clock.Now, Observer: obs})
+	require.NoError(t, err)
+	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, newSource(t, 0), func(context.Context, webhook.Step) error {
+		clock.Advance(40 * time.Millisecond) // processing takes 40 ms
+		return nil
+	}, &webhook.TrackerOptions{Observer: obs})
+	require.NoError(t, err)
+	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Observer: obs})
+	require.NoError(t, err)
+	body, sig := signedDelivery(t, secret, 1, epoch)
+	_, err = rc.Receive(t.Context(), sig, "1", body)
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	rc.ServeHTTP(rec, webhooktest.NewRequestBody("/webhooks", body, 1, epoch, webhook.NewSecret()))
+	require.Equal(t, 401, rec.Code)
+	require.Len(t, obs.ends, 2)
+	require.Equal(t, 40*time.Millisecond, obs.ends[0].info.Duration)
+	require.Zero(t, obs.ends[1].info.Duration)
 }

@@ -180,7 +180,7 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 		ctx = o.RangeFetchStart(ctx, RangeFetchStartInfo{Stream: stream, From: from, To: to})
 		var st fetchStats
 		evs, err := c.fetchRange(ctx, stream, from, to, &st)
-		o.RangeFetchEnd(ctx, RangeFetchEndInfo{Result: rangeFetchResultOf(ctx, err), Status: st.status,
+		o.RangeFetchEnd(ctx, RangeFetchEndInfo{Stream: stream, Result: rangeFetchResultOf(ctx, err), Status: st.status,
 			Events: len(evs), Pages: st.pages, Bytes: st.bytes, Duration: c.verifier.now().Sub(start)})
 		return evs, err
 	}

@@ -117,9 +117,10 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if o := rc.observer; o != nil {
+		start := rc.verifier.now()
 		ctx = o.ReceiveStart(ctx, ReceiveStartInfo{Stream: rc.stream, Trace: TraceCarrier{r.Header}})
 		res, err := rc.serve(ctx, w, r)
-		receiveEnd(ctx, o, res, err)
+		rc.receiveEnd(ctx, o, start, res, err)
 		return
 	}
 	_, _ = rc.serve(ctx, w, r)
@@ -187,9 +188,10 @@ func (rc *Receiver) Receive(ctx context.Context, signature, sequence string, bod
 		return Result{}, errZeroReceiver
 	}
 	if o := rc.observer; o != nil {
+		start := rc.verifier.now()
 		ctx = o.ReceiveStart(ctx, ReceiveStartInfo{Stream: rc.stream})
 		res, err := rc.receive(ctx, signature, sequence, body)
-		receiveEnd(ctx, o, res, err)
+		rc.receiveEnd(ctx, o, start, res, err)
 		return res, err
 	}
 	return rc.receive(ctx, signature, sequence, body)
