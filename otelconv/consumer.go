@@ -1,9 +1,336 @@
 package otelconv
 
-// consumerObserver is filled in by the consumer work.
-type consumerObserver struct{}
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/svcplatform/conventions/webhook"
+)
+
+// Attribute keys of the webhook consumer side.
+const (
+	attrVerificationResult = attribute.Key("svc.webhook.verification.result")
+	attrVerificationSource = attribute.Key("svc.webhook.verification.source")
+	attrSequenceOutcome    = attribute.Key("svc.webhook.sequence.outcome")
+	attrSequence           = attribute.Key("svc.webhook.sequence")
+	attrGapSize            = attribute.Key("svc.webhook.gap.size")
+	attrReceiveOutcome     = attribute.Key("svc.webhook.outcome")
+	attrRecovered          = attribute.Key("svc.webhook.recovered")
+	attrRangeFrom          = attribute.Key("svc.webhook.range.from")
+	attrRangeTo            = attribute.Key("svc.webhook.range.to")
+	attrRangeEvents        = attribute.Key("svc.webhook.range.events")
+	attrRangePages         = attribute.Key("svc.webhook.range.pages")
+	attrEndpointID         = attribute.Key("svc.webhook.endpoint.id")
+	attrErrorType          = attribute.Key("error.type")
+	attrHTTPStatus         = attribute.Key("http.response.status_code")
+)
+
+// Span names of the webhook consumer side.
+const (
+	spanReceive    = "webhook.receive"
+	spanRangeFetch = "webhook.range_fetch"
+)
+
+// gapBuckets are the boundaries of svc.webhook.gap.size, in events: one lost delivery is the usual
+// gap, a consumer that was down for hours has thousands.
+var gapBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+
+// maxDynamicSets bounds the attribute sets built after New (those naming an HTTP status, a problem
+// code or, when opted in, an endpoint): past it a set is built per measurement instead of kept.
+const maxDynamicSets = 1024
+
+// measure holds one attribute set as the options of both kinds of instrument, built once.
+type measure struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func newMeasure(kvs ...attribute.KeyValue) measure {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return measure{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+}
+
+// dynKey names an attribute set that is not known when New runs.
+type dynKey struct {
+	kind   uint8 // one of the dyn… constants
+	n      int   // the enum, or the HTTP status
+	code   string
+	stream string // "" unless Options.EndpointAttribute
+}
+
+const (
+	dynDecision = iota
+	dynGap
+	dynFetch
+	dynEvents
+	dynReceive
+)
+
+// consumerObserver is the webhook.Observer of the consumer side: a Verifier's, a Receiver's, a
+// Tracker's and a RangeClient's. It is safe for concurrent use.
+type consumerObserver struct {
+	tracer      trace.Tracer
+	prop        propagation.TextMapPropagator
+	endpointIDs bool
+
+	verifications   metric.Int64Counter
+	decisions       metric.Int64Counter
+	gapSize         metric.Int64Histogram
+	fetches         metric.Int64Counter
+	fetchDuration   metric.Float64Histogram
+	fetchEvents     metric.Int64Counter
+	receiveDuration metric.Float64Histogram
+
+	// Attribute sets known in advance, indexed by the core's enums.
+	verify    [webhook.NumVerifyResults][webhook.NumVerifySources]measure
+	decision  [webhook.NumSequenceOutcomes]measure
+	fetch     [webhook.NumRangeFetchResults]measure
+	empty     measure
+	receiveOK measure
+
+	// Span attributes known in advance.
+	verifySpan   [webhook.NumVerifyResults][]attribute.KeyValue
+	decisionSpan [webhook.NumSequenceOutcomes][]attribute.KeyValue
+	serverKind   []trace.SpanStartOption
+	internalKind []trace.SpanStartOption
+
+	mu      sync.RWMutex
+	dynamic map[dynKey]measure
+}
+
+var _ webhook.Observer = (*consumerObserver)(nil)
+
+// Webhook returns the observer of the webhook consumer side. Pass it to the Verifier, the Receiver,
+// the Tracker and the RangeClient (VerifyOptions.Observer, ReceiverOptions.Observer,
+// TrackerOptions.Observer, RangeClientOptions.Observer).
+func (t *Telemetry) Webhook() webhook.Observer { return t.consumer }
 
 func (t *Telemetry) buildConsumer() error {
-	t.consumer = &consumerObserver{}
+	m := t.meter
+	o := &consumerObserver{tracer: t.tracer, prop: t.propagator, endpointIDs: t.opts.EndpointAttribute,
+		dynamic: make(map[dynKey]measure)}
+	var err error
+	if o.verifications, err = m.Int64Counter("svc.webhook.verifications", metric.WithUnit("{verification}"),
+		metric.WithDescription("Signatures of deliveries and range responses checked, by result.")); err != nil {
+		return err
+	}
+	if o.decisions, err = m.Int64Counter("svc.webhook.sequence.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Verdicts of the sequence rule on delivered events: processed, duplicate or gap.")); err != nil {
+		return err
+	}
+	if o.gapSize, err = m.Int64Histogram("svc.webhook.gap.size", metric.WithUnit("{event}"),
+		metric.WithDescription("Events missing before a delivered event that was ahead of the cursor."),
+		metric.WithExplicitBucketBoundaries(gapBuckets...)); err != nil {
+		return err
+	}
+	if o.fetches, err = m.Int64Counter("svc.webhook.range.fetches", metric.WithUnit("{fetch}"),
+		metric.WithDescription("Range fetches of missed events (FetchRange calls), by error type.")); err != nil {
+		return err
+	}
+	if o.fetchDuration, err = m.Float64Histogram("svc.webhook.range.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of range fetches, every page included."),
+		metric.WithExplicitBucketBoundaries(slowBuckets...)); err != nil {
+		return err
+	}
+	if o.fetchEvents, err = m.Int64Counter("svc.webhook.range.events", metric.WithUnit("{event}"),
+		metric.WithDescription("Events received by successful range fetches.")); err != nil {
+		return err
+	}
+	if o.receiveDuration, err = m.Float64Histogram("svc.webhook.receive.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of deliveries handled by a Receiver, by the status answered."),
+		metric.WithExplicitBucketBoundaries(slowBuckets...)); err != nil {
+		return err
+	}
+
+	for r := range webhook.VerifyResult(webhook.NumVerifyResults) {
+		for s := range webhook.VerifySource(webhook.NumVerifySources) {
+			o.verify[r][s] = newMeasure(attrVerificationResult.String(r.String()), attrVerificationSource.String(s.String()))
+		}
+		o.verifySpan[r] = []attribute.KeyValue{attrVerificationResult.String(r.String())}
+	}
+	for d := range webhook.SequenceOutcome(webhook.NumSequenceOutcomes) {
+		o.decision[d] = newMeasure(attrSequenceOutcome.String(d.String()))
+		o.decisionSpan[d] = []attribute.KeyValue{attrSequenceOutcome.String(d.String())}
+	}
+	for r := range webhook.RangeFetchResult(webhook.NumRangeFetchResults) {
+		o.fetch[r] = newMeasure(fetchAttrs(r)...)
+	}
+	o.empty = newMeasure()
+	o.receiveOK = newMeasure(attrHTTPStatus.Int(200))
+	o.serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	o.internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+	t.consumer = o
 	return nil
+}
+
+// fetchAttrs are the metric attributes of a range fetch's result: error.type unless it succeeded.
+func fetchAttrs(r webhook.RangeFetchResult) []attribute.KeyValue {
+	if r == webhook.RangeFetchOK {
+		return nil
+	}
+	return []attribute.KeyValue{attrErrorType.String(r.String())}
+}
+
+// dyn returns the attribute set of k, building it with build the first time.
+func (o *consumerObserver) dyn(k dynKey, build func() []attribute.KeyValue) measure {
+	o.mu.RLock()
+	m, ok := o.dynamic[k]
+	o.mu.RUnlock()
+	if ok {
+		return m
+	}
+	kvs := build()
+	if k.stream != "" {
+		kvs = append(kvs, attrEndpointID.String(k.stream))
+	}
+	m = newMeasure(kvs...)
+	o.mu.Lock()
+	if len(o.dynamic) < maxDynamicSets {
+		o.dynamic[k] = m
+	}
+	o.mu.Unlock()
+	return m
+}
+
+// Verified counts a verification and notes its result on the span in ctx.
+func (o *consumerObserver) Verified(ctx context.Context, info webhook.VerifyInfo) {
+	if info.Result >= webhook.NumVerifyResults || info.Source >= webhook.NumVerifySources {
+		return
+	}
+	o.verifications.Add(ctx, 1, o.verify[info.Result][info.Source].add...)
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		sp.SetAttributes(o.verifySpan[info.Result]...)
+	}
+}
+
+// ReceiveStart starts the span of a delivery. It continues the trace already in ctx (an HTTP
+// server's instrumentation may have started one); without one, it continues the producer's, from the
+// delivery's trace headers, as a server span.
+func (o *consumerObserver) ReceiveStart(ctx context.Context, info webhook.ReceiveStartInfo) context.Context {
+	kind := o.internalKind
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = o.prop.Extract(ctx, info.Trace)
+		kind = o.serverKind
+	}
+	ctx, sp := o.tracer.Start(ctx, spanReceive, kind...)
+	if o.endpointIDs && sp.IsRecording() {
+		sp.SetAttributes(attrEndpointID.String(info.Stream))
+	}
+	return ctx
+}
+
+// ReceiveEnd records the delivery's duration and ends its span.
+func (o *consumerObserver) ReceiveEnd(ctx context.Context, info webhook.ReceiveEndInfo) {
+	m := o.receiveOK
+	if info.Status != 200 || o.endpointIDs {
+		k := dynKey{kind: dynReceive, n: info.Status, code: info.Code}
+		if o.endpointIDs {
+			k.stream = info.Stream
+		}
+		m = o.dyn(k, func() []attribute.KeyValue {
+			kvs := []attribute.KeyValue{attrHTTPStatus.Int(info.Status)}
+			if info.Code != "" {
+				kvs = append(kvs, attrErrorType.String(info.Code))
+			}
+			return kvs
+		})
+	}
+	o.receiveDuration.Record(ctx, info.Duration.Seconds(), m.rec...)
+	sp := trace.SpanFromContext(ctx)
+	if !sp.IsRecording() {
+		sp.End()
+		return
+	}
+	sp.SetAttributes(attrHTTPStatus.Int(info.Status))
+	if info.Status == 200 {
+		sp.SetAttributes(attrSequence.Int64(int64(info.Sequence)), attrReceiveOutcome.String(info.Outcome.String()),
+			attrRecovered.Int(info.Recovered))
+	} else if info.Code != "" {
+		sp.SetAttributes(attrErrorType.String(info.Code))
+	}
+	if info.Status >= 500 {
+		// A server span's 4xx is the client's error (a forged or stale signature), not this one's.
+		sp.SetStatus(codes.Error, info.Code)
+	}
+	sp.End()
+}
+
+// Sequenced counts the sequence rule's verdict and records the size of a gap.
+func (o *consumerObserver) Sequenced(ctx context.Context, info webhook.SequenceInfo) {
+	if info.Outcome >= webhook.NumSequenceOutcomes {
+		return
+	}
+	m := o.decision[info.Outcome]
+	if o.endpointIDs {
+		m = o.dyn(dynKey{kind: dynDecision, n: int(info.Outcome), stream: info.Stream}, func() []attribute.KeyValue {
+			return []attribute.KeyValue{attrSequenceOutcome.String(info.Outcome.String())}
+		})
+	}
+	o.decisions.Add(ctx, 1, m.add...)
+	if info.Outcome == webhook.SequenceGap {
+		g := o.empty
+		if o.endpointIDs {
+			g = o.dyn(dynKey{kind: dynGap, stream: info.Stream}, func() []attribute.KeyValue { return nil })
+		}
+		o.gapSize.Record(ctx, int64(info.Missing), g.rec...)
+	}
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		sp.SetAttributes(o.decisionSpan[info.Outcome]...)
+		if info.Outcome == webhook.SequenceGap {
+			sp.SetAttributes(attrGapSize.Int64(int64(info.Missing)))
+		}
+	}
+}
+
+// RangeFetchStart starts the span of a range fetch, a client span in the delivery's trace.
+func (o *consumerObserver) RangeFetchStart(ctx context.Context, info webhook.RangeFetchStartInfo) context.Context {
+	ctx, sp := o.tracer.Start(ctx, spanRangeFetch, trace.WithSpanKind(trace.SpanKindClient))
+	if sp.IsRecording() {
+		sp.SetAttributes(attrRangeFrom.Int64(int64(info.From)), attrRangeTo.Int64(int64(info.To)))
+		if o.endpointIDs {
+			sp.SetAttributes(attrEndpointID.String(info.Stream))
+		}
+	}
+	return ctx
+}
+
+// InjectTrace writes the fetch span's context into a range request.
+func (o *consumerObserver) InjectTrace(ctx context.Context, carrier webhook.TraceCarrier) {
+	o.prop.Inject(ctx, carrier)
+}
+
+// RangeFetchEnd counts the fetch, records its duration and ends its span.
+func (o *consumerObserver) RangeFetchEnd(ctx context.Context, info webhook.RangeFetchEndInfo) {
+	r := info.Result
+	if r >= webhook.NumRangeFetchResults {
+		r = webhook.RangeFetchUnknown
+	}
+	m, ev := o.fetch[r], o.empty
+	if o.endpointIDs {
+		m = o.dyn(dynKey{kind: dynFetch, n: int(r), stream: info.Stream}, func() []attribute.KeyValue { return fetchAttrs(r) })
+		ev = o.dyn(dynKey{kind: dynEvents, stream: info.Stream}, func() []attribute.KeyValue { return nil })
+	}
+	o.fetches.Add(ctx, 1, m.add...)
+	o.fetchDuration.Record(ctx, info.Duration.Seconds(), m.rec...)
+	if r == webhook.RangeFetchOK {
+		o.fetchEvents.Add(ctx, int64(info.Events), ev.add...)
+	}
+	sp := trace.SpanFromContext(ctx)
+	if sp.IsRecording() {
+		sp.SetAttributes(attrRangeEvents.Int(info.Events), attrRangePages.Int(info.Pages))
+		if info.Status != 0 {
+			sp.SetAttributes(attrHTTPStatus.Int(info.Status))
+		}
+		if r != webhook.RangeFetchOK {
+			sp.SetAttributes(attrErrorType.String(r.String()))
+			sp.SetStatus(codes.Error, r.String())
+		}
+	}
+	sp.End()
 }

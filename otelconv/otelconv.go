@@ -24,6 +24,9 @@ type Options struct {
 	// LicenseeAttribute records the licensee (svc.licensee) on the versioning and sandbox metrics. A
 	// service with many licensees makes as many series of each; off by default.
 	LicenseeAttribute bool
+	// EndpointAttribute records the webhook endpoint ID (svc.webhook.endpoint.id) on spans and
+	// metrics. Off by default: a platform has endpoints without number.
+	EndpointAttribute bool
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for

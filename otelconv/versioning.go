@@ -12,9 +12,9 @@ import (
 
 // Attribute keys of the versioning metrics.
 const (
-	attrVersion   = attribute.Key("svc.versioning.version")
-	attrLifecycle = attribute.Key("svc.versioning.lifecycle")
-	attrOutcome   = attribute.Key("svc.versioning.outcome")
+	attrVersion           = attribute.Key("svc.versioning.version")
+	attrLifecycle         = attribute.Key("svc.versioning.lifecycle")
+	attrVersioningOutcome = attribute.Key("svc.versioning.outcome")
 	// attrLicensee is recorded only with Options.LicenseeAttribute.
 	attrLicensee = attribute.Key("svc.licensee")
 )
@@ -67,7 +67,7 @@ func (t *Telemetry) buildVersioning() error {
 		return err
 	}
 	for i := range o.byOutcome {
-		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(versioning.Outcome(i).String())))}
+		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrVersioningOutcome.String(versioning.Outcome(i).String())))}
 	}
 	o.sets = newBoundedSets(maxVersions, otherValue, newVersionSets)
 	t.versioning = o
@@ -81,7 +81,7 @@ func newVersionSets(name string) *versionSets {
 			vs.requests[l][oc] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
 				attrVersion.String(name),
 				attrLifecycle.String(versioning.Lifecycle(l).String()),
-				attrOutcome.String(versioning.Outcome(oc).String()),
+				attrVersioningOutcome.String(versioning.Outcome(oc).String()),
 			))}
 		}
 	}
@@ -112,7 +112,7 @@ func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observat
 	}
 	if o.licensee && ob.Licensee != "" {
 		o.requests.Add(ctx, 1, metric.WithAttributes(attrVersion.String(name),
-			attrLifecycle.String(ob.Lifecycle.String()), attrOutcome.String(ob.Outcome.String()),
+			attrLifecycle.String(ob.Lifecycle.String()), attrVersioningOutcome.String(ob.Outcome.String()),
 			attrLicensee.String(ob.Licensee)))
 	} else {
 		o.requests.Add(ctx, 1, vs.requests[l][oc]...)
@@ -124,6 +124,6 @@ func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observat
 		o.pins.Add(ctx, 1, ps.pin...)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrVersion.String(name), attrOutcome.String(ob.Outcome.String()))
+		span.SetAttributes(attrVersion.String(name), attrVersioningOutcome.String(ob.Outcome.String()))
 	}
 }

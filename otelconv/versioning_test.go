@@ -95,11 +95,11 @@ func TestVersioningMetrics(t *testing.T) {
 		want  int64
 		attrs []attribute.KeyValue
 	}{
-		{3, []attribute.KeyValue{attrVersion.String("v3"), attrLifecycle.String("current"), attrOutcome.String("served")}},
-		{2, []attribute.KeyValue{attrVersion.String("v2"), attrLifecycle.String("deprecated"), attrOutcome.String("served")}},
-		{1, []attribute.KeyValue{attrVersion.String("v2"), attrLifecycle.String("deprecated"), attrOutcome.String("not_enabled")}},
-		{1, []attribute.KeyValue{attrVersion.String("v1"), attrLifecycle.String("sunset"), attrOutcome.String("sunset")}},
-		{4, []attribute.KeyValue{attrVersion.String("unknown"), attrLifecycle.String("unknown"), attrOutcome.String("unknown")}},
+		{3, []attribute.KeyValue{attrVersion.String("v3"), attrLifecycle.String("current"), attrVersioningOutcome.String("served")}},
+		{2, []attribute.KeyValue{attrVersion.String("v2"), attrLifecycle.String("deprecated"), attrVersioningOutcome.String("served")}},
+		{1, []attribute.KeyValue{attrVersion.String("v2"), attrLifecycle.String("deprecated"), attrVersioningOutcome.String("not_enabled")}},
+		{1, []attribute.KeyValue{attrVersion.String("v1"), attrLifecycle.String("sunset"), attrVersioningOutcome.String("sunset")}},
+		{4, []attribute.KeyValue{attrVersion.String("unknown"), attrLifecycle.String("unknown"), attrVersioningOutcome.String("unknown")}},
 		{11, nil},
 	} {
 		if got := h.sum(t, name, c.attrs...); got != c.want {
@@ -112,7 +112,7 @@ func TestVersioningMetrics(t *testing.T) {
 	if n, sum := h.histCount(t, "svc.versioning.decision.duration"); n != 11 || sum != 0 {
 		t.Errorf("decision durations: %d values summing to %v, want 11 (of 0 s on a fixed clock)", n, sum)
 	}
-	if n, _ := h.histCount(t, "svc.versioning.decision.duration", attrOutcome.String("unknown")); n != 4 {
+	if n, _ := h.histCount(t, "svc.versioning.decision.duration", attrVersioningOutcome.String("unknown")); n != 4 {
 		t.Errorf("unknown decisions timed: %d, want 4", n)
 	}
 	// The problems the router wrote, counted by the service's Writer.
@@ -174,7 +174,7 @@ func TestVersioningSpan(t *testing.T) {
 		if v, _ := set.Value(attrVersion); v.AsString() != want[i].version {
 			t.Errorf("span %d version %q", i, v.AsString())
 		}
-		if v, _ := set.Value(attrOutcome); v.AsString() != want[i].outcome {
+		if v, _ := set.Value(attrVersioningOutcome); v.AsString() != want[i].outcome {
 			t.Errorf("span %d outcome %q", i, v.AsString())
 		}
 		if len(s.Events()) != want[i].events {

@@ -63,6 +63,10 @@ type RangeClientOptions struct {
 	// your pin: the producer refuses a licensee on another version than its pin, and renders the
 	// fetched events at the pinned version, exactly as they were delivered.
 	APIVersion string
+	// Observer is told of each FetchRange call (RangeFetchStart, RangeFetchEnd with its result, size
+	// and duration) and writes the fetch's trace context into each request's headers (InjectTrace);
+	// nil means none. The responses' verifications are reported by the Verifier's own observer.
+	Observer Observer
 }
 
 // DefaultAPIVersion is the version a RangeClient asks under when RangeClientOptions.APIVersion is empty.
@@ -102,6 +106,7 @@ type RangeClient struct {
 	pageSize int
 	maxBytes int64
 	maxFetch int64
+	observer Observer
 }
 
 var _ RangeFetcher = (*RangeClient)(nil)
@@ -148,6 +153,7 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 		if opts.HTTPClient != nil {
 			c.client = opts.HTTPClient
 		}
+		c.observer = opts.Observer
 		if opts.APIVersion != "" {
 			if !validAPIVersion(opts.APIVersion) {
 				return nil, fmt.Errorf("webhook: APIVersion %q is not a version such as v1 or v2", opts.APIVersion)
@@ -169,13 +175,33 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 	if stream == "" || from == 0 || to < from || to > MaxSequence {
 		return nil, errors.New("webhook: FetchRange needs a stream and 1 ≤ from ≤ to ≤ MaxSequence")
 	}
+	if o := c.observer; o != nil {
+		start := c.verifier.now()
+		ctx = o.RangeFetchStart(ctx, RangeFetchStartInfo{Stream: stream, From: from, To: to})
+		var st fetchStats
+		evs, err := c.fetchRange(ctx, stream, from, to, &st)
+		o.RangeFetchEnd(ctx, RangeFetchEndInfo{Stream: stream, Result: rangeFetchResultOf(ctx, err), Status: st.status,
+			Events: len(evs), Pages: st.pages, Bytes: st.bytes, Duration: c.verifier.now().Sub(start)})
+		return evs, err
+	}
+	return c.fetchRange(ctx, stream, from, to, nil)
+}
+
+// fetchStats is what a fetch reports to the observer.
+type fetchStats struct {
+	status, pages int
+	bytes         int64
+}
+
+// fetchRange is FetchRange after its arguments were checked; st, when not nil, counts the requests.
+func (c *RangeClient) fetchRange(ctx context.Context, stream string, from, to uint64, st *fetchStats) ([]Event, error) {
 	var out []Event
 	if n := to - from + 1; n <= MaxPageSize {
 		out = make([]Event, 0, n)
 	}
 	budget := c.maxFetch
 	for next := from; next <= to; {
-		page, n, err := c.page(ctx, stream, next, to, min(c.maxBytes, budget))
+		page, n, err := c.page(ctx, stream, next, to, min(c.maxBytes, budget), st)
 		budget -= n
 		if err != nil {
 			return nil, err
@@ -203,7 +229,7 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 }
 
 // page fetches one page whose body may be at most limit bytes, and returns it with the body's size.
-func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, limit int64) (*EventList, int64, error) {
+func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, limit int64, st *fetchStats) (*EventList, int64, error) {
 	q := make(url.Values, 3)
 	q.Set("from", strconv.FormatUint(from, 10))
 	q.Set("to", strconv.FormatUint(to, 10))
@@ -213,8 +239,15 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("webhook: range request: %w", err)
 	}
+	if o := c.observer; o != nil {
+		// Before Authorization is set: the carrier hides it anyway, but this way it is not even there.
+		o.InjectTrace(ctx, TraceCarrier{req.Header})
+	}
 	req.Header.Set("Authorization", c.auth)
 	req.Header.Set("Accept", "application/json")
+	if st != nil {
+		st.pages++
+	}
 	resp, err := c.client.Do(req)
 	if err != nil {
 		// *url.Error names the URL (no secret in it) and never the Authorization header.
@@ -224,6 +257,9 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // lets the connection be reused
 		_ = resp.Body.Close()
 	}()
+	if st != nil {
+		st.status = resp.StatusCode
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		p, perr := apierror.Parse(resp)
 		if perr != nil {
@@ -235,13 +271,16 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 		return nil, 0, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeTooLarge, stream, limit)
 	}
 	body, err := readLimited(resp.Body, resp.ContentLength, limit)
+	if st != nil {
+		st.bytes += int64(len(body))
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("webhook: reading range response for stream %q: %w", stream, err)
 	}
 	if int64(len(body)) > limit {
 		return nil, 0, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeTooLarge, stream, limit)
 	}
-	if err := c.verifier.Verify(resp.Header.Get(HeaderSignature), body); err != nil {
+	if _, err := c.verifier.check(ctx, VerifyRangeResponse, resp.Header.Get(HeaderSignature), body); err != nil {
 		return nil, 0, fmt.Errorf("%w: stream %q: %w", ErrRangeResponse, stream, err)
 	}
 	var wire struct {

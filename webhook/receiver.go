@@ -42,6 +42,11 @@ type ReceiverOptions struct {
 	// Logger records why deliveries were refused with 503 (never a signature or secret); nil means no
 	// logging.
 	Logger *slog.Logger
+	// Observer is told of each delivery, from its arrival (ReceiveStart, with the trace context the
+	// producer sent) to its answer (ReceiveEnd); nil means none. The verification and the sequence
+	// decision are reported by the Verifier's and the Tracker's own observers (VerifyOptions.Observer,
+	// TrackerOptions.Observer), with the context ReceiveStart returned.
+	Observer Observer
 }
 
 // Receiver is the net/http handler for one webhook endpoint. For each POST it reads the raw body once
@@ -68,6 +73,7 @@ type Receiver struct {
 	retryAfter time.Duration
 	problems   apierror.Writer
 	log        *slog.Logger
+	observer   Observer
 }
 
 // NewReceiver returns the handler for the webhook endpoint stream (its ID, as the producer knows it:
@@ -95,6 +101,7 @@ func NewReceiver(stream string, v *Verifier, t *Tracker, opts *ReceiverOptions) 
 		}
 		rc.problems = opts.Problems
 		rc.log = opts.Logger
+		rc.observer = opts.Observer
 	}
 	if rc.log == nil {
 		rc.log = slog.New(slog.DiscardHandler)
@@ -108,19 +115,33 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, errZeroReceiver)
 		return
 	}
-	if r.Method != http.MethodPost {
-		rc.problems.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodPost))
+	ctx := r.Context()
+	if o := rc.observer; o != nil {
+		start := rc.verifier.now()
+		ctx = o.ReceiveStart(ctx, ReceiveStartInfo{Stream: rc.stream, Trace: TraceCarrier{r.Header}})
+		res, err := rc.serve(ctx, w, r)
+		rc.receiveEnd(ctx, o, start, res, err)
 		return
+	}
+	_, _ = rc.serve(ctx, w, r)
+}
+
+// serve answers the delivery r, handled in ctx, and returns what it answered.
+func (rc *Receiver) serve(ctx context.Context, w http.ResponseWriter, r *http.Request) (Result, error) {
+	if r.Method != http.MethodPost {
+		err := apierror.MethodNotAllowed(r.Method, http.MethodPost)
+		rc.problems.Write(w, r, err)
+		return Result{}, err
 	}
 	body, err := rc.readBody(w, r)
 	if err != nil {
 		rc.problems.Write(w, r, err)
-		return
+		return Result{}, err
 	}
-	res, err := rc.Receive(r.Context(), r.Header.Get(HeaderSignature), r.Header.Get(HeaderSequence), body)
+	res, err := rc.receive(ctx, r.Header.Get(HeaderSignature), r.Header.Get(HeaderSequence), body)
 	if err != nil {
 		rc.problems.Write(w, r, err)
-		return
+		return res, err
 	}
 	out := make([]byte, 0, 64)
 	out = append(out, `{"sequence":`...)
@@ -133,6 +154,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+	return res, nil
 }
 
 // readBody reads the whole body once, refusing more than the cap.
@@ -165,7 +187,19 @@ func (rc *Receiver) Receive(ctx context.Context, signature, sequence string, bod
 	if rc == nil || rc.tracker == nil {
 		return Result{}, errZeroReceiver
 	}
-	if err := rc.verifier.Verify(signature, body); err != nil {
+	if o := rc.observer; o != nil {
+		start := rc.verifier.now()
+		ctx = o.ReceiveStart(ctx, ReceiveStartInfo{Stream: rc.stream})
+		res, err := rc.receive(ctx, signature, sequence, body)
+		rc.receiveEnd(ctx, o, start, res, err)
+		return res, err
+	}
+	return rc.receive(ctx, signature, sequence, body)
+}
+
+// receive is Receive without the observer's start and end.
+func (rc *Receiver) receive(ctx context.Context, signature, sequence string, body []byte) (Result, error) {
+	if _, err := rc.verifier.check(ctx, VerifyDelivery, signature, body); err != nil {
 		return Result{}, signatureProblem(err)
 	}
 	seq, err := ParseSequence(sequence)

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
@@ -65,8 +66,12 @@ type VerifyOptions struct {
 	// DefaultTolerance. A timestamp exactly Tolerance away is accepted. Negative is an error: there is
 	// no way to turn the check off.
 	Tolerance time.Duration
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. A RangeClient built with this Verifier measures the
+	// durations it reports to its Observer with it too.
 	Now func() time.Time
+	// Observer is told the result of every verification (Observer.Verified): Verify and VerifyTime
+	// calls, and those a Receiver or a RangeClient built with this Verifier make. nil means none.
+	Observer Observer
 }
 
 // Verifier checks X-SVC-Signature headers against a list of secrets. Build one with NewVerifier and
@@ -77,6 +82,7 @@ type Verifier struct {
 	keys      []*verifierKey
 	tolerance time.Duration
 	now       func() time.Time
+	observer  Observer
 }
 
 // verifierKey is one secret's pool of ready HMAC states.
@@ -124,6 +130,7 @@ func NewVerifier(secrets []string, opts *VerifyOptions) (*Verifier, error) {
 		if opts.Now != nil {
 			v.now = opts.Now
 		}
+		v.observer = opts.Observer
 	}
 	v.keys = make([]*verifierKey, len(secrets))
 	for i, s := range secrets {
@@ -144,18 +151,27 @@ func NewVerifier(secrets []string, opts *VerifyOptions) (*Verifier, error) {
 // ErrInvalidTimestamp, ErrNoSignature), ErrSignatureMismatch, ErrTooOld or ErrTooNew. The signature is
 // checked before the timestamp, so ErrTooOld and ErrTooNew always describe an authentic message.
 func (v *Verifier) Verify(header string, body []byte) error {
-	_, err := v.verify(header, body)
+	_, err := v.check(context.Background(), VerifyDelivery, header, body)
 	return err
 }
 
 // VerifyTime is Verify that also returns the signed timestamp, for callers that log delivery latency
 // or order deliveries by signing time. The time is zero when the error is not nil.
 func (v *Verifier) VerifyTime(header string, body []byte) (time.Time, error) {
-	t, err := v.verify(header, body)
+	t, err := v.check(context.Background(), VerifyDelivery, header, body)
 	if err != nil {
 		return time.Time{}, err
 	}
 	return time.Unix(t, 0), nil
+}
+
+// check is verify, reported to the observer with ctx as a verification of src.
+func (v *Verifier) check(ctx context.Context, src VerifySource, header string, body []byte) (int64, error) {
+	t, err := v.verify(header, body)
+	if v != nil && v.observer != nil {
+		v.observer.Verified(ctx, VerifyInfo{Result: verifyResultOf(err), Source: src})
+	}
+	return t, err
 }
 
 func (v *Verifier) verify(header string, body []byte) (int64, error) {
