@@ -46,4 +46,10 @@
 //   - Storage. Each store interface has a conformance suite that needs only the standard library
 //     (idempotency/storetest, webhook/cursortest, webhook/producer/logtest and endpointtest,
 //     versioning/pintest, sandbox/credentialtest), run by the memory stores, pgstore and redisstore.
+//   - Observers. Every package that decides something takes an Observer in its options
+//     (idempotency.Options, webhook's Verify, Receiver, Tracker and RangeClient options,
+//     producer's Publisher and Dispatcher options, versioning.Options, sandbox's Auth and RateLimit
+//     options, apierror.Writer). It is called at each decision, with plain values and never a
+//     secret, and costs nothing when nil. The otelconv module implements them all with
+//     OpenTelemetry; a team can implement one for anything else.
 package conventions
