@@ -21,6 +21,10 @@ type Options struct {
 	// Propagator reads and writes trace context on deliveries and range requests; nil means W3C
 	// Trace Context (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
+	// EndpointAttribute records webhook endpoint IDs as the attribute svc.webhook.endpoint.id on the
+	// producer's metrics (and endpoint and event IDs on its spans): one series per endpoint, so only
+	// for a bounded number of endpoints. Off, the backlog gauges report the maximum and the total.
+	EndpointAttribute bool
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for
