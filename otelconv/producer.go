@@ -23,7 +23,8 @@ const (
 	metricBacklogAge       = "svc.webhook.backlog.age"
 	metricBacklogEvents    = "svc.webhook.backlog.events"
 
-	spanDeliver = "webhook.deliver"
+	spanDeliver    = "webhook.deliver"
+	spanRangeServe = "webhook.range_serve"
 
 	attrDeliveryResult  = attribute.Key("svc.webhook.delivery.result")
 	attrStatusClass     = attribute.Key("svc.webhook.delivery.status_class")
@@ -35,6 +36,7 @@ const (
 	attrErrorType       = attribute.Key("error.type")
 	attrHTTPStatus      = attribute.Key("http.response.status_code")
 	attrHTTPMethod      = attribute.Key("http.request.method")
+	attrRangeEvents     = attribute.Key("svc.webhook.range.events")
 )
 
 // Values of svc.webhook.delivery.result: the delivery history's outcomes, and released for a request
@@ -101,6 +103,7 @@ type producerObserver struct {
 	backlogEvents metric.Int64ObservableGauge
 	meter         metric.Meter
 	startOpts     []trace.SpanStartOption // of every webhook.deliver span
+	rangeOpts     []trace.SpanStartOption // of every webhook.range_serve span
 
 	// attemptSets[result][status class][error class] is the attribute set of an attempt.
 	attemptSets [nResults][nStatusClasses][nErrorClasses]attribute.Set
@@ -152,6 +155,7 @@ func (t *Telemetry) buildProducer() error {
 	}
 	p.other = metric.WithAttributeSet(attribute.NewSet(attrEventType.String("_OTHER")))
 	p.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	p.rangeOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	t.producer = p
 	return nil
 }
@@ -299,6 +303,36 @@ func (p *producerObserver) AttemptEnd(ctx context.Context, r producer.AttemptRes
 	}
 	if res != resultDelivered {
 		span.SetStatus(codes.Error, deliveryResults[res])
+	}
+	span.End()
+}
+
+// RangeStart implements producer.Observer: a server span, webhook.range_serve, that continues the
+// trace the request's header carries (the consumer's range fetch) — unless ctx already carries a span,
+// such as the team's HTTP middleware's, which then is its parent.
+func (p *producerObserver) RangeStart(ctx context.Context, r producer.RangeInfo) context.Context {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = p.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx, span := p.tracer.Start(ctx, spanRangeServe, p.rangeOpts...)
+	if span.IsRecording() {
+		span.SetAttributes(attrHTTPMethod.String(http.MethodGet))
+		if p.endpointAttr {
+			span.SetAttributes(attrEndpointID.String(r.Endpoint))
+		}
+	}
+	return ctx
+}
+
+// RangeEnd implements producer.Observer: it ends the span with the status and the number of events.
+func (p *producerObserver) RangeEnd(ctx context.Context, r producer.RangeResult) {
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attrHTTPStatus.Int(r.Status), attrRangeEvents.Int(r.Events))
+		if r.Status >= 500 {
+			// A 4xx is the client's mistake; the server span is in error only for its own (semconv).
+			span.SetStatus(codes.Error, "")
+		}
 	}
 	span.End()
 }

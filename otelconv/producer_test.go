@@ -419,3 +419,57 @@ func BenchmarkProducerAttemptMetrics(b *testing.B) {
 		p.AttemptEnd(actx, res)
 	}
 }
+
+// TestProducerRangeServeContinuesTrace: the range handler's span continues the consumer's
+// traceparent, or the span already in the request's context.
+func TestProducerRangeServeContinuesTrace(t *testing.T) {
+	r := newProducerRig(t, nil)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := r.pub.Publish(ctx, "we_ok", "order.created", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rh, err := producer.NewRangeHandler(r.log, r.eps, func(*http.Request) (string, error) { return "lic_1", nil },
+		&producer.RangeOptions{Observer: r.h.tel.Producer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(producer.RangePattern, rh)
+
+	// The consumer's fetch span, sent as traceparent.
+	_, fetch := r.h.tel.tracer.Start(ctx, "webhook.range_fetch")
+	fetch.End()
+	req := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_ok/events?from=1&to=2", nil)
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(ctx, fetch), propagation.HeaderCarrier(req.Header))
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	eq(t, 200, w.Code, "status")
+
+	// A request inside the team's own server span.
+	mw, outer := r.h.tel.tracer.Start(ctx, "GET /v1/webhook_endpoints/{id}/events")
+	req = httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_fail/events?from=1", nil).WithContext(mw)
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	outer.End()
+	eq(t, 200, w.Code, "status")
+	req = httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_gone/events?from=1", nil)
+	mux.ServeHTTP(httptest.NewRecorder(), req)
+
+	spans := r.h.ended(spanRangeServe)
+	eq(t, 3, len(spans), "range spans")
+	eq(t, trace.SpanKindServer, spans[0].SpanKind(), "kind")
+	eq(t, fetch.SpanContext().TraceID(), spans[0].Parent().TraceID(), "continues the consumer's trace")
+	eq(t, fetch.SpanContext().SpanID(), spans[0].Parent().SpanID(), "child of the fetch span")
+	eq(t, true, spans[0].Parent().IsRemote(), "remote parent")
+	attrs := attribute.NewSet(spans[0].Attributes()...)
+	n, _ := attrs.Value(attrRangeEvents)
+	eq(t, int64(2), n.AsInt64(), "events served")
+	eq(t, outer.SpanContext().SpanID(), spans[1].Parent().SpanID(), "child of the middleware's span")
+	eq(t, false, spans[2].Parent().IsValid(), "no incoming trace: a root")
+	attrs = attribute.NewSet(spans[2].Attributes()...)
+	code, _ := attrs.Value(attrHTTPStatus)
+	eq(t, int64(404), code.AsInt64(), "status of an unknown endpoint")
+	eq(t, codes.Unset, spans[2].Status().Code, "a 4xx is not the server's error")
+}

@@ -33,6 +33,10 @@ func (o *traceObserver) AttemptEnd(context.Context, producer.AttemptResult)  {}
 func (o *traceObserver) InjectTrace(ctx context.Context, h http.Header) {
 	h.Set("traceparent", "attempt")
 }
+func (o *traceObserver) RangeStart(ctx context.Context, _ producer.RangeInfo) context.Context {
+	return ctx
+}
+func (o *traceObserver) RangeEnd(context.Context, producer.RangeResult) {}
 func (o *traceObserver) AttemptStart(ctx context.Context, a producer.AttemptInfo) context.Context {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -8,8 +8,8 @@ import (
 )
 
 // Observer is told what the producer does, for metrics and traces (package otelconv implements it
-// with OpenTelemetry). Set it in PublisherOptions.Observer and DispatcherOptions.Observer; nil
-// observes nothing and costs nothing.
+// with OpenTelemetry). Set it in PublisherOptions.Observer, DispatcherOptions.Observer and
+// RangeOptions.Observer; nil observes nothing and costs nothing.
 //
 // Its methods are called synchronously on the publishing and delivering paths, from many goroutines
 // at once: an Observer must be safe for concurrent use and must not block. The structs it receives
@@ -33,6 +33,29 @@ type Observer interface {
 	InjectTrace(ctx context.Context, h http.Header)
 	// AttemptEnd is called once the attempt's outcome is decided, before it is recorded in the Log.
 	AttemptEnd(ctx context.Context, r AttemptResult)
+	// RangeStart is called when a RangeHandler starts serving a request, with the request's header,
+	// from which an implementation continues the consumer's trace (traceparent); it returns the
+	// context the request is served in. RangeEnd follows, exactly once, with that context.
+	RangeStart(ctx context.Context, r RangeInfo) context.Context
+	// RangeEnd is called when the RangeHandler has answered.
+	RangeEnd(ctx context.Context, r RangeResult)
+}
+
+// RangeInfo describes a range request a RangeHandler is about to serve. It is a plain value; the
+// zero value describes no request.
+type RangeInfo struct {
+	// Endpoint is the endpoint ID the request names, not yet checked: it comes from the client.
+	Endpoint string
+	// Header is the request's header, to be read and never changed.
+	Header http.Header
+}
+
+// RangeResult is how a RangeHandler answered. It is a plain value; the zero value is no answer.
+type RangeResult struct {
+	// Status is the response's status code.
+	Status int
+	// Events is how many events the response holds (0 unless Status is 200).
+	Events int
 }
 
 // TraceContext is the trace context of the request that published an event, in W3C Trace Context

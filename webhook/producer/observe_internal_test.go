@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -63,5 +64,22 @@ func TestNilObserverAddsNoAllocations(t *testing.T) {
 	send := testing.AllocsPerRun(200, func() { _, _ = d.send(ctx, ep, dl, body, sig) })
 	if attempt != send {
 		t.Errorf("an attempt allocates %v, its request %v", attempt, send)
+	}
+
+	l := NewMemoryLog()
+	if _, err := l.Append(ctx, "we_a", webhook.Event{Type: "order.created", Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	rh, err := NewRangeHandler(l, eps, func(*http.Request) (string, error) { return "lic_1", nil },
+		&RangeOptions{EndpointID: func(*http.Request) string { return "we_a" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_a/events?from=1", nil)
+	w := httptest.NewRecorder()
+	served := testing.AllocsPerRun(200, func() { w.Body.Reset(); rh.ServeHTTP(w, req) })
+	bareServe := testing.AllocsPerRun(200, func() { w.Body.Reset(); rh.serve(w, req) })
+	if served != bareServe {
+		t.Errorf("a range request allocates %v, serving it %v", served, bareServe)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +36,10 @@ type recorder struct {
 	starts  []producer.AttemptInfo
 	ends    []producer.AttemptResult
 	injects int
-	badCtx  int // InjectTrace or AttemptEnd without AttemptStart's context
+	badCtx  int // InjectTrace, AttemptEnd or RangeEnd without the context of its start
+
+	ranges    []producer.RangeInfo
+	rangeEnds []producer.RangeResult
 }
 
 func (r *recorder) EventTrace(ctx context.Context) producer.TraceContext {
@@ -76,6 +80,24 @@ func (r *recorder) AttemptEnd(ctx context.Context, res producer.AttemptResult) {
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "AttemptEnd")
 	r.ends = append(r.ends, res)
+	if ctx.Value(attemptKey{}) == nil {
+		r.badCtx++
+	}
+}
+
+func (r *recorder) RangeStart(ctx context.Context, a producer.RangeInfo) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "RangeStart")
+	r.ranges = append(r.ranges, a)
+	return context.WithValue(ctx, attemptKey{}, a.Endpoint)
+}
+
+func (r *recorder) RangeEnd(ctx context.Context, res producer.RangeResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "RangeEnd")
+	r.rangeEnds = append(r.rangeEnds, res)
 	if ctx.Value(attemptKey{}) == nil {
 		r.badCtx++
 	}
@@ -408,4 +430,51 @@ func TestDispatcherBacklog(t *testing.T) {
 	require.ErrorIs(t, err, producer.ErrNoBacklog)
 	_, err = (&producer.Dispatcher{}).Backlog(ctx)
 	require.ErrorIs(t, err, producer.ErrNotBuilt)
+}
+
+// TestRangeHandlerObserver: one RangeStart and one RangeEnd per request, with the request's header,
+// the status and the number of events; the handler serves in RangeStart's context.
+func TestRangeHandlerObserver(t *testing.T) {
+	l := producer.NewMemoryLog()
+	publishN(t, l, "we_a", 3, t0)
+	n, err := l.Cleanup(context.Background(), t0.Add(time.Second), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
+		producer.Endpoint{ID: "we_b", URL: "https://b.example/", Owner: "lic_2", Secrets: []string{webhook.NewSecret()}})
+	obs := &recorder{}
+	var served []any
+	h := must(producer.NewRangeHandler(l, eps, func(r *http.Request) (string, error) {
+		served = append(served, r.Context().Value(attemptKey{}))
+		return "lic_1", nil
+	}, &producer.RangeOptions{Observer: obs}))
+	mux := http.NewServeMux()
+	mux.Handle(producer.RangePattern, h)
+	for _, tc := range []struct {
+		name, target string
+		want         producer.RangeResult
+	}{
+		{"page", "/v1/webhook_endpoints/we_a/events?from=2&limit=1", producer.RangeResult{Status: 200, Events: 1}},
+		{"all", "/v1/webhook_endpoints/we_a/events?from=2", producer.RangeResult{Status: 200, Events: 2}},
+		{"past the end", "/v1/webhook_endpoints/we_a/events?from=9", producer.RangeResult{Status: 200}},
+		{"pruned", "/v1/webhook_endpoints/we_a/events?from=1", producer.RangeResult{Status: 410}},
+		{"bad query", "/v1/webhook_endpoints/we_a/events?from=x", producer.RangeResult{Status: 400}},
+		{"another licensee's", "/v1/webhook_endpoints/we_b/events?from=1", producer.RangeResult{Status: 404}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs.reset()
+			obs.ranges, obs.rangeEnds, served = nil, nil, nil
+			r := httptest.NewRequest(http.MethodGet, tc.target, nil)
+			r.Header.Set("traceparent", pubTrace.TraceParent)
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, r)
+			require.Equal(t, tc.want.Status, w.Code)
+			require.Equal(t, []string{"RangeStart", "RangeEnd"}, obs.calls)
+			require.Equal(t, pubTrace.TraceParent, obs.ranges[0].Header.Get("traceparent"))
+			require.Equal(t, r.PathValue("id"), obs.ranges[0].Endpoint)
+			require.Equal(t, []producer.RangeResult{tc.want}, obs.rangeEnds)
+			require.Zero(t, obs.badCtx)
+			require.Equal(t, []any{obs.ranges[0].Endpoint}, served, "served in RangeStart's context")
+		})
+	}
 }
