@@ -3,6 +3,7 @@ module github.com/svcplatform/conventions/otelconv
 go 1.26.0
 
 require (
+	github.com/svcplatform/conventions v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
