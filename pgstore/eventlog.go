@@ -40,6 +40,12 @@ import (
 // no statement) and the event commits or rolls back with the business change that caused it, and is
 // numbered only once it has committed.
 //
+// Each event keeps the trace context of the context it was appended in (producer.TraceContextFrom:
+// the Publisher puts the publishing request's there when it has an Observer), in the nullable
+// traceparent and tracestate columns, and Claim hands it back in Delivery.Trace, so that a delivery
+// attempt on any replica, days later, links to the request that published the event. Backlog
+// reports the undelivered events per stream, for a gauge.
+//
 // Claim leases due deliveries with SELECT … FOR UPDATE SKIP LOCKED, so replicas never block on or
 // take each other's rows, and a per-row fencing token makes a stale holder's settlement fail.
 // Cleanup deletes in bounded batches and advances each stream's pruned_through watermark, which Range

@@ -25,17 +25,21 @@ type Observer interface {
 	EventsAppended(ctx context.Context, a AppendInfo)
 	// AttemptStart is called before each delivery attempt, and for each delivery abandoned because
 	// its endpoint was deleted; it returns the context the attempt continues in (where an
-	// implementation keeps its span). Every AttemptStart is followed by exactly one AttemptEnd, with
-	// the context it returned.
+	// implementation keeps its span), which must be derived from ctx: the request is made in it, and
+	// the dispatcher's shutdown cancels it. Every AttemptStart is followed by exactly one AttemptEnd,
+	// with the context it returned.
 	AttemptStart(ctx context.Context, a AttemptInfo) context.Context
 	// InjectTrace writes the attempt's trace context (traceparent, tracestate) into the delivery
 	// request's header, ctx being AttemptStart's context.
 	InjectTrace(ctx context.Context, h http.Header)
-	// AttemptEnd is called once the attempt's outcome is decided, before it is recorded in the Log.
+	// AttemptEnd is called as soon as the attempt's request has ended, with the outcome the Log will
+	// record. (One exception, on shutdown only: with PerEndpoint above 1, a request that completed
+	// beside one cut short is handed back unrecorded, and will be sent again.)
 	AttemptEnd(ctx context.Context, r AttemptResult)
 	// RangeStart is called when a RangeHandler starts serving a request, with the request's header,
 	// from which an implementation continues the consumer's trace (traceparent); it returns the
-	// context the request is served in. RangeEnd follows, exactly once, with that context.
+	// context the request is served in, which must be derived from ctx. RangeEnd follows, exactly
+	// once, with that context.
 	RangeStart(ctx context.Context, r RangeInfo) context.Context
 	// RangeEnd is called when the RangeHandler has answered.
 	RangeEnd(ctx context.Context, r RangeResult)
