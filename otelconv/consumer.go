@@ -18,7 +18,7 @@ const (
 	attrVerificationResult = attribute.Key("svc.webhook.verification.result")
 	attrVerificationSource = attribute.Key("svc.webhook.verification.source")
 	attrSequenceOutcome    = attribute.Key("svc.webhook.sequence.outcome")
-	attrSequence           = attribute.Key("svc.webhook.sequence")
+	attrSequence           = attribute.Key("svc.webhook.event.sequence")
 	attrGapSize            = attribute.Key("svc.webhook.gap.size")
 	attrReceiveOutcome     = attribute.Key("svc.webhook.outcome")
 	attrRecovered          = attribute.Key("svc.webhook.recovered")

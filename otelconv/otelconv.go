@@ -24,8 +24,10 @@ type Options struct {
 	// LicenseeAttribute records the licensee (svc.licensee) on the versioning and sandbox metrics. A
 	// service with many licensees makes as many series of each; off by default.
 	LicenseeAttribute bool
-	// EndpointAttribute records the webhook endpoint ID (svc.webhook.endpoint.id) on spans and
-	// metrics. Off by default: a platform has endpoints without number.
+	// EndpointAttribute records webhook endpoint IDs as the attribute svc.webhook.endpoint.id on the
+	// producer's and the consumer's metrics and spans (and event IDs on the producer's spans): one
+	// series per endpoint, so only for a bounded number of endpoints. Off, the backlog gauges report
+	// the maximum and the total.
 	EndpointAttribute bool
 }
 

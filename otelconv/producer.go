@@ -1,9 +1,376 @@
 package otelconv
 
-// producerObserver is filled in by the producer work.
-type producerObserver struct{}
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/svcplatform/conventions/webhook/producer"
+)
+
+// Names of the webhook producer's instruments, span and attributes (see METRICS-producer.md).
+const (
+	metricDeliveryAttempts = "svc.webhook.delivery.attempts"
+	metricDeliveryDuration = "svc.webhook.delivery.duration"
+	metricEventsAppended   = "svc.webhook.events.appended"
+	metricBacklogAge       = "svc.webhook.backlog.age"
+	metricBacklogEvents    = "svc.webhook.backlog.events"
+
+	spanDeliver    = "webhook.deliver"
+	spanRangeServe = "webhook.range_serve"
+
+	attrDeliveryResult  = attribute.Key("svc.webhook.delivery.result")
+	attrStatusClass     = attribute.Key("svc.webhook.delivery.status_class")
+	attrDeliveryAttempt = attribute.Key("svc.webhook.delivery.attempt")
+	attrEventType       = attribute.Key("svc.webhook.event.type")
+	attrEventSequence   = attribute.Key("svc.webhook.event.sequence")
+	attrEventID         = attribute.Key("svc.webhook.event.id")
+	attrHTTPMethod      = attribute.Key("http.request.method")
+)
+
+// Values of svc.webhook.delivery.result: the delivery history's outcomes, and released for a request
+// cut short by the dispatcher's shutdown.
+var deliveryResults = [...]string{resultDelivered: "delivered", resultFailed: "failed", resultAbandoned: "abandoned",
+	resultReleased: "released"}
+
+const (
+	resultDelivered = iota
+	resultFailed
+	resultAbandoned
+	resultReleased
+	nResults
+)
+
+// Values of svc.webhook.delivery.status_class.
+var statusClasses = [...]string{"none", "1xx", "2xx", "3xx", "4xx", "5xx", "other"}
+
+const nStatusClasses = len(statusClasses)
+
+// statusClass indexes statusClasses: none for no response, other outside 100–599.
+func statusClass(code int) int {
+	switch {
+	case code == 0:
+		return 0
+	case code >= 100 && code <= 599:
+		return code / 100
+	}
+	return nStatusClasses - 1
+}
+
+// Values of error.type: the producer's failure classes, "" (no error.type) for a success and
+// _OTHER for a class this version does not know.
+var errorClasses = [...]string{"", producer.ClassStatus, producer.ClassTimeout, producer.ClassConnection,
+	producer.ClassBlockedAddress, producer.ClassInvalidURL, producer.ClassRender, producer.ClassNoSecret,
+	producer.ClassEndpointDeleted, "_OTHER"}
+
+const nErrorClasses = len(errorClasses)
+
+func errorClass(class string) int {
+	for i, c := range errorClasses[:nErrorClasses-1] {
+		if c == class {
+			return i
+		}
+	}
+	return nErrorClasses - 1
+}
+
+// maxEventTypes bounds the event types svc.webhook.events.appended tells apart; the API defines a
+// few dozen, and any beyond the bound (a caller gone wrong) are counted as _OTHER.
+const maxEventTypes = 256
+
+// producerObserver implements producer.Observer. Its instruments and the attribute sets of every
+// bounded combination are made once, by buildProducer; it is safe for concurrent use.
+type producerObserver struct {
+	tracer       trace.Tracer
+	propagator   propagation.TextMapPropagator
+	endpointAttr bool
+
+	attempts      metric.Int64Counter
+	duration      metric.Float64Histogram
+	appended      metric.Int64Counter
+	backlogAge    metric.Float64ObservableGauge
+	backlogEvents metric.Int64ObservableGauge
+	meter         metric.Meter
+	startOpts     []trace.SpanStartOption // of every webhook.deliver span
+	rangeOpts     []trace.SpanStartOption // of every webhook.range_serve span
+
+	// attemptSets[result][status class][error class] is the attribute set of an attempt.
+	attemptSets [nResults][nStatusClasses][nErrorClasses]attribute.Set
+	attemptOpts [nResults][nStatusClasses][nErrorClasses]metric.MeasurementOption
+
+	typesMu sync.RWMutex
+	types   map[string]metric.AddOption // event type → its attribute option
+	other   metric.AddOption
+}
+
+var _ producer.Observer = (*producerObserver)(nil)
 
 func (t *Telemetry) buildProducer() error {
-	t.producer = &producerObserver{}
+	p := &producerObserver{tracer: t.tracer, propagator: t.propagator, endpointAttr: t.opts.EndpointAttribute,
+		meter: t.meter, types: make(map[string]metric.AddOption)}
+	var err error
+	if p.attempts, err = t.meter.Int64Counter(metricDeliveryAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Webhook delivery attempts, by result (delivered, failed with a retry scheduled, abandoned, released on shutdown) and status class.")); err != nil {
+		return err
+	}
+	if p.duration, err = t.meter.Float64Histogram(metricDeliveryDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of webhook delivery requests, until the response head or the failure."),
+		metric.WithExplicitBucketBoundaries(slowBuckets...)); err != nil {
+		return err
+	}
+	if p.appended, err = t.meter.Int64Counter(metricEventsAppended, metric.WithUnit("{event}"),
+		metric.WithDescription("Webhook events appended to the event log by a Publisher, by event type.")); err != nil {
+		return err
+	}
+	if p.backlogAge, err = t.meter.Float64ObservableGauge(metricBacklogAge, metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest undelivered webhook event (the maximum over endpoints unless endpoint attributes are on).")); err != nil {
+		return err
+	}
+	if p.backlogEvents, err = t.meter.Int64ObservableGauge(metricBacklogEvents, metric.WithUnit("{event}"),
+		metric.WithDescription("Undelivered webhook events (the total over endpoints unless endpoint attributes are on).")); err != nil {
+		return err
+	}
+	for r := range nResults {
+		for s := range nStatusClasses {
+			for c := range nErrorClasses {
+				kv := []attribute.KeyValue{attrDeliveryResult.String(deliveryResults[r]), attrStatusClass.String(statusClasses[s])}
+				if errorClasses[c] != "" {
+					kv = append(kv, attrErrorType.String(errorClasses[c]))
+				}
+				p.attemptSets[r][s][c] = attribute.NewSet(kv...)
+				p.attemptOpts[r][s][c] = metric.WithAttributeSet(p.attemptSets[r][s][c])
+			}
+		}
+	}
+	p.other = metric.WithAttributeSet(attribute.NewSet(attrEventType.String("_OTHER")))
+	p.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	p.rangeOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	t.producer = p
 	return nil
+}
+
+// Producer returns the observer of package webhook/producer, for PublisherOptions.Observer and
+// DispatcherOptions.Observer. It records svc.webhook.delivery.*, svc.webhook.events.appended and a
+// webhook.deliver span per attempt, linked to the span that published the event.
+func (t *Telemetry) Producer() producer.Observer { return t.producer }
+
+// traceCarrier holds one trace context as W3C text while it is injected or extracted.
+type traceCarrier struct{ parent, state string }
+
+func (c *traceCarrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return c.parent
+	case "tracestate":
+		return c.state
+	}
+	return ""
+}
+
+func (c *traceCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.parent = value
+	case "tracestate":
+		c.state = value
+	}
+}
+
+func (c *traceCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }
+
+// EventTrace implements producer.Observer: the span context of ctx in W3C form, whatever the
+// propagator of the deliveries, since it is stored, not sent.
+func (p *producerObserver) EventTrace(ctx context.Context) producer.TraceContext {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return producer.TraceContext{}
+	}
+	var c traceCarrier
+	propagation.TraceContext{}.Inject(ctx, &c)
+	return producer.TraceContext{TraceParent: c.parent, TraceState: c.state}
+}
+
+// EventsAppended implements producer.Observer.
+func (p *producerObserver) EventsAppended(ctx context.Context, a producer.AppendInfo) {
+	if a.Events <= 0 {
+		return
+	}
+	p.appended.Add(ctx, int64(a.Events), p.typeOption(a.Type))
+}
+
+// typeOption returns the attribute option of an event type, made once per type, up to maxEventTypes.
+func (p *producerObserver) typeOption(typ string) metric.AddOption {
+	p.typesMu.RLock()
+	opt, ok := p.types[typ]
+	p.typesMu.RUnlock()
+	if ok {
+		return opt
+	}
+	p.typesMu.Lock()
+	defer p.typesMu.Unlock()
+	if opt, ok := p.types[typ]; ok {
+		return opt
+	}
+	if len(p.types) >= maxEventTypes {
+		return p.other
+	}
+	opt = metric.WithAttributeSet(attribute.NewSet(attrEventType.String(typ)))
+	p.types[typ] = opt
+	return opt
+}
+
+// AttemptStart implements producer.Observer: a client span, webhook.deliver, linked to the span that
+// published the event. Its parent is whatever span ctx carries; the Dispatcher's Run normally runs in
+// a context without one, so each attempt starts a trace of its own.
+func (p *producerObserver) AttemptStart(ctx context.Context, a producer.AttemptInfo) context.Context {
+	opts := p.startOpts
+	if !a.Trace.IsZero() {
+		// The link goes in at the start, where a sampler can see it.
+		c := traceCarrier{parent: a.Trace.TraceParent, state: a.Trace.TraceState}
+		if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), &c)); sc.IsValid() {
+			opts = append(opts[:len(opts):len(opts)], trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
+	}
+	ctx, span := p.tracer.Start(ctx, spanDeliver, opts...)
+	if span.IsRecording() {
+		// Attributes only for a span that keeps them: with tracing off, an attempt costs no allocation
+		// for them.
+		span.SetAttributes(
+			attrHTTPMethod.String(http.MethodPost),
+			attrEventType.String(a.EventType),
+			attrEventSequence.Int64(int64(min(a.Sequence, 1<<63-1))),
+			attrDeliveryAttempt.Int(a.Attempt),
+		)
+		if p.endpointAttr {
+			span.SetAttributes(attrEndpointID.String(a.Endpoint), attrEventID.String(a.EventID))
+		}
+	}
+	return ctx
+}
+
+// InjectTrace implements producer.Observer with the Telemetry's propagator.
+func (p *producerObserver) InjectTrace(ctx context.Context, h http.Header) {
+	p.propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// AttemptEnd implements producer.Observer: it counts the attempt, records its duration when a
+// request went out, and ends the span.
+func (p *producerObserver) AttemptEnd(ctx context.Context, r producer.AttemptResult) {
+	res := resultReleased
+	switch {
+	case r.Released:
+	case r.Outcome == producer.OutcomeDelivered:
+		res = resultDelivered
+	case r.Outcome == producer.OutcomeFailed:
+		res = resultFailed
+	default:
+		res = resultAbandoned
+	}
+	sc, ec := statusClass(r.StatusCode), errorClass(r.Class)
+	var opt metric.MeasurementOption
+	if p.endpointAttr {
+		kv := append(p.attemptSets[res][sc][ec].ToSlice(), attrEndpointID.String(r.Endpoint))
+		opt = metric.WithAttributeSet(attribute.NewSet(kv...))
+	} else {
+		opt = p.attemptOpts[res][sc][ec]
+	}
+	p.attempts.Add(ctx, 1, opt)
+	if r.Sent {
+		p.duration.Record(ctx, r.Duration.Seconds(), opt)
+	}
+
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(attrDeliveryResult.String(deliveryResults[res]))
+	if r.StatusCode != 0 {
+		span.SetAttributes(attrHTTPStatus.Int(r.StatusCode))
+	}
+	if r.Class != "" {
+		span.SetAttributes(attrErrorType.String(errorClasses[ec]))
+	}
+	if res != resultDelivered {
+		span.SetStatus(codes.Error, deliveryResults[res])
+	}
+	span.End()
+}
+
+// RangeStart implements producer.Observer: a server span, webhook.range_serve, that continues the
+// trace the request's header carries (the consumer's range fetch) — unless ctx already carries a span,
+// such as the team's HTTP middleware's, which then is its parent.
+func (p *producerObserver) RangeStart(ctx context.Context, r producer.RangeInfo) context.Context {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = p.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx, span := p.tracer.Start(ctx, spanRangeServe, p.rangeOpts...)
+	if span.IsRecording() {
+		span.SetAttributes(attrHTTPMethod.String(http.MethodGet))
+		if p.endpointAttr {
+			span.SetAttributes(attrEndpointID.String(r.Endpoint))
+		}
+	}
+	return ctx
+}
+
+// RangeEnd implements producer.Observer: it ends the span with the status and the number of events.
+func (p *producerObserver) RangeEnd(ctx context.Context, r producer.RangeResult) {
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attrHTTPStatus.Int(r.Status), attrRangeEvents.Int(r.Events))
+		if r.Status >= 500 {
+			// A 4xx is the client's mistake; the server span is in error only for its own (semconv).
+			span.SetStatus(codes.Error, "")
+		}
+	}
+	span.End()
+}
+
+// BacklogSource reports each webhook endpoint's undelivered events: *producer.Dispatcher is one.
+// Backlog is called at each collection, possibly by several readers at once, so it must be safe for
+// concurrent use.
+type BacklogSource interface {
+	Backlog(ctx context.Context) ([]producer.EndpointBacklog, error)
+}
+
+// ObserveBacklog reports src's backlog on the gauges svc.webhook.backlog.age (seconds) and
+// svc.webhook.backlog.events, read at each collection: the oldest age and the total over endpoints,
+// or one point per endpoint with svc.webhook.endpoint.id when Options.EndpointAttribute is set. A
+// collection asks src once (one query on pgstore.EventLog); a failure is returned to the SDK, which
+// reports it, and leaves the gauges without points. Call it once per event log (replicas sharing a
+// database would otherwise report the same backlog again), and Unregister the registration when
+// src goes away.
+func (t *Telemetry) ObserveBacklog(src BacklogSource) (metric.Registration, error) {
+	p := t.producer
+	return p.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		bs, err := src.Backlog(ctx)
+		if err != nil {
+			return err
+		}
+		if !p.endpointAttr {
+			var (
+				oldest time.Duration
+				total  int64
+			)
+			for _, b := range bs {
+				oldest, total = max(oldest, b.OldestAge), total+int64(b.Events)
+			}
+			o.ObserveFloat64(p.backlogAge, oldest.Seconds())
+			o.ObserveInt64(p.backlogEvents, total)
+			return nil
+		}
+		for _, b := range bs {
+			opt := metric.WithAttributeSet(attribute.NewSet(attrEndpointID.String(b.Endpoint)))
+			o.ObserveFloat64(p.backlogAge, b.OldestAge.Seconds(), opt)
+			o.ObserveInt64(p.backlogEvents, int64(b.Events), opt)
+		}
+		return nil
+	}, p.backlogAge, p.backlogEvents)
 }

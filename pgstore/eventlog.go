@@ -40,6 +40,12 @@ import (
 // no statement) and the event commits or rolls back with the business change that caused it, and is
 // numbered only once it has committed.
 //
+// Each event keeps the trace context of the context it was appended in (producer.TraceContextFrom:
+// the Publisher puts the publishing request's there when it has an Observer), in the nullable
+// traceparent and tracestate columns, and Claim hands it back in Delivery.Trace, so that a delivery
+// attempt on any replica, days later, links to the request that published the event. Backlog
+// reports the undelivered events per stream, for a gauge.
+//
 // Claim leases due deliveries with SELECT … FOR UPDATE SKIP LOCKED, so replicas never block on or
 // take each other's rows, and a per-row fencing token makes a stale holder's settlement fail.
 // Cleanup deletes in bounded batches and advances each stream's pruned_through watermark, which Range
@@ -64,12 +70,13 @@ var (
 	_ producer.Settler       = (*EventLog)(nil)
 	_ producer.Sequencing    = (*EventLog)(nil)
 	_ producer.BatchAppender = (*EventLog)(nil)
+	_ producer.Backlogger    = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, built once per table name.
 type evlogSQL struct {
-	append, appendBatch, sequence, unsequenced, rangeQ, claim, settle, release, status, attempts string
-	cleanupPick, cleanupLock, cleanupDelete                                                      string
+	append, appendBatch, sequence, unsequenced, rangeQ, claim, settle, release, status, attempts, backlog string
+	cleanupPick, cleanupLock, cleanupDelete                                                               string
 }
 
 // sequenceLockClass is the first key of the numbering locks (pg_try_advisory_xact_lock(class,
@@ -85,11 +92,12 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 	o := evlogResolve(opts)
 	e, s, a := o.events, o.streams, o.attempts
 	return &EventLog{db: db, cfg: o, sql: evlogSQL{
-		append: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data)
-VALUES ($1, $2, $3, $4, $5, $6)`,
+		append: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
+VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''))`,
 		// The batch in its order (pos follows the rows as the SELECT yields them, ordered by n).
-		appendBatch: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data)
-SELECT stream, id, type, created, api_version, data
+		// One trace context for the whole batch, as it comes from the context of the call.
+		appendBatch: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
+SELECT stream, id, type, created, api_version, data, NULLIF($7, ''), NULLIF($8, '')
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[])
      WITH ORDINALITY AS b(stream, id, type, created, api_version, data, n)
 ORDER BY n`,
@@ -107,18 +115,25 @@ held AS MATERIALIZED (
 moved AS (
     DELETE FROM ` + o.pending + ` p USING picked JOIN held ON held.stream = picked.stream
     WHERE p.pos = picked.pos
-    RETURNING p.pos, p.stream, p.id, p.type, p.created, p.api_version, p.data),
+    RETURNING p.pos, p.stream, p.id, p.type, p.created, p.api_version, p.data, p.traceparent, p.tracestate),
 n AS (SELECT stream, count(*) AS k FROM moved GROUP BY stream),
 c AS (
     INSERT INTO ` + s + ` AS c (stream, last_seq) SELECT stream, k FROM n ORDER BY stream
     ON CONFLICT (stream) DO UPDATE SET last_seq = c.last_seq + EXCLUDED.last_seq
     RETURNING c.stream, c.last_seq)
-INSERT INTO ` + e + ` (stream, seq, id, type, created, api_version, data, next_attempt_at)
+INSERT INTO ` + e + ` (stream, seq, id, type, created, api_version, data, next_attempt_at, traceparent, tracestate)
 SELECT m.stream, c.last_seq - n.k + row_number() OVER (PARTITION BY m.stream ORDER BY m.pos),
-       m.id, m.type, m.created, m.api_version, m.data, to_timestamp(m.created)
+       m.id, m.type, m.created, m.api_version, m.data, to_timestamp(m.created), m.traceparent, m.tracestate
 FROM moved m JOIN n ON n.stream = m.stream JOIN c ON c.stream = m.stream
 RETURNING stream, seq, id`,
 		unsequenced: `SELECT count(*) FROM ` + o.pending,
+		// Pending deliveries (the due index covers state = 0) and unnumbered events, per stream.
+		backlog: `SELECT stream, sum(n)::bigint, min(oldest) FROM (
+    SELECT stream, count(*) AS n, min(created) AS oldest FROM ` + e + ` WHERE state = 0 GROUP BY stream
+    UNION ALL
+    SELECT stream, count(*), min(created) FROM ` + o.pending + ` GROUP BY stream) b
+GROUP BY stream
+ORDER BY stream`,
 		// One statement, one snapshot: the watermark and the events agree even while Cleanup runs.
 		rangeQ: `SELECT c.pruned_through, e.seq, e.id, e.type, e.created, e.api_version, e.data
 FROM ` + s + ` c
@@ -149,7 +164,8 @@ due AS (
 UPDATE ` + e + ` e SET lease_until = $2, lease_token = e.lease_token + 1
 FROM due WHERE e.stream = due.stream AND e.seq = due.seq
 RETURNING e.stream, e.seq, e.lease_token, e.attempts, e.next_attempt_at,
-          e.id, e.type, e.created, e.api_version, e.data`,
+          e.id, e.type, e.created, e.api_version, e.data,
+          COALESCE(e.traceparent, ''), COALESCE(e.tracestate, '')`,
 		// Settles many leased deliveries in one statement: the fenced UPDATE of each delivery's state
 		// and the INSERT of its attempt into the history. A row whose lease is lost updates nothing
 		// and records nothing; the ordinals that come back are the settlements that took.
@@ -229,7 +245,9 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 	if ev.ID == "" {
 		ev.ID = randid.New("evt_")
 	}
-	if _, err := l.db.Exec(ctx, l.sql.append, stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data)); err != nil {
+	tc := producer.TraceContextFrom(ctx)
+	if _, err := l.db.Exec(ctx, l.sql.append, stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data),
+		tc.TraceParent, tc.TraceState); err != nil {
 		return webhook.Event{}, fmt.Errorf("pgstore: event log append: %w", err)
 	}
 	ev.Sequence = 0
@@ -266,7 +284,8 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 		out[i] = ev
 		streams[i], ids[i], types[i], vers[i], created[i], datas[i] = se.Stream, ev.ID, ev.Type, ev.APIVersion, ev.Created, ev.Data
 	}
-	if _, err := l.db.Exec(ctx, l.sql.appendBatch, streams, ids, types, created, vers, datas); err != nil {
+	tc := producer.TraceContextFrom(ctx)
+	if _, err := l.db.Exec(ctx, l.sql.appendBatch, streams, ids, types, created, vers, datas, tc.TraceParent, tc.TraceState); err != nil {
 		return nil, fmt.Errorf("pgstore: event log append: %w", err)
 	}
 	return out, nil
@@ -372,6 +391,35 @@ func (l *EventLog) Unsequenced(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("pgstore: event log unsequenced: %w", err)
 	}
 	return int(n), nil
+}
+
+// Backlog implements producer.Backlogger: one aggregate statement over the pending deliveries and
+// the unnumbered events. It reads every undelivered row, so call it at a metrics collector's pace.
+func (l *EventLog) Backlog(ctx context.Context) ([]producer.StreamBacklog, error) {
+	if l == nil || l.db == nil {
+		return nil, errZeroEventLog
+	}
+	rows, err := l.db.Query(ctx, l.sql.backlog)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: event log backlog: %w", err)
+	}
+	defer rows.Close()
+	var out []producer.StreamBacklog
+	for rows.Next() {
+		var (
+			b          producer.StreamBacklog
+			n, created int64
+		)
+		if err := rows.Scan(&b.Stream, &n, &created); err != nil {
+			return nil, fmt.Errorf("pgstore: event log backlog: %w", err)
+		}
+		b.Events, b.Oldest = int(n), time.Unix(created, 0)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: event log backlog: %w", err)
+	}
+	return out, nil
 }
 
 // evlogInt clamps a sequence to bigint: sequences never reach 2⁶³, but a client's "to" may.
@@ -529,7 +577,8 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 			data       []byte
 		)
 		if err := rows.Scan(&c.d.Stream, &seq, &token, &attempts, &c.next,
-			&c.d.Event.ID, &c.d.Event.Type, &c.d.Event.Created, &c.d.Event.APIVersion, &data); err != nil {
+			&c.d.Event.ID, &c.d.Event.Type, &c.d.Event.Created, &c.d.Event.APIVersion, &data,
+			&c.d.Trace.TraceParent, &c.d.Trace.TraceState); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 		}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -74,6 +75,8 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	    last_attempt_at timestamptz,
 //	    last_error      text        NOT NULL DEFAULT '',
 //	    delivered_at    timestamptz,
+//	    traceparent     text,         -- W3C trace context of the publishing request; NULL: none
+//	    tracestate      text,
 //	    PRIMARY KEY (stream, seq)
 //	);
 //	CREATE INDEX IF NOT EXISTS "webhook_events_due_idx" ON "webhook_events" (next_attempt_at, stream, seq) WHERE state = 0;
@@ -105,8 +108,17 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	    type        text   NOT NULL,
 //	    created     bigint NOT NULL,
 //	    api_version text   NOT NULL,
-//	    data        bytea  NOT NULL
+//	    data        bytea  NOT NULL,
+//	    traceparent text,
+//	    tracestate  text
 //	);
+//	DO $evlog$ BEGIN  -- tables made before the trace context columns get them
+//	    IF (SELECT count(*) FROM pg_attribute WHERE attrelid = '"webhook_events"'::regclass
+//	        AND attname IN ('traceparent', 'tracestate') AND NOT attisdropped) < 2 THEN
+//	        ALTER TABLE "webhook_events" ADD COLUMN IF NOT EXISTS traceparent text, ADD COLUMN IF NOT EXISTS tracestate text;
+//	    END IF;
+//	    … the same for "webhook_events_pending"
+//	END $evlog$;
 //
 // Append inserts into the pending table only: no shared row is locked in the appending transaction,
 // so appends to one stream commit in parallel. Sequence then moves committed pending events into the
@@ -141,6 +153,8 @@ CREATE TABLE IF NOT EXISTS %s (
     last_attempt_at timestamptz,
     last_error      text        NOT NULL DEFAULT '',
     delivered_at    timestamptz,
+    traceparent     text,
+    tracestate      text,
     PRIMARY KEY (stream, seq)
 );
 CREATE INDEX IF NOT EXISTS %s ON %s (next_attempt_at, stream, seq) WHERE state = 0;
@@ -170,7 +184,9 @@ CREATE TABLE IF NOT EXISTS %s (
     type        text   NOT NULL,
     created     bigint NOT NULL,
     api_version text   NOT NULL,
-    data        bytea  NOT NULL
+    data        bytea  NOT NULL,
+    traceparent text,
+    tracestate  text
 );
 `, o.streams, o.events,
 		quoteIdent(o.Table+"_due_idx"), o.events,
@@ -180,7 +196,33 @@ CREATE TABLE IF NOT EXISTS %s (
 		quoteIdent(o.Table+"_attempts_stream_idx"), o.attempts,
 		quoteIdent(o.Table+"_attempts_event_idx"), o.attempts,
 		o.pending)
+	// Tables made before trace context was stored get its columns. ALTER TABLE takes the table's
+	// strongest lock and waits for every open transaction that touched it (an outbox transaction
+	// holds the pending table), and every append and claim would queue behind it: so it runs only
+	// when a column is missing, and a migration at every start locks nothing on tables up to date.
+	var body strings.Builder
+	body.WriteString(" BEGIN\n")
+	for _, t := range []string{o.events, o.pending} {
+		fmt.Fprintf(&body, `    IF (SELECT count(*) FROM pg_attribute WHERE attrelid = %[2]s::regclass
+        AND attname IN ('traceparent', 'tracestate') AND NOT attisdropped) < 2 THEN
+        ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS traceparent text, ADD COLUMN IF NOT EXISTS tracestate text;
+    END IF;
+`, t, idemLiteral(t))
+	}
+	body.WriteString("END ")
+	tag := evlogDollarTag(body.String())
+	fmt.Fprintf(&b, "DO %s%s%s;\n", tag, body.String(), tag)
 	return b.String()
+}
+
+// evlogDollarTag returns a dollar-quote tag that does not occur in body, which holds identifiers the
+// user chose.
+func evlogDollarTag(body string) string {
+	tag := "$evlog$"
+	for i := 0; strings.Contains(body, tag); i++ {
+		tag = "$evlog" + strconv.Itoa(i) + "$"
+	}
+	return tag
 }
 
 // MigrateEventLog creates the event log's tables for opts if they do not exist (see

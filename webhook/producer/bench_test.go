@@ -113,3 +113,16 @@ func BenchmarkDispatcherDeliverHTTP(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPublish is one Publish to the in-memory log: lookup, marshal, stamp, append.
+func BenchmarkPublish(b *testing.B) {
+	eps := mustEndpoints(b, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+	pub := mustPublisher(b, producer.NewMemoryLog(), eps, &producer.PublisherOptions{Now: newClock().Now})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pub.Publish(ctx, "we_a", "order.created", benchData); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -149,6 +149,9 @@ type DispatcherOptions struct {
 	// and the Dispatcher's Run numbers them in the background, waking its own claim loop after each
 	// batch. nil means the defaults. It is ignored for a Log that numbers at Append.
 	Sequencer *SequencerOptions
+	// Observer is told of every delivery attempt (AttemptStart, InjectTrace, AttemptEnd), for metrics
+	// and traces; nil observes nothing, at no cost.
+	Observer Observer
 }
 
 // Dispatcher delivers the due events of a Log to their endpoints: POST of the event JSON with
@@ -197,6 +200,7 @@ type Dispatcher struct {
 	signers     signerCache
 	group       groupCommit
 	sequencer   *Sequencer // nil unless log is Sequencing
+	observer    Observer
 
 	mu       sync.Mutex
 	inFlight int               // request slots reserved, over all endpoints
@@ -237,6 +241,7 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		owners:      make(map[string]int),
 		ownerOf:     make(map[string]string),
 		wake:        make(chan struct{}, 1),
+		observer:    opts.Observer,
 	}
 	switch {
 	case log == nil || endpoints == nil:
@@ -561,6 +566,11 @@ func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 		// The endpoint was deleted: nobody can receive these any more. They stay retrievable by range.
 		at := d.now()
 		for _, dl := range group {
+			if o := d.observer; o != nil {
+				actx := o.AttemptStart(ctx, attemptInfo(dl))
+				o.AttemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: OutcomeAbandoned,
+					Class: ClassEndpointDeleted})
+			}
 			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})
 		}
 		return Stats{Abandoned: len(group)}
@@ -898,6 +908,7 @@ type result struct {
 	body      []byte
 	sig       string
 	cancelled bool // cut short by the dispatcher's own shutdown: no attempt counts
+	sent      bool // the request was handed to the client
 	Attempt
 }
 
@@ -921,41 +932,76 @@ func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl Delivery) (bod
 
 // attempt makes one delivery request (unless prepare already failed it) and fills in r's Attempt.
 func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl Delivery, r *result) {
+	o := d.observer
+	if o != nil {
+		ctx = o.AttemptStart(ctx, attemptInfo(dl))
+	}
 	start := d.now()
 	if r.Class == "" {
-		r.Attempt = d.send(ctx, ep, dl, r.body, r.sig)
+		r.Attempt, r.sent = d.send(ctx, ep, dl, r.body, r.sig)
 		r.cancelled = r.Class != "" && ctx.Err() != nil
 	}
 	r.At = start
 	r.Latency = max(d.now().Sub(start), 0)
+	if o != nil {
+		o.AttemptEnd(ctx, d.attemptResult(dl, r))
+	}
 }
 
-// send makes one delivery request and describes its outcome; Class is empty on success.
-func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []byte, sig string) Attempt {
+// attemptInfo describes dl's next attempt for the Observer.
+func attemptInfo(dl Delivery) AttemptInfo {
+	return AttemptInfo{Endpoint: dl.Stream, EventID: dl.Event.ID, EventType: dl.Event.Type, Sequence: dl.Sequence,
+		Attempt: dl.Attempts + 1, Trace: dl.Trace}
+}
+
+// attemptResult describes r for the Observer. The outcome is decided here as deliverStream will
+// record it: a failure is retried unless it exhausted the schedule (retryAt's rule).
+func (d *Dispatcher) attemptResult(dl Delivery, r *result) AttemptResult {
+	res := AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Sent: r.sent, StatusCode: r.StatusCode,
+		Class: r.Class, Duration: r.Latency}
+	switch {
+	case r.cancelled:
+		res.Released = true
+	case r.Class == "":
+		res.Outcome = OutcomeDelivered
+	case dl.Attempts+1 > len(d.schedule):
+		res.Outcome = OutcomeAbandoned
+	default:
+		res.Outcome = OutcomeFailed
+	}
+	return res
+}
+
+// send makes one delivery request and describes its outcome; Class is empty on success. sent reports
+// whether the request reached the client.
+func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []byte, sig string) (a Attempt, sent bool) {
 	rctx, cancel := context.WithTimeout(WithEndpointID(ctx, ep.ID), d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}
+		return Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}, false
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", d.userAgent)
 	h.Set(webhook.HeaderSignature, sig)
 	h.Set(webhook.HeaderSequence, strconv.FormatUint(dl.Sequence, 10))
+	if o := d.observer; o != nil {
+		o.InjectTrace(rctx, h)
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return transportFailure(rctx, err)
+		return transportFailure(rctx, err), true
 	}
 	var snip [MaxResponseSnippet]byte
 	n, _ := io.ReadFull(resp.Body, snip[:])
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
-	a := Attempt{StatusCode: resp.StatusCode, Response: snippet(snip[:n])}
+	a = Attempt{StatusCode: resp.StatusCode, Response: snippet(snip[:n])}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.Class, a.Reason = ClassStatus, "status "+strconv.Itoa(resp.StatusCode)
 	}
-	return a
+	return a, true
 }
 
 // snippet returns b as a string cut to whole UTF-8 characters, with invalid bytes replaced, so that the

@@ -117,6 +117,20 @@
 // delivery request's context carries its endpoint ID (EndpointIDFromContext), for transports that act
 // per endpoint — the sandbox's fault injector, per-endpoint metrics.
 //
+// # Observing
+//
+// PublisherOptions.Observer, DispatcherOptions.Observer and RangeOptions.Observer take an Observer
+// (package otelconv has one on OpenTelemetry); nil costs nothing, not one allocation. The Publisher asks it for the
+// publishing request's trace context (W3C traceparent and tracestate) and the Log stores that with
+// each event — MemoryLog in memory, pgstore.EventLog in two nullable columns — so that every delivery
+// attempt, minutes or days later and on any replica, can link its span to the request that published
+// the event. Each attempt is bracketed by AttemptStart and AttemptEnd (delivered, failed with a retry
+// scheduled, abandoned, or released by a shutdown; the status code, the failure's class and the
+// latency), and InjectTrace writes the attempt's own traceparent into the delivery request, so that
+// the consumer's trace continues the attempt's; RangeStart and RangeEnd bracket each range request,
+// so that serving it continues the consumer's fetch. Dispatcher.Backlog reports each endpoint's
+// undelivered events and the age of the oldest, for a gauge read at a collector's pace.
+//
 // # Endpoints customers type in
 //
 // The default delivery client (NewDeliveryClient) dials only public unicast addresses, checked after

@@ -37,7 +37,9 @@ type Log interface {
 	// ev.ID was empty: the log assigns "evt_…"); on a Sequencing log the event is numbered later and
 	// the Sequence returned is 0. ev.Sequence is ignored. ev.Type must be set and
 	// ev.Data must be valid JSON, or the error is ErrInvalidEvent. The event's first delivery is due
-	// at ev.Created.
+	// at ev.Created. The trace context TraceContextFrom(ctx) is stored with the event and returned in
+	// Delivery.Trace (AppendBatch does the same for each event of the batch), so that a delivery
+	// attempt's trace links to the request that published the event.
 	Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error)
 
 	// Range returns the events of stream with from ≤ Sequence ≤ to, ascending, at most limit of them,
@@ -139,6 +141,9 @@ type Delivery struct {
 	Attempts int
 	// LeaseUntil is when the claim's lease ends.
 	LeaseUntil time.Time
+	// Trace is the trace context stored with the event at Append (TraceContextFrom of Append's
+	// context); zero when there was none or the Log keeps none.
+	Trace TraceContext
 }
 
 // ClaimRequest says what Claim may lease. It is a plain value; the zero value (Limit 0) claims

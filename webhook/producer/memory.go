@@ -27,6 +27,7 @@ var (
 	_ Log           = (*MemoryLog)(nil)
 	_ Settler       = (*MemoryLog)(nil)
 	_ BatchAppender = (*MemoryLog)(nil)
+	_ Backlogger    = (*MemoryLog)(nil)
 )
 
 // NewMemoryLog returns an empty MemoryLog.
@@ -48,6 +49,7 @@ type memEvent struct {
 	ev     webhook.Event
 	status DeliveryStatus
 	token  uint64
+	trace  TraceContext
 }
 
 // Append implements Log.
@@ -58,16 +60,18 @@ func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event)
 	if err := ctx.Err(); err != nil {
 		return webhook.Event{}, err
 	}
+	tc := TraceContextFrom(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.appendLocked(stream, ev), nil
+	return m.appendLocked(stream, ev, tc), nil
 }
 
 // AppendBatch implements BatchAppender: every event is checked before any is appended, and all are
 // appended under one lock, so the batch is all or nothing and its events of one stream are
 // consecutive.
 func (m *MemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
-	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event { return m.appendLocked(se.Stream, se.Event) })
+	tc := TraceContextFrom(ctx)
+	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event { return m.appendLocked(se.Stream, se.Event, tc) })
 }
 
 // appendBatch is the memory logs' AppendBatch: it checks every event and the context, then, holding
@@ -88,8 +92,8 @@ func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, add 
 	return out, nil
 }
 
-// appendLocked numbers and stores a checked event; m.mu is held.
-func (m *MemoryLog) appendLocked(stream string, ev webhook.Event) webhook.Event {
+// appendLocked numbers and stores a checked event with its trace context; m.mu is held.
+func (m *MemoryLog) appendLocked(stream string, ev webhook.Event, tc TraceContext) webhook.Event {
 	if ev.ID == "" {
 		ev.ID = randid.New("evt_")
 	}
@@ -105,7 +109,7 @@ func (m *MemoryLog) appendLocked(stream string, ev webhook.Event) webhook.Event 
 	}
 	s.last++
 	ev.Sequence = s.last
-	s.events = append(s.events, memEvent{ev: ev, status: DeliveryStatus{NextAttempt: time.Unix(ev.Created, 0)}})
+	s.events = append(s.events, memEvent{ev: ev, status: DeliveryStatus{NextAttempt: time.Unix(ev.Created, 0)}, trace: tc})
 	out := ev
 	out.Data = append([]byte(nil), ev.Data...)
 	return out
@@ -228,6 +232,7 @@ streams:
 			Event:      copyEvent(e.ev),
 			Attempts:   e.status.Attempts,
 			LeaseUntil: req.LeaseUntil,
+			Trace:      e.trace,
 		}
 	}
 	return out, nil
@@ -425,4 +430,44 @@ func (m *MemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (i
 		s.attempts = slices.DeleteFunc(s.attempts, func(a AttemptRecord) bool { return a.Sequence <= seq })
 	}
 	return removed, nil
+}
+
+// Backlog implements Backlogger.
+func (m *MemoryLog) Backlog(ctx context.Context) ([]StreamBacklog, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.backlogLocked(nil), nil
+}
+
+// backlogLocked adds the streams' undelivered events to extra (a stream's entry may already be
+// there) and returns them ordered by stream. The caller holds m.mu.
+func (m *MemoryLog) backlogLocked(extra map[string]StreamBacklog) []StreamBacklog {
+	if extra == nil {
+		extra = make(map[string]StreamBacklog)
+	}
+	for name, s := range m.streams {
+		for i := s.due; i < len(s.events); i++ {
+			e := &s.events[i]
+			if e.status.State != Pending {
+				continue
+			}
+			b := extra[name]
+			created := time.Unix(e.ev.Created, 0)
+			if b.Events == 0 || created.Before(b.Oldest) {
+				b.Oldest = created
+			}
+			b.Stream = name
+			b.Events++
+			extra[name] = b
+		}
+	}
+	out := make([]StreamBacklog, 0, len(extra))
+	for _, b := range extra {
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b StreamBacklog) int { return cmp.Compare(a.Stream, b.Stream) })
+	return out
 }

@@ -28,12 +28,14 @@ type DeferredMemoryLog struct {
 type pendingEvent struct {
 	stream string
 	ev     webhook.Event
+	trace  TraceContext
 }
 
 var (
 	_ Sequencing    = (*DeferredMemoryLog)(nil)
 	_ Settler       = (*DeferredMemoryLog)(nil)
 	_ BatchAppender = (*DeferredMemoryLog)(nil)
+	_ Backlogger    = (*DeferredMemoryLog)(nil)
 )
 
 // NewDeferredMemoryLog returns an empty DeferredMemoryLog.
@@ -57,6 +59,7 @@ func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEven
 	if !m.built() {
 		return nil, errZeroDeferredLog
 	}
+	tc := TraceContextFrom(ctx)
 	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event {
 		ev := se.Event
 		if ev.ID == "" {
@@ -64,7 +67,7 @@ func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEven
 		}
 		ev.Sequence = 0
 		ev.Data = append([]byte(nil), ev.Data...)
-		m.pending = append(m.pending, pendingEvent{stream: se.Stream, ev: ev})
+		m.pending = append(m.pending, pendingEvent{stream: se.Stream, ev: ev, trace: tc})
 		out := ev
 		out.Data = append([]byte(nil), ev.Data...)
 		return out
@@ -90,7 +93,7 @@ func (m *DeferredMemoryLog) Sequence(ctx context.Context, limit int) ([]Sequence
 		index = map[string]int{} // stream → its run
 	)
 	for _, p := range m.pending[:n] {
-		e, err := m.MemoryLog.Append(context.WithoutCancel(ctx), p.stream, p.ev)
+		e, err := m.MemoryLog.Append(WithTraceContext(context.WithoutCancel(ctx), p.trace), p.stream, p.ev)
 		if err != nil { // cannot happen: the event was checked at Append
 			return runs, err
 		}
@@ -198,4 +201,31 @@ func (m *DeferredMemoryLog) Cleanup(ctx context.Context, before time.Time, limit
 		return 0, errZeroDeferredLog
 	}
 	return m.MemoryLog.Cleanup(ctx, before, limit)
+}
+
+// Backlog implements Backlogger: the numbered events not yet delivered and the unnumbered ones.
+func (m *DeferredMemoryLog) Backlog(ctx context.Context) ([]StreamBacklog, error) {
+	if !m.built() {
+		return nil, errZeroDeferredLog
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Lock order as in Sequence: the pending queue's, then the log's.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	extra := make(map[string]StreamBacklog)
+	for _, p := range m.pending {
+		b := extra[p.stream]
+		created := time.Unix(p.ev.Created, 0)
+		if b.Events == 0 || created.Before(b.Oldest) {
+			b.Oldest = created
+		}
+		b.Stream = p.stream
+		b.Events++
+		extra[p.stream] = b
+	}
+	m.MemoryLog.mu.Lock()
+	defer m.MemoryLog.mu.Unlock()
+	return m.MemoryLog.backlogLocked(extra), nil
 }

@@ -44,6 +44,9 @@ type PublisherOptions struct {
 	// endpoints per licensee at registration, where the licensee can be told. 0 means
 	// DefaultMaxFanOut; negative is an error.
 	MaxFanOut int
+	// Observer is asked for the publishing request's trace context, which is stored with each event
+	// (see Observer.EventTrace), and told of the events appended; nil observes nothing, at no cost.
+	Observer Observer
 }
 
 // Publisher turns a business event into a webhook event on an endpoint's stream: it checks that the
@@ -57,6 +60,7 @@ type Publisher struct {
 	apiVersion string
 	now        func() time.Time
 	maxFanOut  int
+	observer   Observer
 }
 
 // NewPublisher returns a Publisher appending to log for the endpoints in endpoints. It fails when log
@@ -73,7 +77,7 @@ func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) (*Publis
 		return nil, errors.New("producer: negative MaxFanOut")
 	}
 	p := &Publisher{log: log, endpoints: endpoints, apiVersion: cmp.Or(o.APIVersion, DefaultAPIVersion),
-		now: o.Now, maxFanOut: cmp.Or(o.MaxFanOut, DefaultMaxFanOut)}
+		now: o.Now, maxFanOut: cmp.Or(o.MaxFanOut, DefaultMaxFanOut), observer: o.Observer}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -224,17 +228,40 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 		batch[i] = StreamEvent{Stream: ep.ID, Event: webhook.Event{ID: randid.New("evt_"), Type: eventType,
 			Created: created, APIVersion: p.apiVersion, Data: raw}}
 	}
+	o := p.observer
+	if o != nil {
+		ctx = p.traced(ctx, o)
+	}
 	if ba, ok := p.log.(BatchAppender); ok {
-		return ba.AppendBatch(ctx, batch)
+		out, err := ba.AppendBatch(ctx, batch)
+		if err == nil && o != nil {
+			o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
+		}
+		return out, err
 	}
 	out := make([]webhook.Event, len(batch))
 	for i, se := range batch {
 		var err error
 		if out[i], err = p.log.Append(ctx, se.Stream, se.Event); err != nil {
+			if o != nil && i > 0 {
+				o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: i})
+			}
 			return out[:i], err
 		}
 	}
+	if o != nil {
+		o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
+	}
 	return out, nil
+}
+
+// traced returns ctx carrying the trace context the observer reads from it, for the Log to store
+// with the events; ctx itself when there is none.
+func (p *Publisher) traced(ctx context.Context, o Observer) context.Context {
+	if tc := o.EventTrace(ctx).Sanitized(); !tc.IsZero() {
+		return WithTraceContext(ctx, tc)
+	}
+	return ctx
 }
 
 // marshalData returns an event's data as JSON: json.RawMessage and []byte as they are, anything else
@@ -265,5 +292,14 @@ func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, d
 		APIVersion: p.apiVersion,
 		Data:       raw,
 	}
-	return p.log.Append(ctx, endpointID, ev)
+	o := p.observer
+	if o == nil {
+		return p.log.Append(ctx, endpointID, ev)
+	}
+	ctx = p.traced(ctx, o)
+	out, err := p.log.Append(ctx, endpointID, ev)
+	if err == nil {
+		o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: 1})
+	}
+	return out, err
 }

@@ -68,6 +68,9 @@ type RangeOptions struct {
 	Problems apierror.Writer
 	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
 	Logger *slog.Logger
+	// Observer is told of each request (RangeStart, RangeEnd), so that serving it continues the
+	// consumer's trace; nil observes nothing, at no cost.
+	Observer Observer
 }
 
 // RangeHandler serves range retrieval (the spec's part 6, rule 5):
@@ -92,6 +95,7 @@ type RangeHandler struct {
 	now        func() time.Time
 	errs       apierror.Writer
 	signers    signerCache
+	observer   Observer
 }
 
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
@@ -112,6 +116,7 @@ func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *
 			h.now = opts.Now
 		}
 		h.errs = opts.Problems
+		h.observer = opts.Observer
 		if h.errs.Logger == nil {
 			h.errs.Logger = opts.Logger
 		}
@@ -212,35 +217,82 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, errZeroRangeHandler)
 		return
 	}
+	if o := h.observer; o != nil {
+		h.serveObserved(w, r, o)
+		return
+	}
+	h.serve(w, r)
+}
+
+// serveObserved serves r in the context the Observer returns and tells it the answer.
+func (h *RangeHandler) serveObserved(w http.ResponseWriter, r *http.Request, o Observer) {
+	ctx := o.RangeStart(r.Context(), RangeInfo{Endpoint: h.endpointID(r), Header: r.Header})
+	sw := &statusWriter{ResponseWriter: w}
+	events := h.serve(sw, r.WithContext(ctx))
+	res := RangeResult{Status: sw.status}
+	if res.Status == 0 {
+		res.Status = http.StatusOK // nothing written: net/http answers 200
+	}
+	if res.Status == http.StatusOK {
+		res.Events = events
+	}
+	o.RangeEnd(ctx, res)
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// serve answers a range request and returns how many events the answer holds.
+func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 	ctx := r.Context()
 	ep, ok := ownEndpoint(w, r, &h.errs, h.endpoints, h.licensee, h.endpointID(r))
 	if !ok {
-		return
+		return 0
 	}
 	query, err := apierror.ParseQuery(r) // a malformed "to" must not read as no "to" at all
 	if err != nil {
 		h.errs.Write(w, r, err)
-		return
+		return 0
 	}
 	rq, err := ParseRangeQuery(query)
 	if err != nil {
 		h.errs.Write(w, r, err)
-		return
+		return 0
 	}
 	events, more, err := h.log.Range(ctx, ep.ID, rq.From, rq.To, rq.Limit)
 	var pe *PrunedError
 	switch {
 	case errors.As(err, &pe):
 		h.errs.Write(w, r, pruned(ep.ID, rq, pe.FirstRetained))
-		return
+		return 0
 	case err != nil:
 		h.errs.Write(w, r, err)
-		return
+		return 0
 	}
 	for i := range events {
 		if events[i], err = render(ctx, h.render, ep, events[i]); err != nil {
 			h.errs.Write(w, r, err)
-			return
+			return 0
 		}
 	}
 	body := encodeList(events, more)
@@ -251,7 +303,7 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.errs.Write(w, r, fmt.Errorf("producer: sign range of %s: %w", ep.ID, err))
-		return
+		return 0
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", "application/json")
@@ -262,6 +314,7 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+	return len(events)
 }
 
 // ownEndpoint is the prologue of the per-endpoint GET handlers: only GET and HEAD, and the endpoint

@@ -58,6 +58,9 @@ func TestZeroValues(t *testing.T) {
 		{"DeferredMemoryLog.Release", func() error { return deferred.Release(ctx, lease, now) }},
 		{"DeferredMemoryLog.Status", func() error { _, err := deferred.Status(ctx, "we_1", 1); return err }},
 		{"DeferredMemoryLog.Cleanup", func() error { _, err := deferred.Cleanup(ctx, now, 10); return err }},
+		{"Dispatcher.Backlog", func() error { _, err := (&producer.Dispatcher{}).Backlog(ctx); return err }},
+		{"nil Dispatcher.Backlog", func() error { _, err := (*producer.Dispatcher)(nil).Backlog(ctx); return err }},
+		{"DeferredMemoryLog.Backlog", func() error { _, err := deferred.Backlog(ctx); return err }},
 		{"nil DeferredMemoryLog.Claim", func() error { _, err := (*producer.DeferredMemoryLog)(nil).Claim(ctx, claim); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

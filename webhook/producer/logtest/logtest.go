@@ -41,6 +41,10 @@ func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
 	if _, ok := newLog(t).(producer.BatchAppender); ok {
 		t.Run("AppendBatch", func(t *testing.T) { testAppendBatch(t, newLog(t)) })
 	}
+	t.Run("TraceContextRoundTrip", func(t *testing.T) { testTraceContext(t, newLog(t)) })
+	if _, ok := newLog(t).(producer.Backlogger); ok {
+		t.Run("Backlog", func(t *testing.T) { testBacklog(t, newLog(t)) })
+	}
 	if _, ok := newLog(t).(producer.Sequencing); ok {
 		runSequencing(t, func(t *testing.T) producer.Sequencing { return newLog(t).(producer.Sequencing) })
 		raw := newLog

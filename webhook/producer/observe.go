@@ -1,0 +1,230 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Observer is told what the producer does, for metrics and traces (package otelconv implements it
+// with OpenTelemetry). Set it in PublisherOptions.Observer, DispatcherOptions.Observer and
+// RangeOptions.Observer; nil observes nothing and costs nothing.
+//
+// Its methods are called synchronously on the publishing and delivering paths, from many goroutines
+// at once: an Observer must be safe for concurrent use and must not block. The structs it receives
+// are plain values that never hold a secret, a signature, a URL or a payload; they do hold endpoint
+// and event IDs, which are of unbounded cardinality, so an implementation records them as metric
+// attributes only when its user asks for that.
+type Observer interface {
+	// EventTrace returns the trace context of ctx — the request that publishes — in W3C Trace
+	// Context form, or the zero TraceContext for none. The Publisher stores it with each event it
+	// appends, so that every later delivery attempt can link back to it.
+	EventTrace(ctx context.Context) TraceContext
+	// EventsAppended is called after a Publisher appended events: n events of one type, in ctx.
+	EventsAppended(ctx context.Context, a AppendInfo)
+	// AttemptStart is called before each delivery attempt, and for each delivery abandoned because
+	// its endpoint was deleted; it returns the context the attempt continues in (where an
+	// implementation keeps its span), which must be derived from ctx: the request is made in it, and
+	// the dispatcher's shutdown cancels it. Every AttemptStart is followed by exactly one AttemptEnd,
+	// with the context it returned.
+	AttemptStart(ctx context.Context, a AttemptInfo) context.Context
+	// InjectTrace writes the attempt's trace context (traceparent, tracestate) into the delivery
+	// request's header, ctx being AttemptStart's context.
+	InjectTrace(ctx context.Context, h http.Header)
+	// AttemptEnd is called as soon as the attempt's request has ended, with the outcome the Log will
+	// record. (One exception, on shutdown only: with PerEndpoint above 1, a request that completed
+	// beside one cut short is handed back unrecorded, and will be sent again.)
+	AttemptEnd(ctx context.Context, r AttemptResult)
+	// RangeStart is called when a RangeHandler starts serving a request, with the request's header,
+	// from which an implementation continues the consumer's trace (traceparent); it returns the
+	// context the request is served in, which must be derived from ctx. RangeEnd follows, exactly
+	// once, with that context.
+	RangeStart(ctx context.Context, r RangeInfo) context.Context
+	// RangeEnd is called when the RangeHandler has answered.
+	RangeEnd(ctx context.Context, r RangeResult)
+}
+
+// RangeInfo describes a range request a RangeHandler is about to serve. It is a plain value; the
+// zero value describes no request.
+type RangeInfo struct {
+	// Endpoint is the endpoint ID the request names, not yet checked: it comes from the client.
+	Endpoint string
+	// Header is the request's header, to be read and never changed.
+	Header http.Header
+}
+
+// RangeResult is how a RangeHandler answered. It is a plain value; the zero value is no answer.
+type RangeResult struct {
+	// Status is the response's status code.
+	Status int
+	// Events is how many events the response holds (0 unless Status is 200).
+	Events int
+}
+
+// TraceContext is the trace context of the request that published an event, in W3C Trace Context
+// form (https://www.w3.org/TR/trace-context/): the traceparent and tracestate header values. Logs keep
+// it with the event (MemoryLog, DeferredMemoryLog, pgstore.EventLog) and hand it back in
+// Delivery.Trace. It is a plain value; the zero value is "no trace context".
+type TraceContext struct {
+	TraceParent string
+	TraceState  string
+}
+
+// Bounds of a stored TraceContext, in bytes. A version-00 traceparent is 55 bytes; W3C asks that at
+// least 512 bytes of tracestate be propagated.
+const (
+	MaxTraceParent = 128
+	MaxTraceState  = 512
+)
+
+// IsZero reports whether tc holds no trace context.
+func (tc TraceContext) IsZero() bool { return tc.TraceParent == "" }
+
+// Sanitized returns tc fit to store: a traceparent that is empty, too long or not visible ASCII
+// drops the whole context; a tracestate that is too long or not printable ASCII is dropped alone.
+// Logs store nothing else, whatever an Observer returned.
+func (tc TraceContext) Sanitized() TraceContext {
+	if len(tc.TraceParent) > MaxTraceParent || !printableASCII(tc.TraceParent, '!') {
+		return TraceContext{}
+	}
+	if len(tc.TraceState) > MaxTraceState || !printableASCII(tc.TraceState, ' ') {
+		tc.TraceState = ""
+	}
+	if tc.TraceParent == "" {
+		return TraceContext{}
+	}
+	return tc
+}
+
+// printableASCII reports whether every byte of s is in [lowest, '~'].
+func printableASCII(s string, lowest byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < lowest || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+type traceContextKey struct{}
+
+// WithTraceContext returns a context carrying tc: the trace context a Log stores with the events
+// appended in that context. Publisher does this itself when it has an Observer; call it to give
+// events appended directly to a Log a trace context.
+func WithTraceContext(ctx context.Context, tc TraceContext) context.Context {
+	return context.WithValue(ctx, traceContextKey{}, tc)
+}
+
+// TraceContextFrom returns the trace context WithTraceContext put in ctx, sanitized (see
+// Sanitized); the zero TraceContext when there is none. Log implementations call it in Append and
+// AppendBatch.
+func TraceContextFrom(ctx context.Context) TraceContext {
+	tc, _ := ctx.Value(traceContextKey{}).(TraceContext)
+	return tc.Sanitized()
+}
+
+// AppendInfo describes events a Publisher appended. It is a plain value; the zero value is no event.
+type AppendInfo struct {
+	// Type is the events' type ("order.created").
+	Type string
+	// Events is how many were appended: 1 for Publish, one per endpoint for a fan-out.
+	Events int
+}
+
+// AttemptInfo describes a delivery attempt about to be made. It is a plain value; the zero value
+// describes no attempt.
+type AttemptInfo struct {
+	// Endpoint is the webhook endpoint's ID (unbounded cardinality).
+	Endpoint string
+	// EventID, EventType and Sequence name the event.
+	EventID   string
+	EventType string
+	Sequence  uint64
+	// Attempt counts the event's attempts: 1 for the first.
+	Attempt int
+	// Trace is the trace context of the request that published the event; zero when the Log keeps
+	// none or the publisher had none.
+	Trace TraceContext
+}
+
+// AttemptResult is what became of a delivery attempt. It is a plain value; the zero value is an
+// attempt that was not sent and has no outcome.
+type AttemptResult struct {
+	// Endpoint and EventType repeat AttemptInfo's, for metrics.
+	Endpoint  string
+	EventType string
+	// Outcome is OutcomeDelivered, OutcomeFailed (another attempt is scheduled) or OutcomeAbandoned
+	// (no other will be made), as the delivery history records it; 0 when Released.
+	Outcome Outcome
+	// Released: the request was cut short by the dispatcher's own shutdown; the delivery is handed
+	// back without counting an attempt.
+	Released bool
+	// Sent: a request was handed to the HTTP client. False when the event could not be rendered or
+	// signed, the URL was invalid, or the endpoint was deleted.
+	Sent bool
+	// StatusCode is the response's status; 0 when there was no response.
+	StatusCode int
+	// Class is the failure's class (ClassStatus, ClassTimeout, …); empty for a success.
+	Class string
+	// Duration is how long the request took, until the response head (or the failure), by the
+	// Dispatcher's clock.
+	Duration time.Duration
+}
+
+// Backlogger is implemented by Logs that can report what waits to be delivered (MemoryLog,
+// DeferredMemoryLog, pgstore.EventLog); Dispatcher.Backlog uses it.
+type Backlogger interface {
+	// Backlog returns, for every stream with undelivered events, how many there are and when the
+	// oldest was created, ordered by stream. Undelivered means pending, whether due now, waiting for a
+	// retry, or not yet numbered by a Sequencing log; delivered and abandoned events are not counted.
+	Backlog(ctx context.Context) ([]StreamBacklog, error)
+}
+
+// StreamBacklog is one stream's undelivered events. It is a plain value; the zero value is an empty
+// backlog of no stream.
+type StreamBacklog struct {
+	Stream string
+	// Events counts the undelivered events.
+	Events int
+	// Oldest is the creation time of the oldest one (Event.Created, to the second).
+	Oldest time.Time
+}
+
+// EndpointBacklog is one endpoint's undelivered events as Dispatcher.Backlog reports them. It is a
+// plain value; the zero value is an empty backlog of no endpoint.
+type EndpointBacklog struct {
+	Endpoint string
+	// Events counts the undelivered events.
+	Events int
+	// OldestAge is how long ago, by the Dispatcher's clock, the oldest one was created (never
+	// negative).
+	OldestAge time.Duration
+}
+
+// ErrNoBacklog: the Dispatcher's Log is not a Backlogger.
+var ErrNoBacklog = errors.New("producer: the log cannot report its backlog")
+
+// Backlog reports, for every endpoint with undelivered events, how many there are and how old the
+// oldest is, by the Dispatcher's clock; ErrNoBacklog when the Log is not a Backlogger. Each call
+// asks the Log (one aggregate query on pgstore.EventLog), so call it at a metrics collector's pace,
+// not per delivery: otelconv's backlog gauges do.
+func (d *Dispatcher) Backlog(ctx context.Context) ([]EndpointBacklog, error) {
+	if d == nil || d.log == nil {
+		return nil, errZeroDispatcher
+	}
+	b, ok := d.log.(Backlogger)
+	if !ok {
+		return nil, ErrNoBacklog
+	}
+	streams, err := b.Backlog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := d.now()
+	out := make([]EndpointBacklog, len(streams))
+	for i, s := range streams {
+		out[i] = EndpointBacklog{Endpoint: s.Stream, Events: s.Events, OldestAge: max(now.Sub(s.Oldest), 0)}
+	}
+	return out, nil
+}
