@@ -73,7 +73,13 @@ func run(ctx context.Context, opts options) (report, error) {
 		return report{}, err
 	}
 	baseURL := "http://" + srvLn.Addr().String()
-	srv, err := server.New(server.Config{BaseURL: baseURL, Webhooks: server.WebhookOptions{
+	// The server's and the consumer's metrics go to one in-memory reader, read for the report.
+	tel, err := newTelemetry()
+	if err != nil {
+		_ = srvLn.Close()
+		return report{}, err
+	}
+	srv, err := server.New(server.Config{BaseURL: baseURL, Telemetry: tel.tel, Webhooks: server.WebhookOptions{
 		RetrySchedule: producer.ExponentialSchedule(20*time.Millisecond, time.Second, time.Hour),
 		PollInterval:  10 * time.Millisecond,
 		ReorderHold:   100 * time.Millisecond,
@@ -125,6 +131,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	processed := newOrderSet()
 	con, err := consumer.New(consumer.Config{EndpointID: ep.ID, Secret: ep.Secret, BaseURL: baseURL,
 		APIKey: creds.APIKey, APIVersion: ep.APIVersion, Audit: true, CatchUpInterval: 500 * time.Millisecond,
+		Observer: tel.tel.Webhook(),
 		Process: func(_ context.Context, s webhook.Step) error {
 			var o apiclient.Order
 			if err := json.Unmarshal(s.Event.Data, &o); err != nil {
@@ -199,6 +206,9 @@ func run(ctx context.Context, opts options) (report, error) {
 		DuplicateDeliveries: cs.Duplicates, RejectedDeliveries: cs.Rejected, Faults: st.Faults,
 		ProcessedTwice: cs.ProcessedTwice, MissingOrders: processed.missing(c.ids),
 		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil, Versions: versions,
+	}
+	if rep.Metrics, err = tel.read(context.WithoutCancel(ctx)); err != nil {
+		return report{}, err
 	}
 	return rep, nil
 }

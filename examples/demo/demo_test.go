@@ -62,6 +62,19 @@ func TestDemo(t *testing.T) {
 			require.Positive(t, rep.Recovered, "dropped deliveries are recovered by range fetch")
 			require.Positive(t, rep.RejectedDeliveries, "corrupted signatures are rejected")
 			require.Contains(t, progress.String(), "creating: orders")
+
+			// The metrics tell the same story as the report, counted on the other side of each hook.
+			require.Empty(t, rep.disagreements())
+			m := rep.Metrics
+			require.Equal(t, rep.RejectedDeliveries, m.SignaturesFailed, "verifications failed = deliveries rejected for a bad signature")
+			require.Positive(t, m.SignaturesFailed)
+			require.Equal(t, int64(rep.ReplaysServed), m.Replayed)
+			require.Equal(t, rep.EventsEmitted, m.EventsAppended)
+			require.Equal(t, rep.EventsEmitted, m.Delivered, "every event delivered once in the end")
+			require.Positive(t, m.Gaps, "dropped deliveries show up as gaps")
+			require.GreaterOrEqual(t, m.RangeFetches, m.Gaps-m.RangeFetches, "gaps are filled by range fetches")
+			require.Equal(t, m.Authentications, m.Authenticated, "the demo's own key always authenticates")
+			require.Contains(t, out.String(), "agreement           replays, 409s, events, rejected signatures and duplicates match the report")
 			require.Contains(t, out.String(), "result                OK")
 			require.Contains(t, out.String(), `an order's direction is "side"; Deprecation @`)
 			require.Contains(t, out.String(), `an order's direction is "direction"; current`)
@@ -75,7 +88,8 @@ func TestReportVerdict(t *testing.T) {
 			{Version: "v1", Direction: "side", Deprecation: "@1803254400", Sunset: "Sat, 21 Aug 2027 00:00:00 GMT",
 				Successor: `</v2/orders/ord_1>; rel="successor-version"`},
 			{Version: "v2", Direction: "direction"},
-		}}
+		},
+		Metrics: figures{EventsAppended: 3}}
 	cases := []struct {
 		name   string
 		mutate func(*report)
@@ -98,6 +112,7 @@ func TestReportVerdict(t *testing.T) {
 			r.Versions = []versionSeen{v1, r.Versions[1]}
 		}, false},
 		{"the tour failed", func(r *report) { r.Versions = nil }, false},
+		{"the metrics disagree", func(r *report) { r.Metrics.Replayed = 1 }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,10 @@ type report struct {
 
 	// Versions is what clients pinned to v1 and v2 saw of one order.
 	Versions []versionSeen
+
+	// Metrics is what the OpenTelemetry metrics of the server and the consumer say: the same counts
+	// from the other side, which must agree with the ones above.
+	Metrics figures
 }
 
 // versionsOK reports whether each version showed its own shape, and only v1 its retirement.
@@ -68,7 +72,8 @@ func (r report) DoneTwice() int64 {
 // OK reports whether every order was created exactly once and every event processed exactly once.
 func (r report) OK() bool {
 	return !r.TimedOut && r.RequestErrors == 0 && r.OrdersCreated == int64(r.OrdersRequested) &&
-		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0 && r.versionsOK()
+		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0 && r.versionsOK() &&
+		len(r.disagreements()) == 0
 }
 
 func (r report) print(w io.Writer) {
@@ -102,6 +107,7 @@ func (r report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  version %-13s an order's direction is %q; %s\n", v.Version, v.Direction, retirement)
 	}
+	r.printMetrics(w)
 	if r.RequestErrors > 0 {
 		fmt.Fprintf(w, "  failed requests       %d (first: %v)\n", r.RequestErrors, r.FirstError)
 	}

@@ -283,7 +283,7 @@ func New(cfg Config) (*Server, error) {
 	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.Guard}
 	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
 	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
-		APIVersion: registry.Newest().Name, Now: s.now})
+		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.producerObserver()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -317,13 +317,14 @@ func New(cfg Config) (*Server, error) {
 		Now:          s.now,
 		Logger:       s.log,
 		Render:       render,
+		Observer:     s.producerObserver(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.wake = s.dispatcher.Wake
 	s.ranges, err = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
-		Render: render, Now: s.now, Problems: s.problems})
+		Render: render, Now: s.now, Problems: s.problems, Observer: s.producerObserver()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -408,6 +409,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopDispatch()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.dispatcher.Run(dispatchCtx) })
+	if s.tel != nil {
+		// The backlog gauges read the event log at each collection, while this server serves.
+		reg, err := s.tel.ObserveBacklog(s.dispatcher)
+		if err != nil {
+			s.log.Warn("webhook backlog gauges unavailable", "error", err)
+		} else {
+			defer func() { _ = reg.Unregister() }()
+		}
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

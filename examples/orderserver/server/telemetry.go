@@ -10,6 +10,7 @@ import (
 	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // The observers of each package, from Config.Telemetry; nil (no observer, no cost) without it. A
@@ -41,6 +42,13 @@ func (s *Server) apierrorObserver() apierror.Observer {
 		return nil
 	}
 	return s.tel.APIError()
+}
+
+func (s *Server) producerObserver() producer.Observer {
+	if s.tel == nil {
+		return nil
+	}
+	return s.tel.Producer()
 }
 
 // traced gives every request a server span that continues the caller's traceparent, named by the
