@@ -23,6 +23,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // options shape one run of the demo.
@@ -46,6 +47,8 @@ type options struct {
 	Timeout time.Duration
 	// Progress receives progress lines; nil means none.
 	Progress io.Writer
+	// Traces receives the server's and the consumer's spans; nil means none are made.
+	Traces trace.TracerProvider
 }
 
 func defaultOptions() options {
@@ -74,7 +77,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	}
 	baseURL := "http://" + srvLn.Addr().String()
 	// The server's and the consumer's metrics go to one in-memory reader, read for the report.
-	tel, err := newTelemetry()
+	tel, err := newTelemetry(opts.Traces)
 	if err != nil {
 		_ = srvLn.Close()
 		return report{}, err

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/svcplatform/conventions/examples/internal/apiclient"
 )
@@ -127,5 +130,52 @@ func TestReportVerdict(t *testing.T) {
 				require.Contains(t, out.String(), "FAILED")
 			}
 		})
+	}
+}
+
+// TestDemoTraces follows each order's event through its spans: the request that created the order
+// (the server's span, continued by idempotency.handler, in which the event is published), each
+// delivery attempt (webhook.deliver, linked to the publishing span) and the consumer's
+// webhook.receive, whose parent is the attempt that carried its traceparent.
+func TestDemoTraces(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	opts := defaultOptions()
+	opts.Orders, opts.Seed, opts.Traces = 5, 7, tp
+	opts.LoseResponses, opts.RepeatEvery, opts.ConcurrentEvery = 0, 1000, 1000
+	opts.Faults = apiclient.Faults{}
+	rep, err := run(context.Background(), opts)
+	require.NoError(t, err)
+	require.True(t, rep.OK())
+
+	byID := map[oteltrace.SpanID]sdktrace.ReadOnlySpan{}
+	var delivers, receives []sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		byID[s.SpanContext().SpanID()] = s
+		switch s.Name() {
+		case "webhook.deliver":
+			delivers = append(delivers, s)
+		case "webhook.receive":
+			receives = append(receives, s)
+		}
+	}
+	require.Len(t, delivers, 5, "one attempt per event: no fault was injected")
+	require.Len(t, receives, 5)
+	for _, d := range delivers {
+		require.Len(t, d.Links(), 1, "the attempt links to the span that published its event")
+		publisher, ok := byID[d.Links()[0].SpanContext.SpanID()]
+		require.True(t, ok, "the publishing span was recorded")
+		require.Equal(t, "idempotency.handler", publisher.Name(), "the event was published in the order's handler")
+		root, ok := byID[publisher.Parent().SpanID()]
+		require.True(t, ok)
+		require.Equal(t, oteltrace.SpanKindServer, root.SpanKind(), "…under the server span of POST /v1/orders")
+		require.Equal(t, "POST /{version}/orders", root.Name(), "named by its route")
+	}
+	for _, r := range receives {
+		d, ok := byID[r.Parent().SpanID()]
+		require.True(t, ok, "the receive span's parent was recorded")
+		require.Equal(t, "webhook.deliver", d.Name(), "the consumer continues the trace of the attempt")
+		require.Equal(t, d.SpanContext().TraceID(), r.SpanContext().TraceID())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/svcplatform/conventions/otelconv"
@@ -22,10 +23,13 @@ type telemetry struct {
 	mp     *sdkmetric.MeterProvider
 }
 
-func newTelemetry() (*telemetry, error) {
+func newTelemetry(tp trace.TracerProvider) (*telemetry, error) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tracenoop.NewTracerProvider()})
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp})
 	if err != nil {
 		return nil, err
 	}

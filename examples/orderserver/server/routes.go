@@ -57,7 +57,11 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/sandbox/", s.sandboxOnly(s.idempotent(s.controls)))
 	api.Handle("/", s.fallback(api))
 
-	apiChain := s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(api))))
+	var apiMux http.Handler = api
+	if s.tel != nil {
+		apiMux = routeNamed(api)
+	}
+	apiChain := s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(apiMux))))
 	root := http.NewServeMux()
 	// Issuing credentials is an operator's act, authorised by the admin token rather than an API key;
 	// it is versioned like everything else, with no licensee to pin. Without the token the request
