@@ -40,24 +40,58 @@
 //
 // # Metrics
 //
-//	name                               instrument       unit        attributes
-//	svc.idempotency.requests           counter          {request}   svc.idempotency.outcome
-//	svc.idempotency.store.duration     histogram        s           svc.idempotency.store.operation, svc.idempotency.store.backend, error.type
-//	svc.idempotency.handler.duration   histogram        s           http.response.status_code, error.type (panic)
-//	svc.idempotency.renewals           counter          {renewal}   svc.idempotency.renewal.result
+// The table of every instrument; README.md says for each what it counts and every value its
+// attributes take.
 //
-// svc.idempotency.outcome is one of executed, replayed, in_use, reused, rejected, quota,
-// store_error, failed_open, lease_lost, released (see idempotency.Outcome): each governed request
-// is counted once. svc.idempotency.store.operation is claim, complete, release or renew;
-// svc.idempotency.store.backend is memory, postgresql, redis or what a store's Backend method says;
-// error.type is lease_lost, quota_exceeded, store_full, timeout or store_error, absent on success.
-// svc.idempotency.renewal.result is ok, lease_lost or error.
+//	name                                 instrument      unit              attributes
+//	svc.idempotency.requests             counter         {request}         svc.idempotency.outcome
+//	svc.idempotency.store.duration       histogram       s                 svc.idempotency.store.operation, svc.idempotency.store.backend, error.type
+//	svc.idempotency.handler.duration     histogram       s                 http.response.status_code, error.type
+//	svc.idempotency.renewals             counter         {renewal}         svc.idempotency.renewal.result
+//	svc.webhook.events.appended          counter         {event}           svc.webhook.event.type
+//	svc.webhook.delivery.attempts        counter         {attempt}         svc.webhook.delivery.result, svc.webhook.delivery.status_class, error.type
+//	svc.webhook.delivery.duration        histogram       s                 as svc.webhook.delivery.attempts
+//	svc.webhook.backlog.age              gauge           s                 (svc.webhook.endpoint.id)
+//	svc.webhook.backlog.events           gauge           {event}           (svc.webhook.endpoint.id)
+//	svc.webhook.verifications            counter         {verification}    svc.webhook.verification.result, svc.webhook.verification.source
+//	svc.webhook.sequence.decisions       counter         {decision}        svc.webhook.sequence.outcome
+//	svc.webhook.gap.size                 histogram       {event}
+//	svc.webhook.range.fetches            counter         {fetch}           error.type
+//	svc.webhook.range.duration           histogram       s                 error.type
+//	svc.webhook.range.events             counter         {event}
+//	svc.webhook.receive.duration         histogram       s                 http.response.status_code, error.type
+//	svc.versioning.requests              counter         {request}         svc.versioning.version, svc.versioning.lifecycle, svc.versioning.outcome, (svc.licensee)
+//	svc.versioning.decision.duration     histogram       s                 svc.versioning.outcome
+//	svc.versioning.pin.changes           counter         {pin}             svc.versioning.version
+//	svc.sandbox.authentications          counter         {authentication}  svc.sandbox.auth.result, svc.sandbox.environment, (svc.licensee)
+//	svc.sandbox.authentication.duration  histogram       s                 svc.sandbox.auth.result, svc.sandbox.environment
+//	svc.sandbox.rate_limit.checks        counter         {request}         svc.sandbox.rate_limit.result, svc.sandbox.environment, (svc.licensee)
+//	svc.apierror.problems                counter         {problem}         http.response.status_code, svc.apierror.code, svc.apierror.type, svc.apierror.opaque
+//
+// Attributes in parentheses are recorded only when Options opts in (LicenseeAttribute,
+// EndpointAttribute); the producer's and the consumer's metrics then carry svc.webhook.endpoint.id
+// too. The main values: svc.idempotency.outcome is executed, replayed, in_use, reused, rejected,
+// quota, store_error, failed_open, lease_lost or released, each governed request counted once;
+// svc.webhook.delivery.result is delivered, failed (a retry is scheduled), abandoned or released;
+// svc.webhook.verification.result is ok, missing, malformed, mismatch, too_old or too_new;
+// svc.webhook.sequence.outcome is processed, duplicate or gap; svc.versioning.lifecycle is current,
+// deprecated, sunset or unknown, and an unknown version is recorded as "unknown", never as the
+// segment the client sent.
 //
 // # Traces
 //
-// Idempotency: idempotency.claim, idempotency.handler (the handler's own spans are its children),
-// idempotency.complete and idempotency.release are children of the request's span, and the
-// request's span gets svc.idempotency.outcome. They are made only under a recording request span,
-// so the server's instrumentation (otelhttp, or the team's own) and its sampler decide what is
-// traced.
+//	span                   kind      parent                                         notes
+//	idempotency.claim      internal  the request's span                             also .complete, .release
+//	idempotency.handler    internal  the request's span                             the handler's spans are its children
+//	webhook.deliver        client    none (the dispatcher's)                        linked to the span that published the event
+//	webhook.receive        server    the delivery's traceparent (webhook.deliver)   internal under a server span already there
+//	webhook.range_fetch    client    webhook.receive                                its traceparent goes on the range request
+//	webhook.range_serve    server    the range request's traceparent
+//
+// The trace context of the request that publishes an event is stored with the event in the log
+// (producer.TraceContext: traceparent and tracestate, in memory and in pgstore's tables), so that an
+// attempt made minutes later, by another replica, links back to it. Idempotency spans are made only
+// under a recording request span, so the server's instrumentation (otelhttp, or the team's own) and
+// its sampler decide what is traced. Versioning, sandbox and apierror annotate the request's span
+// (attributes, and events for a 429 and for each problem written).
 package otelconv
