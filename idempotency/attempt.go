@@ -93,6 +93,9 @@ type Attempt struct {
 	m       *Middleware
 	store   Store
 	tx      bool // in a Transactor's transaction: serveTx reports the outcome after the commit
+	// mark is the time an Observer's last measurement of this request ended, where the next one
+	// starts (zero without an Observer, or when the next step is not immediate).
+	mark time.Time
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	renewal *renewal
@@ -144,6 +147,7 @@ func (m *Middleware) Begin(ctx context.Context, req Request) (*Attempt, error) {
 		}
 		return nil, err
 	}
+	a.mark = time.Time{} // the caller's Complete comes whenever its operation is done
 	return a, nil
 }
 
@@ -156,11 +160,11 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	}
 	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store}
 	now := m.now()
-	octx, start := m.storeStart(ctx, OpClaim, store)
+	octx, start := m.storeStart(ctx, OpClaim, store, now)
 	cctx, cancel := bounded(octx, store, m.storeTimeout)
 	c, err := store.Claim(cctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
 	cancel()
-	m.storeEnd(octx, OpClaim, store, start, err)
+	a.mark = m.storeEnd(octx, OpClaim, store, start, err)
 	if err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			m.stats.quotaExceeded.Add(1)
@@ -322,9 +326,14 @@ func (a *Attempt) complete(ctx context.Context, c *completion) error {
 // store1 makes the store call of a completion.
 func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 	m := a.m
-	octx, start := m.storeStart(ctx, OpComplete, a.store)
+	now := a.mark // the handler's end, just now, when the middleware measured it
+	a.mark = time.Time{}
+	if now.IsZero() {
+		now = m.now()
+	}
+	octx, start := m.storeStart(ctx, OpComplete, a.store, now)
 	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
-	expiresAt := m.now().Add(m.retention)
+	expiresAt := now.Add(m.retention)
 	if c.ms != nil {
 		err = c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
 	} else {
@@ -353,7 +362,7 @@ func (a *Attempt) Release(ctx context.Context) error {
 	}
 	a.stop()
 	m := a.m
-	octx, start := m.storeStart(ctx, OpRelease, a.store)
+	octx, start := m.storeStart(ctx, OpRelease, a.store, time.Time{})
 	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
 	err := a.store.Release(cctx, a.Key, a.Token)
 	cancel()

@@ -487,7 +487,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	var start time.Time
 	if m.observer != nil {
 		ctx = m.observer.HandlerStart(ctx)
-		start = m.now()
+		if start = a.mark; start.IsZero() {
+			start = m.now()
+		}
 	}
 	r2 := r
 	if ctx != r.Context() {
@@ -517,7 +519,8 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	next.ServeHTTP(rec, r2)
 	finished = true
 	if m.observer != nil {
-		m.observer.HandlerEnd(ctx, rec.finalStatus(), m.now().Sub(start), false)
+		a.mark = m.now() // where the completion's measurement starts
+		m.observer.HandlerEnd(ctx, rec.finalStatus(), a.mark.Sub(start), false)
 	}
 	x.detached.parent = r.Context()
 	m.finish(&x.detached, x, a, rec)

@@ -174,7 +174,7 @@ func (rn *renewal) renew(rw *renewer) (lost bool) {
 		return false
 	}
 	m := rn.m
-	octx, start := m.storeStart(context.WithoutCancel(rn.ctx), OpRenew, rn.store)
+	octx, start := m.storeStart(context.WithoutCancel(rn.ctx), OpRenew, rn.store, time.Time{})
 	ctx, cancel := context.WithTimeout(octx, min(m.renewEvery, m.storeTimeout))
 	err := rn.store.Renew(ctx, rn.key, rn.token, m.now().Add(m.lease))
 	cancel()

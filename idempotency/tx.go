@@ -71,7 +71,9 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		var start time.Time
 		if m.observer != nil {
 			hctx = m.observer.HandlerStart(hctx)
-			start = m.now()
+			if start = a.mark; start.IsZero() {
+				start = m.now()
+			}
 			defer func() {
 				if panicking {
 					m.observer.HandlerEnd(hctx, http.StatusInternalServerError, m.now().Sub(start), true)
@@ -84,7 +86,8 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(rec, r2)
 		panicking = false
 		if m.observer != nil {
-			m.observer.HandlerEnd(hctx, rec.finalStatus(), m.now().Sub(start), false)
+			a.mark = m.now() // where the completion's measurement starts
+			m.observer.HandlerEnd(hctx, rec.finalStatus(), a.mark.Sub(start), false)
 		}
 		rec.finalize()
 		switch {
