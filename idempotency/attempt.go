@@ -90,12 +90,12 @@ type Attempt struct {
 	// Response is the stored response (Replay). It is shared with the store: do not modify it.
 	Response *Response
 
-	m       *Middleware
-	store   Store
-	tx      bool // in a Transactor's transaction: serveTx reports the outcome after the commit
+	m     *Middleware
+	store Store
+	tx    bool // in a Transactor's transaction: serveTx reports the outcome after the commit
 	// mark is the time an Observer's last measurement of this request ended, where the next one
 	// starts (zero without an Observer, or when the next step is not immediate).
-	mark time.Time
+	mark    time.Time
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	renewal *renewal
