@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -255,8 +256,8 @@ func (p *producerObserver) AttemptStart(ctx context.Context, a producer.AttemptI
 }
 
 // InjectTrace implements producer.Observer with the Telemetry's propagator.
-func (p *producerObserver) InjectTrace(ctx context.Context, h http.Header) {
-	p.propagator.Inject(ctx, propagation.HeaderCarrier(h))
+func (p *producerObserver) InjectTrace(ctx context.Context, carrier webhook.TraceCarrier) {
+	p.propagator.Inject(ctx, carrier)
 }
 
 // AttemptEnd implements producer.Observer: it counts the attempt, records its duration when a
@@ -308,7 +309,7 @@ func (p *producerObserver) AttemptEnd(ctx context.Context, r producer.AttemptRes
 // such as the team's HTTP middleware's, which then is its parent.
 func (p *producerObserver) RangeStart(ctx context.Context, r producer.RangeInfo) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = p.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx = p.propagator.Extract(ctx, r.Trace)
 	}
 	ctx, span := p.tracer.Start(ctx, spanRangeServe, p.rangeOpts...)
 	if span.IsRecording() {

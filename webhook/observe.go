@@ -148,7 +148,8 @@ type TraceCarrier struct {
 	h http.Header
 }
 
-// NewTraceCarrier returns a TraceCarrier over h, for tests of Observer implementations.
+// NewTraceCarrier returns a TraceCarrier over h: for the producer's Observer, which shows delivery and
+// range requests the same way, and for tests of Observer implementations.
 func NewTraceCarrier(h http.Header) TraceCarrier { return TraceCarrier{h: h} }
 
 // hiddenHeader reports whether key names a header a TraceCarrier never shows or writes.

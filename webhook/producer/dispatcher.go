@@ -987,7 +987,7 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []
 	h.Set(webhook.HeaderSignature, sig)
 	h.Set(webhook.HeaderSequence, strconv.FormatUint(dl.Sequence, 10))
 	if o := d.observer; o != nil {
-		o.InjectTrace(rctx, h)
+		o.InjectTrace(rctx, webhook.NewTraceCarrier(h))
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {

@@ -3,8 +3,9 @@ package producer
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
+
+	"github.com/svcplatform/conventions/webhook"
 )
 
 // Observer is told what the producer does, for metrics and traces (package otelconv implements it
@@ -30,14 +31,14 @@ type Observer interface {
 	// with the context it returned.
 	AttemptStart(ctx context.Context, a AttemptInfo) context.Context
 	// InjectTrace writes the attempt's trace context (traceparent, tracestate) into the delivery
-	// request's header, ctx being AttemptStart's context.
-	InjectTrace(ctx context.Context, h http.Header)
+	// request's header, ctx being AttemptStart's context. The carrier never shows the signature.
+	InjectTrace(ctx context.Context, carrier webhook.TraceCarrier)
 	// AttemptEnd is called as soon as the attempt's request has ended, with the outcome the Log will
 	// record. (One exception, on shutdown only: with PerEndpoint above 1, a request that completed
 	// beside one cut short is handed back unrecorded, and will be sent again.)
 	AttemptEnd(ctx context.Context, r AttemptResult)
-	// RangeStart is called when a RangeHandler starts serving a request, with the request's header,
-	// from which an implementation continues the consumer's trace (traceparent); it returns the
+	// RangeStart is called when a RangeHandler starts serving a request, with its headers, from
+	// which an implementation continues the consumer's trace (traceparent); it returns the
 	// context the request is served in, which must be derived from ctx. RangeEnd follows, exactly
 	// once, with that context.
 	RangeStart(ctx context.Context, r RangeInfo) context.Context
@@ -50,8 +51,9 @@ type Observer interface {
 type RangeInfo struct {
 	// Endpoint is the endpoint ID the request names, not yet checked: it comes from the client.
 	Endpoint string
-	// Header is the request's header, to be read and never changed.
-	Header http.Header
+	// Trace shows the request's headers to read trace context from; it never shows the
+	// Authorization header that carries the API key.
+	Trace webhook.TraceCarrier
 }
 
 // RangeResult is how a RangeHandler answered. It is a plain value; the zero value is no answer.

@@ -38,8 +38,9 @@ type recorder struct {
 	injects int
 	badCtx  int // InjectTrace, AttemptEnd or RangeEnd without the context of its start
 
-	ranges    []producer.RangeInfo
-	rangeEnds []producer.RangeResult
+	ranges                  []producer.RangeInfo
+	rangeTraces, rangeAuths []string
+	rangeEnds               []producer.RangeResult
 }
 
 func (r *recorder) EventTrace(ctx context.Context) producer.TraceContext {
@@ -64,7 +65,7 @@ func (r *recorder) AttemptStart(ctx context.Context, a producer.AttemptInfo) con
 	return context.WithValue(ctx, attemptKey{}, a.Sequence)
 }
 
-func (r *recorder) InjectTrace(ctx context.Context, h http.Header) {
+func (r *recorder) InjectTrace(ctx context.Context, h webhook.TraceCarrier) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "InjectTrace")
@@ -90,6 +91,9 @@ func (r *recorder) RangeStart(ctx context.Context, a producer.RangeInfo) context
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "RangeStart")
 	r.ranges = append(r.ranges, a)
+	// The carrier is valid only during the call: keep what the test looks at.
+	r.rangeTraces = append(r.rangeTraces, a.Trace.Get("traceparent"))
+	r.rangeAuths = append(r.rangeAuths, a.Trace.Get("Authorization"))
 	return context.WithValue(ctx, attemptKey{}, a.Endpoint)
 }
 
@@ -463,14 +467,16 @@ func TestRangeHandlerObserver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs.reset()
-			obs.ranges, obs.rangeEnds, served = nil, nil, nil
+			obs.ranges, obs.rangeEnds, obs.rangeTraces, obs.rangeAuths, served = nil, nil, nil, nil, nil
 			r := httptest.NewRequest(http.MethodGet, tc.target, nil)
 			r.Header.Set("traceparent", pubTrace.TraceParent)
+			r.Header.Set("Authorization", "Bearer sk_sandbox_secret")
 			w := httptest.NewRecorder()
 			mux.ServeHTTP(w, r)
 			require.Equal(t, tc.want.Status, w.Code)
 			require.Equal(t, []string{"RangeStart", "RangeEnd"}, obs.calls)
-			require.Equal(t, pubTrace.TraceParent, obs.ranges[0].Header.Get("traceparent"))
+			require.Equal(t, []string{pubTrace.TraceParent}, obs.rangeTraces)
+			require.Equal(t, []string{""}, obs.rangeAuths, "the observer never sees the API key")
 			require.Equal(t, r.PathValue("id"), obs.ranges[0].Endpoint)
 			require.Equal(t, []producer.RangeResult{tc.want}, obs.rangeEnds)
 			require.Zero(t, obs.badCtx)

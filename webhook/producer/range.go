@@ -226,7 +226,7 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveObserved serves r in the context the Observer returns and tells it the answer.
 func (h *RangeHandler) serveObserved(w http.ResponseWriter, r *http.Request, o Observer) {
-	ctx := o.RangeStart(r.Context(), RangeInfo{Endpoint: h.endpointID(r), Header: r.Header})
+	ctx := o.RangeStart(r.Context(), RangeInfo{Endpoint: h.endpointID(r), Trace: webhook.NewTraceCarrier(r.Header)})
 	sw := &statusWriter{ResponseWriter: w}
 	events := h.serve(sw, r.WithContext(ctx))
 	res := RangeResult{Status: sw.status}
