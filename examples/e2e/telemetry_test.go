@@ -132,13 +132,23 @@ func TestTelemetryFlags(t *testing.T) {
 	}
 	r := request{Method: "POST", URL: srv.URL + "/v1/orders", Auth: bearer(srv.SandboxKey), Body: orderBody}.do(t)
 	require.Equal(t, http.StatusBadRequest, r.Status)
+	r = request{Method: "GET", URL: srv.URL + "/v99/orders/ord_x", Auth: bearer(srv.SandboxKey)}.do(t)
+	require.Equal(t, http.StatusNotFound, r.Status)
+	r = request{Method: "GET", URL: srv.URL + "/v1/orders/ord_x", Auth: "Bearer sk_sandbox_forged"}.do(t)
+	require.Equal(t, http.StatusUnauthorized, r.Status)
 
 	m := scrape(t, metricsURL)
 	require.EqualValues(t, 1, metric(m, "svc_idempotency_requests_total", `svc_idempotency_outcome="executed"`))
 	require.EqualValues(t, 2, metric(m, "svc_idempotency_requests_total", `svc_idempotency_outcome="replayed"`))
 	require.EqualValues(t, 1, metric(m, "svc_idempotency_requests_total", `svc_idempotency_outcome="rejected"`))
 	require.EqualValues(t, 3, metric(m, "svc_idempotency_store_duration_seconds_count", `svc_idempotency_store_operation="claim"`, `svc_idempotency_store_backend="memory"`))
+	require.EqualValues(t, 1, metric(m, "svc_versioning_requests_total", `svc_versioning_version="unknown"`),
+		"an unknown version is counted as unknown, never as the segment sent")
+	require.EqualValues(t, 1, metric(m, "svc_sandbox_authentications_total", `svc_sandbox_auth_result="malformed"`))
+	require.EqualValues(t, 1, metric(m, "svc_apierror_problems_total", `http_response_status_code="401"`))
+	require.EqualValues(t, 1, metric(m, "svc_apierror_problems_total", `http_response_status_code="400"`, `svc_apierror_code="idempotency_key_missing"`))
 	for k := range m {
+		require.NotContains(t, k, "v99", "no client-chosen segment in any series")
 		require.NotContains(t, k, key, "no idempotency key in any series")
 		require.NotContains(t, k, srv.SandboxKey, "no credential in any series")
 	}
