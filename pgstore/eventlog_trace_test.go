@@ -30,7 +30,7 @@ type traceObserver struct {
 func (o *traceObserver) EventTrace(context.Context) producer.TraceContext    { return evlogTrace }
 func (o *traceObserver) EventsAppended(context.Context, producer.AppendInfo) {}
 func (o *traceObserver) AttemptEnd(context.Context, producer.AttemptResult)  {}
-func (o *traceObserver) InjectTrace(ctx context.Context, h http.Header) {
+func (o *traceObserver) InjectTrace(ctx context.Context, h webhook.TraceCarrier) {
 	h.Set("traceparent", "attempt")
 }
 func (o *traceObserver) RangeStart(ctx context.Context, _ producer.RangeInfo) context.Context {
