@@ -39,7 +39,6 @@ func (m *namingMeter) note(name string, unit string) error {
 	return nil
 }
 
-
 func (m *namingMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
 	c, _ := m.Meter.Int64Counter(name)
 	return c, m.note(name, metric.NewInt64CounterConfig(opts...).Unit())
