@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -232,32 +231,12 @@ func TestWebhookGapFetchMetrics(t *testing.T) {
 	}
 	// No metric point names an endpoint unless asked to.
 	for name, m := range h.collect(t) {
-		for _, set := range pointSets(m) {
+		for _, set := range pointSets(m.Data) {
 			if set.HasValue(attrEndpointID) {
 				t.Errorf("%s has %s without Options.EndpointAttribute", name, attrEndpointID)
 			}
 		}
 	}
-}
-
-// pointSets returns the attribute sets of a metric's points.
-func pointSets(m metricdata.Metrics) []attribute.Set {
-	var out []attribute.Set
-	switch d := m.Data.(type) {
-	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Histogram[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Histogram[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	}
-	return out
 }
 
 // TestWebhookReceiveContinuesProducerTrace: the receive span's parent is the producer's span whose

@@ -154,3 +154,32 @@ func (h *harness) ended(name string) []sdktrace.ReadOnlySpan {
 	}
 	return out
 }
+
+// pointSets returns the attribute sets of every point of a metric, whatever its kind.
+func pointSets(data metricdata.Aggregation) []attribute.Set {
+	var out []attribute.Set
+	add := func(set attribute.Set) { out = append(out, set) }
+	switch d := data.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			add(p.Attributes)
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			add(p.Attributes)
+		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			add(p.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			add(p.Attributes)
+		}
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			add(p.Attributes)
+		}
+	}
+	return out
+}

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -211,36 +210,12 @@ func assertNoHighCardinality(t *testing.T, h *harness) {
 		if !strings.HasPrefix(name, "svc.webhook.") {
 			continue
 		}
-		for _, set := range producerPointSets(m.Data) {
+		for _, set := range pointSets(m.Data) {
 			if hasKey(set, attrEndpointID) || hasKey(set, attrEventID) || hasKey(set, attrEventSequence) {
 				t.Fatalf("%s has a high-cardinality attribute: %v", name, set.ToSlice())
 			}
 		}
 	}
-}
-
-// producerPointSets returns the attribute sets of a metric's points.
-func producerPointSets(data metricdata.Aggregation) []attribute.Set {
-	var out []attribute.Set
-	switch d := data.(type) {
-	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Gauge[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Gauge[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Histogram[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	}
-	return out
 }
 
 // TestProducerObserverEndpointAttribute: with the opt-in, attempts carry the endpoint ID.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/versioning"
@@ -195,20 +194,7 @@ func (h *harness) attributeSets(t testing.TB, name string) []attribute.Set {
 	if !ok {
 		return nil
 	}
-	var out []attribute.Set
-	switch d := m.Data.(type) {
-	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	case metricdata.Histogram[float64]:
-		for _, p := range d.DataPoints {
-			out = append(out, p.Attributes)
-		}
-	default:
-		t.Fatalf("%s is a %T", name, m.Data)
-	}
-	return out
+	return pointSets(m.Data)
 }
 
 // BenchmarkVersioningObserved is the router's hot path (newest version, pinned licensee) with no
