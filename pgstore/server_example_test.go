@@ -3,7 +3,7 @@
 // Every runnable Example of pgstore talks to the PostgreSQL named by SVC_TEST_POSTGRES_DSN, and its
 // // Output: is what that server answered: nothing here prints an expected answer without a server.
 // An Example cannot skip itself the way a test calls t.Skip, so when the variable is unset TestMain
-// adds "^Example" to -test.skip (the flag behind go test -skip) before the run: the Examples are left
+// adds "^Example" to -test.skip (serviceprobe.SkipExamplesUnset) before the run: the Examples are left
 // out, as if skipped, and go test -v says so on one line. When the variable is set they run, and fail
 // if the server does not answer, like every other real-server test of this module. Each Example works
 // in a schema of its own and drops it.
@@ -28,32 +28,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/serviceprobe"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if os.Getenv(pgtest.EnvDSN) == "" {
-		skipExamples(pgtest.EnvDSN)
-	}
+	serviceprobe.SkipExamplesUnset(pgtest.EnvDSN, "PostgreSQL")
 	os.Exit(m.Run())
-}
-
-// skipExamples adds every Example to -test.skip, keeping whatever the command line skipped already
-// (a top-level | in a skip pattern is an alternation of whole patterns).
-func skipExamples(env string) {
-	skip := flag.Lookup("test.skip")
-	pattern := "^Example"
-	if cur := skip.Value.String(); cur != "" {
-		pattern = cur + "|" + pattern
-	}
-	if err := skip.Value.Set(pattern); err != nil {
-		panic(err) // the flag is a string: Set cannot fail
-	}
-	if testing.Verbose() {
-		fmt.Printf("=== SKIP Example*: %s is not set: skipping the Examples, which need a real PostgreSQL\n", env)
-	}
 }
 
 // Two replicas of a service share one PostgreSQL: a retry that reaches the other replica is answered
