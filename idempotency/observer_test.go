@@ -85,6 +85,17 @@ func (o *recordingObserver) take() []string {
 	return ev
 }
 
+// ran is what an Observer sees of a claimed request whose handler ran: the claim, the handler with
+// its status, the completion or release (op), and the outcome.
+func ran(status int, panicked bool, op, outcome string) []string {
+	return []string{
+		"store claim custom", "store claim end ok",
+		"handler", fmt.Sprintf("handler end %d panicked=%t", status, panicked),
+		"store " + op + " custom", "store " + op + " end ok",
+		"outcome " + outcome,
+	}
+}
+
 // handlerCtxSeen is a handler that checks it runs in the context HandlerStart returned.
 func handlerCtxSeen(status int, seen *bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,12 +115,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 
 	require.Equal(t, http.StatusCreated, serve(created, req("POST", "/v1/orders", "k1", authA, order)).Code)
 	require.True(t, seen, "the handler runs in HandlerStart's context")
-	require.Equal(t, []string{
-		"store claim custom", "store claim end ok",
-		"handler", "handler end 201 panicked=false",
-		"store complete custom", "store complete end ok",
-		"outcome executed",
-	}, obs.take())
+	require.Equal(t, ran(201, false, "complete", "executed"), obs.take())
 
 	serve(created, req("POST", "/v1/orders", "k1", authA, order))
 	require.Equal(t, []string{"store claim custom", "store claim end ok", "outcome replayed"}, obs.take())
@@ -139,20 +145,10 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	// A 5xx under ReleaseServerErrors is released, and so is a panic.
 	failing := m.Handler(handlerCtxSeen(http.StatusBadGateway, &seen))
 	require.Equal(t, http.StatusBadGateway, serve(failing, req("POST", "/v1/orders", "k3", authA, order)).Code)
-	require.Equal(t, []string{
-		"store claim custom", "store claim end ok",
-		"handler", "handler end 502 panicked=false",
-		"store release custom", "store release end ok",
-		"outcome released",
-	}, obs.take())
+	require.Equal(t, ran(502, false, "release", "released"), obs.take())
 	panicky := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	require.Panics(t, func() { serve(panicky, req("POST", "/v1/orders", "k4", authA, order)) })
-	require.Equal(t, []string{
-		"store claim custom", "store claim end ok",
-		"handler", "handler end 500 panicked=true",
-		"store release custom", "store release end ok",
-		"outcome released",
-	}, obs.take())
+	require.Equal(t, ran(500, true, "release", "released"), obs.take())
 
 	// The store fails the claim: 503, the call's error is seen.
 	store.fail(&store.claimErr, errDown)
@@ -238,20 +234,10 @@ func TestObserverTransactional(t *testing.T) {
 	h := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
 	require.Equal(t, http.StatusCreated, serve(h, req("POST", "/v1/orders", "k1", authA, order)).Code)
 	require.True(t, seen)
-	require.Equal(t, []string{
-		"store claim custom", "store claim end ok",
-		"handler", "handler end 201 panicked=false",
-		"store complete custom", "store complete end ok",
-		"outcome executed",
-	}, obs.take())
+	require.Equal(t, ran(201, false, "complete", "executed"), obs.take())
 	tx.failNext = errDown
 	require.Equal(t, http.StatusServiceUnavailable, serve(h, req("POST", "/v1/orders", "k2", authA, order)).Code)
-	require.Equal(t, []string{
-		"store claim custom", "store claim end ok",
-		"handler", "handler end 201 panicked=false",
-		"store complete custom", "store complete end ok",
-		"outcome store_error",
-	}, obs.take())
+	require.Equal(t, ran(201, false, "complete", "store_error"), obs.take())
 }
 
 // Without an Observer the middleware allocates exactly what it did before observers existed; with
