@@ -2,7 +2,6 @@ package otelconv
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -42,7 +41,8 @@ const (
 var gapBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
 // maxDynamicSets bounds the attribute sets built after New (those naming an HTTP status, a problem
-// code or, when opted in, an endpoint): past it a set is built per measurement instead of kept.
+// code or, when opted in, an endpoint). Past it, a measurement is counted without its endpoint and
+// with the code _OTHER (collapsed), so that the series stay bounded.
 const maxDynamicSets = 1024
 
 // measure holds one attribute set as the options of both kinds of instrument, built once.
@@ -100,8 +100,8 @@ type consumerObserver struct {
 	serverKind   []trace.SpanStartOption
 	internalKind []trace.SpanStartOption
 
-	mu      sync.RWMutex
-	dynamic map[dynKey]measure
+	dynamic   *boundedSets[dynKey, measure]
+	collapsed *boundedSets[dynKey, measure] // past maxDynamicSets: no endpoint, code _OTHER
 }
 
 var _ webhook.Observer = (*consumerObserver)(nil)
@@ -114,7 +114,9 @@ func (t *Telemetry) Webhook() webhook.Observer { return t.consumer }
 func (t *Telemetry) buildConsumer() error {
 	m := t.meter
 	o := &consumerObserver{tracer: t.tracer, prop: t.propagator, endpointIDs: t.opts.EndpointAttribute,
-		dynamic: make(map[dynKey]measure)}
+		dynamic: newBoundedSets(maxDynamicSets, dynKey{}, dynKey.measure),
+		// Every collapsed key fits: five kinds, a status below 600 or none, a code or none.
+		collapsed: newBoundedSets(5*600*2, dynKey{}, dynKey.measure)}
 	var err error
 	if o.verifications, err = m.Int64Counter("svc.webhook.verifications", metric.WithUnit("{verification}"),
 		metric.WithDescription("Signatures of deliveries and range responses checked, by result.")); err != nil {
@@ -177,24 +179,37 @@ func fetchAttrs(r webhook.RangeFetchResult) []attribute.KeyValue {
 	return []attribute.KeyValue{attrErrorType.String(r.String())}
 }
 
-// dyn returns the attribute set of k, building it with build the first time.
-func (o *consumerObserver) dyn(k dynKey, build func() []attribute.KeyValue) measure {
-	o.mu.RLock()
-	m, ok := o.dynamic[k]
-	o.mu.RUnlock()
-	if ok {
-		return m
+// measure builds the attribute set a dynKey names.
+func (k dynKey) measure() measure {
+	var kvs []attribute.KeyValue
+	switch k.kind {
+	case dynDecision:
+		kvs = append(kvs, attrSequenceOutcome.String(webhook.SequenceOutcome(k.n).String()))
+	case dynFetch:
+		kvs = fetchAttrs(webhook.RangeFetchResult(k.n))
+	case dynReceive:
+		kvs = append(kvs, attrHTTPStatus.Int(k.n))
+		if k.code != "" {
+			kvs = append(kvs, attrErrorType.String(k.code))
+		}
 	}
-	kvs := build()
 	if k.stream != "" {
 		kvs = append(kvs, attrEndpointID.String(k.stream))
 	}
-	m = newMeasure(kvs...)
-	o.mu.Lock()
-	if len(o.dynamic) < maxDynamicSets {
-		o.dynamic[k] = m
+	return newMeasure(kvs...)
+}
+
+// dyn returns the attribute set of k, built on first use; past maxDynamicSets, that of k without its
+// endpoint and with the code _OTHER.
+func (o *consumerObserver) dyn(k dynKey) measure {
+	if m, ok := o.dynamic.get(k); ok {
+		return m
 	}
-	o.mu.Unlock()
+	k.stream = ""
+	if k.code != "" {
+		k.code = "_OTHER"
+	}
+	m, _ := o.collapsed.get(k)
 	return m
 }
 
@@ -233,13 +248,7 @@ func (o *consumerObserver) ReceiveEnd(ctx context.Context, info webhook.ReceiveE
 		if o.endpointIDs {
 			k.stream = info.Stream
 		}
-		m = o.dyn(k, func() []attribute.KeyValue {
-			kvs := []attribute.KeyValue{attrHTTPStatus.Int(info.Status)}
-			if info.Code != "" {
-				kvs = append(kvs, attrErrorType.String(info.Code))
-			}
-			return kvs
-		})
+		m = o.dyn(k)
 	}
 	o.receiveDuration.Record(ctx, info.Duration.Seconds(), m.rec...)
 	sp := trace.SpanFromContext(ctx)
@@ -268,15 +277,13 @@ func (o *consumerObserver) Sequenced(ctx context.Context, info webhook.SequenceI
 	}
 	m := o.decision[info.Outcome]
 	if o.endpointIDs {
-		m = o.dyn(dynKey{kind: dynDecision, n: int(info.Outcome), stream: info.Stream}, func() []attribute.KeyValue {
-			return []attribute.KeyValue{attrSequenceOutcome.String(info.Outcome.String())}
-		})
+		m = o.dyn(dynKey{kind: dynDecision, n: int(info.Outcome), stream: info.Stream})
 	}
 	o.decisions.Add(ctx, 1, m.add...)
 	if info.Outcome == webhook.SequenceGap {
 		g := o.empty
 		if o.endpointIDs {
-			g = o.dyn(dynKey{kind: dynGap, stream: info.Stream}, func() []attribute.KeyValue { return nil })
+			g = o.dyn(dynKey{kind: dynGap, stream: info.Stream})
 		}
 		o.gapSize.Record(ctx, int64(info.Missing), g.rec...)
 	}
@@ -313,8 +320,8 @@ func (o *consumerObserver) RangeFetchEnd(ctx context.Context, info webhook.Range
 	}
 	m, ev := o.fetch[r], o.empty
 	if o.endpointIDs {
-		m = o.dyn(dynKey{kind: dynFetch, n: int(r), stream: info.Stream}, func() []attribute.KeyValue { return fetchAttrs(r) })
-		ev = o.dyn(dynKey{kind: dynEvents, stream: info.Stream}, func() []attribute.KeyValue { return nil })
+		m = o.dyn(dynKey{kind: dynFetch, n: int(r), stream: info.Stream})
+		ev = o.dyn(dynKey{kind: dynEvents, stream: info.Stream})
 	}
 	o.fetches.Add(ctx, 1, m.add...)
 	o.fetchDuration.Record(ctx, info.Duration.Seconds(), m.rec...)

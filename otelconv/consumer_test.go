@@ -2,6 +2,7 @@ package otelconv
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -497,5 +498,23 @@ func BenchmarkReceiveObserved(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// With endpoint IDs opted in, a flood of endpoints cannot grow the series without bound: past
+// maxDynamicSets, decisions are counted without their endpoint, and none is lost.
+func TestWebhookEndpointSeriesBounded(t *testing.T) {
+	h := newHarness(t, &Options{EndpointAttribute: true})
+	obs := h.tel.Webhook()
+	const streams = maxDynamicSets + 100
+	for i := range streams {
+		obs.Sequenced(context.Background(), webhook.SequenceInfo{Stream: fmt.Sprintf("we_%d", i), Sequence: 1, Outcome: webhook.SequenceProcessed})
+	}
+	if got := h.sum(t, "svc.webhook.sequence.decisions", attrSequenceOutcome.String("processed")); got != streams {
+		t.Fatalf("decisions = %d, want %d", got, streams)
+	}
+	sets := pointSets(h.collect(t)["svc.webhook.sequence.decisions"].Data)
+	if len(sets) != maxDynamicSets+1 {
+		t.Fatalf("%d series, want %d (one per endpoint kept, and one without an endpoint)", len(sets), maxDynamicSets+1)
 	}
 }

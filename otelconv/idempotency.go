@@ -3,7 +3,6 @@ package otelconv
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -53,8 +52,9 @@ func storeErrKind(err error) int {
 	return storeErrOther
 }
 
-// knownBackends get their attribute sets built once; another backend's are built on first use.
-var knownBackends = [...]string{"memory", "postgresql", "redis", "custom"}
+// maxBackends bounds the backends told apart: a store that names itself per instance would otherwise
+// make a series per instance. Past it, a backend is counted as "custom".
+const maxBackends = 16
 
 const storeOps = int(idempotency.OpRenew) + 1
 
@@ -70,10 +70,8 @@ type idempotencyObserver struct {
 	renewals metric.Int64Counter
 
 	outcomeOpts [len(outcomeList) + 1][]metric.AddOption
-	renewOpts   [3][]metric.AddOption // ok, lease_lost, error
-	known       [len(knownBackends)]storeOpts
-	mu          sync.Mutex
-	other       map[string]*storeOpts // backends beyond the known ones, each built once
+	renewOpts   [3][]metric.AddOption            // ok, lease_lost, error
+	backends    *boundedSets[string, *storeOpts] // built on a backend's first call
 
 	handlerStatus [600][]metric.RecordOption // by status code; 0 for codes outside 100–599
 	handlerPanic  []metric.RecordOption
@@ -88,7 +86,7 @@ var outcomeList = [...]idempotency.Outcome{
 }
 
 func (t *Telemetry) buildIdempotency() error {
-	o := &idempotencyObserver{tracer: t.tracer, other: map[string]*storeOpts{}}
+	o := &idempotencyObserver{tracer: t.tracer, backends: newBoundedSets(maxBackends, "custom", buildStoreOpts)}
 	var err, e error
 	o.requests, e = t.meter.Int64Counter("svc.idempotency.requests",
 		metric.WithUnit("{request}"),
@@ -117,9 +115,6 @@ func (t *Telemetry) buildIdempotency() error {
 	for i, r := range [3]string{"ok", "lease_lost", "error"} {
 		o.renewOpts[i] = addOpts(keyIdemRenewal.String(r))
 	}
-	for i, b := range knownBackends {
-		o.known[i] = buildStoreOpts(b)
-	}
 	o.handlerStatus[0] = recordOpts(semconv.HTTPResponseStatusCode(0))
 	for code := 100; code < len(o.handlerStatus); code++ {
 		o.handlerStatus[code] = recordOpts(semconv.HTTPResponseStatusCode(code))
@@ -129,8 +124,8 @@ func (t *Telemetry) buildIdempotency() error {
 	return nil
 }
 
-func buildStoreOpts(backend string) storeOpts {
-	var s storeOpts
+func buildStoreOpts(backend string) *storeOpts {
+	s := new(storeOpts)
 	for op := idempotency.OpClaim; int(op) < storeOps; op++ {
 		for kind := range storeErrKinds {
 			attrs := []attribute.KeyValue{keyIdemOperation.String(op.String()), keyIdemBackend.String(backend)}
@@ -183,7 +178,8 @@ func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.Sto
 		return
 	}
 	kind := storeErrKind(err)
-	o.store.Record(ctx, took.Seconds(), o.backendOpts(call.Backend)[call.Op][kind]...)
+	opts, _ := o.backends.get(call.Backend) // past maxBackends, custom's
+	o.store.Record(ctx, took.Seconds(), opts[call.Op][kind]...)
 	if call.Op == idempotency.OpRenew {
 		i := 0
 		switch kind {
@@ -207,26 +203,6 @@ func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.Sto
 		}
 		span.End()
 	}
-}
-
-func (o *idempotencyObserver) backendOpts(backend string) *storeOpts {
-	for i, b := range knownBackends {
-		if b == backend {
-			return &o.known[i]
-		}
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s, ok := o.other[backend]
-	if !ok {
-		if len(o.other) >= 16 { // a store naming itself per instance: keep the series bounded
-			return &o.known[len(knownBackends)-1]
-		}
-		built := buildStoreOpts(backend)
-		s = &built
-		o.other[backend] = s
-	}
-	return s
 }
 
 func (o *idempotencyObserver) HandlerStart(ctx context.Context) context.Context {

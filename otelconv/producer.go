@@ -3,7 +3,6 @@ package otelconv
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -106,16 +105,14 @@ type producerObserver struct {
 	attemptSets [nResults][nStatusClasses][nErrorClasses]attribute.Set
 	attemptOpts [nResults][nStatusClasses][nErrorClasses]metric.MeasurementOption
 
-	typesMu sync.RWMutex
-	types   map[string]metric.AddOption // event type → its attribute option
-	other   metric.AddOption
+	types *boundedSets[string, metric.AddOption] // event type → its attribute option
 }
 
 var _ producer.Observer = (*producerObserver)(nil)
 
 func (t *Telemetry) buildProducer() error {
 	p := &producerObserver{tracer: t.tracer, propagator: t.propagator, endpointAttr: t.opts.EndpointAttribute,
-		meter: t.meter, types: make(map[string]metric.AddOption)}
+		meter: t.meter}
 	var err error
 	if p.attempts, err = t.meter.Int64Counter(metricDeliveryAttempts, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Webhook delivery attempts, by result (delivered, failed with a retry scheduled, abandoned, released on shutdown) and status class.")); err != nil {
@@ -150,7 +147,9 @@ func (t *Telemetry) buildProducer() error {
 			}
 		}
 	}
-	p.other = metric.WithAttributeSet(attribute.NewSet(attrEventType.String("_OTHER")))
+	p.types = newBoundedSets(maxEventTypes, "_OTHER", func(typ string) metric.AddOption {
+		return metric.WithAttributeSet(attribute.NewSet(attrEventType.String(typ)))
+	})
 	p.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	p.rangeOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	t.producer = p
@@ -202,28 +201,8 @@ func (p *producerObserver) EventsAppended(ctx context.Context, a producer.Append
 	if a.Events <= 0 {
 		return
 	}
-	p.appended.Add(ctx, int64(a.Events), p.typeOption(a.Type))
-}
-
-// typeOption returns the attribute option of an event type, made once per type, up to maxEventTypes.
-func (p *producerObserver) typeOption(typ string) metric.AddOption {
-	p.typesMu.RLock()
-	opt, ok := p.types[typ]
-	p.typesMu.RUnlock()
-	if ok {
-		return opt
-	}
-	p.typesMu.Lock()
-	defer p.typesMu.Unlock()
-	if opt, ok := p.types[typ]; ok {
-		return opt
-	}
-	if len(p.types) >= maxEventTypes {
-		return p.other
-	}
-	opt = metric.WithAttributeSet(attribute.NewSet(attrEventType.String(typ)))
-	p.types[typ] = opt
-	return opt
+	opt, _ := p.types.get(a.Type) // past maxEventTypes, _OTHER
+	p.appended.Add(ctx, int64(a.Events), opt)
 }
 
 // AttemptStart implements producer.Observer: a client span, webhook.deliver, linked to the span that
