@@ -90,9 +90,10 @@ type Attempt struct {
 	// Response is the stored response (Replay). It is shared with the store: do not modify it.
 	Response *Response
 
-	m     *Middleware
-	store Store
-	tx    bool // in a Transactor's transaction: serveTx reports the outcome after the commit
+	m       *Middleware
+	store   Store
+	tx      bool   // in a Transactor's transaction: serveTx reports the outcome after the commit
+	backend string // store's name for the Observer
 	// mark is the time an Observer's last measurement of this request ended, where the next one
 	// starts (zero without an Observer, or when the next step is not immediate).
 	mark    time.Time
@@ -158,13 +159,16 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	if store == nil {
 		store = m.store
 	}
-	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store}
+	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store, backend: m.backend}
+	if req.Store != nil && m.observer != nil {
+		a.backend = backendOf(req.Store) // a Transactor's store, bound to its transaction
+	}
 	now := m.now()
-	octx, start := m.storeStart(ctx, OpClaim, store, now)
+	octx, call, start := m.storeStart(ctx, OpClaim, a.backend, now)
 	cctx, cancel := bounded(octx, store, m.storeTimeout)
 	c, err := store.Claim(cctx, a.Key, req.Fingerprint, now, now.Add(m.lease), now.Add(m.retention))
 	cancel()
-	a.mark = m.storeEnd(octx, OpClaim, store, start, err)
+	a.mark = m.storeEnd(octx, call, start, err)
 	if err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			m.stats.quotaExceeded.Add(1)
@@ -331,7 +335,7 @@ func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 	if now.IsZero() {
 		now = m.now()
 	}
-	octx, start := m.storeStart(ctx, OpComplete, a.store, now)
+	octx, call, start := m.storeStart(ctx, OpComplete, a.backend, now)
 	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
 	expiresAt := now.Add(m.retention)
 	if c.ms != nil {
@@ -340,7 +344,7 @@ func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 		err = a.store.Complete(cctx, a.Key, a.Token, c.resp, expiresAt)
 	}
 	cancel()
-	m.storeEnd(octx, OpComplete, a.store, start, err)
+	m.storeEnd(octx, call, start, err)
 	return err
 }
 
@@ -362,11 +366,11 @@ func (a *Attempt) Release(ctx context.Context) error {
 	}
 	a.stop()
 	m := a.m
-	octx, start := m.storeStart(ctx, OpRelease, a.store, time.Time{})
+	octx, call, start := m.storeStart(ctx, OpRelease, a.backend, time.Time{})
 	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
 	err := a.store.Release(cctx, a.Key, a.Token)
 	cancel()
-	m.storeEnd(octx, OpRelease, a.store, start, err)
+	m.storeEnd(octx, call, start, err)
 	a.finished(err)
 	m.stats.released.Add(1)
 	if !a.tx {

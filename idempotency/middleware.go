@@ -167,6 +167,7 @@ type Middleware struct {
 	log              *slog.Logger
 	problems         apierror.Writer
 	observer         Observer
+	backend          string // the store's name for the Observer, asked once
 
 	// Problems that do not depend on the request are built once; apierror.Writer never mutates them.
 	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge, pQuota *apierror.Error
@@ -210,6 +211,7 @@ func New(opts *Options) (*Middleware, error) {
 	if m.store == nil {
 		m.store = NewMemoryStore(nil)
 	}
+	m.backend = backendOf(m.store)
 	if m.scope == nil {
 		m.scope = m.credentialScope
 	}

@@ -130,22 +130,23 @@ func (o Outcome) String() string {
 // storeStart and storeEnd bracket one store call when an Observer is set. A caller that has just read
 // the clock passes that time as known (zero: storeStart reads it); storeEnd returns the time it read,
 // which the next step of the same request starts from: each step costs one clock read, not two.
-func (m *Middleware) storeStart(ctx context.Context, op StoreOp, store Store, known time.Time) (context.Context, time.Time) {
+func (m *Middleware) storeStart(ctx context.Context, op StoreOp, backend string, known time.Time) (context.Context, StoreCall, time.Time) {
 	if m.observer == nil {
-		return ctx, time.Time{}
+		return ctx, StoreCall{}, time.Time{}
 	}
 	if known.IsZero() {
 		known = m.now()
 	}
-	return m.observer.StoreStart(ctx, StoreCall{Op: op, Backend: backendOf(store)}), known
+	call := StoreCall{Op: op, Backend: backend}
+	return m.observer.StoreStart(ctx, call), call, known
 }
 
-func (m *Middleware) storeEnd(ctx context.Context, op StoreOp, store Store, start time.Time, err error) time.Time {
+func (m *Middleware) storeEnd(ctx context.Context, call StoreCall, start time.Time, err error) time.Time {
 	if m.observer == nil {
 		return time.Time{}
 	}
 	end := m.now()
-	m.observer.StoreEnd(ctx, StoreCall{Op: op, Backend: backendOf(store)}, end.Sub(start), err)
+	m.observer.StoreEnd(ctx, call, end.Sub(start), err)
 	return end
 }
 

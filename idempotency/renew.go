@@ -174,11 +174,11 @@ func (rn *renewal) renew(rw *renewer) (lost bool) {
 		return false
 	}
 	m := rn.m
-	octx, start := m.storeStart(context.WithoutCancel(rn.ctx), OpRenew, rn.store, time.Time{})
+	octx, call, start := m.storeStart(context.WithoutCancel(rn.ctx), OpRenew, backendOf(rn.store), time.Time{})
 	ctx, cancel := context.WithTimeout(octx, min(m.renewEvery, m.storeTimeout))
 	err := rn.store.Renew(ctx, rn.key, rn.token, m.now().Add(m.lease))
 	cancel()
-	m.storeEnd(octx, OpRenew, rn.store, start, err)
+	m.storeEnd(octx, call, start, err)
 	switch {
 	case err == nil:
 		rn.retry.Store(false)
