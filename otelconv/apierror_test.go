@@ -88,9 +88,21 @@ func TestProblemKindsBounded(t *testing.T) {
 // TestAccessorsOfNilTelemetry: a nil *Telemetry hands out nil interfaces, which the core packages
 // treat as no observer.
 func TestAccessorsOfNilTelemetry(t *testing.T) {
+	for name, tel := range map[string]*Telemetry{"nil": nil, "zero": {}} {
+		if tel.APIError() != nil || tel.Versioning() != nil || tel.Sandbox() != nil || tel.Idempotency() != nil ||
+			tel.Webhook() != nil || tel.Producer() != nil {
+			t.Errorf("a %s Telemetry returned a non-nil observer", name)
+		}
+	}
+	if _, err := (&Telemetry{}).ObserveBacklog(nil); err == nil {
+		t.Error("a zero Telemetry registered a backlog callback")
+	}
+	if _, err := newHarness(t, nil).tel.ObserveBacklog(nil); err == nil {
+		t.Error("ObserveBacklog took a nil source")
+	}
 	var tel *Telemetry
-	if tel.APIError() != nil || tel.Versioning() != nil || tel.Sandbox() != nil {
-		t.Fatal("a nil Telemetry returned a non-nil observer")
+	if tel.MeterProvider() != nil || tel.TracerProvider() != nil || tel.Propagator() != nil {
+		t.Error("a nil Telemetry returned a provider")
 	}
 }
 

@@ -109,7 +109,14 @@ var _ webhook.Observer = (*consumerObserver)(nil)
 // Webhook returns the observer of the webhook consumer side. Pass it to the Verifier, the Receiver,
 // the Tracker and the RangeClient (VerifyOptions.Observer, ReceiverOptions.Observer,
 // TrackerOptions.Observer, RangeClientOptions.Observer).
-func (t *Telemetry) Webhook() webhook.Observer { return t.consumer }
+//
+// On a nil or zero Telemetry it returns nil: no observer.
+func (t *Telemetry) Webhook() webhook.Observer {
+	if t == nil || t.consumer == nil {
+		return nil
+	}
+	return t.consumer
+}
 
 func (t *Telemetry) buildConsumer() error {
 	m := t.meter

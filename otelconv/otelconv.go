@@ -1,11 +1,16 @@
 package otelconv
 
 import (
+	"errors"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// errNotBuilt is what a nil or zero Telemetry's methods that can fail return.
+var errNotBuilt = errors.New("otelconv: Telemetry not built: use New")
 
 // ScopeName is the instrumentation scope of every meter and tracer otelconv creates.
 const ScopeName = "github.com/svcplatform/conventions/otelconv"

@@ -2,6 +2,7 @@ package otelconv
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -159,7 +160,14 @@ func (t *Telemetry) buildProducer() error {
 // Producer returns the observer of package webhook/producer, for PublisherOptions.Observer and
 // DispatcherOptions.Observer. It records svc.webhook.delivery.*, svc.webhook.events.appended and a
 // webhook.deliver span per attempt, linked to the span that published the event.
-func (t *Telemetry) Producer() producer.Observer { return t.producer }
+//
+// On a nil or zero Telemetry it returns nil: no observer.
+func (t *Telemetry) Producer() producer.Observer {
+	if t == nil || t.producer == nil {
+		return nil
+	}
+	return t.producer
+}
 
 // traceCarrier holds one trace context as W3C text while it is injected or extracted.
 type traceCarrier struct{ parent, state string }
@@ -328,6 +336,12 @@ type BacklogSource interface {
 // database would otherwise report the same backlog again), and Unregister the registration when
 // src goes away.
 func (t *Telemetry) ObserveBacklog(src BacklogSource) (metric.Registration, error) {
+	if t == nil || t.producer == nil {
+		return nil, errNotBuilt
+	}
+	if src == nil {
+		return nil, errors.New("otelconv: ObserveBacklog: nil source")
+	}
 	p := t.producer
 	return p.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		bs, err := src.Backlog(ctx)

@@ -215,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminToken == "" {
 		s.adminToken = NewAdminToken()
 	}
-	s.problems = apierror.Writer{Logger: s.log, Observer: s.apierrorObserver()}
+	s.problems = apierror.Writer{Logger: s.log, Observer: s.tel.APIError()}
 	s.stats.faults = make(map[string]int64)
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
@@ -225,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.auth, err = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log,
-		Observer: s.sandboxObserver()}); err != nil {
+		Observer: s.tel.Sandbox()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
@@ -235,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.limit, err = sandbox.NewRateLimit(bucket,
-		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log, Observer: s.sandboxObserver()}); err != nil {
+		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log, Observer: s.tel.Sandbox()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 
@@ -247,12 +247,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.idem, err = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
 		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems,
-		Observer: s.idempotencyObserver()}); err != nil {
+		Observer: s.tel.Idempotency()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.idemSbx, err = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
 		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems,
-		Observer: s.idempotencyObserver()}); err != nil {
+		Observer: s.tel.Idempotency()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 
@@ -264,7 +264,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.versions, err = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
 		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
-		Problems: s.problems, Logger: s.log, Observer: s.versioningObserver()})
+		Problems: s.problems, Logger: s.log, Observer: s.tel.Versioning()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -283,7 +283,7 @@ func New(cfg Config) (*Server, error) {
 	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.Guard}
 	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
 	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
-		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.producerObserver()})
+		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.tel.Producer()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -317,14 +317,14 @@ func New(cfg Config) (*Server, error) {
 		Now:          s.now,
 		Logger:       s.log,
 		Render:       render,
-		Observer:     s.producerObserver(),
+		Observer:     s.tel.Producer(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.wake = s.dispatcher.Wake
 	s.ranges, err = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
-		Render: render, Now: s.now, Problems: s.problems, Observer: s.producerObserver()})
+		Render: render, Now: s.now, Problems: s.problems, Observer: s.tel.Producer()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

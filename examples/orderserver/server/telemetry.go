@@ -9,51 +9,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/svcplatform/conventions/apierror"
-	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/otelconv"
-	"github.com/svcplatform/conventions/sandbox"
-	"github.com/svcplatform/conventions/versioning"
-	"github.com/svcplatform/conventions/webhook/producer"
 )
-
-// The observers of each package, from Config.Telemetry; nil (no observer, no cost) without it. A
-// nil *otelconv.Telemetry must not reach an Options field as a non-nil interface, hence these.
-
-func (s *Server) idempotencyObserver() idempotency.Observer {
-	if s.tel == nil {
-		return nil
-	}
-	return s.tel.Idempotency()
-}
-
-func (s *Server) versioningObserver() versioning.Observer {
-	if s.tel == nil {
-		return nil
-	}
-	return s.tel.Versioning()
-}
-
-func (s *Server) sandboxObserver() sandbox.Observer {
-	if s.tel == nil {
-		return nil
-	}
-	return s.tel.Sandbox()
-}
-
-func (s *Server) apierrorObserver() apierror.Observer {
-	if s.tel == nil {
-		return nil
-	}
-	return s.tel.APIError()
-}
-
-func (s *Server) producerObserver() producer.Observer {
-	if s.tel == nil {
-		return nil
-	}
-	return s.tel.Producer()
-}
 
 // routeKey holds the route a request took, for its server span's name.
 type routeKey struct{}
