@@ -69,6 +69,9 @@ const (
 	OpComplete
 	OpRelease
 	OpRenew
+
+	// NumStoreOps is one more than the largest StoreOp, for tables indexed by it.
+	NumStoreOps = iota + 1
 )
 
 var storeOpNames = [...]string{"", "claim", "complete", "release", "renew"}
@@ -111,12 +114,12 @@ const (
 	// OutcomeReleased: the claim was released and nothing stored (a panic, ReleaseServerErrors,
 	// NotPerformed, a response over MaxResponseBytes in transactional mode, Attempt.Release).
 	OutcomeReleased
+
+	// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
+	NumOutcomes = iota + 1
 )
 
 var outcomeNames = [...]string{"", "executed", "replayed", "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released"}
-
-// Outcomes lists every outcome, for an Observer that prepares one instrument attribute per outcome.
-var Outcomes = []Outcome{OutcomeExecuted, OutcomeReplayed, OutcomeInUse, OutcomeReused, OutcomeRejected, OutcomeQuota, OutcomeStoreError, OutcomeFailedOpen, OutcomeLeaseLost, OutcomeReleased}
 
 // String returns the outcome's name, as metrics label it: "executed", "replayed",
 // "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released".

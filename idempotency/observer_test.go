@@ -285,7 +285,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 
 func TestOutcomeAndStoreOpNames(t *testing.T) {
 	var names []string
-	for _, o := range idempotency.Outcomes {
+	for o := idempotency.OutcomeExecuted; o < idempotency.NumOutcomes; o++ {
 		names = append(names, o.String())
 	}
 	require.Equal(t, []string{"executed", "replayed", "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released"}, names)
@@ -294,4 +294,10 @@ func TestOutcomeAndStoreOpNames(t *testing.T) {
 	require.Equal(t, "renew", idempotency.OpRenew.String())
 	require.Equal(t, "unknown", idempotency.StoreOp(99).String())
 	require.Equal(t, "memory", idempotency.NewMemoryStore(nil).Backend())
+}
+
+func TestNumOutcomesAndStoreOps(t *testing.T) {
+	require.EqualValues(t, idempotency.OutcomeReleased+1, idempotency.NumOutcomes)
+	require.EqualValues(t, idempotency.OpRenew+1, idempotency.NumStoreOps)
+	require.Equal(t, "released", idempotency.Outcome(idempotency.NumOutcomes-1).String())
 }

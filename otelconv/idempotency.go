@@ -56,7 +56,7 @@ func storeErrKind(err error) int {
 // make a series per instance. Past it, a backend is counted as "custom".
 const maxBackends = 16
 
-const storeOps = int(idempotency.OpRenew) + 1
+const storeOps = idempotency.NumStoreOps
 
 // storeOpts are the precomputed record options of one backend, by operation and error kind.
 type storeOpts [storeOps][storeErrKinds][]metric.RecordOption
@@ -69,7 +69,7 @@ type idempotencyObserver struct {
 	handler  metric.Float64Histogram
 	renewals metric.Int64Counter
 
-	outcomeOpts [len(outcomeList) + 1][]metric.AddOption
+	outcomeOpts [idempotency.NumOutcomes][]metric.AddOption
 	renewOpts   [3][]metric.AddOption            // ok, lease_lost, error
 	backends    *boundedSets[string, *storeOpts] // built on a backend's first call
 
@@ -78,12 +78,6 @@ type idempotencyObserver struct {
 }
 
 var _ idempotency.Observer = (*idempotencyObserver)(nil)
-
-var outcomeList = [...]idempotency.Outcome{
-	idempotency.OutcomeExecuted, idempotency.OutcomeReplayed, idempotency.OutcomeInUse, idempotency.OutcomeReused,
-	idempotency.OutcomeRejected, idempotency.OutcomeQuota, idempotency.OutcomeStoreError, idempotency.OutcomeFailedOpen,
-	idempotency.OutcomeLeaseLost, idempotency.OutcomeReleased,
-}
 
 func (t *Telemetry) buildIdempotency() error {
 	o := &idempotencyObserver{tracer: t.tracer, backends: newBoundedSets(maxBackends, "custom", buildStoreOpts)}
@@ -109,7 +103,7 @@ func (t *Telemetry) buildIdempotency() error {
 	if err != nil {
 		return err
 	}
-	for _, oc := range outcomeList {
+	for oc := idempotency.OutcomeExecuted; oc < idempotency.NumOutcomes; oc++ {
 		o.outcomeOpts[oc] = addOpts(keyIdemOutcome.String(oc.String()))
 	}
 	for i, r := range [3]string{"ok", "lease_lost", "error"} {
