@@ -1,0 +1,5 @@
+//go:build !race
+
+package apierror_test
+
+const raceEnabled = false

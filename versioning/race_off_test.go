@@ -1,0 +1,5 @@
+//go:build !race
+
+package versioning_test
+
+const raceEnabled = false
