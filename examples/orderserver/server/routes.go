@@ -69,6 +69,8 @@ func (s *Server) routes() http.Handler {
 	// gets exactly what an unknown route gets, and learns nothing of this one.
 	root.Handle("POST /{version}/sandbox/credentials",
 		s.adminOr(apiChain, s.versions.Handler(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
+	// Each version's OpenAPI document is public, like the documentation it is.
+	root.Handle("/{version}"+OpenAPIPath, s.versions.Handler(s.openAPIHandler(s.openapi)))
 	root.Handle("/", apiChain)
 	return apierror.WithRequestID(s.problems.Recover(s.strict(root)))
 }

@@ -196,6 +196,7 @@ type Server struct {
 	log        *slog.Logger
 	now        func() time.Time
 	stats      stats
+	openapi    map[string][]byte // each version's OpenAPI document
 	handler    http.Handler
 }
 
@@ -337,6 +338,9 @@ func New(cfg Config) (*Server, error) {
 	s.controls, err = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
 		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Problems: s.problems, Logger: s.log})
 	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if s.openapi, err = s.openAPIDocuments(cfg.BaseURL); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.handler = s.routes()

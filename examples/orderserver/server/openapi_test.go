@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/openapi"
+)
+
+// loadDocument loads an OpenAPI document with kin-openapi and validates it as the OpenAPI version it
+// declares.
+func loadDocument(t *testing.T, data []byte) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(data)
+	require.NoError(t, err)
+	require.True(t, doc.IsOpenAPI31OrLater(), "the documents are OpenAPI 3.1")
+	require.NoError(t, doc.Validate(context.Background()))
+	return doc
+}
+
+// TestConventionsDocumentValidates loads the conventions' own document, which teams reference from
+// outside Go, with the validator the contract tests use.
+func TestConventionsDocumentValidates(t *testing.T) {
+	doc := loadDocument(t, openapi.JSON())
+	require.Len(t, doc.Webhooks, 1)
+	for _, section := range []string{openapi.Schemas, openapi.Parameters, openapi.Headers, openapi.Responses,
+		openapi.SecuritySchemes} {
+		require.NotEmpty(t, openapi.Components()[section], section)
+	}
+}
+
+// TestOpenAPIDocuments checks each version's document: it validates, has every route of the server
+// under its version, the order in the version's shape, the webhooks, and the deprecation of v1.
+func TestOpenAPIDocuments(t *testing.T) {
+	ts := newTestServer(t)
+	for _, tc := range []struct {
+		version, direction, absent string
+		deprecated                 bool
+	}{
+		{"v1", "side", "direction", true},
+		{"v2", "direction", "side", false},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			w := ts.do(http.MethodGet, "/"+tc.version+"/openapi.json", "", "", "")
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+			require.Equal(t, tc.version, w.Header().Get("X-SVC-Version"))
+			doc := loadDocument(t, w.Body.Bytes())
+			require.Equal(t, tc.version, doc.Info.Version)
+
+			var paths []string
+			for p, item := range doc.Paths.Map() {
+				require.True(t, strings.HasPrefix(p, "/"+tc.version+"/"), p)
+				for m, op := range item.Operations() {
+					paths = append(paths, m+" "+strings.TrimPrefix(p, "/"+tc.version))
+					require.Equal(t, tc.deprecated, op.Deprecated, "%s %s", m, p)
+				}
+			}
+			require.ElementsMatch(t, []string{
+				"GET /openapi.json",
+				"POST /orders", "GET /orders/{id}",
+				"POST /webhook_endpoints", "GET /webhook_endpoints/{id}/events", "GET /webhook_endpoints/{id}/deliveries",
+				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
+				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
+				"DELETE /sandbox/webhook_endpoints/{id}/faults",
+			}, paths)
+
+			order := doc.Components.Schemas["Order"].Value
+			require.Contains(t, order.Properties, tc.direction)
+			require.NotContains(t, order.Properties, tc.absent)
+			require.Contains(t, doc.Components.Schemas["CreateOrderRequest"].Value.Required, tc.direction)
+			require.Contains(t, doc.Webhooks, EventOrderCreated)
+			require.Contains(t, doc.Webhooks, "sandbox.test")
+
+			_, hasDeprecation := doc.Components.Responses[openapi.ResponseBadRequest].Value.Headers[openapi.HeaderDeprecation]
+			require.Equal(t, tc.deprecated, hasDeprecation, "shared responses document the deprecation headers")
+			created := doc.Paths.Value("/" + tc.version + "/orders").Post.Responses.Value("201").Value
+			_, hasSunset := created.Headers[openapi.HeaderSunset]
+			require.Equal(t, tc.deprecated, hasSunset)
+		})
+	}
+
+	t.Run("unknown version", func(t *testing.T) {
+		w := ts.do(http.MethodGet, "/v9/openapi.json", "", "", "")
+		require.Equal(t, http.StatusNotFound, w.Code)
+		require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	})
+	t.Run("other methods", func(t *testing.T) {
+		w := ts.do(http.MethodPost, "/v1/openapi.json", "", "", "")
+		require.Equal(t, http.StatusMethodNotAllowed, w.Code)
+		require.Equal(t, "GET, HEAD", w.Header().Get("Allow"))
+	})
+}
+
+// TestOpenAPIOrderMatchesTheServer checks the document's order schema against what the handler
+// writes, in both versions, so the two cannot drift apart unnoticed.
+func TestOpenAPIOrderMatchesTheServer(t *testing.T) {
+	ts := newTestServer(t)
+	for _, tc := range []struct{ version, body string }{
+		{"v1", `{"account":"acc_1","side":"buy"}`},
+		{"v2", `{"account":"acc_1","direction":"sell"}`},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			s := newTestServer(t) // a licensee of its own: it is pinned to the version of its first request
+			w := s.do(http.MethodPost, "/"+tc.version+"/orders", s.key, s.nextKey(), tc.body)
+			require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+			doc := loadDocument(t, ts.do(http.MethodGet, "/"+tc.version+"/openapi.json", "", "", "").Body.Bytes())
+			var order any
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &order))
+			require.NoError(t, doc.Components.Schemas["Order"].Value.VisitJSON(order, openapi3.EnableJSONSchema2020()))
+			var req any
+			require.NoError(t, json.Unmarshal([]byte(tc.body), &req))
+			require.NoError(t, doc.Components.Schemas["CreateOrderRequest"].Value.VisitJSON(req, openapi3.EnableJSONSchema2020()))
+		})
+	}
+}

@@ -1,0 +1,279 @@
+package openapi
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+//go:embed conventions.json
+var conventionsJSON []byte
+
+// Names of the components, for Ref and Component. The document's own descriptions say what each one
+// means on the wire.
+const (
+	// Schemas.
+	SchemaProblem   = "Problem"   // RFC 9457 problem with code, request_id and located errors
+	SchemaViolation = "Violation" // one located failure: location, pointer or name, code, detail
+	SchemaRequestID = "RequestID" // req_ and 26 base32 characters
+	SchemaEvent     = "Event"     // the webhook event envelope
+	SchemaEventType = "EventType" // order.created
+	SchemaSequence  = "Sequence"  // an event's place in its endpoint's stream, from 1
+	SchemaEventList = "EventList" // a page of range retrieval
+
+	// Parameters.
+	ParamIdempotencyKey    = "IdempotencyKey"    // header Idempotency-Key, required
+	ParamRangeFrom         = "RangeFrom"         // query from, required
+	ParamRangeTo           = "RangeTo"           // query to
+	ParamRangeLimit        = "RangeLimit"        // query limit, 1–1000, default 100
+	ParamWebhookEndpointID = "WebhookEndpointID" // path id
+
+	// Response headers.
+	HeaderRequestID          = "X-Request-Id"
+	HeaderVersion            = "X-SVC-Version"
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+	HeaderRetryAfter         = "Retry-After"          // optional
+	HeaderRetryAfterRequired = "Retry-After-Required" // the same header, required (409, 429)
+	HeaderWWWAuthenticate    = "WWW-Authenticate"
+	HeaderDeprecation        = "Deprecation"
+	HeaderSunset             = "Sunset"
+	HeaderLink               = "Link"
+	HeaderSignature          = "X-SVC-Signature"
+	HeaderSequence           = "X-SVC-Sequence"
+
+	// Responses.
+	ResponseBadRequest           = "BadRequest"           // 400
+	ResponseUnauthorized         = "Unauthorized"         // 401, with WWW-Authenticate
+	ResponseVersionNotEnabled    = "VersionNotEnabled"    // 403 version_not_enabled
+	ResponseNotFound             = "NotFound"             // 404
+	ResponseIdempotencyKeyInUse  = "IdempotencyKeyInUse"  // 409, with Retry-After
+	ResponseEventsPruned         = "EventsPruned"         // 410 events_pruned
+	ResponseContentTooLarge      = "ContentTooLarge"      // 413
+	ResponseUnsupportedMediaType = "UnsupportedMediaType" // 415
+	ResponseIdempotencyKeyReused = "IdempotencyKeyReused" // 422
+	ResponseTooManyRequests      = "TooManyRequests"      // 429, with Retry-After
+	ResponseServerError          = "ServerError"          // 5XX
+	ResponseEventList            = "EventList"            // 200 of range retrieval, signed
+
+	// Security schemes.
+	SecurityBearer = "BearerAuth"
+
+	// RangePath is the path of range retrieval on v1, as the platform fixes it, and the key of
+	// RangeOperation in the conventions' document.
+	RangePath = "/v1/webhook_endpoints/{id}/events"
+)
+
+// Component sections, the keys of an OpenAPI 3.1 Components Object that this package fills.
+const (
+	Schemas         = "schemas"
+	Parameters      = "parameters"
+	Headers         = "headers"
+	Responses       = "responses"
+	SecuritySchemes = "securitySchemes"
+)
+
+// ErrConflict is what Merge returns when the document already defines one of the conventions'
+// component names differently.
+var ErrConflict = errors.New("openapi: the document defines a convention's component differently")
+
+// JSON returns the conventions as a standalone OpenAPI 3.1 document: range retrieval under its
+// path (RangePath), the generic webhook delivery under webhooks ("event"), and every component. Tools that do not run Go reference it
+// directly ($ref: conventions.json#/components/responses/BadRequest). The slice is a fresh copy.
+func JSON() []byte { return slices.Clone(conventionsJSON) }
+
+// document decodes the embedded document. It is decoded on every call, so that every caller owns
+// what it gets and nothing shared can be changed by one of them.
+func document() map[string]any {
+	var doc map[string]any
+	if err := json.Unmarshal(conventionsJSON, &doc); err != nil {
+		panic("openapi: the embedded conventions.json does not decode: " + err.Error()) // caught by the tests
+	}
+	return doc
+}
+
+// Components returns the conventions' Components Object (schemas, parameters, headers, responses,
+// securitySchemes) as decoded JSON: maps, slices, strings, float64 and bools. Every call
+// returns a fresh copy that the caller may change.
+func Components() map[string]any {
+	return document()["components"].(map[string]any)
+}
+
+// Component returns one component, a fresh copy, or nil when the section has no such name:
+// Component(Schemas, SchemaProblem) is the problem schema.
+func Component(section, name string) map[string]any {
+	sec, _ := Components()[section].(map[string]any)
+	c, _ := sec[name].(map[string]any)
+	return c
+}
+
+// Ref returns a Reference Object to one of the document's components:
+// Ref(Responses, ResponseBadRequest) is {"$ref": "#/components/responses/BadRequest"}.
+func Ref(section, name string) map[string]any {
+	return map[string]any{"$ref": "#/components/" + section + "/" + escapePointer(name)}
+}
+
+// escapePointer escapes a JSON Pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// Merge adds the conventions' components to doc, a decoded OpenAPI 3.1 document, so that its
+// operations can reference them (Ref). A name doc already defines is kept when it is identical and
+// is an error (ErrConflict, naming it) when it differs: a document cannot redefine what a Problem is
+// while claiming the platform's conventions. doc must declare OpenAPI 3.1 ("openapi": "3.1.x"): the
+// components use its webhooks, path items and JSON Schema 2020-12 keywords. On error doc is unchanged.
+func Merge(doc map[string]any) error {
+	if doc == nil {
+		return errors.New("openapi: Merge: the document is nil")
+	}
+	v, _ := doc["openapi"].(string)
+	if !strings.HasPrefix(v, "3.1.") {
+		return fmt.Errorf("openapi: Merge: the document declares openapi %q; the conventions need 3.1.x", v)
+	}
+	comps, ok := doc["components"].(map[string]any)
+	if !ok && doc["components"] != nil {
+		return errors.New("openapi: Merge: the document's components is not an object")
+	}
+	add := Components()
+	merged := make(map[string]any, len(comps)+len(add))
+	maps.Copy(merged, comps)
+	for _, section := range slices.Sorted(maps.Keys(add)) {
+		ours := add[section].(map[string]any)
+		theirs, ok := merged[section].(map[string]any)
+		if !ok && merged[section] != nil {
+			return fmt.Errorf("openapi: Merge: the document's components.%s is not an object", section)
+		}
+		out := make(map[string]any, len(theirs)+len(ours))
+		maps.Copy(out, theirs)
+		for _, name := range slices.Sorted(maps.Keys(ours)) {
+			if have, ok := out[name]; ok && !reflect.DeepEqual(have, ours[name]) {
+				return fmt.Errorf("%w: components.%s.%s", ErrConflict, section, name)
+			}
+			out[name] = ours[name]
+		}
+		merged[section] = out
+	}
+	doc["components"] = merged
+	return nil
+}
+
+// MergeJSON is Merge for a document kept as JSON: it returns the document with the conventions'
+// components added.
+func MergeJSON(doc []byte) ([]byte, error) {
+	var d map[string]any
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("openapi: MergeJSON: %w", err)
+	}
+	if err := Merge(d); err != nil {
+		return nil, err
+	}
+	return json.Marshal(d)
+}
+
+// Webhook returns the path item of one event type's delivery, for the document's webhooks: the
+// generic delivery (the signature and sequence headers, the envelope) with type fixed to eventType
+// and data described by the schema data (a Schema Object or a Ref; nil leaves it any object).
+//
+//	doc["webhooks"] = map[string]any{"order.created": openapi.Webhook("order.created", openapi.Ref(openapi.Schemas, "Order"))}
+func Webhook(eventType string, data map[string]any) map[string]any {
+	item := document()["webhooks"].(map[string]any)["event"].(map[string]any)
+	post := item["post"].(map[string]any)
+	post["summary"] = eventType
+	post["operationId"] = "webhook_" + strings.NewReplacer(".", "_", "-", "_").Replace(eventType)
+	props := map[string]any{"type": map[string]any{"const": eventType}}
+	if data != nil {
+		props["data"] = data
+	}
+	schema := post["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+	allOf := schema["allOf"].([]any)
+	allOf[len(allOf)-1].(map[string]any)["properties"] = props
+	return item
+}
+
+// RangeOperation returns range retrieval's Operation Object (GET, a fresh copy) for a document's
+// paths: the endpoint ID, from, to and limit parameters, Bearer security, and the answers — the
+// signed EventList, 400, 401, 404, 410 events_pruned and 5XX. A service adds its own further answers
+// (a version pin's 403, a rate limit's 429) before putting it under its path (RangePath on v1).
+//
+// The conventions are not kept as components.pathItems, which OpenAPI 3.1 allows: kin-openapi, the
+// validator the examples check every document with, refuses that member (v0.153).
+func RangeOperation() map[string]any {
+	return document()["paths"].(map[string]any)[RangePath].(map[string]any)["get"].(map[string]any)
+}
+
+// Deprecation describes a deprecated API version for Deprecate. It is a plain value; the zero value
+// names no successor.
+type Deprecation struct {
+	// Successor is the version to move to ("v2"), named in the operations' descriptions; empty names
+	// none.
+	Successor string
+}
+
+// Deprecate marks a per-version document as a deprecated version's: every operation in its paths is
+// deprecated, and every response — inline in the paths or among the components, which in a
+// per-version document belong to that version alone — documents the Deprecation, Sunset and Link
+// headers a versioning.Router sends. Call it after Merge.
+func Deprecate(doc map[string]any, d Deprecation) {
+	comps, _ := doc["components"].(map[string]any)
+	if comps == nil {
+		comps = map[string]any{}
+		doc["components"] = comps
+	}
+	hdrs, _ := comps[Headers].(map[string]any)
+	if hdrs == nil {
+		hdrs = map[string]any{}
+		comps[Headers] = hdrs
+	}
+	all := Components()[Headers].(map[string]any)
+	for _, h := range []string{HeaderDeprecation, HeaderSunset, HeaderLink} {
+		hdrs[h] = all[h]
+	}
+	addHeaders := func(resp map[string]any) {
+		if _, isRef := resp["$ref"]; isRef {
+			return
+		}
+		rh, _ := resp["headers"].(map[string]any)
+		if rh == nil {
+			rh = map[string]any{}
+			resp["headers"] = rh
+		}
+		for _, h := range []string{HeaderDeprecation, HeaderSunset, HeaderLink} {
+			rh[h] = Ref(Headers, h)
+		}
+	}
+	if rs, ok := comps[Responses].(map[string]any); ok {
+		for _, r := range rs {
+			if r, ok := r.(map[string]any); ok {
+				addHeaders(r)
+			}
+		}
+	}
+	paths, _ := doc["paths"].(map[string]any)
+	for _, item := range paths {
+		item, _ := item.(map[string]any)
+		for _, m := range []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"} {
+			op, ok := item[m].(map[string]any)
+			if !ok {
+				continue
+			}
+			op["deprecated"] = true
+			if d.Successor != "" {
+				desc, _ := op["description"].(string)
+				op["description"] = strings.TrimSpace(desc + "\n\nThis version is deprecated: move to " + d.Successor +
+					" before the date in the Sunset header.")
+			}
+			if rs, ok := op["responses"].(map[string]any); ok {
+				for _, r := range rs {
+					if r, ok := r.(map[string]any); ok {
+						addHeaders(r)
+					}
+				}
+			}
+		}
+	}
+}
