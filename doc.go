@@ -14,6 +14,9 @@
 //   - sandbox: API keys that reveal their environment, credentials issued per evaluation, Bearer
 //     authentication, a rate limit keyed by any caller identity (never applied in the sandbox), and
 //     sandbox-only controls.
+//   - openapi: the conventions as OpenAPI 3.1 components (problems, the Idempotency-Key, the webhook
+//     envelope and delivery, range retrieval, Bearer security, deprecation headers) that a team merges
+//     into the reference it publishes.
 //   - ids: the prefixed random IDs of resources ("ord_…", "evt_…", "we_…").
 //
 // Each capability keeps its state behind a small storage interface with an in-memory default; the nested

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,14 +23,34 @@ import (
 // noAllowList is the orderserver's environment without SVC_WEBHOOK_ALLOW: public addresses only.
 var noAllowList = []string{"SVC_WEBHOOK_ALLOW="}
 
-// countingConsumer is a webhook receiver on loopback that counts the requests it gets.
-func countingConsumer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+// countingConsumer is a webhook receiver on loopback that counts the requests it gets and checks each
+// against the webhooks of baseURL's OpenAPI document (contract); the test fails for any that breaks it.
+func countingConsumer(t *testing.T, baseURL string) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	var mu sync.Mutex
+	var errs []error
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = contract.checkDelivery(baseURL, r, body)
+		}
+		if err != nil { // the handler's goroutine must not stop the test: the cleanup reports it
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
+	// Cleanups run last in, first out: the server is closed, so no handler still runs, then errs is read.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, err := range errs {
+			t.Errorf("webhook delivery: %v", err)
+		}
+	})
 	t.Cleanup(srv.Close)
 	return srv, &n
 }
@@ -63,7 +85,7 @@ func deliveries(t *testing.T, baseURL, apiKey, endpoint, query string) attemptLi
 // consumer on loopback at registration, with a 400 located at body /url.
 func TestLoopbackRefusedWithoutAllowList(t *testing.T) {
 	srv := startOrderServerEnv(t, "orderserver", noAllowList)
-	consumer, _ := countingConsumer(t)
+	consumer, _ := countingConsumer(t, srv.URL)
 	port := consumer.URL[strings.LastIndexByte(consumer.URL, ':')+1:]
 	for _, u := range []string{consumer.URL + "/webhooks", "http://localhost:" + port + "/webhooks",
 		"http://[::1]:" + port + "/", "http://0x7f.1:" + port + "/"} {
@@ -86,7 +108,7 @@ func TestDeliveryBlockedAtDialTime(t *testing.T) {
 	c := request{Method: "POST", URL: srv.URL + "/v1/sandbox/credentials", Auth: bearer(srv.AdminToken), Key: newKey()}.
 		do(t).expectJSON(t, http.StatusCreated)
 	key, licensee := c["api_key"].(string), c["licensee"].(string)
-	consumer, received := countingConsumer(t)
+	consumer, received := countingConsumer(t, srv.URL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -40,7 +40,8 @@ func (rq request) do(t *testing.T) response {
 	return r
 }
 
-// send is do for goroutines other than the test's, which must not call t.FailNow.
+// send is do for goroutines other than the test's, which must not call t.FailNow. Every exchange is
+// checked against the server's own OpenAPI document (contract): one that breaks it is an error.
 func (rq request) send() (response, error) {
 	var body io.Reader
 	if rq.Body != "" {
@@ -59,7 +60,7 @@ func (rq request) send() (response, error) {
 	if rq.Key != "" {
 		req.Header.Set("Idempotency-Key", rq.Key)
 	}
-	if rq.Body != "" {
+	if rq.Body != "" && req.Header.Get("Content-Type") == "" { // rq.Header may send another on purpose
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := client.Do(req)
@@ -74,7 +75,12 @@ func (rq request) send() (response, error) {
 	if resp.Header.Get("X-Request-Id") == "" {
 		return response{}, fmt.Errorf("%s %s: no X-Request-Id: every response must carry one", rq.Method, rq.URL)
 	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	r := response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	if err := contract.check(req, []byte(rq.Body), r); err != nil {
+		return response{}, fmt.Errorf("%s %s answered %d, against the server's OpenAPI document: %w\nbody: %.500s",
+			rq.Method, rq.URL, r.Status, err, b)
+	}
+	return r, nil
 }
 
 func bearer(key string) string { return "Bearer " + key }

@@ -18,6 +18,7 @@
 //	PUT, DELETE  same path                           the sandbox package's own methods for the same control
 //	POST /v1/sandbox/events                          sandbox key; trigger a test event → 201
 //	POST /v1/sandbox/reset                           sandbox key; delete the evaluation's orders → 204
+//	GET  /v1/openapi.json                            no credential → 200 this version's OpenAPI 3.1 document (OpenAPIDocument)
 //
 // An order is {"id":"ord_…","object":"order","account":…,"side":"buy"|"sell","status":"created",
 // "created":<unix>}; account is 1–64 of [A-Za-z0-9_-]. Each new order emits an order.created event,
