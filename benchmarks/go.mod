@@ -71,4 +71,3 @@ replace (
 	github.com/svcplatform/conventions/pgstore => ../pgstore
 	github.com/svcplatform/conventions/redisstore => ../redisstore
 )
-

@@ -261,6 +261,9 @@ func Deprecate(doc map[string]any, d Deprecation) {
 			if !ok {
 				continue
 			}
+			if op["deprecated"] == true {
+				continue // marked already: Deprecate twice changes nothing
+			}
 			op["deprecated"] = true
 			if d.Successor != "" {
 				desc, _ := op["description"].(string)

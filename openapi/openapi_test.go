@@ -242,7 +242,22 @@ func TestDeprecate(t *testing.T) {
 	// A reference in the paths is left as it is: a $ref has no siblings to add to.
 	require.Equal(t, openapi.Ref(openapi.Responses, openapi.ResponseBadRequest), post["responses"].(map[string]any)["400"])
 
+	desc := post["description"]
+	openapi.Deprecate(doc, openapi.Deprecation{Successor: "v2"})
+	require.Equal(t, desc, post["description"], "twice changes nothing")
+
 	bare := map[string]any{"openapi": "3.1.0"}
 	openapi.Deprecate(bare, openapi.Deprecation{})
 	require.Contains(t, bare["components"].(map[string]any)[openapi.Headers], openapi.HeaderSunset)
+}
+
+// BenchmarkMerge is the cost of building a document with the conventions: once per version at a
+// server's start, never per request (the reference server serves the bytes it built).
+func BenchmarkMerge(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := openapi.Merge(newDoc()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
