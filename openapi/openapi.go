@@ -45,6 +45,10 @@ const (
 	HeaderLink               = "Link"
 	HeaderSignature          = "X-SVC-Signature"
 	HeaderSequence           = "X-SVC-Sequence"
+	HeaderCacheControl       = "Cache-Control"          // optional: no-store on replays
+	HeaderCacheNoStore       = "Cache-Control-No-Store" // the same header, required to be no-store
+	HeaderContentTypeOptions = "X-Content-Type-Options" // nosniff, on every problem
+	HeaderAcceptPost         = "Accept-Post"            // application/json, with a 415
 
 	// Responses.
 	ResponseBadRequest           = "BadRequest"           // 400

@@ -116,6 +116,15 @@ func TestRefusalsOfTheDocument(t *testing.T) {
 			Body: `{"url":"http://127.0.0.1:10/other"}`}.do(t).expectProblem(t, http.StatusUnprocessableEntity, "idempotency_key_reused")
 	})
 
+	t.Run("422 past the endpoint limit", func(t *testing.T) {
+		key := issueCredentials(t, srv) // a licensee with no endpoint yet
+		for range 16 {
+			registerEndpoint(t, srv.URL, key, unreachable)
+		}
+		request{Method: "POST", URL: srv.URL + "/v1/webhook_endpoints", Auth: bearer(key), Key: newKey(),
+			Body: `{"url":"` + unreachable + `"}`}.do(t).expectProblem(t, http.StatusUnprocessableEntity, "webhook_endpoint_limit_reached")
+	})
+
 	t.Run("429 past the production rate", func(t *testing.T) {
 		// The bucket holds a burst and refills at a rate: several clients asking as fast as they can
 		// empty it. Counting, not timing: the test ends at the first 429, whatever the machine's speed.

@@ -261,8 +261,41 @@ func (c *contractChecker) validate(d *versionDoc, req *http.Request, body []byte
 	if ref == nil { // kin passes a few statuses (301, 304, 307, 308) without looking them up
 		return fmt.Errorf("status %d is not documented", r.Status)
 	}
+	if err := undocumentedHeaders(ref.Value, r.Header); err != nil {
+		return err
+	}
 	h.component = componentOf(ref)
 	c.record(h)
+	return nil
+}
+
+// conventionHeaders are the response headers that carry the API's conventions, as opposed to those
+// of HTTP itself (Content-Type, Content-Length, Date): an answer that sends one must document it, so
+// that the document tells a client everything it may rely on. kin checks only the headers a response
+// documents.
+var conventionHeaders = []string{"Accept-Post", "Allow", "Cache-Control", "Deprecation", "Link", "Location",
+	"Retry-After", "Sunset", "WWW-Authenticate"}
+
+// undocumentedHeaders reports a convention header (or any X- or Idempotent- header) that the answer
+// sends and its documented response does not list.
+func undocumentedHeaders(resp *openapi3.Response, h http.Header) error {
+	var missing []string
+	for name := range h {
+		if !slices.Contains(conventionHeaders, name) && !strings.HasPrefix(name, "X-") && !strings.HasPrefix(name, "Idempotent-") {
+			continue
+		}
+		documented := false
+		for d := range resp.Headers {
+			documented = documented || http.CanonicalHeaderKey(d) == name
+		}
+		if !documented {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("the answer sends %s, which its documented response does not list", strings.Join(missing, ", "))
+	}
 	return nil
 }
 
@@ -504,6 +537,10 @@ func TestContractChecker(t *testing.T) {
 		{"a missing required response header", "GET", "/v1/things/th_1", "Bearer k", "",
 			response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: thing.Body},
 			`response header "X-Request-Id" missing`},
+		{"an undocumented convention header", "GET", "/v1/things/th_1", "Bearer k", "",
+			response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"req_1"},
+				"Retry-After": {"1"}, "X-Other": {"x"}}, Body: thing.Body},
+			"the answer sends Retry-After, X-Other, which its documented response does not list"},
 		{"a replay that omits its body as documented", "POST", "/v1/things", "Bearer k", "",
 			response{Status: 201, Header: http.Header{"Idempotent-Body-Omitted": {"true"}}}, ""},
 		{"an empty body where one is documented", "POST", "/v1/things", "Bearer k", "",

@@ -150,6 +150,7 @@ func faultsResponses() map[string]any {
 				openapi.HeaderRequestID:          openapi.Ref(openapi.Headers, openapi.HeaderRequestID),
 				openapi.HeaderVersion:            openapi.Ref(openapi.Headers, "X-SVC-Version-Required"),
 				openapi.HeaderIdempotentReplayed: openapi.Ref(openapi.Headers, openapi.HeaderIdempotentReplayed),
+				openapi.HeaderCacheControl:       openapi.Ref(openapi.Headers, openapi.HeaderCacheControl),
 			},
 			"content": map[string]any{"application/json": map[string]any{"schema": openapi.Ref(openapi.Schemas, "WebhookFaults")}},
 		},
