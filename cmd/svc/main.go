@@ -1,0 +1,242 @@
+// Command svc is the consumer developer's command-line tool for any API built with this library — the
+// reference order server first. It follows a webhook endpoint's events and forwards them to a local
+// URL (no public URL needed), triggers sandbox events, fetches and verifies event ranges, checks a
+// captured delivery's signature, and drives the sandbox's controls.
+//
+//	go install github.com/svcplatform/conventions/cmd/svc@latest
+//	svc help
+//
+// It is built from the standard library and this library alone. Credentials come from the
+// environment or a config file, never from flags alone: a command line is visible to every user of
+// the machine (ps). See "svc help" for the commands, the environment and the exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes. They are part of the command's interface: scripts branch on them.
+const (
+	exitOK          = 0 // success; listen: stopped by Ctrl-C or SIGTERM after the delivery in flight
+	exitInvalid     = 1 // verification failed: a signature, a timestamp or a sequence (verify), an unauthentic range page (events)
+	exitUsage       = 2 // usage: an unknown command or flag, a bad value, a missing credential or configuration
+	exitRefused     = 3 // the server refused the request: a 4xx problem, shown with its detail and violations
+	exitUnavailable = 4 // the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
+	exitLost        = 5 // listen: the events after the cursor were pruned; going on would skip them
+	exitInterrupted = 130
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success (listen: stopped by Ctrl-C or SIGTERM once the delivery in flight was answered)
+  1  verification failed: a signature, a timestamp or a sequence (verify); a range page that is not
+     authentic (events)
+  2  usage: an unknown command or flag, a bad value, a missing credential or configuration
+  3  the server refused the request: a 4xx problem, shown with its detail and located violations
+  4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
+  5  listen: the events after the cursor were pruned (410); going on would skip them silently
+130  interrupted a second time: stopped at once, the delivery in flight is forwarded again next time
+`
+
+// env is the part of the process environment svc reads; tests pass their own.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// interrupts delivers SIGINT and SIGTERM. listen stops after the delivery in flight at the first
+	// and at once at the second; every other command stops at once.
+	interrupts <-chan os.Signal
+}
+
+func main() {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		interrupts: sig}))
+}
+
+// command is one of svc's commands (or a group of subcommands, such as faults).
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e env, args []string) error
+	sub     []command
+}
+
+var commands = []command{
+	{name: "listen", summary: "follow an endpoint's events by range retrieval and forward each to a local URL, in order, once", run: runListen},
+	{name: "trigger", summary: "trigger a test event in the sandbox (svc trigger order.created)", run: runTrigger},
+	{name: "events", summary: "fetch, verify and print an endpoint's events by sequence range", run: runEvents},
+	{name: "verify", summary: "check a captured delivery's X-SVC-Signature against the secret", run: runVerify},
+	{name: "endpoints", summary: "create and list webhook endpoints", sub: []command{
+		{name: "create", summary: "register a webhook endpoint and print its ID and signing secret", run: runEndpointsCreate},
+		{name: "list", summary: "list the webhook endpoints of the key's licensee", run: runEndpointsList},
+	}},
+	{name: "orders", summary: "create orders on the reference server", sub: []command{
+		{name: "create", summary: "create an order, with an Idempotency-Key it prints and retries on", run: runOrdersCreate},
+	}},
+	{name: "faults", summary: "inject webhook faults on a sandbox endpoint, or clear them", sub: []command{
+		{name: "set", summary: "set an endpoint's fault rates (drop, duplicate, reorder, delay, bad signature)", run: runFaultsSet},
+		{name: "clear", summary: "clear an endpoint's faults", run: runFaultsClear},
+	}},
+	{name: "credentials", summary: "issue sandbox credentials (admin)", sub: []command{
+		{name: "new", summary: "start a new evaluation: a sandbox API key for a licensee of its own", run: runCredentialsNew},
+	}},
+	{name: "version", summary: "print svc's version", run: runVersion},
+}
+
+// run runs svc with args and returns the exit code.
+func run(args []string, e env) int {
+	if len(args) == 0 {
+		printHelp(e.stderr)
+		return exitUsage
+	}
+	if isHelp(args[0]) || args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" {
+			return run(append(args[1:], "--help"), e)
+		}
+		printHelp(e.stdout)
+		return exitOK
+	}
+	cmd, rest, path, err := lookup(commands, args, "svc")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "svc: %v\nRun 'svc help' for the commands.\n", err)
+		return exitUsage
+	}
+	if cmd.sub != nil { // a group: "svc faults", "svc faults --help"
+		w, code := e.stderr, exitUsage
+		if len(rest) > 0 && isHelp(rest[0]) {
+			w, code = e.stdout, exitOK
+		} else if len(rest) > 0 {
+			fmt.Fprintf(e.stderr, "svc: unknown command %q\n", path+" "+rest[0])
+		}
+		printGroupHelp(w, path, cmd)
+		return code
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if cmd.name != "listen" { // listen decides for itself what an interrupt means
+		go func() {
+			select {
+			case <-e.interrupts:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return exitCode(cmd.run(ctx, e, rest), e.stderr, ctx)
+}
+
+// lookup finds the command args name, descending into groups.
+func lookup(cmds []command, args []string, path string) (command, []string, string, error) {
+	for _, c := range cmds {
+		if c.name != args[0] {
+			continue
+		}
+		path += " " + c.name
+		if c.sub != nil && len(args) > 1 && !isHelp(args[1]) && args[1][0] != '-' {
+			sc, rest, p, err := lookup(c.sub, args[1:], path)
+			if err != nil {
+				return command{}, nil, "", err
+			}
+			return sc, rest, p, nil
+		}
+		return c, args[1:], path, nil
+	}
+	return command{}, nil, "", fmt.Errorf("unknown command %q", path[len("svc"):]+" "+args[0])
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" }
+
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, `svc is the command-line tool for APIs built with github.com/svcplatform/conventions.
+
+Usage: svc <command> [flags]
+
+Commands:
+`)
+	for _, c := range commands {
+		if c.sub == nil {
+			fmt.Fprintf(w, "  %-20s %s\n", c.name, c.summary)
+			continue
+		}
+		for _, s := range c.sub {
+			fmt.Fprintf(w, "  %-20s %s\n", c.name+" "+s.name, s.summary)
+		}
+	}
+	fmt.Fprint(w, "\n'svc <command> --help' describes a command and its flags.\n\n"+configHelp+"\n"+exitCodesHelp)
+}
+
+func printGroupHelp(w io.Writer, path string, c command) {
+	fmt.Fprintf(w, "Usage: %s <command> [flags]\n\n%s.\n\nCommands:\n", path, upperFirst(c.summary))
+	for _, s := range c.sub {
+		fmt.Fprintf(w, "  %-10s %s\n", s.name, s.summary)
+	}
+	fmt.Fprintf(w, "\n'%s <command> --help' describes a command and its flags.\n", path)
+}
+
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// usageError is a mistake in the command line or the configuration: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// invalidError is a verification that failed: exit code 1. Its message says why.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+
+// exitCode prints err (when it has something to say) and maps it to the documented exit code.
+func exitCode(err error, stderr io.Writer, ctx context.Context) int {
+	if err == nil {
+		return exitOK
+	}
+	var (
+		ue *usageError
+		ie *invalidError
+		pe *problemError
+		le *lostError
+	)
+	switch {
+	case errors.Is(err, errHelpShown):
+		return exitOK
+	case errors.Is(err, errAbandoned):
+		fmt.Fprintf(stderr, "svc: %v\n", err)
+		return exitInterrupted
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "svc: %s\n", ue.msg)
+		return exitUsage
+	case errors.As(err, &ie):
+		fmt.Fprintf(stderr, "svc: %s\n", ie.msg)
+		return exitInvalid
+	case errors.As(err, &le):
+		fmt.Fprintf(stderr, "svc: %s\n", le.Error())
+		return exitLost
+	case errors.As(err, &pe):
+		pe.print(stderr)
+		if pe.status >= 500 || pe.status == 429 || pe.status == 409 {
+			return exitUnavailable
+		}
+		return exitRefused
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "svc: interrupted")
+		return exitInterrupted
+	default:
+		fmt.Fprintf(stderr, "svc: %v\n", err)
+		return exitUnavailable
+	}
+}
