@@ -429,14 +429,14 @@ func endpointCommand(e env, cm common, endpoint string) (*config, string, string
 	if err != nil {
 		return nil, "", "", err
 	}
-	key, err := cfg.needAPIKey()
-	if err != nil {
-		return nil, "", "", err
-	}
 	if endpoint == "" {
 		endpoint = cfg.Endpoint
 	}
 	if err := checkEndpointID(endpoint); err != nil {
+		return nil, "", "", err
+	}
+	key, err := cfg.needAPIKey()
+	if err != nil {
 		return nil, "", "", err
 	}
 	return cfg, key, endpoint, nil

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/webhooktest"
+)
+
+const (
+	testSecret = "whsec_listen_test_secret"
+	testKey    = "sk_sandbox_listen_test"
+	testEP     = "we_listen"
+)
+
+// hostileRange serves a Source's range endpoint through the faults a network and a man in the middle
+// can cause: connections cut, 502s, bodies altered after signing, and pages answered for another
+// request (a stale page, replayed). Every page svc accepts must still be the true one.
+type hostileRange struct {
+	src      *webhooktest.Source
+	mu       sync.Mutex
+	rng      *rand.Rand
+	old      [][]byte // earlier answers, to replay
+	oldHdr   []http.Header
+	n        map[string]int // faults injected, by kind
+	requests int
+}
+
+func (h *hostileRange) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	h.src.ServeHTTP(rec, r)
+	h.mu.Lock()
+	var replay []byte
+	var replayHeader http.Header
+	if len(h.old) > 0 {
+		i := h.rng.IntN(len(h.old))
+		replay, replayHeader = h.old[i], h.oldHdr[i]
+	}
+	if rec.Code == http.StatusOK {
+		h.old, h.oldHdr = append(h.old, rec.Body.Bytes()), append(h.oldHdr, rec.Header().Clone())
+	}
+	// Every request but one in three meets a fault, in turn, so that each kind is met however
+	// few pages the run needs.
+	kind := []string{"cut", "", "502", "altered", "", "replayed"}[h.requests%6]
+	h.requests++
+	if kind == "altered" && (rec.Code != http.StatusOK || rec.Body.Len() < 40) || kind == "replayed" && replay == nil {
+		kind = ""
+	}
+	h.n[kind]++
+	h.mu.Unlock()
+	switch kind {
+	case "cut":
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	case "502":
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	case "altered":
+		body := bytes.Clone(rec.Body.Bytes())
+		body[len(body)/2] ^= 0x01
+		copyHeader(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+		return
+	case "replayed":
+		copyHeader(w.Header(), replayHeader)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(replay)
+		return
+	}
+	copyHeader(w.Header(), rec.Header())
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+// receiver is the developer's local webhook handler: it verifies each delivery as a consumer does,
+// fails some first attempts, and records what it accepted.
+type receiver struct {
+	t        *testing.T
+	v        *webhook.Verifier
+	mu       sync.Mutex
+	rng      *rand.Rand
+	failRate float64
+	accepted []uint64 // sequences answered 2xx, in arrival order
+	bodies   map[uint64][]byte
+	attempts int
+	refused  []string      // deliveries that failed verification (must stay empty)
+	block    chan struct{} // when set, each delivery waits for it
+	arrived  chan uint64   // when set, told of each arrival
+}
+
+func newReceiver(t *testing.T, failRate float64) *receiver {
+	v, err := webhook.NewVerifier([]string{testSecret}, nil)
+	require.NoError(t, err)
+	return &receiver{t: t, v: v, rng: rand.New(rand.NewPCG(7, 7)), failRate: failRate, bodies: map[uint64][]byte{}}
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if rc.arrived != nil {
+		rc.arrived <- 0
+	}
+	if rc.block != nil {
+		<-rc.block
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.attempts++
+	if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+		rc.refused = append(rc.refused, "method or content type")
+	}
+	if err := rc.v.Verify(r.Header.Get(webhook.HeaderSignature), body); err != nil {
+		rc.refused = append(rc.refused, err.Error())
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	ev, err := webhook.DecodeEvent(body)
+	if err == nil {
+		err = webhook.CheckSequence(r.Header.Get(webhook.HeaderSequence), &ev)
+	}
+	if err != nil {
+		rc.refused = append(rc.refused, err.Error())
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if rc.rng.Float64() < rc.failRate {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	rc.accepted = append(rc.accepted, ev.Sequence)
+	rc.bodies[ev.Sequence] = body
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (rc *receiver) snapshot() ([]uint64, []string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]uint64(nil), rc.accepted...), append([]string(nil), rc.refused...)
+}
+
+// listenRun is a listen running in the background.
+type listenRun struct {
+	interrupts     chan os.Signal
+	stdout, stderr *syncBuffer
+	done           chan int
+}
+
+func startListen(t *testing.T, vars map[string]string, args ...string) *listenRun {
+	t.Helper()
+	e, out, errb := testEnv(t, vars, "")
+	sig := make(chan os.Signal, 2)
+	e.interrupts = sig
+	l := &listenRun{interrupts: sig, stdout: out, stderr: errb, done: make(chan int, 1)}
+	go func() { l.done <- run(append([]string{"listen"}, args...), e) }()
+	t.Cleanup(func() {
+		select {
+		case <-l.done:
+		default:
+			sig <- os.Interrupt
+			sig <- os.Interrupt
+			<-l.done
+		}
+	})
+	return l
+}
+
+func (l *listenRun) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-l.done:
+		l.done <- code
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("listen did not stop; stderr:\n%s", l.stderr.String())
+		return -1
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not timing behaviour
+	}
+}
+
+func fastTiming(t *testing.T) {
+	saved := defaultTiming
+	defaultTiming.minBackoff, defaultTiming.maxBackoff = time.Millisecond, 5*time.Millisecond
+	t.Cleanup(func() { defaultTiming = saved })
+}
+
+func seq(from, to uint64) []uint64 {
+	var s []uint64
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// listen forwards every event once, in order, signed for the secret, through a hostile range
+// endpoint and a local handler that fails some attempts; a stopped listen resumes from its cursor.
+func TestListenForwardsEachEventOnceInOrder(t *testing.T) {
+	fastTiming(t)
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	for i := range 250 {
+		src.Emit(testEP, "order.created", map[string]any{"n": i})
+	}
+	hostile := &hostileRange{src: src, rng: rand.New(rand.NewPCG(1, 2)), n: map[string]int{}}
+	api := httptest.NewServer(hostile)
+	defer api.Close()
+	rcv := newReceiver(t, 0.2)
+	local := httptest.NewServer(rcv)
+	defer local.Close()
+	cursor := filepath.Join(t.TempDir(), "cursor.json")
+	vars := map[string]string{envAPIKey: testKey, envSecret: testSecret, envBaseURL: api.URL, envEndpoint: testEP}
+	args := []string{"--forward-to", local.URL + "/hook", "--cursor", cursor, "--poll", "5ms", "--json"}
+
+	l := startListen(t, vars, args...)
+	waitFor(t, "250 events", func() bool { got, _ := rcv.snapshot(); return len(got) >= 250 })
+	l.interrupts <- os.Interrupt
+	require.Equal(t, exitOK, l.wait(t), l.stderr.String())
+	got, refused := rcv.snapshot()
+	require.Empty(t, refused)
+	require.Equal(t, seq(1, 250), got)
+	for _, ev := range src.Events(testEP) {
+		require.JSONEq(t, string(webhooktest.Body(ev)), string(rcv.bodies[ev.Sequence]))
+		require.Equal(t, webhooktest.Body(ev), rcv.bodies[ev.Sequence], "the body is the envelope as the producer writes it")
+	}
+	hostile.mu.Lock()
+	t.Logf("faults injected on range retrieval: %v; local attempts %d", hostile.n, rcv.attempts)
+	require.Positive(t, hostile.n["altered"])
+	require.Positive(t, hostile.n["replayed"])
+	require.Positive(t, hostile.n["cut"])
+	hostile.mu.Unlock()
+	require.Contains(t, l.stderr.String(), "svc listen: stopped; the cursor "+cursor+" is at sequence 250")
+	var st cursorState
+	data, err := os.ReadFile(cursor)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &st))
+	require.Equal(t, uint64(250), st.Sequence)
+	require.Equal(t, testEP, st.Endpoint)
+
+	// One JSON line per attempt: the delivered ones name their status and latency.
+	var delivered int
+	for _, line := range strings.Split(strings.TrimSpace(l.stdout.String()), "\n") {
+		var a attemptLine
+		require.NoError(t, json.Unmarshal([]byte(line), &a), line)
+		if a.Delivered {
+			delivered++
+			require.Equal(t, http.StatusNoContent, a.Status)
+			require.Equal(t, "order.created", a.Type)
+		} else {
+			require.Equal(t, http.StatusInternalServerError, a.Status)
+			require.Positive(t, a.RetryInMS)
+		}
+	}
+	require.Equal(t, 250, delivered)
+
+	// Started again, it resumes after the cursor: only the new events, and --from cannot rewind it.
+	for range 5 {
+		src.Emit(testEP, "order.created", nil)
+	}
+	l = startListen(t, vars, append(args, "--from", "1")...)
+	waitFor(t, "255 events", func() bool { got, _ := rcv.snapshot(); return len(got) >= 255 })
+	l.interrupts <- os.Interrupt
+	require.Equal(t, exitOK, l.wait(t))
+	got, _ = rcv.snapshot()
+	require.Equal(t, seq(1, 255), got)
+	require.Contains(t, l.stderr.String(), "--from 1 is ignored: the cursor")
+}
+
+// Ctrl-C while a delivery is in flight lets it finish and keeps its answer; a second one abandons it,
+// and the cursor stays before it.
+func TestListenInterrupts(t *testing.T) {
+	fastTiming(t)
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	for range 3 {
+		src.Emit(testEP, "order.created", nil)
+	}
+	api := httptest.NewServer(src)
+	defer api.Close()
+	vars := map[string]string{envAPIKey: testKey, envSecret: testSecret, envBaseURL: api.URL}
+
+	t.Run("one interrupt: the delivery in flight is answered and counted, and nothing follows it", func(t *testing.T) {
+		rcv := newReceiver(t, 0)
+		rcv.block, rcv.arrived = make(chan struct{}), make(chan uint64, 10)
+		local := httptest.NewServer(rcv)
+		defer local.Close()
+		cursor := filepath.Join(t.TempDir(), "c.json")
+		l := startListen(t, vars, "--endpoint", testEP, "--forward-to", local.URL, "--cursor", cursor)
+		<-rcv.arrived // sequence 1 is at the receiver, waiting
+		l.interrupts <- os.Interrupt
+		waitFor(t, "the stopping notice", func() bool { return strings.Contains(l.stderr.String(), "stopping once the delivery in flight") })
+		close(rcv.block)
+		require.Equal(t, exitOK, l.wait(t))
+		got, _ := rcv.snapshot()
+		require.Equal(t, []uint64{1}, got)
+		require.Contains(t, l.stderr.String(), "is at sequence 1")
+	})
+	t.Run("two interrupts: the delivery in flight is abandoned and will be sent again", func(t *testing.T) {
+		rcv := newReceiver(t, 0)
+		rcv.block, rcv.arrived = make(chan struct{}), make(chan uint64, 10)
+		local := httptest.NewServer(rcv)
+		defer local.Close()
+		defer close(rcv.block)
+		cursor := filepath.Join(t.TempDir(), "c.json")
+		l := startListen(t, vars, "--endpoint", testEP, "--forward-to", local.URL, "--cursor", cursor)
+		<-rcv.arrived
+		l.interrupts <- os.Interrupt
+		l.interrupts <- os.Interrupt
+		require.Equal(t, exitInterrupted, l.wait(t))
+		require.Contains(t, l.stderr.String(), "the delivery in flight was abandoned")
+		_, err := os.Stat(cursor)
+		require.ErrorIs(t, err, os.ErrNotExist, "no delivery was answered, so the cursor was never written")
+	})
+}
+
+// Two listens on one cursor would both forward every event: the second is refused.
+func TestListenCursorIsLocked(t *testing.T) {
+	fastTiming(t)
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	src.Emit(testEP, "order.created", nil)
+	api := httptest.NewServer(src)
+	defer api.Close()
+	local := httptest.NewServer(newReceiver(t, 0))
+	defer local.Close()
+	cursor := filepath.Join(t.TempDir(), "c.json")
+	vars := map[string]string{envAPIKey: testKey, envSecret: testSecret, envBaseURL: api.URL}
+	first := startListen(t, vars, "--endpoint", testEP, "--forward-to", local.URL, "--cursor", cursor)
+	waitFor(t, "the first listen to start", func() bool { return strings.Contains(first.stderr.String(), "following") })
+	r := runSvc(t, vars, "", "listen", "--endpoint", testEP, "--forward-to", local.URL, "--cursor", cursor)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "another svc listen is following this endpoint")
+
+	r = runSvc(t, vars, "", "listen", "--endpoint", "we_other", "--forward-to", local.URL, "--cursor", cursor)
+	require.Equal(t, exitUsage, r.code, "a cursor of another endpoint is refused before its lock is even tried")
+	if !strings.Contains(r.stderr, "follows endpoint we_listen, not we_other") {
+		require.Contains(t, r.stderr, "another svc listen")
+	}
+}
+
+// Events pruned past the cursor are a loss listen refuses to hide; without a cursor it starts at
+// the oldest event kept.
+func TestListenPruned(t *testing.T) {
+	fastTiming(t)
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	for range 8 {
+		src.Emit(testEP, "order.created", nil)
+	}
+	const first = 5
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64); from < first {
+			apierror.Write(w, r, apierror.Gone("events_pruned", fmt.Sprintf("events %d–4 are gone", from),
+				apierror.Query("from", "events_pruned", "must be at least 5")).With("first_retained", first))
+			return
+		}
+		src.ServeHTTP(w, r)
+	}))
+	defer api.Close()
+	rcv := newReceiver(t, 0)
+	local := httptest.NewServer(rcv)
+	defer local.Close()
+	vars := map[string]string{envAPIKey: testKey, envSecret: testSecret, envBaseURL: api.URL, envEndpoint: testEP}
+
+	cursor := filepath.Join(t.TempDir(), "c.json")
+	l := startListen(t, vars, "--forward-to", local.URL, "--cursor", cursor)
+	waitFor(t, "events 5–8", func() bool { got, _ := rcv.snapshot(); return len(got) == 4 })
+	l.interrupts <- os.Interrupt
+	require.Equal(t, exitOK, l.wait(t))
+	got, _ := rcv.snapshot()
+	require.Equal(t, seq(5, 8), got)
+	require.Contains(t, l.stderr.String(), "the events before sequence 5 were pruned; starting at 5")
+
+	stale := filepath.Join(t.TempDir(), "stale.json")
+	c, err := openCursor(stale, testEP, api.URL)
+	require.NoError(t, err)
+	require.NoError(t, c.save(2))
+	c.close()
+	r := runSvc(t, vars, "", "listen", "--forward-to", local.URL, "--cursor", stale)
+	require.Equal(t, exitLost, r.code)
+	require.Contains(t, r.stderr, "the events 3–4 of we_listen, after the cursor, were pruned before they were forwarded")
+}
+
+// A refusal that waiting cannot change ends listen with the problem; a server that is down does not.
+func TestListenRefusals(t *testing.T) {
+	fastTiming(t)
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	src.Emit(testEP, "order.created", nil)
+	api := httptest.NewServer(src)
+	defer api.Close()
+	local := httptest.NewServer(newReceiver(t, 0))
+	defer local.Close()
+	r := runSvc(t, map[string]string{envAPIKey: "sk_sandbox_wrong", envSecret: testSecret, envBaseURL: api.URL}, "",
+		"listen", "--endpoint", testEP, "--forward-to", local.URL, "--cursor", filepath.Join(t.TempDir(), "c"))
+	require.Equal(t, exitRefused, r.code)
+	require.Contains(t, r.stderr, "401")
+	require.NotContains(t, r.stderr, "sk_sandbox_wrong")
+}
