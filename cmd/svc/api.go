@@ -125,14 +125,6 @@ func (e *problemError) Error() string {
 	return strings.TrimSuffix(strings.TrimPrefix(b.String(), "svc: "), "\n")
 }
 
-// code is the problem's code, or "".
-func (e *problemError) code() string {
-	if e.problem == nil {
-		return ""
-	}
-	return e.problem.Code
-}
-
 // print shows the problem as a person reads it: the status and code, the detail, each located
 // violation on a line of its own, and the request ID to quote to the server's operators.
 func (e *problemError) print(w io.Writer) {

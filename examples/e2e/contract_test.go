@@ -96,6 +96,7 @@ func TestContract(t *testing.T) {
 				for _, rq := range []request{
 					{Method: "POST", URL: url("/v1/orders"), Auth: tc.auth, Key: newKey(), Body: orderBody},
 					{Method: "GET", URL: url("/v1/orders/ord_x"), Auth: tc.auth},
+					{Method: "GET", URL: url("/v1/webhook_endpoints"), Auth: tc.auth},
 				} {
 					r := rq.do(t)
 					p := r.expectProblem(t, http.StatusUnauthorized, tc.code)

@@ -61,6 +61,9 @@ func TestEveryOperationInV2(t *testing.T) {
 		do(t).expectJSON(t, http.StatusCreated)
 	id := ep["id"].(string)
 	require.Equal(t, "v2", ep["api_version"])
+	l := request{Method: "GET", URL: u("/webhook_endpoints"), Auth: key}.do(t).expectJSON(t, http.StatusOK)
+	delete(ep, "secret") // shown once, at registration
+	require.Equal(t, []any{ep}, l["data"])
 	trig := request{Method: "POST", URL: u("/sandbox/events"), Auth: key, Key: newKey(), Body: `{"type":"sandbox.ping","data":{"n":1}}`}.
 		do(t).expectJSON(t, http.StatusCreated)
 	require.Len(t, trig["data"], 1)

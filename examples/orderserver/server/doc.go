@@ -11,6 +11,7 @@
 //	POST /v1/orders                                  Bearer API key; {"account","side"} → 201 order
 //	GET  /v1/orders/{id}                             Bearer API key → 200 order; 404 for unknown and foreign ids alike
 //	POST /v1/webhook_endpoints                       Bearer API key; {"url"} → 201 {"id":"we_…","url","secret":"whsec_…","api_version"}
+//	GET  /v1/webhook_endpoints                       Bearer API key → 200 {"object":"list","data":[the endpoints, oldest first, without secrets],"has_more":false}
 //	GET  /v1/webhook_endpoints/{id}/events           Bearer API key; ?from=&to=&limit= → 200 signed event list (range retrieval)
 //	GET  /v1/webhook_endpoints/{id}/deliveries       Bearer API key; ?sequence=&outcome=&limit=&starting_after= → 200 attempt list (delivery history)
 //	POST /v1/sandbox/credentials                     Bearer admin token → 201 {"api_key":"sk_sandbox_…","environment":"sandbox","expires_at":…}
@@ -36,8 +37,10 @@
 // redirect. WebhookOptions.Guard opens both for the addresses and names it lists (a sandbox whose
 // consumers run on loopback). Each licensee may register WebhookOptions.MaxEndpoints endpoints per
 // environment (16 by default; past it, 422 webhook_endpoint_limit_reached), and its deliveries have
-// at most PerOwner requests in flight (8), one per endpoint. The delivery history of an endpoint is
-// GET …/deliveries (producer.DeliveriesHandler), visible to its owner only.
+// at most PerOwner requests in flight (8), one per endpoint. GET /v1/webhook_endpoints lists the
+// caller's endpoints in the order they were registered, in one page (the limit keeps it short), and
+// without their signing secrets, which only the answer to a registration shows. The delivery history
+// of an endpoint is GET …/deliveries (producer.DeliveriesHandler), visible to its owner only.
 //
 // # Storage
 //

@@ -204,6 +204,71 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, data)
 }
 
+// WebhookEndpointList is the response to GET /v1/webhook_endpoints: every endpoint of the caller's
+// licensee and environment, oldest first, in one page. HasMore is always false: a licensee has at
+// most WebhookOptions.MaxEndpoints endpoints per environment (16 by default), few enough for one page,
+// and the member is there so that this list reads like every other list of the API.
+type WebhookEndpointList struct {
+	Object  string                  `json:"object"` // "list"
+	Data    []ListedWebhookEndpoint `json:"data"`   // [] when there is none, never null
+	HasMore bool                    `json:"has_more"`
+}
+
+// ListedWebhookEndpoint is an endpoint as GET /v1/webhook_endpoints lists it: a WebhookEndpoint
+// without its signing secret, which is shown once, in the answer to the endpoint's registration. It
+// is a type of its own rather than a WebhookEndpoint with the secret left out, so that no change to
+// the list handler can send a secret by mistake.
+type ListedWebhookEndpoint struct {
+	ID         string `json:"id"`
+	Object     string `json:"object"` // "webhook_endpoint"
+	URL        string `json:"url"`
+	APIVersion string `json:"api_version"`
+}
+
+// listEndpoints handles GET /v1/webhook_endpoints: the webhook endpoints of the caller's scope — its
+// licensee in its environment, as on every route, so another licensee's endpoints and the other
+// environment's never appear — in the order they were registered, oldest first. The signing secrets
+// are not listed: each is shown once, when its endpoint is created (POST /v1/webhook_endpoints), and
+// never again. Without an endpoint limit (WebhookOptions.MaxEndpoints < 0) the one page holds them
+// all.
+func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
+	scope, err := scopeOf(r)
+	if err != nil {
+		s.problems.Write(w, r, err)
+		return
+	}
+	ids, err := s.store.EndpointIDs(r.Context(), scope)
+	if err != nil {
+		s.problems.Write(w, r, err)
+		return
+	}
+	list := WebhookEndpointList{Object: "list", Data: make([]ListedWebhookEndpoint, 0, len(ids))}
+	for _, id := range ids {
+		ep, err := s.store.Lookup(r.Context(), id)
+		if err == nil && ep.Owner != scope {
+			// The store listed the ID for this scope; asking again costs nothing and keeps a store's
+			// mistake from showing another licensee's URL. Endpoints are never deleted, so an ID
+			// listed and then not found is a store's mistake too.
+			err = fmt.Errorf("server: the store listed webhook endpoint %s for %q, but it belongs to %q", id, scope, ep.Owner)
+		}
+		if err != nil {
+			s.problems.Write(w, r, err)
+			return
+		}
+		list.Data = append(list.Data, ListedWebhookEndpoint{ID: ep.ID, Object: "webhook_endpoint", URL: ep.URL,
+			APIVersion: ep.APIVersion})
+	}
+	data, err := json.Marshal(list)
+	if err != nil {
+		s.problems.Write(w, r, err)
+		return
+	}
+	// Never cached: the list is the integration as it stands (a cached copy would hide the endpoint
+	// just registered), and a URL may carry the consumer's own token.
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, data)
+}
+
 // SandboxCredentials is the response to POST /v1/sandbox/credentials: what an evaluation starts with.
 // The key is shown once; the server keeps only its hash.
 type SandboxCredentials struct {

@@ -66,7 +66,7 @@ func TestOpenAPIDocuments(t *testing.T) {
 			require.ElementsMatch(t, []string{
 				"GET /openapi.json",
 				"POST /orders", "GET /orders/{id}",
-				"POST /webhook_endpoints", "GET /webhook_endpoints/{id}/events", "GET /webhook_endpoints/{id}/deliveries",
+				"POST /webhook_endpoints", "GET /webhook_endpoints", "GET /webhook_endpoints/{id}/events", "GET /webhook_endpoints/{id}/deliveries",
 				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
 				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
 				"DELETE /sandbox/webhook_endpoints/{id}/faults",

@@ -39,6 +39,7 @@ func (s *Server) routes() http.Handler {
 	api.Handle("POST /orders", s.idempotent(http.HandlerFunc(s.createOrder)))
 	api.HandleFunc("GET /orders/{id}", s.getOrder)
 	api.Handle("POST /webhook_endpoints", s.idempotent(http.HandlerFunc(s.createEndpoint)))
+	api.HandleFunc("GET /webhook_endpoints", s.listEndpoints)
 	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
 	// The delivery history: the same authentication and the same 404 for another licensee's endpoint
 	// as range retrieval (both ask rangeOwner whose endpoints the request may read).

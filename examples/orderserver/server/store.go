@@ -38,7 +38,8 @@ type Store interface {
 	// and the insert are one atomic step, also between replicas: concurrent registrations never
 	// take a scope past the limit.
 	CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error
-	// EndpointIDs lists the IDs of scope's webhook endpoints.
+	// EndpointIDs lists the IDs of scope's webhook endpoints in the order they were registered,
+	// oldest first: GET /v1/webhook_endpoints lists them in this order.
 	EndpointIDs(ctx context.Context, scope string) ([]string, error)
 	// DeleteOrders removes every order of scope and reports how many (the sandbox's reset).
 	DeleteOrders(ctx context.Context, scope string) (int, error)
@@ -126,7 +127,7 @@ func (m *MemoryStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint, 
 	return nil
 }
 
-// EndpointIDs implements Store.
+// EndpointIDs implements Store: byScope keeps each scope's IDs in the order they were registered.
 func (m *MemoryStore) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -3,16 +3,20 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -479,4 +483,153 @@ func TestDeliveryHistory(t *testing.T) {
 	t.Run("without a key, 401", func(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, ts.do("GET", path, "", "", "").Code)
 	})
+}
+
+// TestListEndpoints: GET /{version}/webhook_endpoints lists the caller's endpoints oldest first,
+// without their secrets, in the document's shape; the same licensee's production endpoints and
+// another licensee's never appear, and a scope without endpoints gets "data":[], never null.
+func TestListEndpoints(t *testing.T) {
+	ctx := context.Background()
+	ts, _ := newWebhookServer(t, WebhookOptions{}, nil)
+	// The same licensee in production: a scope of its own.
+	live, err := ts.issuer.Issue(ctx, sandbox.Evaluation{Licensee: mustLicensee(t, ts.Server, ts.key), Environment: sandbox.Live})
+	require.NoError(t, err)
+	other, err := ts.IssueCredentials(ctx, sandbox.Sandbox)
+	require.NoError(t, err)
+	schemas := map[string]*openapi3.Schema{}
+	for _, v := range []string{"v1", "v2"} {
+		doc := loadDocument(t, ts.do(http.MethodGet, "/"+v+"/openapi.json", "", "", "").Body.Bytes())
+		schemas[v] = doc.Components.Schemas["WebhookEndpointList"].Value
+	}
+
+	// list lists key's endpoints on version and checks what every list must be.
+	list := func(t *testing.T, key, version string) []map[string]any {
+		t.Helper()
+		w := ts.do(http.MethodGet, "/"+version+"/webhook_endpoints", key, "", "")
+		require.Equal(t, http.StatusOK, w.Code, "%s", w.Body)
+		require.Equal(t, "application/json", w.Header().Get("Content-Type"))
+		require.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+		require.NotContains(t, w.Body.String(), "whsec_", "a secret is shown once, at registration")
+		var doc any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
+		require.NoError(t, schemas[version].VisitJSON(doc, openapi3.EnableJSONSchema2020()), "%s", w.Body)
+		var body struct {
+			Object  string           `json:"object"`
+			Data    []map[string]any `json:"data"`
+			HasMore bool             `json:"has_more"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+		require.Equal(t, "list", body.Object)
+		require.False(t, body.HasMore)
+		require.NotNil(t, body.Data, "data is [], never null: %s", w.Body)
+		for _, ep := range body.Data {
+			require.ElementsMatch(t, []string{"id", "object", "url", "api_version"}, slices.Collect(maps.Keys(ep)))
+			require.Equal(t, "webhook_endpoint", ep["object"])
+		}
+		return body.Data
+	}
+	ids := func(eps []map[string]any) []string {
+		out := make([]string, len(eps))
+		for i, ep := range eps {
+			out[i] = ep["id"].(string)
+		}
+		return out
+	}
+	register := func(t *testing.T, key, url string) WebhookEndpoint {
+		t.Helper()
+		w := ts.register(key, url)
+		require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
+		var ep WebhookEndpoint
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &ep))
+		return ep
+	}
+
+	t.Run("none yet: an empty list", func(t *testing.T) {
+		for _, v := range []string{"v1", "v2"} {
+			require.Empty(t, list(t, ts.key, v))
+			require.Contains(t, ts.do(http.MethodGet, "/"+v+"/webhook_endpoints", ts.key, "", "").Body.String(), `"data":[]`)
+		}
+	})
+
+	var registered []WebhookEndpoint
+	for i := range 3 {
+		registered = append(registered, register(t, ts.key, fmt.Sprintf("https://hooks.example.com/%d", i)))
+	}
+	t.Run("oldest first, without secrets", func(t *testing.T) {
+		for _, v := range []string{"v1", "v2"} {
+			eps := list(t, ts.key, v)
+			require.Len(t, eps, len(registered))
+			for i, ep := range eps {
+				require.Equal(t, map[string]any{"id": registered[i].ID, "object": "webhook_endpoint",
+					"url": registered[i].URL, "api_version": "v1"}, ep, "%s: endpoint %d", v, i)
+			}
+		}
+	})
+
+	t.Run("the same licensee's production endpoints are apart", func(t *testing.T) {
+		require.Empty(t, list(t, live.APIKey, "v1"))
+		mine := register(t, live.APIKey, "https://hooks.example.com/live")
+		require.Equal(t, []string{mine.ID}, ids(list(t, live.APIKey, "v1")))
+		require.Equal(t, []string{registered[0].ID, registered[1].ID, registered[2].ID}, ids(list(t, ts.key, "v1")))
+	})
+
+	t.Run("another licensee sees none of them", func(t *testing.T) {
+		require.Empty(t, list(t, other.APIKey, "v1"))
+	})
+
+	t.Run("without a key, 401", func(t *testing.T) {
+		expectProblem(t, ts.do(http.MethodGet, "/v1/webhook_endpoints", "", "", ""), http.StatusUnauthorized, sandbox.CodeAPIKeyMissing)
+	})
+
+	t.Run("other methods are 405 naming GET and POST", func(t *testing.T) {
+		for _, m := range []string{http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			w := ts.do(m, "/v1/webhook_endpoints", ts.key, ts.nextKey(), "")
+			expectProblem(t, w, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+			require.Equal(t, "GET, POST", w.Header().Get("Allow"), m)
+		}
+	})
+}
+
+// endpointsStore is a Store whose endpoint listing a test decides.
+type endpointsStore struct {
+	Store
+	endpointIDs func(ctx context.Context, scope string) ([]string, error)
+}
+
+func (s endpointsStore) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
+	return s.endpointIDs(ctx, scope)
+}
+
+// TestListEndpointsStoreMistakes: a store that fails, or that lists an endpoint of another scope, is an
+// opaque 500 — never another licensee's URL.
+func TestListEndpointsStoreMistakes(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemoryStore()
+	foreign := producer.Endpoint{ID: endpointIDs.New(), URL: "https://hooks.example.com/theirs", Secrets: []string{webhook.NewSecret()},
+		Owner: "sandbox:lic_theirs", APIVersion: "v1"}
+	require.NoError(t, mem.CreateEndpoint(ctx, foreign, 0))
+	for _, tc := range []struct {
+		name        string
+		endpointIDs func(ctx context.Context, scope string) ([]string, error)
+	}{
+		{"the store fails", func(context.Context, string) ([]string, error) { return nil, errors.New("boom") }},
+		{"the store lists another scope's endpoint", func(context.Context, string) ([]string, error) {
+			return []string{foreign.ID}, nil
+		}},
+		{"the store lists an endpoint that does not exist", func(context.Context, string) ([]string, error) {
+			return []string{"we_missing"}, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{Store: endpointsStore{Store: mem, endpointIDs: tc.endpointIDs}})
+			require.NoError(t, err)
+			c, err := s.IssueCredentials(ctx, sandbox.Sandbox)
+			require.NoError(t, err)
+			ts := &testServer{Server: s, key: c.APIKey}
+			w := ts.do(http.MethodGet, "/v1/webhook_endpoints", ts.key, "", "")
+			expectProblem(t, w, http.StatusInternalServerError, apierror.CodeInternal)
+			require.NotContains(t, w.Body.String(), foreign.URL)
+			require.NotContains(t, w.Body.String(), foreign.ID)
+		})
+	}
 }

@@ -23,9 +23,9 @@ func sandboxIdempotency() *pgstore.IdempotencyOptions {
 
 // Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
 // webhook endpoints), the event log's, the credentials', both idempotency tables and the version
-// pins'. The migrations are idempotent and serialised by advisory locks: run Migrate at every start
-// of every replica, replicas starting together included. The tables go to the first schema of the
-// connection's search_path.
+// pins'; a table an earlier version made gets the columns it lacks. The migrations are idempotent
+// and serialised by advisory locks: run Migrate at every start of every replica, replicas starting
+// together included. The tables go to the first schema of the connection's search_path.
 func Migrate(ctx context.Context, db pgstore.DB) error {
 	if db == nil {
 		return errors.New("pgserver: Migrate: nil DB")

@@ -15,6 +15,14 @@ import (
 // ordersMigration creates the server's own tables. Webhook secrets are stored as issued: the producer
 // needs them to sign (an HMAC key cannot be hashed away), so the table deserves the protection of any
 // other secret store.
+//
+// An endpoint's pos is its place in the order of registration, which the IDs (random) do not keep.
+// A table made before pos existed gets the column once: ALTER TABLE takes the table's strongest lock,
+// so it runs only when the column is missing, and a migration at every start locks nothing on a table
+// up to date. The endpoints registered before then are numbered in the order the table stores them,
+// which is their order of registration unless the table was rewritten since. No index covers it: an
+// owner has few endpoints (server.WebhookOptions.MaxEndpoints, 16 by default), found by the owner
+// index and sorted in memory.
 const ordersMigration = `
 CREATE TABLE IF NOT EXISTS orders (
     scope   text   NOT NULL, -- "<environment>:<licensee>": every read filters by it
@@ -30,9 +38,16 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
     owner       text   NOT NULL, -- the scope the endpoint belongs to
     url         text   NOT NULL,
     secrets     text[] NOT NULL,
-    api_version text   NOT NULL
+    api_version text   NOT NULL,
+    pos         bigint GENERATED ALWAYS AS IDENTITY -- registration order: an owner's endpoints are listed by it
 );
 CREATE INDEX IF NOT EXISTS webhook_endpoints_owner_idx ON webhook_endpoints (owner, id);
+DO $orders$ BEGIN -- a table made before pos gets it
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'webhook_endpoints'::regclass
+        AND attname = 'pos' AND NOT attisdropped) THEN
+        ALTER TABLE webhook_endpoints ADD COLUMN IF NOT EXISTS pos bigint GENERATED ALWAYS AS IDENTITY;
+    END IF;
+END $orders$;
 `
 
 // migrateLockKey serialises the migrations of replicas that start together: concurrent CREATE TABLE
@@ -197,13 +212,13 @@ VALUES ($1, $2, $3, $4, $5)`, ep.ID, ep.Owner, ep.URL, ep.Secrets, ep.APIVersion
 	return nil
 }
 
-// EndpointIDs implements server.Store.
+// EndpointIDs implements server.Store: oldest first, by pos (see ordersMigration).
 func (s *Store) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
 	return endpointIDs(ctx, s.dbFor(ctx), scope)
 }
 
 func endpointIDs(ctx context.Context, db pgstore.DB, scope string) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope)
+	rows, err := db.Query(ctx, `SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY pos`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: list webhook endpoints: %w", err)
 	}

@@ -37,6 +37,38 @@ func TestStore(t *testing.T) {
 	}, &storetest.Options{Transactional: true})
 }
 
+// TestMigrateOrdersOldEndpoints: a webhook_endpoints table made before endpoints kept their order of
+// registration gets the column that keeps it, once; the endpoints it held are listed as stored, and
+// those registered afterwards after them.
+func TestMigrateOrdersOldEndpoints(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := testenv.PostgresPool(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE webhook_endpoints (
+    id          text   PRIMARY KEY,
+    owner       text   NOT NULL,
+    url         text   NOT NULL,
+    secrets     text[] NOT NULL,
+    api_version text   NOT NULL
+)`)
+	require.NoError(t, err)
+	const scope = "sandbox:lic_old"
+	old := []string{"we_zz", "we_aa"} // not in ID order
+	for _, id := range old {
+		_, err := pool.Exec(ctx, `INSERT INTO webhook_endpoints (id, owner, url, secrets, api_version)
+VALUES ($1, $2, 'http://127.0.0.1:1/hook', '{whsec_x}', 'v1')`, id, scope)
+		require.NoError(t, err)
+	}
+	require.NoError(t, pgserver.Migrate(ctx, pool))
+	require.NoError(t, pgserver.Migrate(ctx, pool), "migrations must be rerunnable")
+	s, err := pgserver.NewStore(pool)
+	require.NoError(t, err)
+	ep := producer.Endpoint{ID: "we_mm", URL: "http://127.0.0.1:1/hook", Secrets: []string{"whsec_x"}, Owner: scope, APIVersion: "v1"}
+	require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
+	ids, err := s.EndpointIDs(ctx, scope)
+	require.NoError(t, err)
+	require.Equal(t, []string{"we_zz", "we_aa", "we_mm"}, ids)
+}
+
 // TestNilDB: every function that needs a database says so instead of failing later.
 func TestNilDB(t *testing.T) {
 	ctx := context.Background()

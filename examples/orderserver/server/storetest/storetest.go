@@ -1,7 +1,8 @@
 // Package storetest is the conformance suite of server.Store: every implementation runs it, so that
 // the in-memory default (server.MemoryStore) and PostgreSQL (pgserver.Store) behave alike — records
-// visible only in their scope, an order's events reaching exactly its scope's endpoints, gap-free
-// sequences under concurrent orders, an endpoint limit that holds under concurrent registrations.
+// visible only in their scope, endpoints listed in the order they were registered, an order's events
+// reaching exactly its scope's endpoints, gap-free sequences under concurrent orders, an endpoint
+// limit that holds under concurrent registrations.
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) server.Store { return newMyStore(t) }, nil)
@@ -17,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +138,9 @@ func Run(t *testing.T, newStore func(t *testing.T) server.Store, opts *Options) 
 		if !sameSet(ids, []string{a1.ID, a2.ID}) {
 			t.Fatalf("endpoints of %s: %v, want %v and %v", scopeA, ids, a1.ID, a2.ID)
 		}
+		if ids, err := s.EndpointIDs(ctx, "live:lic_a"); err != nil || len(ids) != 0 {
+			t.Fatalf("endpoints of the same licensee in production: %v (err %v), want none", ids, err)
+		}
 		got, err := s.Lookup(ctx, b.ID)
 		must(t, err, "look up endpoint")
 		if !sameEndpoint(got, b) {
@@ -146,6 +151,33 @@ func Run(t *testing.T, newStore func(t *testing.T) server.Store, opts *Options) 
 		}
 		if err := s.CreateEndpoint(ctx, producer.Endpoint{ID: NewID("we_"), Owner: scopeA}, 0); err == nil {
 			t.Fatal("an endpoint without URL and secret was registered")
+		}
+	})
+
+	t.Run("endpoints are listed in the order they were registered", func(t *testing.T) {
+		s := newStore(t)
+		// IDs in descending order, registered one after another and interleaved with another scope's:
+		// a store that lists by ID, or in no particular order, fails.
+		const n = 6
+		want := make([]string, n)
+		for i := range want {
+			want[i] = NewID("we_")
+		}
+		slices.Sort(want)
+		slices.Reverse(want)
+		for _, id := range want {
+			ep := endpoint(scopeA)
+			ep.ID = id
+			must(t, s.CreateEndpoint(ctx, ep, 0), "create endpoint")
+			must(t, s.CreateEndpoint(ctx, endpoint(scopeB), 0), "create endpoint")
+		}
+		ids, err := s.EndpointIDs(ctx, scopeA)
+		must(t, err, "list endpoints")
+		if !slices.Equal(ids, want) {
+			t.Fatalf("endpoints of %s: %v, want them as registered: %v", scopeA, ids, want)
+		}
+		if ids, err := s.EndpointIDs(ctx, "sandbox:lic_none"); err != nil || len(ids) != 0 {
+			t.Fatalf("endpoints of a scope without any: %v (err %v), want none", ids, err)
 		}
 	})
 
