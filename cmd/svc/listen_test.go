@@ -101,7 +101,6 @@ func copyHeader(dst, src http.Header) {
 // receiver is the developer's local webhook handler: it verifies each delivery as a consumer does,
 // fails some first attempts, and records what it accepted.
 type receiver struct {
-	t        *testing.T
 	v        *webhook.Verifier
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -114,10 +113,10 @@ type receiver struct {
 	arrived  chan uint64   // when set, told of each arrival
 }
 
-func newReceiver(t *testing.T, failRate float64) *receiver {
+func newReceiver(t testing.TB, failRate float64) *receiver {
 	v, err := webhook.NewVerifier([]string{testSecret}, nil)
 	require.NoError(t, err)
-	return &receiver{t: t, v: v, rng: rand.New(rand.NewPCG(7, 7)), failRate: failRate, bodies: map[uint64][]byte{}}
+	return &receiver{v: v, rng: rand.New(rand.NewPCG(7, 7)), failRate: failRate, bodies: map[uint64][]byte{}}
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -37,7 +37,7 @@ type result struct {
 
 // testEnv is svc's environment in a test: vars only (never the test process's own environment, so
 // a developer's SVC_API_KEY cannot leak in), a configuration directory of the test's own.
-func testEnv(t *testing.T, vars map[string]string, stdin string) (env, *syncBuffer, *syncBuffer) {
+func testEnv(t testing.TB, vars map[string]string, stdin string) (env, *syncBuffer, *syncBuffer) {
 	t.Helper()
 	all := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
 	for k, v := range vars {
