@@ -161,6 +161,9 @@ func (e *problemError) print(w io.Writer) {
 	if p.RequestID != "" {
 		fmt.Fprintf(w, "  request %s\n", p.RequestID)
 	}
+	if pinned, _ := p.Extensions["pinned_version"].(string); p.Code == "version_not_enabled" && validVersion(pinned) {
+		fmt.Fprintf(w, "  the key's licensee is pinned to %s: set %s=%s (or pass --api-version %s)\n", pinned, envAPIVersion, pinned, pinned)
+	}
 }
 
 func readProblem(resp *http.Response, method, target string) error {
@@ -172,7 +175,8 @@ func readProblem(resp *http.Response, method, target string) error {
 	}
 	if errors.Is(err, apierror.ErrNotProblem) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		pe.text = strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
+		// Not the API's problem — a proxy's page, say — so nothing vouches that it echoes no credential.
+		pe.text = apierror.Redact(strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " "))
 	}
 	return pe
 }

@@ -1,14 +1,3 @@
-// Command svc is the consumer developer's command-line tool for any API built with this library — the
-// reference order server first. It follows a webhook endpoint's events and forwards them to a local
-// URL (no public URL needed), triggers sandbox events, fetches and verifies event ranges, checks a
-// captured delivery's signature, and drives the sandbox's controls.
-//
-//	go install github.com/svcplatform/conventions/cmd/svc@latest
-//	svc help
-//
-// It is built from the standard library and this library alone. Credentials come from the
-// environment or a config file, never from flags alone: a command line is visible to every user of
-// the machine (ps). See "svc help" for the commands, the environment and the exit codes.
 package main
 
 import (

@@ -201,3 +201,28 @@ func TestConfigFile(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// The package documentation (go doc) repeats what "svc help" prints about the environment and the
+// exit codes; this keeps the two from drifting apart.
+func TestDocMatchesHelp(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	var text strings.Builder
+	for _, line := range strings.Split(string(doc), "\n") {
+		text.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "//"), "\t") + "\n")
+	}
+	got := norm(text.String())
+	for _, help := range []string{exitCodesHelp, configHelp} {
+		for _, line := range strings.Split(strings.TrimSpace(help), "\n") {
+			if strings.HasSuffix(line, ":") || strings.HasPrefix(line, "The config file") || strings.HasPrefix(line, "and svc") ||
+				strings.HasPrefix(line, "visible to") {
+				continue // headings and the prose, which doc.go words at more length
+			}
+			require.Contains(t, got, norm(line))
+		}
+	}
+	for _, c := range commands {
+		require.Contains(t, got, "svc "+c.name, "doc.go names every command")
+	}
+}

@@ -356,3 +356,32 @@ func envValue(env []string, name string) string {
 	}
 	return v
 }
+
+// A licensee pinned to v2 speaks v2 through svc: the order's side is sent as "direction", and the
+// events come rendered at v2. A production key on a version other than its pin is refused, and svc
+// says which version to set.
+func TestSvcPinnedToV2(t *testing.T) {
+	srv := startOrderServer(t, "orderserver")
+	base := []string{"SVC_BASE_URL=" + srv.URL, "SVC_API_VERSION=v2"}
+	env := append(base, exports(t, runSvc(t, append(base, "SVC_ADMIN_TOKEN="+srv.AdminToken), "", "credentials", "new", "--export"))...)
+	env = append(env, exports(t, runSvc(t, env, "", "endpoints", "create", "--url", "http://127.0.0.1:9/unused", "--export"))...)
+
+	r := runSvc(t, env, "", "orders", "create", "--account", "acc_v2", "--side", "sell")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "created: sell acc_v2, status created")
+	eventually(t, deliveryTimeout, func() bool {
+		r = runSvc(t, env, "", "events", "--from", "1", "--json")
+		return r.code == 0 && strings.Count(r.stdout, "\n") == 1
+	}, "the order's event is numbered: %+v", r)
+	require.Contains(t, r.stdout, `"api_version":"v2"`)
+	require.Contains(t, r.stdout, `"direction":"sell"`)
+
+	live := append(slices.Clone(base), "SVC_API_KEY="+srv.LiveKey)
+	r = runSvc(t, live, "", "endpoints", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "no webhook endpoints")
+	r = runSvc(t, live, "", "endpoints", "list", "--api-version", "v1")
+	require.Equal(t, 3, r.code)
+	require.Contains(t, r.stderr, "403 Forbidden (version_not_enabled)")
+	require.Contains(t, r.stderr, "the key's licensee is pinned to v2: set SVC_API_VERSION=v2 (or pass --api-version v2)")
+}

@@ -1,0 +1,66 @@
+// Command svc is the consumer developer's command line for any API built with
+// github.com/svcplatform/conventions — the reference order server first. It is built from the
+// standard library and this library alone:
+//
+//	go install github.com/svcplatform/conventions/cmd/svc@latest
+//
+// # Commands
+//
+//	svc listen --endpoint we_… --forward-to http://localhost:3000/hook
+//	svc trigger order.created [--endpoint we_…] [--data JSON]
+//	svc events --endpoint we_… --from N [--to M] [--json]
+//	svc verify --signature 't=…,v1=…' [--body FILE]   (or the body on stdin)
+//	svc endpoints create --url URL [--export] | svc endpoints list
+//	svc orders create --account ACC [--side buy|sell] [--idempotency-key K]
+//	svc faults set --endpoint we_… [--drop R] [--duplicate R] [--reorder R] [--bad-signature R] [--delay R --delay-ms MS]
+//	svc faults clear --endpoint we_…
+//	svc credentials new [--export]   (admin)
+//	svc version
+//
+// "svc help" lists them; "svc <command> --help" describes each, with its flags.
+//
+// listen follows the endpoint's events through range retrieval, so the developer's machine needs no
+// public URL. It verifies every page's X-SVC-Signature with the endpoint's secret and forwards each
+// event to the local URL as the platform delivers it — the envelope as body, X-SVC-Sequence, and a
+// fresh X-SVC-Signature made with the secret — in sequence order, one at a time, retrying each
+// (with backoff) until the local URL answers 2xx. It prints one line per attempt (--json: one JSON
+// object). Its cursor, the last sequence answered 2xx, is written to disk durably (fsync of the file
+// and its directory) after each delivery and before the next, and locked (flock) while listen runs,
+// so a listen stopped and started again resumes without loss or duplicates, and a second listen on
+// the same cursor is refused. Ctrl-C or SIGTERM stops it once the delivery in flight is answered; a
+// second interrupt stops it at once, and that delivery, like one a SIGKILL interrupts, is forwarded
+// again by the next listen: the receiver's sequence rule (an old sequence is a duplicate) absorbs it.
+// Events pruned past the cursor stop listen with exit status 5 rather than being skipped silently.
+//
+// Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
+// and retries network errors, 409 and 5xx on that key through idempotency.Transport, so a command
+// run once does its work at most once; when the answer is lost, svc prints the key to send again.
+//
+// # Configuration
+//
+//	SVC_API_KEY         the API key, sk_sandbox_… or sk_live_…           (config: api_key)
+//	SVC_BASE_URL        the server, default http://127.0.0.1:8080        (config: base_url; flag --base-url)
+//	SVC_WEBHOOK_SECRET  the endpoint's signing secret, whsec_…; several,
+//	                    comma-separated, while a secret rotates          (config: webhook_secret)
+//	SVC_ADMIN_TOKEN     the operator's token, for 'credentials new'      (config: admin_token)
+//	SVC_API_VERSION     the version the key's licensee is pinned to,
+//	                    default v1                                       (config: api_version; flag --api-version)
+//	SVC_ENDPOINT        the default webhook endpoint, we_…               (config: endpoint; flag --endpoint)
+//	SVC_CONFIG          the config file, default $XDG_CONFIG_HOME/svc/config (~/.config/svc/config)
+//
+// The config file holds "name = value" lines and # comments. It must not be writable by other users
+// (whoever can change base_url can send the key to a server of theirs), and svc warns when others can
+// read it. Secrets are never taken from flags: a command line is visible to every user of the machine
+// (ps).
+//
+// # Exit codes
+//
+//	  0  success (listen: stopped by Ctrl-C or SIGTERM once the delivery in flight was answered)
+//	  1  verification failed: a signature, a timestamp or a sequence (verify); a range page that is not
+//	     authentic (events)
+//	  2  usage: an unknown command or flag, a bad value, a missing credential or configuration
+//	  3  the server refused the request: a 4xx problem, shown with its detail and located violations
+//	  4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
+//	  5  listen: the events after the cursor were pruned (410); going on would skip them silently
+//	130  interrupted a second time: stopped at once, the delivery in flight is forwarded again next time
+package main
