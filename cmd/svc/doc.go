@@ -57,7 +57,7 @@
 //
 //	  0  success (listen: stopped by Ctrl-C or SIGTERM once the delivery in flight was answered)
 //	  1  verification failed: a signature, a timestamp or a sequence (verify); a range page that is not
-//	     authentic (events)
+//	     authentic (events), or five in a row (listen: the wrong secret, most likely)
 //	  2  usage: an unknown command or flag, a bad value, a missing credential or configuration
 //	  3  the server refused the request: a 4xx problem, shown with its detail and located violations
 //	  4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help

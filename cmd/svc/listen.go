@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -59,7 +59,9 @@ type listener struct {
 	cursor   *cursorFile
 	jsonOut  bool
 	timing   listenTiming
-	now      func() time.Time
+	// mismatches counts the range pages in a row whose signature did not verify.
+	mismatches int
+	now        func() time.Time
 }
 
 func runListen(_ context.Context, e env, args []string) error {
@@ -199,7 +201,7 @@ func (l *listener) run(interrupts <-chan os.Signal) error {
 			backoff = min(2*backoff, l.timing.maxBackoff)
 			continue
 		}
-		backoff = l.timing.minBackoff
+		backoff, l.mismatches = l.timing.minBackoff, 0
 		for i := range events {
 			ev := &events[i]
 			if ev.Sequence != l.cursor.seq+1 { // the RangeClient checks this; a cursor never jumps
@@ -255,9 +257,24 @@ func (l *listener) fetchFailed(err error, from uint64) error {
 		}
 		return &problemError{method: http.MethodGet, target: "range retrieval of " + l.endpoint, status: p.Status, problem: p}
 	}
+	if errors.Is(err, webhook.ErrSignatureMismatch) {
+		// A page that does not verify is never used. A few in a row are most likely the wrong secret,
+		// which waiting does not fix; the cursor stays where it is either way.
+		l.mismatches++
+		if l.mismatches >= maxMismatches {
+			return &invalidError{fmt.Sprintf("%d range pages in a row did not verify with %s: is it the endpoint's secret (the one 'svc endpoints create' printed)? Nothing was forwarded from them; the cursor is at sequence %d",
+				l.mismatches, envSecret, l.cursor.seq)}
+		}
+		fmt.Fprintf(l.e.stderr, "svc listen: the events from sequence %d did not verify with %s, so they are not used; retrying: %v\n",
+			from, envSecret, err)
+		return nil
+	}
 	fmt.Fprintf(l.e.stderr, "svc listen: fetching events from sequence %d failed, retrying: %v\n", from, err)
 	return nil
 }
+
+// maxMismatches is how many range pages in a row may fail their signature before listen stops.
+const maxMismatches = 5
 
 func firstRetained(p *apierror.Error) (uint64, bool) {
 	switch v := p.Extensions["first_retained"].(type) {
@@ -308,7 +325,7 @@ func (l *listener) post(ctx context.Context, seq uint64, body []byte) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.forward, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.forward, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}

@@ -424,3 +424,24 @@ func TestListenRefusals(t *testing.T) {
 	require.Contains(t, r.stderr, "401")
 	require.NotContains(t, r.stderr, "sk_sandbox_wrong")
 }
+
+// Pages that never verify are the wrong secret, most likely: listen says so and stops, having
+// forwarded nothing from them.
+func TestListenWrongSecret(t *testing.T) {
+	fastTiming(t)
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	src.Emit(testEP, "order.created", nil)
+	api := httptest.NewServer(src)
+	defer api.Close()
+	rcv := newReceiver(t, 0)
+	local := httptest.NewServer(rcv)
+	defer local.Close()
+	r := runSvc(t, map[string]string{envAPIKey: testKey, envSecret: "whsec_not_this_one", envBaseURL: api.URL}, "",
+		"listen", "--endpoint", testEP, "--forward-to", local.URL, "--cursor", filepath.Join(t.TempDir(), "c"))
+	require.Equal(t, exitInvalid, r.code)
+	require.Contains(t, r.stderr, "5 range pages in a row did not verify with SVC_WEBHOOK_SECRET")
+	require.Equal(t, 4, strings.Count(r.stderr, "did not verify with SVC_WEBHOOK_SECRET, so they are not used; retrying"))
+	require.NotContains(t, r.stderr, "whsec_not_this_one")
+	got, _ := rcv.snapshot()
+	require.Empty(t, got)
+}
