@@ -409,25 +409,9 @@ func TestListenPruned(t *testing.T) {
 	require.Contains(t, r.stderr, "the events 3–4 of we_listen, after the cursor, were pruned before they were forwarded")
 }
 
-// A refusal that waiting cannot change ends listen with the problem; a server that is down does not.
-func TestListenRefusals(t *testing.T) {
-	fastTiming(t)
-	src := webhooktest.NewSource(testSecret, testKey, nil)
-	src.Emit(testEP, "order.created", nil)
-	api := httptest.NewServer(src)
-	defer api.Close()
-	local := httptest.NewServer(newReceiver(t, 0))
-	defer local.Close()
-	r := runSvc(t, map[string]string{envAPIKey: "sk_sandbox_wrong", envSecret: testSecret, envBaseURL: api.URL}, "",
-		"listen", "--endpoint", testEP, "--forward-to", local.URL, "--cursor", filepath.Join(t.TempDir(), "c"))
-	require.Equal(t, exitRefused, r.code)
-	require.Contains(t, r.stderr, "401")
-	require.NotContains(t, r.stderr, "sk_sandbox_wrong")
-}
-
-// Pages that never verify are the wrong secret, most likely: listen says so and stops, having
-// forwarded nothing from them.
-func TestListenWrongSecret(t *testing.T) {
+// A refusal that waiting cannot change ends listen with the problem; pages that never verify are
+// the wrong secret, most likely, and listen says so and stops, having forwarded nothing from them.
+func TestListenStopsOnWhatWaitingCannotFix(t *testing.T) {
 	fastTiming(t)
 	src := webhooktest.NewSource(testSecret, testKey, nil)
 	src.Emit(testEP, "order.created", nil)
@@ -436,12 +420,27 @@ func TestListenWrongSecret(t *testing.T) {
 	rcv := newReceiver(t, 0)
 	local := httptest.NewServer(rcv)
 	defer local.Close()
-	r := runSvc(t, map[string]string{envAPIKey: testKey, envSecret: "whsec_not_this_one", envBaseURL: api.URL}, "",
-		"listen", "--endpoint", testEP, "--forward-to", local.URL, "--cursor", filepath.Join(t.TempDir(), "c"))
-	require.Equal(t, exitInvalid, r.code)
-	require.Contains(t, r.stderr, "5 range pages in a row did not verify with SVC_WEBHOOK_SECRET")
-	require.Equal(t, 4, strings.Count(r.stderr, "did not verify with SVC_WEBHOOK_SECRET, so they are not used; retrying"))
-	require.NotContains(t, r.stderr, "whsec_not_this_one")
-	got, _ := rcv.snapshot()
-	require.Empty(t, got)
+	for _, tc := range []struct {
+		name, key, secret string
+		code              int
+		want              []string
+	}{
+		{"an unknown key", "sk_sandbox_wrong", testSecret, exitRefused, []string{"401"}},
+		{"the wrong secret", testKey, "whsec_not_this_one", exitInvalid, []string{
+			"5 range pages in a row did not verify with SVC_WEBHOOK_SECRET",
+			"svc listen: the events from sequence 1 did not verify with SVC_WEBHOOK_SECRET, so they are not used; retrying"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runSvc(t, map[string]string{envAPIKey: tc.key, envSecret: tc.secret, envBaseURL: api.URL}, "",
+				"listen", "--endpoint", testEP, "--forward-to", local.URL, "--cursor", filepath.Join(t.TempDir(), "c"))
+			require.Equal(t, tc.code, r.code, r.stderr)
+			for _, w := range tc.want {
+				require.Contains(t, r.stderr, w)
+			}
+			require.NotContains(t, r.stderr, tc.key)
+			require.NotContains(t, r.stderr, tc.secret)
+			got, _ := rcv.snapshot()
+			require.Empty(t, got)
+		})
+	}
 }

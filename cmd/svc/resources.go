@@ -86,11 +86,7 @@ Sandbox keys only: a production key is answered like an unknown route.
 	if err := f.parse(args, 1); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e, cm)
-	if err != nil {
-		return err
-	}
-	key, err := cfg.needAPIKey()
+	cfg, c, err := apiClient(e, cm)
 	if err != nil {
 		return err
 	}
@@ -110,7 +106,7 @@ Sandbox keys only: a production key is answered like an unknown route.
 		}
 		body["data"] = json.RawMessage(data)
 	}
-	resp, err := m.send(ctx, e, newClient(cfg, key), http.MethodPost, "/sandbox/events", body)
+	resp, err := m.send(ctx, e, c, http.MethodPost, "/sandbox/events", body)
 	if err != nil {
 		return err
 	}
@@ -175,15 +171,11 @@ so an endpoint that 'svc listen' follows needs no reachable URL at all.
 	if url == "" {
 		return usagef("svc endpoints create: --url is required")
 	}
-	cfg, err := loadConfig(e, cm)
+	_, c, err := apiClient(e, cm)
 	if err != nil {
 		return err
 	}
-	key, err := cfg.needAPIKey()
-	if err != nil {
-		return err
-	}
-	resp, err := m.send(ctx, e, newClient(cfg, key), http.MethodPost, "/webhook_endpoints", map[string]string{"url": url})
+	resp, err := m.send(ctx, e, c, http.MethodPost, "/webhook_endpoints", map[string]string{"url": url})
 	if err != nil {
 		return err
 	}
@@ -221,15 +213,11 @@ are not shown: each was shown once, when it was created.`)
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e, cm)
+	_, c, err := apiClient(e, cm)
 	if err != nil {
 		return err
 	}
-	key, err := cfg.needAPIKey()
-	if err != nil {
-		return err
-	}
-	resp, err := newClient(cfg, key).do(ctx, http.MethodGet, "/webhook_endpoints", nil, "")
+	resp, err := c.do(ctx, http.MethodGet, "/webhook_endpoints", nil, "")
 	if err != nil {
 		return err
 	}
@@ -279,11 +267,7 @@ each version; --data sends a body of your own instead.`)
 	if err := f.parse(args, 0); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(e, cm)
-	if err != nil {
-		return err
-	}
-	key, err := cfg.needAPIKey()
+	cfg, c, err := apiClient(e, cm)
 	if err != nil {
 		return err
 	}
@@ -303,7 +287,7 @@ each version; --data sends a body of your own instead.`)
 		}
 		body = map[string]string{"account": account, member: side}
 	}
-	resp, err := m.send(ctx, e, newClient(cfg, key), http.MethodPost, "/orders", body)
+	resp, err := m.send(ctx, e, c, http.MethodPost, "/orders", body)
 	if err != nil {
 		return err
 	}
@@ -421,6 +405,19 @@ func printFaults(w io.Writer, resp *response, jsonOut bool) error {
 	fmt.Fprintf(w, "faults on %s: drop %g, duplicate %g, reorder %g, bad signature %g, delay %g (%d ms)\n",
 		fl.Endpoint, fl.Drop, fl.Duplicate, fl.Reorder, fl.BadSignature, fl.Delay, fl.DelayMS)
 	return nil
+}
+
+// apiClient loads the configuration of a command that calls the API with the key, and its client.
+func apiClient(e env, cm common) (*config, *client, error) {
+	cfg, err := loadConfig(e, cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := cfg.needAPIKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, newClient(cfg, key), nil
 }
 
 // endpointCommand loads the configuration of a command about one endpoint and checks the endpoint ID.
