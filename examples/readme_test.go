@@ -128,19 +128,20 @@ const (
 )
 
 // readmeEnv is the environment of the README's commands: this process's, with TMPDIR (where the
-// session keeps its env file) in the test's own directory, a workspace that go run can find, and no
-// proxy for loopback.
+// session keeps its env file) and XDG_CONFIG_HOME (where svc keeps its cursors, and would read a
+// config file) in the test's own directory, a workspace that go run can find, and no proxy for
+// loopback.
 func readmeEnv(tmp string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "TMPDIR", "GOWORK", "NO_PROXY", "no_proxy", "BASH_ENV", "ENV", "CDPATH":
+		case "TMPDIR", "XDG_CONFIG_HOME", "GOWORK", "NO_PROXY", "no_proxy", "BASH_ENV", "ENV", "CDPATH":
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "TMPDIR="+tmp, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	return append(env, "TMPDIR="+tmp, "XDG_CONFIG_HOME="+filepath.Join(tmp, "config"), "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 }
 
 // --- README.md, parsed ----------------------------------------------------------------------------
