@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
@@ -138,7 +139,7 @@ func (e *problemError) print(w io.Writer) {
 		return
 	}
 	if p.Code != "" {
-		fmt.Fprintf(w, " (%s)", p.Code)
+		fmt.Fprintf(w, " (%s)", clean(p.Code))
 	}
 	fmt.Fprintln(w)
 	lines := make([]string, len(p.Errors))
@@ -149,17 +150,17 @@ func (e *problemError) print(w io.Writer) {
 		} else if v.Name != "" {
 			where += " " + v.Name
 		}
-		lines[i] = where + ": " + v.Detail
+		lines[i] = clean(where + ": " + v.Detail)
 	}
 	// The detail often is the one violation in words; then the violation's own line says it all.
-	if p.Detail != "" && (len(lines) != 1 || lines[0] != p.Detail) {
-		fmt.Fprintf(w, "  %s\n", p.Detail)
+	if detail := clean(p.Detail); detail != "" && (len(lines) != 1 || lines[0] != detail) {
+		fmt.Fprintf(w, "  %s\n", detail)
 	}
 	for i, v := range p.Errors {
-		fmt.Fprintf(w, "  - %s (%s)\n", lines[i], v.Code)
+		fmt.Fprintf(w, "  - %s (%s)\n", lines[i], clean(v.Code))
 	}
 	if p.RequestID != "" {
-		fmt.Fprintf(w, "  request %s\n", p.RequestID)
+		fmt.Fprintf(w, "  request %s\n", clean(p.RequestID))
 	}
 	if pinned, _ := p.Extensions["pinned_version"].(string); p.Code == "version_not_enabled" && validVersion(pinned) {
 		fmt.Fprintf(w, "  the key's licensee is pinned to %s: set %s=%s (or pass --api-version %s)\n", pinned, envAPIVersion, pinned, pinned)
@@ -176,9 +177,20 @@ func readProblem(resp *http.Response, method, target string) error {
 	if errors.Is(err, apierror.ErrNotProblem) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		// Not the API's problem — a proxy's page, say — so nothing vouches that it echoes no credential.
-		pe.text = apierror.Redact(strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " "))
+		pe.text = clean(apierror.Redact(strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")))
 	}
 	return pe
+}
+
+// clean makes text from the network safe to print on a terminal: a control character (an escape
+// sequence that moves the cursor or rewrites the title, say) becomes U+FFFD.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsGraphic(r) {
+			return r
+		}
+		return unicode.ReplacementChar
+	}, s)
 }
 
 // redactURL drops a URL's query string from messages: it is the server's business, and the path

@@ -91,7 +91,7 @@ func printEvent(w io.Writer, ev *webhook.Event, jsonOut bool) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "#%d  %s  %s  %s  %s\n", ev.Sequence, time.Unix(ev.Created, 0).UTC().Format(time.RFC3339),
-		ev.Type, ev.ID, ev.Data)
+		clean(ev.Type), clean(ev.ID), clean(string(ev.Data)))
 	return err
 }
 

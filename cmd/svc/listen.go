@@ -381,8 +381,8 @@ func (l *listener) report(ev *webhook.Event, attempt, status int, err error, lat
 			retry += ", retrying in " + wait.String()
 		}
 	}
-	fmt.Fprintf(l.e.stdout, "%s  #%d  %s  %s  -> %s  %s%s\n", line.Time.Format("15:04:05"), ev.Sequence, ev.Type, ev.ID,
-		result, latency.Round(100*time.Microsecond), retry)
+	fmt.Fprintf(l.e.stdout, "%s  #%d  %s  %s  -> %s  %s%s\n", line.Time.Format("15:04:05"), ev.Sequence, clean(ev.Type),
+		clean(ev.ID), clean(result), latency.Round(100*time.Microsecond), retry)
 }
 
 // sleep waits d, or less when ctx ends; it reports whether the whole wait passed.

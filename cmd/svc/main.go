@@ -46,8 +46,29 @@ type env struct {
 func main() {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
-		interrupts: sig}))
+	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: terminalSafe{os.Stdout},
+		stderr: terminalSafe{os.Stderr}, interrupts: sig}))
+}
+
+// terminalSafe passes output on with its control characters — but newline and tab — replaced by
+// '?': svc prints what servers send (IDs, URLs, problem details), and a server must not be able to
+// send escape sequences to the developer's terminal through it.
+type terminalSafe struct{ w io.Writer }
+
+func (t terminalSafe) Write(p []byte) (int, error) {
+	clean := p
+	for i, c := range p {
+		if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+			if &clean[0] == &p[0] {
+				clean = append([]byte(nil), p...)
+			}
+			clean[i] = '?'
+		}
+	}
+	if _, err := t.w.Write(clean); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // command is one of svc's commands (or a group of subcommands, such as faults).
