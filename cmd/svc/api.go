@@ -64,10 +64,9 @@ func (c *client) do(ctx context.Context, method, path string, body any, key stri
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var rd io.Reader
-	var data []byte
 	if body != nil {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
 			return nil, err
 		}
 		rd = bytes.NewReader(data)

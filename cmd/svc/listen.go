@@ -51,6 +51,7 @@ var defaultTiming = listenTiming{poll: time.Second, minBackoff: 100 * time.Milli
 // listener follows one endpoint's stream and forwards each event to a local URL.
 type listener struct {
 	e        env
+	cfg      *config
 	endpoint string
 	forward  string
 	secrets  []string
@@ -61,7 +62,6 @@ type listener struct {
 	timing   listenTiming
 	// mismatches counts the range pages in a row whose signature did not verify.
 	mismatches int
-	now        func() time.Time
 }
 
 func runListen(_ context.Context, e env, args []string) error {
@@ -143,8 +143,8 @@ listen forwards is every event once, in order, signed well.
 		fmt.Fprintf(e.stderr, "svc listen: --from %d is ignored: the cursor %s says sequence %d was the last forwarded (remove it to start elsewhere)\n",
 			from, cursorPath, cur.seq)
 	}
-	l := &listener{e: e, endpoint: endpoint, forward: forwardTo, secrets: cfg.Secrets, rc: rc, cursor: cur,
-		jsonOut: jsonOut, timing: timing, now: time.Now, hc: &http.Client{
+	l := &listener{e: e, cfg: cfg, endpoint: endpoint, forward: forwardTo, secrets: cfg.Secrets, rc: rc, cursor: cur,
+		jsonOut: jsonOut, timing: timing, hc: &http.Client{
 			Transport: localTransport(),
 			// The platform never follows a redirect; neither does its stand-in.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -245,7 +245,7 @@ func (l *listener) fetchFailed(err error, from uint64) error {
 		if p.Code == "events_pruned" {
 			first, ok := firstRetained(p)
 			if !ok { // a 410 that does not say where the stream resumes: nothing to go on from
-				return &problemError{method: http.MethodGet, target: "range retrieval of " + l.endpoint, status: p.Status, problem: p}
+				return rangeError(err, l.cfg, l.endpoint, from, webhook.MaxSequence)
 			}
 			if l.cursor.exists {
 				return &lostError{endpoint: l.endpoint, cursor: l.cursor.seq, first: first}
@@ -255,7 +255,7 @@ func (l *listener) fetchFailed(err error, from uint64) error {
 			l.cursor.seq = first - 1
 			return nil
 		}
-		return &problemError{method: http.MethodGet, target: "range retrieval of " + l.endpoint, status: p.Status, problem: p}
+		return rangeError(err, l.cfg, l.endpoint, from, webhook.MaxSequence)
 	}
 	if errors.Is(err, webhook.ErrSignatureMismatch) {
 		// A page that does not verify is never used. A few in a row are most likely the wrong secret,
@@ -298,9 +298,9 @@ func (l *listener) deliver(soft, hard context.Context, ev *webhook.Event) (bool,
 	}
 	backoff := l.timing.minBackoff
 	for attempt := 1; ; attempt++ {
-		start := l.now()
+		start := time.Now()
 		status, err := l.post(hard, ev.Sequence, body)
-		latency := l.now().Sub(start)
+		latency := time.Since(start)
 		ok := err == nil && status >= 200 && status < 300
 		wait := time.Duration(0)
 		if !ok && soft.Err() == nil {
@@ -321,7 +321,7 @@ func (l *listener) deliver(soft, hard context.Context, ev *webhook.Event) (bool,
 func (l *listener) post(ctx context.Context, seq uint64, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timing.attempt)
 	defer cancel()
-	sig, err := webhook.Sign(body, l.now(), l.secrets...)
+	sig, err := webhook.Sign(body, time.Now(), l.secrets...)
 	if err != nil {
 		return 0, err
 	}
@@ -357,7 +357,7 @@ type attemptLine struct {
 }
 
 func (l *listener) report(ev *webhook.Event, attempt, status int, err error, latency, wait time.Duration) {
-	line := attemptLine{Time: l.now().UTC(), Sequence: ev.Sequence, Type: ev.Type, ID: ev.ID, Attempt: attempt,
+	line := attemptLine{Time: time.Now().UTC(), Sequence: ev.Sequence, Type: ev.Type, ID: ev.ID, Attempt: attempt,
 		Status: status, LatencyMS: float64(latency.Microseconds()) / 1000, Delivered: err == nil && status/100 == 2,
 		RetryInMS: wait.Milliseconds()}
 	if err != nil {

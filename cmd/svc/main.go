@@ -159,7 +159,7 @@ func lookup(cmds []command, args []string, path string) (command, []string, stri
 		}
 		return c, args[1:], path, nil
 	}
-	return command{}, nil, "", fmt.Errorf("unknown command %q", path[len("svc"):]+" "+args[0])
+	return command{}, nil, "", fmt.Errorf("unknown command %q", path+" "+args[0])
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" }

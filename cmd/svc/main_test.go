@@ -86,8 +86,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"no command", nil, "Usage: svc"},
-		{"unknown command", []string{"lisen"}, `unknown command " lisen"`},
-		{"unknown subcommand", []string{"faults", "reset"}, `unknown command " faults reset"`},
+		{"unknown command", []string{"lisen"}, `unknown command "svc lisen"`},
+		{"unknown subcommand", []string{"faults", "reset"}, `unknown command "svc faults reset"`},
 		{"a group alone", []string{"faults"}, "Usage: svc faults"},
 		{"unknown flag", []string{"events", "--frm", "1"}, "flag provided but not defined: -frm"},
 		{"an argument too many", []string{"events", "--from", "1", "extra"}, `unexpected argument "extra"`},

@@ -390,10 +390,6 @@ func printFaults(w io.Writer, resp *response, jsonOut bool) error {
 		printJSON(w, resp.body)
 		return nil
 	}
-	if len(strings.TrimSpace(string(resp.body))) == 0 || resp.status == http.StatusNoContent {
-		fmt.Fprintln(w, "faults cleared")
-		return nil
-	}
 	var fl faultsJSON
 	if err := resp.decode(&fl); err != nil {
 		return err
