@@ -21,6 +21,17 @@
 //   - Dispatcher delivers due events, retries failures on a schedule, and applies the retention.
 //   - RangeHandler serves GET /v1/webhook_endpoints/{id}/events?from=&to=&limit=.
 //
+// # Bounds
+//
+// One licensee cannot exhaust what every licensee shares. The Publisher refuses an event whose
+// envelope would exceed PublisherOptions.MaxEventBytes (default 256 KiB, a quarter of a consumer's
+// 1 MiB cap) with ErrEventTooLarge, before anything is appended. A Log may keep at most a number of
+// events per stream (MemoryLog.MaxStreamEvents, pgstore.EventLogOptions.MaxStreamEvents): an append
+// past it fails with ErrStreamFull and appends nothing, and retention frees the room of the events
+// it removes. With the endpoints per licensee bounded at registration, that bounds what one licensee
+// stores: endpoints × MaxStreamEvents × MaxEventBytes. Range pages are bounded as described under
+// Range retrieval.
+//
 // # Fan-out to a licensee's endpoints
 //
 // A business event usually concerns a licensee, not one endpoint: an order of lic_1 goes to every
@@ -158,7 +169,13 @@
 //
 // from is required; to defaults to the newest event; limit is 1–1000, default 100. The range is
 // inclusive and ascending, has_more says whether events in the range follow the page, and the body is
-// signed like a delivery. Bad parameters are 400 problems located at the parameter (not_an_integer,
+// signed like a delivery. A page is bounded by bytes too (RangeOptions.MaxPageBytes, default 4 MiB,
+// a RangeClient's own cap on a response): it ends early, with has_more true, before its body would
+// pass the budget, and always holds at least one event, so a consumer never gets a page it must
+// refuse. The events are read from the Log within that budget (ByteRanger), so one request holds
+// about twice the budget at most, and a licensee has at most RangeOptions.MaxInFlight requests (4)
+// served at once — one more is 429 range_requests_in_flight with Retry-After — so that concurrent
+// pages of large events cannot exhaust the process that serves every licensee. Bad parameters are 400 problems located at the parameter (not_an_integer,
 // out_of_range, range_inverted at to, query_repeated, query_missing). An unknown endpoint and another
 // licensee's endpoint are the same 404 webhook_endpoint_not_found. Events are kept 30 days; a range
 // starting below the retained window is:

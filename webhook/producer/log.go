@@ -28,6 +28,10 @@ import (
 //     away until the lease ends or the holder settles it, and each claim gets a fencing token that
 //     makes the settlement of an older claim fail with ErrLeaseLost.
 //   - No method reads the clock: every time is passed in.
+//   - A Log may bound the events it keeps per stream (MemoryLog.MaxStreamEvents,
+//     pgstore.EventLogOptions.MaxStreamEvents): an append that would take a stream past it fails
+//     with ErrStreamFull and appends nothing, and the events Cleanup removes free their room. Events
+//     appended and not yet numbered count. logtest.RunStreamQuota checks it.
 //
 // Log is an interface so that storage can vary (MemoryLog here, pgstore.EventLog on PostgreSQL); the
 // Dispatcher, Publisher and RangeHandler hold the behaviour. Implementations must be safe for
@@ -84,6 +88,19 @@ type Log interface {
 	// successor may therefore go with it, so the count can exceed limit by such stragglers). Stream
 	// counters are kept, so sequences are never reused after a cleanup. Call it until it returns 0.
 	Cleanup(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// ByteRanger is implemented by Logs that bound a range read by bytes as well as by count, so that a
+// page of large events is never read whole: MemoryLog, DeferredMemoryLog and pgstore.EventLog. The
+// RangeHandler reads through it when the Log has it, and otherwise through Range in chunks of
+// RangeChunk events. logtest.Run checks it.
+type ByteRanger interface {
+	// RangeBytes is Range that also stops before the events' Data, added up, would exceed maxBytes:
+	// it returns the longest prefix of what Range would return whose Data fit in maxBytes — and at
+	// least the first event, whatever its size — and reports more when events of [from, to] follow
+	// the last one returned, whether the limit or the budget ended the page. maxBytes must be ≥ 1
+	// (ErrInvalidRange).
+	RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error)
 }
 
 // BatchAppender is implemented by Logs that append several events — to one stream or to several — in
@@ -308,6 +325,10 @@ var (
 	ErrNotFound = errors.New("producer: event not found")
 	// ErrPruned: the range starts below the retained window. The error is a *PrunedError.
 	ErrPruned = errors.New("producer: events pruned by retention")
+	// ErrStreamFull: Append or AppendBatch was refused, and appended nothing, because a stream holds
+	// as many events as the log keeps per stream (MemoryLog.MaxStreamEvents,
+	// pgstore.EventLogOptions.MaxStreamEvents). Retention frees room as it removes old events.
+	ErrStreamFull = errors.New("producer: the stream holds as many events as the log keeps")
 )
 
 // PrunedError says which part of a stream retention has removed: every sequence below FirstRetained.
@@ -360,6 +381,14 @@ func CheckRange(from, to uint64, limit int) error {
 		return fmt.Errorf("%w: limit must be at least 1", ErrInvalidRange)
 	}
 	return nil
+}
+
+// CheckRangeBytes validates RangeBytes' arguments; Log implementations call it first.
+func CheckRangeBytes(from, to uint64, limit, maxBytes int) error {
+	if maxBytes < 1 {
+		return fmt.Errorf("%w: maxBytes must be at least 1", ErrInvalidRange)
+	}
+	return CheckRange(from, to, limit)
 }
 
 // CheckAttemptQuery validates Attempts' query; Log implementations call it first.

@@ -3,6 +3,8 @@ package producer
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -15,9 +17,14 @@ import (
 // tests and for the sandbox, and lost when the process exits (use pgstore.EventLog to keep events and
 // delivery state across restarts and replicas).
 //
-// The zero value is an empty log ready to use. A MemoryLog is safe for concurrent use; it must not be
-// copied after first use.
+// The zero value is an empty log ready to use, keeping any number of events. A MemoryLog is safe for
+// concurrent use; it must not be copied after first use.
 type MemoryLog struct {
+	// MaxStreamEvents bounds the events one stream holds: an Append or AppendBatch that would take a
+	// stream past it fails with ErrStreamFull and appends nothing; Cleanup frees room. It is exact,
+	// racing appenders included (they hold one lock). Set it before first use; 0 means no bound.
+	MaxStreamEvents int
+
 	mu       sync.Mutex
 	streams  map[string]*memStream
 	attempts uint64 // the last AttemptRecord.ID handed out
@@ -28,6 +35,7 @@ var (
 	_ Settler       = (*MemoryLog)(nil)
 	_ BatchAppender = (*MemoryLog)(nil)
 	_ Backlogger    = (*MemoryLog)(nil)
+	_ ByteRanger    = (*MemoryLog)(nil)
 )
 
 // NewMemoryLog returns an empty MemoryLog.
@@ -63,7 +71,37 @@ func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event)
 	tc := TraceContextFrom(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.roomLocked(map[string]int{stream: 1}, nil); err != nil {
+		return webhook.Event{}, err
+	}
 	return m.appendLocked(stream, ev, tc), nil
+}
+
+// roomLocked checks that every stream of adding can take that many more events, besides the extra
+// ones (a DeferredMemoryLog's unnumbered events), under MaxStreamEvents. The caller holds m.mu.
+func (m *MemoryLog) roomLocked(adding, extra map[string]int) error {
+	if m.MaxStreamEvents <= 0 {
+		return nil
+	}
+	for stream, n := range adding {
+		held := extra[stream]
+		if s := m.streams[stream]; s != nil {
+			held += len(s.events)
+		}
+		if held+n > m.MaxStreamEvents {
+			return fmt.Errorf("%w: stream %q holds %d of its %d", ErrStreamFull, stream, held, m.MaxStreamEvents)
+		}
+	}
+	return nil
+}
+
+// perStream counts a batch's events by stream.
+func perStream(events []StreamEvent) map[string]int {
+	n := make(map[string]int, 1)
+	for _, se := range events {
+		n[se.Stream]++
+	}
+	return n
 }
 
 // AppendBatch implements BatchAppender: every event is checked before any is appended, and all are
@@ -71,12 +109,14 @@ func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event)
 // consecutive.
 func (m *MemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
 	tc := TraceContextFrom(ctx)
-	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event { return m.appendLocked(se.Stream, se.Event, tc) })
+	return appendBatch(ctx, &m.mu, events, func() error { return m.roomLocked(perStream(events), nil) },
+		func(se StreamEvent) webhook.Event { return m.appendLocked(se.Stream, se.Event, tc) })
 }
 
 // appendBatch is the memory logs' AppendBatch: it checks every event and the context, then, holding
-// mu, appends each event with add and returns what add returned, in the batch's order.
-func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, add func(StreamEvent) webhook.Event) ([]webhook.Event, error) {
+// mu, checks room (the stream bound) and appends each event with add, returning what add returned,
+// in the batch's order.
+func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, room func() error, add func(StreamEvent) webhook.Event) ([]webhook.Event, error) {
 	if err := CheckBatch(events); err != nil {
 		return nil, err
 	}
@@ -86,6 +126,9 @@ func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, add 
 	out := make([]webhook.Event, len(events))
 	mu.Lock()
 	defer mu.Unlock()
+	if err := room(); err != nil {
+		return nil, err
+	}
 	for i, se := range events {
 		out[i] = add(se)
 	}
@@ -120,6 +163,18 @@ func (m *MemoryLog) Range(ctx context.Context, stream string, from, to uint64, l
 	if err := CheckRange(from, to, limit); err != nil {
 		return nil, false, err
 	}
+	return m.rangeBytes(ctx, stream, from, to, limit, math.MaxInt)
+}
+
+// RangeBytes implements ByteRanger: only the events returned are copied.
+func (m *MemoryLog) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
+	if err := CheckRangeBytes(from, to, limit, maxBytes); err != nil {
+		return nil, false, err
+	}
+	return m.rangeBytes(ctx, stream, from, to, limit, maxBytes)
+}
+
+func (m *MemoryLog) rangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
@@ -141,12 +196,16 @@ func (m *MemoryLog) Range(ctx context.Context, stream string, from, to uint64, l
 	if n > uint64(limit) {
 		n, more = uint64(limit), true
 	}
-	out := make([]webhook.Event, n)
 	page := s.events[from-s.first:][:n]
 	size := 0
 	for i := range page {
+		if i > 0 && size+len(page[i].ev.Data) > maxBytes {
+			page, more = page[:i], true
+			break
+		}
 		size += len(page[i].ev.Data)
 	}
+	out := make([]webhook.Event, len(page))
 	// One buffer for all the copies; each event's Data is capped so an append cannot spill into the next.
 	buf := make([]byte, 0, size)
 	for i := range page {

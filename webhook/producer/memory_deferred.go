@@ -23,6 +23,7 @@ type DeferredMemoryLog struct {
 
 	mu      sync.Mutex // held across a whole Sequence call: one numbers at a time
 	pending []pendingEvent
+	waiting map[string]int // the unnumbered events of each stream
 }
 
 type pendingEvent struct {
@@ -36,9 +37,11 @@ var (
 	_ Settler       = (*DeferredMemoryLog)(nil)
 	_ BatchAppender = (*DeferredMemoryLog)(nil)
 	_ Backlogger    = (*DeferredMemoryLog)(nil)
+	_ ByteRanger    = (*DeferredMemoryLog)(nil)
 )
 
-// NewDeferredMemoryLog returns an empty DeferredMemoryLog.
+// NewDeferredMemoryLog returns an empty DeferredMemoryLog. Its MaxStreamEvents (the embedded
+// MemoryLog's, set before first use) bounds each stream's events, numbered or not.
 func NewDeferredMemoryLog() *DeferredMemoryLog { return &DeferredMemoryLog{MemoryLog: NewMemoryLog()} }
 
 // Append implements Log: the event is stored unnumbered and returned with Sequence 0.
@@ -60,7 +63,17 @@ func (m *DeferredMemoryLog) AppendBatch(ctx context.Context, events []StreamEven
 		return nil, errZeroDeferredLog
 	}
 	tc := TraceContextFrom(ctx)
-	return appendBatch(ctx, &m.mu, events, func(se StreamEvent) webhook.Event {
+	// Lock order as in Sequence: the pending queue's (held by appendBatch), then the log's.
+	room := func() error {
+		m.MemoryLog.mu.Lock()
+		defer m.MemoryLog.mu.Unlock()
+		return m.MemoryLog.roomLocked(perStream(events), m.waiting)
+	}
+	return appendBatch(ctx, &m.mu, events, room, func(se StreamEvent) webhook.Event {
+		if m.waiting == nil {
+			m.waiting = make(map[string]int)
+		}
+		m.waiting[se.Stream]++
 		ev := se.Event
 		if ev.ID == "" {
 			ev.ID = randid.New("evt_")
@@ -92,10 +105,13 @@ func (m *DeferredMemoryLog) Sequence(ctx context.Context, limit int) ([]Sequence
 		runs  []SequencedRun
 		index = map[string]int{} // stream → its run
 	)
+	// The events were checked, and counted against the stream's bound, when they were appended.
+	m.MemoryLog.mu.Lock()
+	defer m.MemoryLog.mu.Unlock()
 	for _, p := range m.pending[:n] {
-		e, err := m.MemoryLog.Append(WithTraceContext(context.WithoutCancel(ctx), p.trace), p.stream, p.ev)
-		if err != nil { // cannot happen: the event was checked at Append
-			return runs, err
+		e := m.MemoryLog.appendLocked(p.stream, p.ev, p.trace)
+		if m.waiting[p.stream]--; m.waiting[p.stream] <= 0 {
+			delete(m.waiting, p.stream)
 		}
 		i, ok := index[p.stream]
 		if !ok {
@@ -133,6 +149,14 @@ func (m *DeferredMemoryLog) Range(ctx context.Context, stream string, from, to u
 		return nil, false, errZeroDeferredLog
 	}
 	return m.MemoryLog.Range(ctx, stream, from, to, limit)
+}
+
+// RangeBytes implements ByteRanger.
+func (m *DeferredMemoryLog) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
+	if !m.built() {
+		return nil, false, errZeroDeferredLog
+	}
+	return m.MemoryLog.RangeBytes(ctx, stream, from, to, limit, maxBytes)
 }
 
 // Claim implements Log.

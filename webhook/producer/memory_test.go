@@ -18,3 +18,15 @@ func TestMemoryLogZeroValue(t *testing.T) {
 func TestDeferredMemoryLogConformance(t *testing.T) {
 	logtest.Run(t, func(*testing.T) producer.Log { return producer.NewDeferredMemoryLog() })
 }
+
+func TestMemoryLogStreamQuota(t *testing.T) {
+	logtest.RunStreamQuota(t, func(_ *testing.T, max int) producer.Log { return &producer.MemoryLog{MaxStreamEvents: max} }, 0)
+}
+
+func TestDeferredMemoryLogStreamQuota(t *testing.T) {
+	logtest.RunStreamQuota(t, func(_ *testing.T, max int) producer.Log {
+		l := producer.NewDeferredMemoryLog()
+		l.MaxStreamEvents = max
+		return l
+	}, 0)
+}

@@ -21,6 +21,13 @@ const DefaultAPIVersion = "v1"
 // small enough that a registry gone wrong cannot turn one order into hundreds of events and requests.
 const DefaultMaxFanOut = 64
 
+// DefaultMaxEventBytes is the largest event a Publisher appends when PublisherOptions leave
+// MaxEventBytes at 0: 256 KiB of envelope as a delivery carries it (data, ID, type, endpoint, and
+// room for the sequence), a quarter of the 1 MiB a consumer accepts by default
+// (webhook.ReceiverOptions.MaxBodyBytes), which leaves room for rendering at another version, and a
+// sixteenth of a range page (DefaultMaxPageBytes).
+const DefaultMaxEventBytes = 256 << 10
+
 // Errors of the Publisher.
 var (
 	// ErrNoListing: PublishToOwner was called on a Publisher whose Endpoints cannot list an owner's
@@ -29,6 +36,9 @@ var (
 	// ErrFanOutLimit: the owner has more endpoints than PublisherOptions.MaxFanOut; PublishToOwner
 	// published nothing.
 	ErrFanOutLimit = errors.New("producer: owner has more webhook endpoints than the publisher fans out to")
+	// ErrEventTooLarge: the event's envelope would be larger than PublisherOptions.MaxEventBytes;
+	// nothing was published. The error names the size and the maximum.
+	ErrEventTooLarge = errors.New("producer: event too large")
 )
 
 // PublisherOptions configures a Publisher. The zero value (or nil) means the defaults.
@@ -47,6 +57,11 @@ type PublisherOptions struct {
 	// Observer is asked for the publishing request's trace context, which is stored with each event
 	// (see Observer.EventTrace), and told of the events appended; nil observes nothing, at no cost.
 	Observer Observer
+	// MaxEventBytes bounds an event: one whose envelope, as a delivery carries it, would be larger is
+	// refused with ErrEventTooLarge before anything is appended, so that no consumer is sent a body
+	// it must refuse and no range page has to carry it. 0 means DefaultMaxEventBytes; negative is an
+	// error.
+	MaxEventBytes int
 }
 
 // Publisher turns a business event into a webhook event on an endpoint's stream: it checks that the
@@ -60,6 +75,7 @@ type Publisher struct {
 	apiVersion string
 	now        func() time.Time
 	maxFanOut  int
+	maxEvent   int
 	observer   Observer
 }
 
@@ -75,9 +91,12 @@ func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) (*Publis
 		return nil, errors.New("producer: NewPublisher needs a Log and Endpoints")
 	case o.MaxFanOut < 0:
 		return nil, errors.New("producer: negative MaxFanOut")
+	case o.MaxEventBytes < 0:
+		return nil, errors.New("producer: negative MaxEventBytes")
 	}
 	p := &Publisher{log: log, endpoints: endpoints, apiVersion: cmp.Or(o.APIVersion, DefaultAPIVersion),
-		now: o.Now, maxFanOut: cmp.Or(o.MaxFanOut, DefaultMaxFanOut), observer: o.Observer}
+		now: o.Now, maxFanOut: cmp.Or(o.MaxFanOut, DefaultMaxFanOut), maxEvent: cmp.Or(o.MaxEventBytes, DefaultMaxEventBytes),
+		observer: o.Observer}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -227,6 +246,9 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 		}
 		batch[i] = StreamEvent{Stream: ep.ID, Event: webhook.Event{ID: randid.New("evt_"), Type: eventType,
 			Created: created, APIVersion: p.apiVersion, Data: raw}}
+		if err := p.checkSize(ep.ID, &batch[i].Event); err != nil {
+			return nil, err
+		}
 	}
 	o := p.observer
 	if o != nil {
@@ -292,6 +314,9 @@ func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, d
 		APIVersion: p.apiVersion,
 		Data:       raw,
 	}
+	if err := p.checkSize(endpointID, &ev); err != nil {
+		return webhook.Event{}, err
+	}
 	o := p.observer
 	if o == nil {
 		return p.log.Append(ctx, endpointID, ev)
@@ -302,4 +327,22 @@ func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, d
 		o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: 1})
 	}
 	return out, err
+}
+
+// sequenceRoom is what the envelope's sequence member takes at most: `,"sequence":` and 20 digits.
+const sequenceRoom = len(`,"sequence":`) + 20
+
+// checkSize refuses an event whose envelope for the endpoint — as appendEvent writes it for a
+// delivery, with the largest sequence — would exceed the Publisher's maximum. Only the envelope's
+// small members are encoded (on the stack); the data counts at its length.
+func (p *Publisher) checkSize(endpointID string, ev *webhook.Event) error {
+	head := *ev
+	head.Data, head.Endpoint, head.Sequence = nil, endpointID, 0
+	var buf [512]byte
+	n := len(appendEvent(buf[:0], &head)) - len("null") + len(ev.Data) + sequenceRoom
+	if n > p.maxEvent {
+		return fmt.Errorf("%w: its envelope would be %d bytes, more than the %d allowed (PublisherOptions.MaxEventBytes)",
+			ErrEventTooLarge, n, p.maxEvent)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package producer
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -37,6 +40,18 @@ const (
 	MaxRangeLimit     = 1000
 )
 
+// Bounds of the RangeHandler's work, the defaults of RangeOptions.
+const (
+	// DefaultMaxPageBytes is the byte budget of one range page: a RangeClient's own cap on a response
+	// (webhook.DefaultMaxResponseBytes), so that a consumer never gets a page it must refuse.
+	DefaultMaxPageBytes = webhook.DefaultMaxResponseBytes
+	// DefaultRangeInFlight is how many range requests of one licensee are served at once.
+	DefaultRangeInFlight = 4
+	// RangeChunk is how many events the RangeHandler reads at a time from a Log that is not a
+	// ByteRanger: with events of at most DefaultMaxEventBytes, one read is at most a page's budget.
+	RangeChunk = DefaultMaxPageBytes / DefaultMaxEventBytes
+)
+
 // Problem codes of range retrieval.
 const (
 	CodeEndpointNotFound = "webhook_endpoint_not_found"
@@ -45,6 +60,7 @@ const (
 	CodeOutOfRange       = "out_of_range"
 	CodeRangeInverted    = "range_inverted"
 	CodeRepeated         = "query_repeated"
+	CodeRangeBusy        = "range_requests_in_flight"
 )
 
 // LicenseeFunc says which licensee a request is authenticated as. It must be safe for concurrent
@@ -71,6 +87,16 @@ type RangeOptions struct {
 	// Observer is told of each request (RangeStart, RangeEnd), so that serving it continues the
 	// consumer's trace; nil observes nothing, at no cost.
 	Observer Observer
+	// MaxPageBytes is the byte budget of a page: the handler reads no more event data than this
+	// from the Log, and ends the page with has_more true before its body would exceed it — but a
+	// page always holds at least one event, whatever its size. 0 means DefaultMaxPageBytes;
+	// negative is an error.
+	MaxPageBytes int
+	// MaxInFlight bounds the range requests of one licensee served at once; one more is answered
+	// 429 range_requests_in_flight with Retry-After. Together with MaxPageBytes it bounds the memory
+	// one licensee can make the handler hold: MaxInFlight pages of about twice MaxPageBytes each.
+	// 0 means DefaultRangeInFlight; negative is an error.
+	MaxInFlight int
 }
 
 // RangeHandler serves range retrieval (the spec's part 6, rule 5):
@@ -84,6 +110,13 @@ type RangeOptions struct {
 // below the retained window is 410 events_pruned naming the sequences that are gone and the first
 // retained one; an unknown endpoint and another licensee's endpoint are the same 404.
 //
+// A page is bounded by bytes as well as by limit (RangeOptions.MaxPageBytes): a page of large events
+// ends early with has_more true, so the consumer asks again from the next sequence; a page always
+// holds at least one event. The events are read from the Log within the same budget (ByteRanger),
+// so that one request holds about twice MaxPageBytes at most — the events read and the body — plus
+// one rendered event; and a licensee has at most MaxInFlight requests served at once, so that
+// concurrent large pages stay within MaxInFlight × 2 × MaxPageBytes per licensee.
+//
 // A RangeHandler is safe for concurrent use. The zero value is not usable: it answers every request
 // with the opaque 500 (ErrNotBuilt). Build one with NewRangeHandler.
 type RangeHandler struct {
@@ -96,6 +129,10 @@ type RangeHandler struct {
 	errs       apierror.Writer
 	signers    signerCache
 	observer   Observer
+	maxPage    int
+	maxFlight  int
+	flightMu   sync.Mutex
+	inFlight   map[string]int // licensee → range requests being served
 }
 
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
@@ -106,8 +143,17 @@ func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *
 		return nil, err
 	}
 	h := &RangeHandler{log: log, endpoints: endpoints, licensee: licensee, now: time.Now,
-		endpointID: func(r *http.Request) string { return r.PathValue("id") }}
+		endpointID: func(r *http.Request) string { return r.PathValue("id") },
+		maxPage:    DefaultMaxPageBytes, maxFlight: DefaultRangeInFlight, inFlight: make(map[string]int)}
 	if opts != nil {
+		switch {
+		case opts.MaxPageBytes < 0:
+			return nil, errors.New("producer: negative RangeOptions.MaxPageBytes")
+		case opts.MaxInFlight < 0:
+			return nil, errors.New("producer: negative RangeOptions.MaxInFlight")
+		}
+		h.maxPage = cmp.Or(opts.MaxPageBytes, h.maxPage)
+		h.maxFlight = cmp.Or(opts.MaxInFlight, h.maxFlight)
 		if opts.EndpointID != nil {
 			h.endpointID = opts.EndpointID
 		}
@@ -279,7 +325,14 @@ func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 		h.errs.Write(w, r, err)
 		return 0
 	}
-	events, more, err := h.log.Range(ctx, ep.ID, rq.From, rq.To, rq.Limit)
+	if !h.enter(ep.Owner) {
+		h.errs.Write(w, r, h.busy())
+		return 0
+	}
+	defer h.leave(ep.Owner)
+	// The events' data may take the budget less the list's own frame and each event's envelope;
+	// what rendering adds is checked as the body is built.
+	events, more, err := h.read(ctx, ep.ID, rq, max(1, h.maxPage-listFrame))
 	var pe *PrunedError
 	switch {
 	case errors.As(err, &pe):
@@ -289,13 +342,12 @@ func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 		h.errs.Write(w, r, err)
 		return 0
 	}
-	for i := range events {
-		if events[i], err = render(ctx, h.render, ep, events[i]); err != nil {
-			h.errs.Write(w, r, err)
-			return 0
-		}
+	body, n, err := h.encodePage(ctx, ep, events, more)
+	if err != nil {
+		h.errs.Write(w, r, err)
+		return 0
 	}
-	body := encodeList(events, more)
+	events = nil // the body holds the page now
 	signer, err := h.signers.get(ep)
 	var sig string
 	if err == nil {
@@ -314,7 +366,101 @@ func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
-	return len(events)
+	return n
+}
+
+// enter takes one of the licensee's in-flight slots, or reports that all are taken.
+func (h *RangeHandler) enter(licensee string) bool {
+	h.flightMu.Lock()
+	defer h.flightMu.Unlock()
+	if h.inFlight[licensee] >= h.maxFlight {
+		return false
+	}
+	h.inFlight[licensee]++
+	return true
+}
+
+func (h *RangeHandler) leave(licensee string) {
+	h.flightMu.Lock()
+	defer h.flightMu.Unlock()
+	if h.inFlight[licensee]--; h.inFlight[licensee] <= 0 {
+		delete(h.inFlight, licensee)
+	}
+}
+
+// busy is the answer to a request over the licensee's in-flight bound.
+func (h *RangeHandler) busy() *apierror.Error {
+	return apierror.New(http.StatusTooManyRequests, CodeRangeBusy,
+		fmt.Sprintf("this licensee already has %d range requests of webhook events in progress, the most served at once; retry after the number of seconds in Retry-After", h.maxFlight)).
+		WithHeader("Retry-After", apierror.RetryAfter(time.Second))
+}
+
+// listFrame is what a page's body takes besides its events: the list's members and the commas.
+const listFrame = len(`{"object":"list","data":[],"has_more":false}`)
+
+// read reads a page's events within maxBytes of data: in one call from a ByteRanger, else through
+// Range in chunks of RangeChunk events, stopping at the budget.
+func (h *RangeHandler) read(ctx context.Context, stream string, rq RangeQuery, maxBytes int) ([]webhook.Event, bool, error) {
+	if br, ok := h.log.(ByteRanger); ok {
+		return br.RangeBytes(ctx, stream, rq.From, rq.To, rq.Limit, maxBytes)
+	}
+	var (
+		out  []webhook.Event
+		size int
+	)
+	for from := rq.From; ; {
+		evs, more, err := h.log.Range(ctx, stream, from, rq.To, min(rq.Limit-len(out), RangeChunk))
+		if err != nil {
+			if len(out) > 0 && errors.Is(err, ErrPruned) {
+				return out, true, nil // retention ran between two reads: the next page says so
+			}
+			return nil, false, err
+		}
+		for _, ev := range evs {
+			if len(out) > 0 && size+len(ev.Data) > maxBytes {
+				return out, true, nil
+			}
+			out = append(out, ev)
+			size += len(ev.Data)
+		}
+		if !more || len(evs) == 0 || len(out) == rq.Limit {
+			return out, more, nil
+		}
+		from = evs[len(evs)-1].Sequence + 1
+	}
+}
+
+// encodePage renders each event for ep and encodes the page's body, ending the page early (has_more
+// true) before the body would exceed the budget; the first event goes in whatever its size. It
+// returns the body and how many events it holds.
+func (h *RangeHandler) encodePage(ctx context.Context, ep Endpoint, events []webhook.Event, more bool) ([]byte, int, error) {
+	size := listFrame
+	for i := range events {
+		size += eventSize(&events[i]) + 1
+	}
+	b := make([]byte, 0, min(size, h.maxPage))
+	b = append(b, `{"object":"list","data":[`...)
+	n := 0
+	for i := range events {
+		ev, err := render(ctx, h.render, ep, events[i])
+		if err != nil {
+			return nil, 0, err
+		}
+		events[i] = webhook.Event{} // what was read is released as the page is built
+		mark := len(b)
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = appendEvent(b, &ev)
+		if n > 0 && len(b)+len(`],"has_more":false}`) > h.maxPage {
+			b, more = b[:mark], true
+			break
+		}
+		n++
+	}
+	b = append(b, `],"has_more":`...)
+	b = strconv.AppendBool(b, more)
+	return append(b, '}'), n, nil
 }
 
 // ownEndpoint is the prologue of the per-endpoint GET handlers: only GET and HEAD, and the endpoint

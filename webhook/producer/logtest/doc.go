@@ -29,8 +29,17 @@
 //	go test -race ./...
 //
 // Each check is a subtest (TestLog/ConcurrentAppendsAreGapFree, …), and a failure is reported under its
-// name, saying what was wanted and what came. A log that also implements producer.BatchAppender or
-// producer.Sequencing gets those subtests too. RunEndToEnd, part of Run, can also be called alone: it
+// name, saying what was wanted and what came. A log that also implements producer.BatchAppender,
+// producer.ByteRanger or producer.Sequencing gets those subtests too. RunStreamQuota checks a log's
+// bound on the events of a stream; call it with a log built with that bound:
+//
+//	func TestLogQuota(t *testing.T) {
+//		logtest.RunStreamQuota(t, func(t *testing.T, max int) producer.Log {
+//			return mylog.New(connect(t), mylog.Options{MaxStreamEvents: max})
+//		}, 0) // 0: no racing appender ever takes a stream past its bound
+//	}
+//
+// RunEndToEnd, part of Run, can also be called alone: it
 // drives a producer on the log against the webhook consumer over loopback HTTP with a faulty network.
 // The suite needs nothing but the standard library: it is written on package testing alone, so
 // importing it adds no assertion library or other dependency to your module beyond this one.

@@ -45,6 +45,9 @@ func Run(t *testing.T, newLog func(t *testing.T) producer.Log) {
 	if _, ok := newLog(t).(producer.Backlogger); ok {
 		t.Run("Backlog", func(t *testing.T) { testBacklog(t, newLog(t)) })
 	}
+	if _, ok := newLog(t).(producer.ByteRanger); ok {
+		t.Run("RangeBytes", func(t *testing.T) { testRangeBytes(t, newLog(t)) })
+	}
 	if _, ok := newLog(t).(producer.Sequencing); ok {
 		runSequencing(t, func(t *testing.T) producer.Sequencing { return newLog(t).(producer.Sequencing) })
 		raw := newLog
