@@ -71,12 +71,13 @@ var (
 	_ producer.Sequencing    = (*EventLog)(nil)
 	_ producer.BatchAppender = (*EventLog)(nil)
 	_ producer.Backlogger    = (*EventLog)(nil)
+	_ producer.ByteRanger    = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, built once per table name.
 type evlogSQL struct {
-	append, appendBatch, sequence, unsequenced, rangeQ, claim, settle, release, status, attempts, backlog string
-	cleanupPick, cleanupLock, cleanupDelete                                                               string
+	append, appendBatch, sequence, unsequenced, rangeQ, rangeBytes, claim, settle, release, status, attempts, backlog string
+	cleanupPick, cleanupLock, cleanupDelete                                                                           string
 }
 
 // sequenceLockClass is the first key of the numbering locks (pg_try_advisory_xact_lock(class,
@@ -90,8 +91,11 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 		return nil, errNoDB("NewEventLog")
 	}
 	o := evlogResolve(opts)
+	if o.MaxStreamEvents < 0 {
+		return nil, errors.New("pgstore: negative EventLogOptions.MaxStreamEvents")
+	}
 	e, s, a := o.events, o.streams, o.attempts
-	return &EventLog{db: db, cfg: o, sql: evlogSQL{
+	l := &EventLog{db: db, cfg: o, sql: evlogSQL{
 		append: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
 VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''))`,
 		// The batch in its order (pos follows the rows as the SELECT yields them, ordered by n).
@@ -214,7 +218,47 @@ SELECT stream, max(seq) FROM doomed GROUP BY stream ORDER BY stream`,
 u AS (UPDATE ` + s + ` c SET pruned_through = GREATEST(c.pruned_through, m.through) FROM m WHERE c.stream = m.stream),
 h AS (DELETE FROM ` + a + ` h USING m WHERE h.stream = m.stream AND h.seq <= m.through)
 DELETE FROM ` + e + ` e USING m WHERE e.stream = m.stream AND e.seq <= m.through`,
-	}}, nil
+		// rangeQ bounded by bytes as well: x is the range's first $4+1 events with their data's length
+		// (octet_length reads a TOASTed value's header, not the value), numbered (rn) and added up
+		// (run). The page is the prefix within the limit whose data fit in $5 — the first event
+		// whatever its size — and the event right after it comes back without its data, marked
+		// extra: it says that more follow.
+		rangeBytes: `SELECT c.pruned_through, w.seq, ev.id, ev.type, ev.created, ev.api_version,
+       CASE WHEN w.inc THEN ev.data END, NOT w.inc
+FROM ` + s + ` c
+LEFT JOIN LATERAL (
+    SELECT x.seq, x.rn <= $4 AND (x.rn = 1 OR x.run <= $5) AS inc,
+           x.rn >= 2 AND x.rn - 1 <= $4 AND (x.rn = 2 OR x.run - x.len <= $5) AS after
+    FROM (SELECT y.seq, y.len, row_number() OVER w AS rn, sum(y.len) OVER w AS run
+          FROM (SELECT seq, octet_length(data)::bigint AS len FROM ` + e + `
+                WHERE stream = c.stream AND seq >= $2 AND seq <= $3
+                ORDER BY seq LIMIT $4 + 1) y
+          WINDOW w AS (ORDER BY y.seq)) x) w ON w.inc OR w.after
+LEFT JOIN ` + e + ` ev ON ev.stream = c.stream AND ev.seq = w.seq
+WHERE c.stream = $1
+ORDER BY w.seq`,
+	}}
+	if o.MaxStreamEvents > 0 {
+		// The bound, checked by the INSERT itself against committed state, taking no lock: the
+		// stream's numbered events (its counter row) and its unnumbered ones (the pending index).
+		held := func(stream string) string {
+			return `COALESCE((SELECT c.last_seq - c.pruned_through FROM ` + s + ` c WHERE c.stream = ` + stream + `), 0)
+    + (SELECT count(*) FROM ` + o.pending + ` p WHERE p.stream = ` + stream + `)`
+		}
+		l.sql.append = `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
+SELECT $1::text, $2::text, $3::text, $4::bigint, $5::text, $6::bytea, NULLIF($7::text, ''), NULLIF($8::text, '')
+WHERE ` + held("$1::text") + ` < $9::bigint`
+		l.sql.appendBatch = `WITH b AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[])
+        WITH ORDINALITY AS b(stream, id, type, created, api_version, data, n)),
+k AS (SELECT stream, count(*) AS k FROM b GROUP BY stream)
+INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
+SELECT stream, id, type, created, api_version, data, NULLIF($7, ''), NULLIF($8, '')
+FROM b
+WHERE NOT EXISTS (SELECT 1 FROM k WHERE ` + held("k.stream") + ` + k.k > $9::bigint)
+ORDER BY n`
+	}
+	return l, nil
 }
 
 // WithDB returns a copy of the log that runs on db — typically the caller's pgx.Tx, for the
@@ -246,9 +290,17 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 		ev.ID = randid.New("evt_")
 	}
 	tc := producer.TraceContextFrom(ctx)
-	if _, err := l.db.Exec(ctx, l.sql.append, stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data),
-		tc.TraceParent, tc.TraceState); err != nil {
+	args := []any{stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data), tc.TraceParent, tc.TraceState}
+	if l.cfg.MaxStreamEvents > 0 {
+		args = append(args, int64(l.cfg.MaxStreamEvents))
+	}
+	tag, err := l.db.Exec(ctx, l.sql.append, args...)
+	if err != nil {
 		return webhook.Event{}, fmt.Errorf("pgstore: event log append: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return webhook.Event{}, fmt.Errorf("pgstore: event log append: %w: stream %q keeps at most %d (EventLogOptions.MaxStreamEvents)",
+			producer.ErrStreamFull, stream, l.cfg.MaxStreamEvents)
 	}
 	ev.Sequence = 0
 	ev.Data = slices.Clone(ev.Data)
@@ -285,7 +337,16 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 		streams[i], ids[i], types[i], vers[i], created[i], datas[i] = se.Stream, ev.ID, ev.Type, ev.APIVersion, ev.Created, ev.Data
 	}
 	tc := producer.TraceContextFrom(ctx)
-	if _, err := l.db.Exec(ctx, l.sql.appendBatch, streams, ids, types, created, vers, datas, tc.TraceParent, tc.TraceState); err != nil {
+	args := []any{streams, ids, types, created, vers, datas, tc.TraceParent, tc.TraceState}
+	if l.cfg.MaxStreamEvents > 0 {
+		args = append(args, int64(l.cfg.MaxStreamEvents))
+	}
+	tag, err := l.db.Exec(ctx, l.sql.appendBatch, args...)
+	if err == nil && tag.RowsAffected() != int64(len(events)) {
+		return nil, fmt.Errorf("pgstore: event log append: %w: a stream of the batch keeps at most %d (EventLogOptions.MaxStreamEvents)",
+			producer.ErrStreamFull, l.cfg.MaxStreamEvents)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log append: %w", err)
 	}
 	return out, nil
@@ -438,7 +499,29 @@ func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, li
 	if from > math.MaxInt64 {
 		return nil, false, ctx.Err()
 	}
-	rows, err := l.db.Query(ctx, l.sql.rangeQ, stream, int64(from), evlogInt(to), int64(limit)+1)
+	return l.readRange(ctx, l.sql.rangeQ, stream, from, to, limit, int64(limit)+1)
+}
+
+// RangeBytes implements producer.ByteRanger: one statement, like Range, that reads the data of the
+// events it returns only, adding their lengths up in the database.
+func (l *EventLog) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
+	if l == nil || l.db == nil {
+		return nil, false, errZeroEventLog
+	}
+	if err := producer.CheckRangeBytes(from, to, limit, maxBytes); err != nil {
+		return nil, false, err
+	}
+	if from > math.MaxInt64 {
+		return nil, false, ctx.Err()
+	}
+	return l.readRange(ctx, l.sql.rangeBytes, stream, from, to, limit, int64(limit), int64(maxBytes))
+}
+
+// readRange runs a range statement ($1 stream, $2 from, $3 to, then extra) and decodes its rows:
+// rangeQ's seven columns, where a row past the limit says that more follow, or rangeBytes' eight,
+// whose last marks that row.
+func (l *EventLog) readRange(ctx context.Context, sql, stream string, from, to uint64, limit int, extra ...any) ([]webhook.Event, bool, error) {
+	rows, err := l.db.Query(ctx, sql, append([]any{stream, int64(from), evlogInt(to)}, extra...)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("pgstore: event log range: %w", err)
 	}
@@ -451,6 +534,7 @@ func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, li
 		strs    = make(map[string]string)
 		pruned  int64
 		scanErr error
+		after   bool // rangeBytes' row after the page: more follow
 	)
 	intern := func(b []byte) string {
 		if s, ok := strs[string(b)]; ok {
@@ -463,7 +547,7 @@ func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, li
 	fds := rows.FieldDescriptions()
 	for rows.Next() {
 		raw := rows.RawValues()
-		if len(raw) != 7 || len(fds) != 7 {
+		if len(raw) != len(fds) || (len(raw) != 7 && len(raw) != 8) {
 			return nil, false, errors.New("pgstore: event log range: unexpected columns")
 		}
 		if pruned, scanErr = evlogRawInt(raw[0], fds[0].Format); scanErr != nil {
@@ -471,6 +555,10 @@ func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, li
 		}
 		if raw[1] == nil {
 			continue // the stream exists but has nothing in the range
+		}
+		if len(raw) == 8 && len(raw[7]) == 1 && (raw[7][0] == 1 || raw[7][0] == 't') {
+			after = true // bool is one byte in binary (1) and in text ('t')
+			continue
 		}
 		var ev webhook.Event
 		seq, err1 := evlogRawInt(raw[1], fds[1].Format)
@@ -496,8 +584,8 @@ func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, li
 	for i, end := range idEnds {
 		out[i].ID, start = all[start:end], end
 	}
-	more := len(out) > limit
-	if more {
+	more := after || len(out) > limit
+	if len(out) > limit {
 		out = out[:limit]
 	}
 	return out, more, nil

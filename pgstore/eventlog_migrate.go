@@ -22,6 +22,17 @@ type EventLogOptions struct {
 	// history Table+"_attempts", the unnumbered events Table+"_pending". Default
 	// DefaultEventLogTable.
 	Table string
+	// MaxStreamEvents bounds the events one stream keeps, numbered or not: an Append or AppendBatch
+	// that would take a stream past it fails with producer.ErrStreamFull and appends nothing, and
+	// Cleanup frees the room of what it removes. The check is part of the append's INSERT and takes
+	// no lock — the stream's counter row says how many numbered events it keeps (last_seq less
+	// pruned_through), an index of the pending table counts the unnumbered ones — so appends to one
+	// stream still commit in parallel; the price is that appending transactions in flight at the same
+	// moment do not see each other's events: a stream can pass the bound by the events of
+	// transactions that append to it concurrently (one each for single appends). Run the migration
+	// with the same options: it creates the pending table's index on stream only when this is set.
+	// 0 means no bound.
+	MaxStreamEvents int
 }
 
 // evlogConfig is EventLogOptions with the defaults applied and the names quoted.
@@ -112,6 +123,8 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	    traceparent text,
 //	    tracestate  text
 //	);
+//	-- only with MaxStreamEvents: what the bound counts of a stream's unnumbered events
+//	CREATE INDEX IF NOT EXISTS "webhook_events_pending_stream_idx" ON "webhook_events_pending" (stream);
 //	DO $evlog$ BEGIN  -- tables made before the trace context columns get them
 //	    IF (SELECT count(*) FROM pg_attribute WHERE attrelid = '"webhook_events"'::regclass
 //	        AND attname IN ('traceparent', 'tracestate') AND NOT attisdropped) < 2 THEN
@@ -212,6 +225,10 @@ CREATE TABLE IF NOT EXISTS %s (
 	body.WriteString("END ")
 	tag := evlogDollarTag(body.String())
 	fmt.Fprintf(&b, "DO %s%s%s;\n", tag, body.String(), tag)
+	if o.MaxStreamEvents > 0 {
+		// What MaxStreamEvents counts of the unnumbered events of a stream, without reading the others.
+		fmt.Fprintf(&b, "CREATE INDEX IF NOT EXISTS %s ON %s (stream);\n", quoteIdent(o.Table+"_pending_stream_idx"), o.pending)
+	}
 	return b.String()
 }
 

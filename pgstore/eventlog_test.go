@@ -295,3 +295,14 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, uint64(3), pe.FirstRetained)
 }
+
+func TestEventLogStreamQuota(t *testing.T) {
+	// Racing appenders each check committed state: a stream can pass its bound by one event per
+	// appender in flight at once (EventLogOptions.MaxStreamEvents).
+	logtest.RunStreamQuota(t, func(t *testing.T, max int) producer.Log {
+		pool, schema := pgtest.Pool(t)
+		opts := &pgstore.EventLogOptions{Schema: schema, MaxStreamEvents: max}
+		require.NoError(t, pgstore.MigrateEventLog(context.Background(), pool, opts))
+		return must(pgstore.NewEventLog(fastCommitPool(t), opts))
+	}, logtest.QuotaRacers-1)
+}
