@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
@@ -23,6 +24,44 @@ const EventOrderCreated = "order.created"
 // (WebhookOptions.MaxEndpoints). A refused URL's code is the producer.URLError's (url_too_long,
 // scheme_not_allowed, host_blocked, …), located at body /url.
 const CodeEndpointLimitReached = "webhook_endpoint_limit_reached"
+
+// Problem codes of the bounds on events.
+const (
+	// CodeEventTooLarge: the event an order or a trigger would publish is larger than the publisher
+	// allows (WebhookOptions.MaxEventBytes).
+	CodeEventTooLarge = "event_too_large"
+	// CodeEventsQuotaExceeded: a webhook endpoint the event would go to keeps as many events as the
+	// store allows (DefaultMaxStreamEvents).
+	CodeEventsQuotaExceeded = "events_quota_exceeded"
+)
+
+// eventRefusal turns the publisher's and the log's refusals of an event into their problems, located
+// at pointer in the body (the event's data); for any other error it returns nil.
+//
+// Why 429 for a full endpoint: like the idempotency records' quota, the room frees with time, as the
+// oldest events pass the retention, so the answer says when to try again (Retry-After); an endpoint
+// limit, which waiting never frees, is a 422 instead. Why 413 for an event too large: the request
+// carries more than the server will publish; the same request will never succeed.
+func eventRefusal(err error, pointer string) *apierror.Error {
+	switch {
+	case errors.Is(err, producer.ErrEventTooLarge):
+		var detail string
+		if _, after, ok := strings.Cut(err.Error(), "too large: "); ok {
+			detail = "the event to publish is too large: " + after
+		} else {
+			detail = "the event to publish is too large"
+		}
+		return apierror.New(http.StatusRequestEntityTooLarge, CodeEventTooLarge, detail,
+			apierror.Body(pointer, CodeEventTooLarge, "makes the event larger than the server publishes"))
+	case errors.Is(err, producer.ErrStreamFull):
+		detail := "a webhook endpoint of this licensee keeps as many events as it may, and the event could not be added; " +
+			"room frees as its oldest events pass the retention: retry after the number of seconds in Retry-After"
+		return apierror.New(http.StatusTooManyRequests, CodeEventsQuotaExceeded, detail,
+			apierror.Body(pointer, CodeEventsQuotaExceeded, "no room for another event on a webhook endpoint of this licensee")).
+			WithHeader("Retry-After", apierror.RetryAfter(eventsQuotaRetryAfter))
+	}
+	return nil
+}
 
 // maxCredentialsBody caps the credentials request, whose body is empty or {}.
 const maxCredentialsBody = 4 << 10
@@ -67,6 +106,11 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		s.stats.eventsEmitted.Add(int64(len(ids)))
 		return nil
 	})
+	if refused := eventRefusal(err, ""); refused != nil {
+		// Nothing was stored: the order and its events go together. The key is released.
+		s.refuse(w, r, refused)
+		return
+	}
 	if err != nil {
 		s.problems.Write(w, r, err)
 		return

@@ -44,6 +44,9 @@ func (s *Server) trigger(ctx context.Context, p sandbox.Principal, req sandbox.T
 	for _, id := range ids {
 		ev, err := pub.Publish(ctx, id, req.Type, req.Data)
 		if err != nil {
+			if refused := eventRefusal(err, "/data"); refused != nil {
+				return out, refused
+			}
 			return out, err
 		}
 		s.stats.eventsEmitted.Add(1)

@@ -42,6 +42,16 @@ const (
 	// at most DefaultPerOwner of the dispatcher's workers.
 	DefaultPerOwner    = 8
 	DefaultPerEndpoint = 1
+	// DefaultMaxStreamEvents is how many events the stores' event logs keep per webhook endpoint
+	// (producer.MemoryLog.MaxStreamEvents, pgstore.EventLogOptions.MaxStreamEvents): with
+	// DefaultMaxEndpoints endpoints, one licensee keeps at most 160,000 events per environment in
+	// the 30 days of retention, and at most 40 GiB at the publisher's largest event (256 KiB; an
+	// order's event is about 300 bytes, a sandbox trigger's data at most 64 KiB). An order or a
+	// trigger past it is 429 events_quota_exceeded; retention frees room.
+	DefaultMaxStreamEvents = 10_000
+	// eventsQuotaRetryAfter is the Retry-After of events_quota_exceeded: room frees as the oldest
+	// events pass the retention, which the cleanup applies every minute.
+	eventsQuotaRetryAfter = time.Minute
 )
 
 // DefaultRetrySchedule is the server's webhook retry schedule: the first retry after one second,
@@ -88,6 +98,9 @@ type WebhookOptions struct {
 	// PerOwner and PerEndpoint bound the delivery requests in flight to one licensee's endpoints and
 	// to one endpoint (producer.DispatcherOptions); 0 means DefaultPerOwner and DefaultPerEndpoint.
 	PerOwner, PerEndpoint int
+	// MaxEventBytes bounds one event's envelope (producer.PublisherOptions.MaxEventBytes); a larger
+	// order or trigger is 413 event_too_large. 0 means producer.DefaultMaxEventBytes.
+	MaxEventBytes int
 }
 
 // maxEndpoints is the endpoint limit per owner, 0 for none.
@@ -284,7 +297,7 @@ func New(cfg Config) (*Server, error) {
 	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.Guard}
 	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
 	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
-		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.tel.Producer()})
+		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.tel.Producer(), MaxEventBytes: wh.MaxEventBytes})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

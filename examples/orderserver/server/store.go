@@ -68,9 +68,10 @@ type MemoryStore struct {
 
 var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryStore returns an empty store whose events go to a fresh producer.MemoryLog.
+// NewMemoryStore returns an empty store whose events go to a fresh producer.MemoryLog that keeps at
+// most DefaultMaxStreamEvents events per webhook endpoint.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{log: producer.NewMemoryLog(), orders: make(map[string]map[string]Order),
+	return &MemoryStore{log: &producer.MemoryLog{MaxStreamEvents: DefaultMaxStreamEvents}, orders: make(map[string]map[string]Order),
 		byScope: make(map[string][]string)}
 }
 

@@ -70,8 +70,12 @@ func migrateOrders(ctx context.Context, db pgstore.DB) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgserver: migrate: %w", err)
 	}
-	return pgstore.MigrateEventLog(ctx, db, nil)
+	return pgstore.MigrateEventLog(ctx, db, eventLogOptions)
 }
+
+// eventLogOptions are the event log's: the tables' default names, and the reference server's bound
+// on the events of one endpoint (its migration creates the index that the bound counts with).
+var eventLogOptions = &pgstore.EventLogOptions{MaxStreamEvents: server.DefaultMaxStreamEvents}
 
 // Store is the server.Store on PostgreSQL: every replica started with the same database sees the same
 // orders, endpoints and events. An order and its order.created events commit in one transaction (the
@@ -91,7 +95,7 @@ func NewStore(db pgstore.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("pgserver: NewStore: nil DB")
 	}
-	log, err := pgstore.NewEventLog(db, nil)
+	log, err := pgstore.NewEventLog(db, eventLogOptions)
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: NewStore: %w", err)
 	}
