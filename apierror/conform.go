@@ -77,13 +77,84 @@ func isStock(detail string) bool {
 	return false
 }
 
+// genericWords are the words any failure could use: they name no input. With the words of every
+// status text (statusWords), a detail or code made of nothing else ("Invalid request body",
+// "validation_failed", "The requested resource does not exist") does not say which input failed.
+var genericWords = map[string]bool{
+	// Function words.
+	"a": true, "an": true, "the": true, "this": true, "that": true, "these": true, "those": true, "your": true,
+	"you": true, "its": true, "it": true, "is": true, "are": true, "was": true, "were": true, "be": true,
+	"been": true, "has": true, "have": true, "had": true, "do": true, "does": true, "did": true, "not": true,
+	"no": true, "any": true, "some": true, "all": true, "one": true, "more": true, "of": true, "in": true,
+	"on": true, "at": true, "to": true, "for": true, "from": true, "with": true, "by": true, "as": true,
+	"or": true, "and": true, "but": true, "such": true, "there": true, "please": true, "again": true,
+	"later": true, "try": true, "retry": true, "check": true, "could": true, "cannot": true, "can": true,
+	// The request and its parts, named generically.
+	"request": true, "requests": true, "body": true, "input": true, "inputs": true, "data": true,
+	"payload": true, "parameter": true, "parameters": true, "param": true, "params": true, "field": true,
+	"fields": true, "value": true, "values": true, "argument": true, "arguments": true, "entity": true,
+	"content": true, "contents": true, "message": true, "resource": true, "object": true, "item": true,
+	"query": true, "header": true, "headers": true, "path": true, "format": true, "client": true,
+	// Failure in general.
+	"invalid": true, "bad": true, "malformed": true, "wrong": true, "incorrect": true, "illegal": true,
+	"improper": true, "unacceptable": true, "unprocessable": true, "unsupported": true, "failed": true,
+	"fails": true, "failure": true, "fail": true, "error": true, "errors": true, "problem": true,
+	"problems": true, "issue": true, "occurred": true, "validation": true, "valid": true, "unknown": true,
+	"missing": true, "required": true, "exist": true, "exists": true, "found": true, "requested": true,
+	"given": true, "provided": true, "supplied": true, "sent": true, "specified": true, "something": true,
+	"went": true, "unexpected": true, "denied": true, "allowed": true, "permitted": true,
+}
+
+// statusWords are the words of every 4xx and 5xx status text ("not", "found", "too", "many", …).
+var statusWords = func() map[string]bool {
+	m := make(map[string]bool)
+	for code := 400; code <= 599; code++ {
+		for _, w := range strings.Fields(stockPhrase(http.StatusText(code))) {
+			m[w] = true
+		}
+	}
+	return m
+}()
+
+// namesSomething reports whether s — a detail, or a code — holds a word beyond genericWords and the
+// words of status texts: a name ("order", "Authorization", "account"), an identifier ("ord_1",
+// "/items/3", "Retry-After" counts by its parts) or a number. This is how Check judges that a problem
+// without located violations names the failing input: it cannot know the service's inputs, so it
+// refuses what could be said of any input, and takes anything more specific at its word.
+func namesSomething(s string) bool {
+	part := func(p string) bool {
+		return p != "" && !genericWords[p] && !statusWords[p]
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= '0' && r <= '9':
+			return true // a number or an identifier with one: ord_1, 10, /items/3
+		case r >= 'a' && r <= 'z' || r > 0x7f:
+			b.WriteRune(r)
+			continue
+		case r == '\'':
+			continue // "don't", "I'm"
+		}
+		if part(b.String()) {
+			return true
+		}
+		b.Reset()
+	}
+	return part(b.String())
+}
+
 // Check is CheckResponse for a status, headers and body already read. An error response (4xx or 5xx)
 // conforms when its Content-Type is application/problem+json and the body is a JSON object with a
 // type that is an RFC 3986 URI reference, a title, a status equal to the response's, a specific
 // snake_case code, a request_id matching X-Request-Id, and a detail that, when present, is more than a
 // stock phrase ("Something went wrong", a status text). A 4xx must also name the failing input and
 // why: either located violations that each have a location, a pointer or name, a snake_case code and
-// a detail, or a specific code with a detail. Anything else conforms trivially.
+// a detail, or a specific code with a detail that names the failing input. A code or detail names it
+// when it holds a word beyond those any failure could use ("request", "body", "invalid", "field",
+// "value", the words of status texts, …) or a number: "Invalid request body" and
+// "validation_failed" do not, "no order ord_1 in this account" and "order_not_found" do. Anything
+// else conforms trivially.
 func Check(status int, header http.Header, body []byte) error {
 	if status < 400 || status > 599 {
 		return nil
@@ -161,11 +232,14 @@ func Check(status int, header http.Header, body []byte) error {
 			fail("detail %q is only a stock phrase", p.Detail)
 		}
 	case len(p.Errors) == 0:
-		if genericCodes[p.Code] {
+		if genericCodes[p.Code] || !namesSomething(p.Code) {
 			fail("no located violation, and code %q names no failing input", p.Code)
 		}
-		if isStock(p.Detail) {
+		switch {
+		case isStock(p.Detail):
 			fail("no located violation, and detail %q does not say what failed and why", p.Detail)
+		case !namesSomething(p.Detail):
+			fail("no located violation, and detail %q does not name the failing input", p.Detail)
 		}
 	case p.Detail != "" && isStock(p.Detail):
 		fail("detail %q is only a stock phrase", p.Detail)

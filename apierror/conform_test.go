@@ -3,8 +3,10 @@ package apierror_test
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -111,5 +113,51 @@ func requireNonConforming(t *testing.T, tests []nonConforming) {
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want)
 		})
+	}
+}
+
+// Issue 30: Check accepted a 4xx whose detail was a generic "Invalid request body". Without a located
+// violation, a 4xx conforms only when its code and its detail both name something beyond the words
+// any failure could use (request, body, invalid, field, value, a status text, …); with violations,
+// they name the input.
+func TestCheckRequiresTheFailingInputNamed(t *testing.T) {
+	problem := http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req_1"}}
+	body := func(status int, code, detail string) string {
+		return `{"type":"https://svcplatform.dev/problems/x","title":"t","status":` + strconv.Itoa(status) +
+			`,"detail":"` + detail + `","code":"` + code + `","request_id":"req_1"}`
+	}
+	tests := []nonConforming{
+		{"generic detail, generic code", 400, problem, body(400, "invalid_request_body", "Invalid request body"), "does not name"},
+		{"generic detail, specific code", 400, problem, body(400, "order_invalid", "Invalid request body"), "does not name"},
+		{"generic sentence", 422, problem, body(422, "order_rejected", "The request body is malformed."), "does not name"},
+		{"generic validation", 400, problem, body(400, "validation_failed", "Validation failed for one or more fields"), "does not name"},
+		{"required field missing", 400, problem, body(400, "field_missing", "Required field missing"), "does not name"},
+		{"invalid parameter value", 400, problem, body(400, "parameter_invalid", "Invalid value for a parameter"), "does not name"},
+		{"no such resource", 404, problem, body(404, "resource_not_found", "The requested resource does not exist"), "does not name"},
+		{"status-text code", 404, problem, body(404, "not_found", "no order ord_1 in this account"), "names no failing input"},
+		{"generic words, hyphenated", 400, problem, body(400, "bad_request_body", "Bad request-body"), "names no failing input"},
+	}
+	requireNonConforming(t, tests)
+	for _, ok := range []struct {
+		status       int
+		code, detail string
+	}{
+		{404, "order_not_found", "no order ord_1 in this account"},
+		{404, "order_not_found", "no such order"},
+		{400, "account_invalid", "body /account: must be an account ID"},
+		{401, "api_key_invalid", "the API key is missing, unknown, expired or revoked"},
+		{429, "rate_limited", "too many requests; retry after the number of seconds in Retry-After"},
+		{409, "order_conflict", "the order is already cancelled"},
+		{422, "endpoint_limit_reached", "this licensee has 10 webhook endpoints, the most it may have"},
+		{400, "currency_unsupported", "Währung nicht unterstützt"},
+	} {
+		require.NoError(t, apierror.Check(ok.status, problem, []byte(body(ok.status, ok.code, ok.detail))), ok.detail)
+	}
+	// The library's own problems without violations conform.
+	for _, p := range []*apierror.Error{
+		apierror.RateLimited(time.Second, ""),
+		apierror.Unauthenticated("api_key_invalid", "the API key is missing, unknown, expired or revoked"),
+	} {
+		require.NoError(t, apierror.CheckResponse(render(t, p)), p.Detail)
 	}
 }

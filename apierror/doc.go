@@ -23,9 +23,10 @@
 //
 // Every 4xx this package builds either lists at least one located violation or names the failing input
 // in its code and detail. 5xx bodies carry nothing but the request ID. No problem ever echoes a header
-// value, key, signature or secret, and the Writer replaces any word of a title, detail, instance or
-// violation detail that is shaped like a credential (sk_…, rk_…, pk_…, whsec_…) with a placeholder
-// (Redact), so a detail that quotes client input cannot reflect a key pasted in the wrong place.
+// value, key, signature or secret, and the Writer replaces any word of a title, detail, instance,
+// violation (pointer, name, detail) or extension member that is shaped like a credential (sk_…,
+// rk_…, pk_…, whsec_…) with a placeholder (Redact), in the body and in the line it logs for an
+// opaque 500, so a problem that quotes client input cannot reflect a key pasted in the wrong place.
 //
 // # Request IDs
 //

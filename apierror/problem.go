@@ -229,11 +229,13 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 			b = jsonstr.Append(b, string(v.Location))
 			if v.Location == LocationBody {
 				// The pointer is always present for body violations: "" means the whole body.
+				// Pointer and name repeat client input (a member or parameter name): redacted like
+				// the details, which stays a valid pointer.
 				b = append(b, `,"pointer":`...)
-				b = jsonstr.Append(b, v.Pointer)
+				b = jsonstr.Append(b, redact(v.Pointer))
 			} else {
 				b = append(b, `,"name":`...)
-				b = jsonstr.Append(b, v.Name)
+				b = jsonstr.Append(b, redact(v.Name))
 			}
 			b = append(b, `,"code":`...)
 			b = jsonstr.Append(b, v.Code)
@@ -256,6 +258,11 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 			if err != nil {
 				return nil, fmt.Errorf("apierror: extension %q: %w", k, err)
 			}
+			if LooksLikeCredential(string(v)) {
+				if v, err = redactJSON(v); err != nil {
+					return nil, fmt.Errorf("apierror: extension %q: %w", k, err)
+				}
+			}
 			b = append(b, ',')
 			b = jsonstr.Append(b, k)
 			b = append(b, ':')
@@ -263,6 +270,34 @@ func (e *Error) appendJSON(b []byte, typeBase, requestID string) ([]byte, error)
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// redactJSON returns a JSON value with every string in it, member names included, redacted (Redact):
+// an extension member may carry what the client sent, as the detail may.
+func redactJSON(v []byte) ([]byte, error) {
+	var x any
+	if err := json.Unmarshal(v, &x); err != nil {
+		return nil, err
+	}
+	return json.Marshal(redactValue(x))
+}
+
+func redactValue(x any) any {
+	switch x := x.(type) {
+	case string:
+		return Redact(x)
+	case []any:
+		for i := range x {
+			x[i] = redactValue(x[i])
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, v := range x {
+			out[Redact(k)] = redactValue(v)
+		}
+		return out
+	}
+	return x
 }
 
 // Pointer builds an RFC 6901 JSON Pointer from reference tokens, escaping "~" and "/":

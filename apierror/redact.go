@@ -22,9 +22,11 @@ func LooksLikeCredential(s string) bool {
 }
 
 // Redact returns s with every word shaped like a credential (LooksLikeCredential) replaced by
-// Redacted. The Writer applies it to a problem's title, detail, instance and violation details, so a
-// detail built from client input ("no webhook endpoint %q") never reflects a key the client pasted in
-// the wrong place into logs, proxies and error trackers.
+// Redacted. The Writer applies it to a problem's title, detail, instance, violations (pointer, name
+// and detail: a member or parameter name is client input too) and the strings of its extension
+// members, and to the error it logs for an opaque 500, so a problem built from client input ("no
+// webhook endpoint %q", an unknown member "/sk_live_…") never reflects a key the client pasted in the
+// wrong place into logs, proxies and error trackers.
 func Redact(s string) string {
 	start, end, ok := nextCredential(s, 0)
 	if !ok {

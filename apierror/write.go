@@ -61,8 +61,13 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 			if r != nil {
 				ctx = r.Context()
 			}
+			// The error's text may quote what the client sent: redacted like a problem's detail.
+			msg := "<nil>"
+			if err != nil {
+				msg = Redact(err.Error())
+			}
 			wr.Logger.ErrorContext(ctx, "apierror: internal error", "request_id", reqID,
-				"client_request_id", ClientRequestIDFrom(ctx), "error", err)
+				"client_request_id", ClientRequestIDFrom(ctx), "error", msg)
 		}
 	}
 	// The problem is never copied or mutated: the caller may reuse it (a package-level value, say).

@@ -12,11 +12,13 @@
 // Build one Telemetry per process with the team's providers (the SDK's, exported to Prometheus or
 // OTLP), and hand its observers to the packages' options:
 //
-//	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp})
+//	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp,
+//		EventTypes: []string{"order.created", "order.cancelled"}})
 //	if err != nil {
 //		return err
 //	}
 //	idem, err := idempotency.New(&idempotency.Options{Store: store, Observer: tel.Idempotency()})
+//	srv := &http.Server{Handler: tel.HTTPHandler(apiHandler)}
 //
 // Every instrument is created once, in New. Recording a measurement allocates nothing: the
 // attribute sets are built in New for every value an attribute can take. The reference order
@@ -28,7 +30,14 @@
 // Every attribute has a bounded set of values: outcomes, results, operations, status codes
 // (100–599), problem codes and registered versions. otelconv never records an idempotency key, a
 // credential, a signature, a URL or its query, an order or event ID; a licensee or endpoint ID
-// only when Options asks for it. Sequence numbers appear on spans, never on metrics.
+// only when Options asks for it. Sequence numbers appear on spans, never on metrics. Nothing a
+// client sends mints a series, with or without a key: HTTPHandler, the HTTP server
+// instrumentation, records no server.address, server.port, user agent or path (otelhttp's defaults
+// take server.address from the Host header), and http.route only for a route the service named
+// (SetHTTPRoute); event types come from the catalogue Options.EventTypes, any other counted as
+// _OTHER of its licensee class (sandbox, live), so a sandbox key triggering made-up types never
+// pushes a live type out. Span attributes taken from the request (url.path, user_agent.original)
+// have every word shaped like a credential redacted (apierror.Redact).
 //
 // # Names
 //
@@ -48,7 +57,7 @@
 //	svc.idempotency.store.duration       histogram       s                 svc.idempotency.store.operation, svc.idempotency.store.backend, error.type
 //	svc.idempotency.handler.duration     histogram       s                 http.response.status_code, error.type
 //	svc.idempotency.renewals             counter         {renewal}         svc.idempotency.renewal.result
-//	svc.webhook.events.appended          counter         {event}           svc.webhook.event.type
+//	svc.webhook.events.appended          counter         {event}           svc.webhook.event.type, svc.sandbox.environment
 //	svc.webhook.delivery.attempts        counter         {attempt}         svc.webhook.delivery.result, svc.webhook.delivery.status_class, error.type
 //	svc.webhook.delivery.duration        histogram       s                 as svc.webhook.delivery.attempts
 //	svc.webhook.backlog.age              gauge           s                 (svc.webhook.endpoint.id)
@@ -67,6 +76,7 @@
 //	svc.sandbox.authentication.duration  histogram       s                 svc.sandbox.auth.result, svc.sandbox.environment
 //	svc.sandbox.rate_limit.checks        counter         {request}         svc.sandbox.rate_limit.result, svc.sandbox.environment, (svc.licensee)
 //	svc.apierror.problems                counter         {problem}         http.response.status_code, svc.apierror.code, svc.apierror.type, svc.apierror.opaque
+//	http.server.request.duration         histogram       s                 http.request.method, url.scheme, network.protocol.version, http.response.status_code, error.type, http.route
 //
 // Attributes in parentheses are recorded only when Options opts in (LicenseeAttribute,
 // EndpointAttribute); the producer's and the consumer's metrics then carry svc.webhook.endpoint.id

@@ -34,6 +34,12 @@ type Options struct {
 	// series per endpoint, so only for a bounded number of endpoints. Off, the backlog gauges report
 	// the maximum and the total.
 	EndpointAttribute bool
+	// EventTypes is the catalogue of the service's webhook event types ("order.created", …): the
+	// values svc.webhook.events.appended names. Any other type is counted as _OTHER of its licensee
+	// class (svc.sandbox.environment: sandbox, live, or none without an authenticated principal in
+	// the publishing context), so a sandbox key triggering hundreds of made-up types mints no series
+	// and never pushes a live type out. Nil learns the types as they come, up to 256 per class.
+	EventTypes []string
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for
@@ -53,6 +59,7 @@ type Telemetry struct {
 	versioning  *versioningObserver
 	sandbox     *sandboxObserver
 	apierror    *apierrorObserver
+	http        *httpObserver
 }
 
 // New creates every instrument once. It returns an error when the MeterProvider refuses one.
@@ -80,6 +87,7 @@ func New(opts *Options) (*Telemetry, error) {
 	}
 	for _, build := range []func() error{
 		t.buildIdempotency, t.buildConsumer, t.buildProducer, t.buildVersioning, t.buildSandbox, t.buildAPIError,
+		t.buildHTTP,
 	} {
 		if err := build(); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -82,9 +83,65 @@ func errorClass(class string) int {
 	return nErrorClasses - 1
 }
 
-// maxEventTypes bounds the event types svc.webhook.events.appended tells apart; the API defines a
-// few dozen, and any beyond the bound (a caller gone wrong) are counted as _OTHER.
+// maxEventTypes bounds the event types svc.webhook.events.appended learns per licensee class when
+// Options.EventTypes declares no catalogue; any beyond the bound are counted as _OTHER.
 const maxEventTypes = 256
+
+// eventTypes holds the attribute options of svc.webhook.events.appended per licensee class (the
+// environment index: none, sandbox, live). With a catalogue, catalogued types are named and every
+// other type is its class's _OTHER; without one, each class learns its own types within
+// maxEventTypes, so that one class (a sandbox key triggering any type it likes) never pushes
+// another's types into _OTHER.
+type eventTypes struct {
+	catalogue map[string]*[numEnvironments]metric.AddOption // nil: no catalogue
+	other     [numEnvironments]metric.AddOption
+	learned   [numEnvironments]*boundedSets[string, metric.AddOption]
+}
+
+func eventTypeOption(typ string, env int) metric.AddOption {
+	return metric.WithAttributeSet(attribute.NewSet(append(environmentAttrs(env), attrEventType.String(typ))...))
+}
+
+func newEventTypes(catalogue []string) *eventTypes {
+	e := &eventTypes{}
+	for env := range numEnvironments {
+		e.other[env] = eventTypeOption(otherValue, env)
+	}
+	if catalogue != nil {
+		e.catalogue = make(map[string]*[numEnvironments]metric.AddOption, len(catalogue))
+		for _, typ := range catalogue {
+			var opts [numEnvironments]metric.AddOption
+			for env := range numEnvironments {
+				opts[env] = eventTypeOption(typ, env)
+			}
+			e.catalogue[typ] = &opts
+		}
+		return e
+	}
+	for env := range numEnvironments {
+		e.learned[env] = newBoundedSets(maxEventTypes, otherValue, func(typ string) metric.AddOption {
+			return eventTypeOption(typ, env)
+		})
+	}
+	return e
+}
+
+// option returns the attribute option of typ appended under ctx: the class is the environment of the
+// principal in ctx (sandbox.FromContext; none without one).
+func (e *eventTypes) option(ctx context.Context, typ string) metric.AddOption {
+	env := 0
+	if p, ok := sandbox.FromContext(ctx); ok {
+		env = environmentIndex(p.Environment)
+	}
+	if e.catalogue != nil {
+		if opts, ok := e.catalogue[typ]; ok {
+			return opts[env]
+		}
+		return e.other[env]
+	}
+	opt, _ := e.learned[env].get(typ) // past maxEventTypes, the class's _OTHER
+	return opt
+}
 
 // producerObserver implements producer.Observer. Its instruments and the attribute sets of every
 // bounded combination are made once, by buildProducer; it is safe for concurrent use.
@@ -106,7 +163,7 @@ type producerObserver struct {
 	attemptSets [nResults][nStatusClasses][nErrorClasses]attribute.Set
 	attemptOpts [nResults][nStatusClasses][nErrorClasses]metric.MeasurementOption
 
-	types *boundedSets[string, metric.AddOption] // event type → its attribute option
+	types *eventTypes
 }
 
 var _ producer.Observer = (*producerObserver)(nil)
@@ -148,9 +205,7 @@ func (t *Telemetry) buildProducer() error {
 			}
 		}
 	}
-	p.types = newBoundedSets(maxEventTypes, "_OTHER", func(typ string) metric.AddOption {
-		return metric.WithAttributeSet(attribute.NewSet(attrEventType.String(typ)))
-	})
+	p.types = newEventTypes(t.opts.EventTypes)
 	p.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	p.rangeOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	t.producer = p
@@ -209,8 +264,7 @@ func (p *producerObserver) EventsAppended(ctx context.Context, a producer.Append
 	if a.Events <= 0 {
 		return
 	}
-	opt, _ := p.types.get(a.Type) // past maxEventTypes, _OTHER
-	p.appended.Add(ctx, int64(a.Events), opt)
+	p.appended.Add(ctx, int64(a.Events), p.types.option(ctx, a.Type))
 }
 
 // AttemptStart implements producer.Observer: a client span, webhook.deliver, linked to the span that

@@ -31,7 +31,8 @@
 // The successor-version link names the nearest successor along the chain that is released and not
 // sunset at that instant (or, failing that, the newest newer version that answers), and is left out
 // when none does: following it never ends in a 404 or a 410. The 410's successor_version follows the
-// same rule.
+// same rule. It is also left out when the path holds a value shaped like a credential
+// (apierror.LooksLikeCredential: an sk_live_ key pasted into a path): no response header repeats it.
 //
 // These headers are sent as soon as the date is in the registry, also before the deprecation
 // instant: RFC 9745 allows a Deprecation date in the future ("will be deprecated at"), and a client

@@ -82,7 +82,9 @@ type Options struct {
 	// SuccessorLink returns the URL for Link: <…>; rel="successor-version" on a deprecated version's
 	// responses. Nil means the request's own path with the version segment replaced by the
 	// successor's ("/v1/orders/ord_1" links to "/v2/orders/ord_1"), prefixes that outer handlers
-	// stripped included.
+	// stripped included. Whatever builds it, a target holding a value shaped like a credential
+	// (apierror.LooksLikeCredential, as sent or percent-decoded) is not sent: a key pasted into a
+	// path is never reflected into Link.
 	SuccessorLink func(r *http.Request, successor string) string
 	// MaxRequestBody caps a request body that must be transformed to the newest shape; larger ones
 	// get 413. Zero means DefaultMaxRequestBody. Bodies that need no transform are not read, nor
@@ -444,7 +446,8 @@ const (
 // setHeaders sets X-SVC-Version and, for a version with a deprecation scheduled, Deprecation,
 // Sunset and the Link relations. Links are added to any an outer handler set. The successor-version
 // link names the nearest successor that answers at now (released, not sunset), never one that would
-// answer 404 or 410, and is left out when there is none.
+// answer 404 or 410, and is left out when there is none, or when its target would repeat a value
+// shaped like a credential (carriesCredential).
 func (rt *Router) setHeaders(h http.Header, r *http.Request, i int, now time.Time) {
 	vh := &rt.reg.header[i]
 	v := &rt.reg.versions[i]
@@ -467,13 +470,29 @@ func (rt *Router) setHeaders(h http.Header, r *http.Request, i int, now time.Tim
 		} else {
 			target = successorPath(r, successor)
 		}
-		if target != "" {
+		if target != "" && !carriesCredential(target) {
 			h[keyLink] = append(h[keyLink], "<"+target+`>; rel="successor-version"`)
 		}
 	}
 	if vh.depLink != "" {
 		h[keyLink] = append(h[keyLink], vh.depLink)
 	}
+}
+
+// carriesCredential reports whether a link target holds a word shaped like a credential, as written
+// or percent-decoded (apierror.LooksLikeCredential). The target is built from the request's path
+// (or by Options.SuccessorLink, often from it too), and a client that pasted its live key into a
+// path must not see it reflected into a response header, and every log and proxy on the way: such
+// a link is left out, the Deprecation and Sunset headers still announce the deprecation.
+func carriesCredential(target string) bool {
+	if apierror.LooksLikeCredential(target) {
+		return true
+	}
+	if strings.IndexByte(target, '%') < 0 {
+		return false
+	}
+	dec, err := url.PathUnescape(target)
+	return err != nil || apierror.LooksLikeCredential(dec)
 }
 
 // successorPath is the request's path with its version segment replaced by successor. It starts

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/otelconv"
 )
 
@@ -87,7 +88,7 @@ func openTelemetry(ctx context.Context, metricsAddr, otlp string, logger *slog.L
 		t.shutdown = append(t.shutdown, sdk.Shutdown)
 		tp = sdk
 	}
-	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp})
+	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp, EventTypes: server.EventTypes})
 	if err != nil {
 		_ = t.close(ctx)
 		return nil, err

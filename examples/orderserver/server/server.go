@@ -153,7 +153,7 @@ type Config struct {
 	// Logger receives the server's logs; nil means none. No log line holds a key, token or secret.
 	Logger *slog.Logger
 	// Telemetry, when set, reports every convention's metrics and spans to OpenTelemetry (see the
-	// otelconv module), and each request gets a server span (otelhttp) that continues the client's
+	// otelconv module), and each request gets a server span (otelconv.HTTPHandler) that continues the client's
 	// traceparent. Nil means none, at no cost.
 	Telemetry *otelconv.Telemetry
 	// Now is the clock; nil means time.Now.
