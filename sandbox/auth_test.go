@@ -169,3 +169,24 @@ func TestAuthenticatorRealm(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, rec.Code)
 	require.Equal(t, `Bearer realm="orders \"eu\"", error="invalid_token"`, rec.Header().Get("WWW-Authenticate"))
 }
+
+// leakyResolver fails with an error that quotes the key, as a driver error may quote a query's
+// argument.
+type leakyResolver struct{}
+
+func (leakyResolver) Resolve(_ context.Context, k Key) (Principal, error) {
+	return Principal{}, errors.New("lookup failed for " + k.Reveal())
+}
+
+// D10, issue 30: what the Authenticator logs about a failure or a refusal never repeats a key, even
+// when the cause quotes one.
+func TestAuthenticatorLogsNoCredential(t *testing.T) {
+	logger, logs := logBuffer()
+	auth := must(NewAuthenticator(leakyResolver{}, &AuthOptions{Logger: logger}))
+	k, err := NewKey(Live)
+	require.NoError(t, err)
+	rec := do(t, auth.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})), http.MethodGet, "/v1/orders", k.Reveal(), "")
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a resolver failure reads as an outage")
+	require.Contains(t, logs.String(), "lookup failed")
+	require.NotContains(t, logs.String(), k.Reveal())
+}

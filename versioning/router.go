@@ -625,7 +625,7 @@ func (rt *Router) shapeRequest(w http.ResponseWriter, r *http.Request, i int) bo
 	case err != nil:
 		var p *apierror.Error
 		if !errors.As(err, &p) {
-			rt.log.ErrorContext(r.Context(), "versioning: request transform failed", "version", rt.reg.versions[i].Name, "error", err)
+			rt.log.ErrorContext(r.Context(), "versioning: request transform failed", "version", rt.reg.versions[i].Name, "error", apierror.Redact(err.Error()))
 		}
 		rt.writer.Write(w, r, err)
 		return false

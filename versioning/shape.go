@@ -80,7 +80,7 @@ func (s *shapingWriter) WriteHeader(code int) {
 		return
 	case jsonBody && encoded:
 		s.rt.log.ErrorContext(s.r.Context(), "versioning: cannot shape a content-encoded JSON response; put compression outside the router",
-			"path", s.r.URL.Path, "content_encoding", h.Get("Content-Encoding"))
+			"path", apierror.Redact(s.r.URL.Path), "content_encoding", h.Get("Content-Encoding"))
 	case jsonBody:
 		// HEAD: the newest body's length is not the shaped body's.
 		h.Del("Content-Length")
@@ -150,7 +150,7 @@ func (s *shapingWriter) finish(i int, saved http.Header) {
 	name := s.rt.reg.versions[i].Name
 	if s.tooLarge {
 		s.rt.log.ErrorContext(ctx, "versioning: response too large to shape", "version", name,
-			"path", s.r.URL.Path, "limit", s.rt.maxResp)
+			"path", apierror.Redact(s.r.URL.Path), "limit", s.rt.maxResp)
 		s.fail(saved)
 		return
 	}
@@ -160,11 +160,11 @@ func (s *shapingWriter) finish(i int, saved http.Header) {
 	case errors.Is(err, errNotJSON):
 		// Nothing can parse it in any version; sending it as it is loses nothing.
 		s.rt.log.WarnContext(ctx, "versioning: handler wrote a JSON content type with a body that is not JSON",
-			"version", name, "path", s.r.URL.Path)
+			"version", name, "path", apierror.Redact(s.r.URL.Path))
 		out = body
 	case err != nil:
 		s.rt.log.ErrorContext(ctx, "versioning: response transform failed", "version", name,
-			"path", s.r.URL.Path, "error", err)
+			"path", apierror.Redact(s.r.URL.Path), "error", apierror.Redact(err.Error()))
 		s.fail(saved)
 		return
 	}

@@ -352,3 +352,20 @@ func TestRequestShapingIgnoresContentType(t *testing.T) {
 		problem(t, w, http.StatusRequestEntityTooLarge, apierror.CodeBodyTooLarge)
 	})
 }
+
+// D10, issue 30: a transform failure is logged with the path and the cause, and both may quote what the
+// client sent; the log line carries neither verbatim when it holds a credential-shaped value.
+func TestShapingTransformFailureLogsNoCredential(t *testing.T) {
+	for _, secret := range credentials {
+		var logs bytes.Buffer
+		reg, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}, {Name: "v2"}}, []versioning.Change{{
+			Name: "explodes", Version: "v2", Response: func(map[string]any) error { return errors.New("cannot shape " + secret) },
+		}})
+		require.NoError(t, err)
+		rt := must(versioning.New(reg, &versioning.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
+		w := do(t, rt.Handler(newestOrderHandler()), request{method: "POST", path: "/v1/orders/" + secret, body: "{}"})
+		problem(t, w, 500, apierror.CodeInternal)
+		require.Contains(t, logs.String(), "explodes")
+		require.NotContains(t, logs.String(), secret)
+	}
+}
