@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/examples/internal/testenv"
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // TestSealedReplicas runs two replicas that share PostgreSQL and a seal key ring (SVC_SEAL_KEYS): an
@@ -18,7 +18,7 @@ import (
 // other replica gets the same key back, Cache-Control: no-store.
 func TestSealedReplicas(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	k, err := idempotency.GenerateSealKey(7)
+	k, err := seal.GenerateKey(7)
 	require.NoError(t, err)
 	t.Setenv("SVC_SEAL_KEYS", k.Reveal())
 	admin := "adm_" + newKey()

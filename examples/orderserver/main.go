@@ -43,8 +43,8 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/seal"
 )
 
 func main() {
@@ -66,13 +66,13 @@ const EnvSealKeys = "SVC_SEAL_KEYS"
 // sealer builds the key ring from ring. Without one, stored responses are not sealed, and those that
 // carry a secret (idempotency.Secret) are stored without their body: no secret is in any store either
 // way, and replicas need no shared key to replay each other's responses.
-func sealer(ring string, logger *slog.Logger) (*idempotency.Sealer, error) {
-	var keys []idempotency.SealKey
+func sealer(ring string, logger *slog.Logger) (*seal.Ring, error) {
+	var keys []seal.Key
 	for i, s := range strings.Split(ring, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue
 		}
-		k, err := idempotency.ParseSealKey(s)
+		k, err := seal.ParseKey(s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: key %d: %w", EnvSealKeys, i+1, err)
 		}
@@ -82,7 +82,7 @@ func sealer(ring string, logger *slog.Logger) (*idempotency.Sealer, error) {
 		logger.Info("stored idempotency responses are not sealed (set " + EnvSealKeys + "); responses that carry a secret are stored without their body")
 		return nil, nil
 	}
-	return idempotency.NewSealer(keys...)
+	return seal.NewRing(keys...)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

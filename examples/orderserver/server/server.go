@@ -18,6 +18,7 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -124,7 +125,7 @@ type Config struct {
 	// Sealer seals every stored idempotency response at rest (see idempotency.Options.Sealer). Nil
 	// means none: responses that carry a secret (an issued API key, a webhook signing secret) are then
 	// stored without their body, so no secret lies in any store either way.
-	Sealer *idempotency.Sealer
+	Sealer *seal.Ring
 	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
 	Pins versioning.PinStore
 	// V1Deprecated and V1Sunset date v1's deprecation and sunset; zero means V1DeprecatesIn and
