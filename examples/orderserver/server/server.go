@@ -122,9 +122,11 @@ type Config struct {
 	// SandboxTransactor is the sandbox's (its records in SandboxIdempotency's table); nil means
 	// Transactor.
 	Transactor, SandboxTransactor idempotency.Transactor
-	// Sealer seals every stored idempotency response at rest (see idempotency.Options.Sealer). Nil
-	// means none: responses that carry a secret (an issued API key, a webhook signing secret) are then
-	// stored without their body, so no secret lies in any store either way.
+	// Sealer seals every stored idempotency record at rest (see idempotency.Options.Sealer): a record
+	// that is not sealed, or does not open, is then answered 500, never replayed. Nil means none:
+	// responses that carry a secret (an issued API key, a webhook signing secret) are then stored
+	// without their body, so no secret lies in any idempotency store either way. The Store seals the
+	// webhook signing secrets it keeps with the same ring (pgserver.Config).
 	Sealer *seal.Ring
 	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
 	Pins versioning.PinStore
