@@ -161,10 +161,10 @@ func (k Key) GoString() string {
 
 // Ring encrypts and authenticates data at rest with AES-256-GCM — stored idempotency records, webhook
 // signing secrets — so that what it seals never lies in plain text in a database, and what was
-// changed there does not open. A Ring is safe for concurrent use. Its zero value is not usable: its Open returns an
-// error that wraps ErrNotBuilt, and its Seal, which has no error result, panics rather than return
-// plain text, because a Ring that silently stored plain text would defeat its purpose. Create one
-// with NewRing.
+// changed there does not open. A Ring is safe for concurrent use. Its zero value is not usable: its
+// Open returns ErrNotBuilt, its KeyID 0, and its Seal, which has no error result, panics rather than
+// return plain text, because a Ring that silently stored plain text would defeat its purpose. Create
+// one with NewRing.
 //
 // # Keys and rotation
 //
@@ -173,9 +173,8 @@ func (k Key) GoString() string {
 // the previous keys after it until nothing sealed with them is left — for idempotency records, until
 // they have expired (the middleware's Retention, 24 hours by default); for data that lives on, such as
 // webhook signing secrets, until it has been sealed again under the new key (see
-// pgstore.EndpointStore.Reseal) — then drop them. During a rolling deploy, first ship
-// the new key second in the ring everywhere, then first, so that no instance meets a blob it cannot
-// open.
+// pgstore.EndpointStore.Reseal) — then drop them. During a rolling deploy, first ship the new key
+// second in the ring everywhere, then first, so that no instance meets a blob it cannot open.
 //
 // Each Seal draws a random 96-bit nonce, so a key must seal well under 2^32 bodies: beyond that the
 // chance that two seals share a nonce, which would break GCM's confidentiality and authenticity for
