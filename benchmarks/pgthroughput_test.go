@@ -503,7 +503,7 @@ func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 	if err := pgserver.Migrate(context.Background(), pool); err != nil {
 		tb.Fatalf("migrate: %v", err)
 	}
-	cfg, err := pgserver.Config(pool)
+	cfg, err := pgserver.Config(pool, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -127,8 +127,9 @@ type Attempt struct {
 //
 // Begin returns an error wrapping ErrStore when the store fails (or does not answer within
 // Options.StoreTimeout), ErrQuotaExceeded when the scope holds as many records as the store allows
-// one scope (answer 429), ErrKeyInvalid for a malformed key, ErrScopeEmpty for an empty scope; the
-// Attempt is then nil.
+// one scope (answer 429), ErrRecordRefused when Options.Sealer is set and the stored record is not
+// sealed or does not open (answer an opaque 500: the operation ran once, do not run it again),
+// ErrKeyInvalid for a malformed key, ErrScopeEmpty for an empty scope; the Attempt is then nil.
 func (m *Middleware) Begin(ctx context.Context, req Request) (*Attempt, error) {
 	if m == nil || m.store == nil {
 		return nil, ErrNotBuilt
@@ -188,8 +189,18 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		m.stats.reused.Add(1)
 		m.outcome(ctx, OutcomeReused)
 	case c.Status == Completed && c.Response != nil:
+		resp, err := m.unseal(ctx, a.Key, c.Response)
+		if err != nil {
+			// Not replayed, and not run again: the request was carried out once. The record stays
+			// for an operator to look at; every retry is refused the same way until it expires.
+			m.stats.storeErrors.Add(1)
+			m.outcome(ctx, OutcomeStoreError)
+			m.log.LogAttrs(ctx, slog.LevelError, "idempotency: stored record refused; answering 500, neither replaying nor running the handler",
+				slog.String("idempotency_key", req.Key), slog.Any("error", err))
+			return err
+		}
 		a.Decision = Replay
-		a.Response = m.unseal(ctx, a.Key, c.Response)
+		a.Response = resp
 		m.stats.replayed.Add(1)
 		m.outcome(ctx, OutcomeReplayed)
 	case c.Status == InFlight:
@@ -247,7 +258,8 @@ func (a *Attempt) Problem() *apierror.Error {
 var errNotOwner = errors.New("idempotency: attempt does not own its key (decision is not Execute)")
 
 // Complete stores resp as the key's response, kept for Options.Retention from now, and ends the
-// attempt. The store copies resp; with Options.Sealer its body is stored sealed. It returns
+// attempt. The store copies resp; with Options.Sealer it is stored sealed, status, headers and body
+// together. It returns
 // ErrLeaseLost (errors.Is) when a newer claim took the key over: resp is then not stored, and the
 // newer claim's result is what retries get. Any other error means the store failed (or did not answer
 // within Options.StoreTimeout): the attempt still owns the key, its lease is still renewed, and the
@@ -257,7 +269,7 @@ func (a *Attempt) Complete(ctx context.Context, resp Response) error {
 	if a == nil || a.Decision != Execute {
 		return errNotOwner
 	}
-	if a.m.sealer != nil && len(resp.Body) > 0 {
+	if a.m.sealer != nil {
 		resp = a.m.seal(a.Key, resp)
 	}
 	return a.complete(ctx, &completion{resp: resp})
@@ -270,12 +282,13 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 		return errNotOwner
 	}
 	status, fs, body := rec.storedFields(omitted)
-	if a.m.sealer != nil && len(body) > 0 {
-		// Sealed into the recorder's buffer, which the store copies.
-		var aad [320]byte
-		rec.sealed = a.m.sealer.Seal(rec.sealed[:0], body, sealAAD(aad[:0], a.Key))
-		body = rec.sealed
-		fs = append(fs[:len(fs):len(fs)], field{headerSealed, sealedMark})
+	if a.m.sealer != nil {
+		// Status, headers and body sealed together into the recorder's buffers, which the store
+		// copies: what a writer of the store changes does not open.
+		var aad [aadBufSize]byte
+		rec.plain = appendEnvelope(rec.plain[:0], status, fs, body)
+		rec.sealed = a.m.sealer.Seal(rec.sealed[:0], rec.plain, sealAAD(aad[:0], a.Key))
+		fs, body = sealedFields, rec.sealed
 	}
 	c := completion{status: status, fields: fs, body: body}
 	if ms, ok := a.store.(*MemoryStore); ok {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // The benchmarks compare a bare handler with the same handler behind the middleware, on the paths a
@@ -96,7 +97,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		// the default day.
 		// Every request carries one credential: its quota is raised above the ~10,000 records so that
 		// the benchmark measures the quota's bookkeeping, not its refusals.
-		newMW := func(retention time.Duration, sealer *idempotency.Sealer) func() http.Handler {
+		newMW := func(retention time.Duration, sealer *seal.Ring) func() http.Handler {
 			return func() http.Handler {
 				store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 50_000})
 				// The lease must be shorter than the retention; a first execution ends within both.
@@ -104,11 +105,11 @@ func BenchmarkMiddleware(b *testing.B) {
 					Lease: min(idempotency.DefaultLease, retention/2), Sealer: sealer})).Handler(bare)
 			}
 		}
-		key, err := idempotency.GenerateSealKey(1)
+		key, err := seal.GenerateKey(1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sealer, err := idempotency.NewSealer(key)
+		sealer, err := seal.NewRing(key)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -37,6 +37,8 @@
 //	same key, same request, completed                   the original status, body and allow-listed
 //	                                                        headers, plus Idempotent-Replayed: true and
 //	                                                        Cache-Control: no-store (unless stored)
+//	  with Options.Sealer, the record is not sealed     the opaque 500 problem; not replayed, the
+//	    or does not open (ErrRecordRefused)                 handler not run again, the record kept
 //	same key, different method/path/query/body          422 idempotency_key_reused (header Idempotency-Key),
 //	  (in flight, completed, or lease expired)              checked on every path
 //	same key, running, but its lease expired            409; the key is marked and the owner gets one
@@ -109,6 +111,8 @@
 //	  unrecorded                                      handler's writes and the record commit together
 //	one tenant cannot fill shared capacity        per-scope quotas (MemoryStore, redisstore)
 //	no stored secret in plain text                Options.Sealer, or Secret marks (stored without body)
+//	a writer of the store cannot choose a replay  Options.Sealer: status, headers and body sealed
+//	                                                  together, bound to scope and key; fails closed
 //
 // The one window left in the ordinary mode: the process that ran the handler dies (or is cut off
 // from the store while the retries are not) after the handler's side effects and before its response
@@ -123,9 +127,13 @@
 // NotPerformed on its 4xx: the key is released instead of stored (Stripe's rule), so junk does not
 // fill the store and a corrected retry may reuse the key. A handler whose response carries a secret
 // shown once (an API key, a signing secret) calls Secret: the response is not cached, and its record
-// is stored sealed (Options.Sealer) or without its body. Options.Sealer seals every stored body with
-// AES-256-GCM under a key ring (NewSealer): keys rotate, records sealed with older keys still open,
-// and a sealed body is bound to its scope and key.
+// is stored sealed (Options.Sealer) or without its body. Options.Sealer seals every stored record —
+// status, headers and body as one — with AES-256-GCM under a key ring (seal.NewRing): keys rotate,
+// records sealed with older keys still open, and a sealed record is bound to its scope and key.
+// With a Sealer the middleware trusts nothing else: a record that is not sealed, or does not open, is
+// refused (ErrRecordRefused) with the opaque 500 — neither replayed nor run again — and left in
+// place. Records stored before a Sealer was set, or by versions that sealed the body alone, are
+// refused the same way until their retention ends.
 //
 // # Capturing the response
 //
@@ -191,7 +199,7 @@
 //	}
 //	m, err := idempotency.New(&idempotency.Options{
 //		Store:  store, // shared by every replica
-//		Sealer: sealer, // idempotency.NewSealer(keys...): no response body readable at rest
+//		Sealer: ring, // seal.NewRing(keys...): nothing readable, nothing changeable at rest
 //		Scope: func(r *http.Request) (string, error) {
 //			p, ok := auth.PrincipalFrom(r.Context())
 //			if !ok {

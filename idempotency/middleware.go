@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // Defaults of Options.
@@ -110,12 +111,17 @@ type Options struct {
 	// DefaultStoreTimeout (5 s). Renewals are also bounded by a third of the lease.
 	StoreTimeout time.Duration
 
-	// Sealer, when set, seals every stored response body with AES-256-GCM (bound to its scope and
-	// key), so that no stored body is readable at rest, and opens it on replay. A body whose key is no
-	// longer in the ring replays without its body (HeaderBodyOmitted), and is logged; the handler
-	// never runs again. Without a Sealer, bodies are stored as they are, except those a handler marked
-	// with Secret, which are not stored at all. See Secret and Sealer.
-	Sealer *Sealer
+	// Sealer, when set, seals every stored record — status, headers and body together — with
+	// AES-256-GCM under its key ring, bound to the record's scope and key, so that no stored body is
+	// readable at rest and nothing a writer of the store changes is replayed. A Sealer fails closed:
+	// a record that is not sealed (written before the Sealer was set, or by someone without the
+	// ring), was sealed body-only by an earlier version, or does not open (tampered with, moved to
+	// another key, or sealed with a key no longer in the ring) is refused with ErrRecordRefused —
+	// answered with the opaque 500, never replayed, and the handler never runs again; the record is
+	// left in place until its retention ends. Keep a retired key in the ring for a Retention after a
+	// rotation. Without a Sealer, records are stored as they are, except the bodies a handler marked
+	// with Secret, which are not stored at all. See Secret and seal.Ring.
+	Sealer *seal.Ring
 
 	// CancelOnLeaseLoss gives the handler a request context that is cancelled, with cause
 	// ErrLeaseLost (context.Cause), when renewal finds that the lease was lost to a newer claim:
@@ -161,7 +167,7 @@ type Middleware struct {
 	failOpen         bool
 	cancelOnLoss     bool
 	storeTimeout     time.Duration
-	sealer           *Sealer
+	sealer           *seal.Ring
 	tx               Transactor
 	now              func() time.Time
 	log              *slog.Logger
@@ -369,8 +375,7 @@ func canonicalCredential(dst []byte, auth string) []byte {
 
 // ErrNotBuilt: a Middleware used without New. Its Begin and Close return it, and its Handler answers
 // every request with the opaque 500 rather than let a mutating request through unguarded. The
-// methods of a zero MemoryStore, and a zero Sealer's Open, return errors that match it with
-// errors.Is and name their type.
+// methods of a zero MemoryStore return errors that match it with errors.Is and name their type.
 var ErrNotBuilt = errors.New("idempotency: Middleware not built with New")
 
 // notBuiltError is ErrNotBuilt for a type other than Middleware: its message names the type and its
@@ -380,10 +385,7 @@ type notBuiltError struct{ msg string }
 func (e *notBuiltError) Error() string        { return e.msg }
 func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
 
-var (
-	errZeroMemoryStore error = &notBuiltError{"idempotency: MemoryStore not built with NewMemoryStore"}
-	errZeroSealer      error = &notBuiltError{"idempotency: Sealer not built with NewSealer"}
-)
+var errZeroMemoryStore error = &notBuiltError{"idempotency: MemoryStore not built with NewMemoryStore"}
 
 // Handler returns next wrapped with the middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
@@ -451,6 +453,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if err := m.begin(r.Context(), req, a, m.cancelOnLoss, &x.renewal); err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			m.problems.Write(w, r, m.pQuota)
+			return
+		}
+		if errors.Is(err, ErrRecordRefused) {
+			// Never FailOpen: the request was carried out once already.
+			m.problems.Write(w, r, apierror.Internal())
 			return
 		}
 		if m.failOpen {

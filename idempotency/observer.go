@@ -104,7 +104,8 @@ const (
 	// OutcomeQuota: answered 429; the scope holds as many records as the store allows.
 	OutcomeQuota
 	// OutcomeStoreError: the store failed (or a transaction did not commit) and the request was
-	// answered 503 without its effect, or a background completion was given up at Close.
+	// answered 503 without its effect, or a background completion was given up at Close, or the
+	// stored record was refused under Options.Sealer (ErrRecordRefused) and answered 500.
 	OutcomeStoreError
 	// OutcomeFailedOpen: the store failed and the handler ran without idempotency (FailOpen).
 	OutcomeFailedOpen

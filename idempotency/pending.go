@@ -54,7 +54,7 @@ func (p *pending) done() {
 func (p *pending) defer_(m *Middleware, ctx context.Context, x *exchange, a *Attempt, resp Response) {
 	x.retained = true
 	x.rec.release() // the ResponseWriter is the finished request's: drop it
-	if m.sealer != nil && len(resp.Body) > 0 {
+	if m.sealer != nil {
 		resp = m.seal(a.Key, resp)
 	}
 	p.add()

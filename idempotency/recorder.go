@@ -36,7 +36,8 @@ type recorder struct {
 	overflow    bool // the body went over maxResponseBytes and is not kept
 	wroteHeader bool
 
-	sealed       []byte // the sealed body (Options.Sealer), reused
+	plain        []byte // the record to seal: status, headers and body (Options.Sealer), reused
+	sealed       []byte // the sealed record (Options.Sealer), reused
 	notPerformed bool   // the handler said it did nothing (NotPerformed)
 	secret       bool   // the response carries a secret (Secret)
 }
@@ -72,6 +73,9 @@ func (rec *recorder) release() {
 	}
 	if cap(rec.sealed) > maxPooledBuffer {
 		rec.sealed = nil
+	}
+	if cap(rec.plain) > maxPooledBuffer {
+		rec.plain = nil
 	}
 	clear(rec.fields)
 	if rec.hdr != nil {
@@ -302,7 +306,7 @@ func NotPerformed(w http.ResponseWriter) bool {
 // be stored in plain text or cached: an API key or a signing secret shown once. The response gets
 // Cache-Control: no-store (when the status has not been written yet; call Secret first). Its record:
 //
-//   - with Options.Sealer, is stored sealed, like every body then, and replayed in full to the same
+//   - with Options.Sealer, is stored sealed, like every record then, and replayed in full to the same
 //     credential with the same key (the client that lost the first answer gets its secret);
 //   - without a Sealer, is stored without its body: a replay carries the original status and
 //     allow-listed headers (Location, say), an empty body and Idempotent-Body-Omitted: true, so the

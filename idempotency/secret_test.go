@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/seal"
 )
 
 const issuedKey = "sk_sandbox_THE_SECRET_ISSUED_ONCE"
@@ -35,15 +36,15 @@ func storedBody(t *testing.T, s idempotency.Store) []byte {
 	return rec.Response.Body
 }
 
-func newSealer(t *testing.T, ids ...uint32) (*idempotency.Sealer, []idempotency.SealKey) {
+func newSealer(t *testing.T, ids ...uint32) (*seal.Ring, []seal.Key) {
 	t.Helper()
-	var keys []idempotency.SealKey
+	var keys []seal.Key
 	for _, id := range ids {
-		k, err := idempotency.GenerateSealKey(id)
+		k, err := seal.GenerateKey(id)
 		require.NoError(t, err)
 		keys = append(keys, k)
 	}
-	s, err := idempotency.NewSealer(keys...)
+	s, err := seal.NewRing(keys...)
 	require.NoError(t, err)
 	return s, keys
 }
@@ -69,8 +70,9 @@ func TestSecretWithoutSealerIsRedacted(t *testing.T) {
 	require.Equal(t, 1, calls)
 }
 
-// With a Sealer, every stored body is sealed: the secret is not in the store, the replay returns it
-// to the same credential and key, and a rotated ring still opens old records.
+// With a Sealer, every stored record is sealed: the secret is not in the store, the replay returns it
+// to the same credential and key, and a rotated ring still opens old records; a ring that lost the
+// key refuses the record (500) and does not run the handler again.
 func TestSealedBodies(t *testing.T) {
 	var calls int
 	store := idempotency.NewMemoryStore(nil)
@@ -89,24 +91,22 @@ func TestSealedBodies(t *testing.T) {
 	require.Empty(t, replay.Header().Values("Idempotent-Sealed-Body"), "the mark is never replayed")
 
 	// Rotation: a new key seals, the old one still opens.
-	newKey, err := idempotency.GenerateSealKey(2)
+	newKey, err := seal.GenerateKey(2)
 	require.NoError(t, err)
-	rotated, err := idempotency.NewSealer(newKey, keys[0])
+	rotated, err := seal.NewRing(newKey, keys[0])
 	require.NoError(t, err)
 	mw2 := must(idempotency.New(&idempotency.Options{Store: store, Sealer: rotated})).Handler(issue(&calls))
 	require.Equal(t, first.Body.String(), serve(mw2, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}")).Body.String())
 
-	// A ring that lost the key replays without the body; the handler still does not run again.
+	// A ring that lost the key refuses the record: it does not open, so nothing of it can be trusted
+	// (TestSealedRecordsFailClosed); the handler still does not run again.
 	lost, _ := newSealer(t, 3)
 	mw3 := must(idempotency.New(&idempotency.Options{Store: store, Sealer: lost})).Handler(issue(&calls))
-	gone := serve(mw3, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
-	require.Equal(t, http.StatusCreated, gone.Code)
-	require.Empty(t, gone.Body.String())
-	require.Equal(t, "true", gone.Header().Get(idempotency.HeaderBodyOmitted))
+	requireRefused(t, serve(mw3, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}")))
 	require.Equal(t, 1, calls)
 }
 
-// A sealed body is bound to its record: copied under another key, it does not open.
+// A sealed record is bound to its key: copied under another key, it does not open, and is refused.
 func TestSealedBodyBoundToItsKey(t *testing.T) {
 	ctx := context.Background()
 	sealer, _ := newSealer(t, 1)
@@ -123,11 +123,8 @@ func TestSealedBodyBoundToItsKey(t *testing.T) {
 	b, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
 	require.NoError(t, err)
 	require.NoError(t, store.Complete(ctx, idempotency.Key{Scope: "s", Key: "k2"}, b.Token, *rec.Response, timeNow().Add(idempotency.DefaultRetention)))
-	replay, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
-	require.NoError(t, err)
-	require.Equal(t, idempotency.Replay, replay.Decision)
-	require.Empty(t, replay.Response.Body)
-	require.Equal(t, "true", replay.Response.Header.Get(idempotency.HeaderBodyOmitted))
+	_, err = m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
+	require.ErrorIs(t, err, idempotency.ErrRecordRefused)
 
 	good, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)

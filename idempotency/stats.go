@@ -17,7 +17,8 @@ type Stats struct {
 	// Rejected: requests refused before a claim: missing or malformed key, no scope, body too large
 	// or unreadable.
 	Rejected uint64
-	// StoreErrors: failed store calls (claim, renew, complete, release), however they were answered.
+	// StoreErrors: failed store calls (claim, renew, complete, release), however they were answered,
+	// and stored records refused under Options.Sealer (ErrRecordRefused).
 	StoreErrors uint64
 	// FailedOpen: requests run without idempotency because the store failed and FailOpen is set.
 	FailedOpen uint64

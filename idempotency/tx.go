@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/svcplatform/conventions/apierror"
 )
 
 // Transactor runs work in one database transaction, for the middleware's transactional mode: the
@@ -127,6 +129,9 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		}
 	case errors.Is(err, ErrQuotaExceeded):
 		m.problems.Write(w, r, m.pQuota)
+	case errors.Is(err, ErrRecordRefused):
+		// begin counted and logged it; nothing ran, nothing was committed.
+		m.problems.Write(w, r, apierror.Internal())
 	default:
 		m.outcome(r.Context(), OutcomeStoreError)
 		// The claim, the completion or the commit failed: nothing was committed, so the request was

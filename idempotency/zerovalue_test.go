@@ -43,8 +43,6 @@ func TestZeroValues(t *testing.T) {
 			_, err := (*idempotency.MemoryStore)(nil).Claim(ctx, key, fp, now, now.Add(time.Minute), now.Add(time.Hour))
 			return err
 		}, idempotency.ErrNotBuilt},
-		{"Sealer.Open", func() error { _, err := (&idempotency.Sealer{}).Open(nil, make([]byte, 64), nil); return err }, idempotency.ErrNotBuilt},
-		{"nil Sealer.Open", func() error { _, err := (*idempotency.Sealer)(nil).Open(nil, make([]byte, 64), nil); return err }, idempotency.ErrNotBuilt},
 		{"Attempt.Complete", func() error { return (&idempotency.Attempt{}).Complete(ctx, idempotency.Response{Status: 200}) }, nil},
 		{"Attempt.Release", func() error { return (&idempotency.Attempt{}).Release(ctx) }, nil},
 		{"nil Attempt.Complete", func() error { return (*idempotency.Attempt)(nil).Complete(ctx, idempotency.Response{Status: 200}) }, nil},

@@ -14,8 +14,9 @@
 //     commit, by the Dispatcher's Sequencer, so one busy licensee's orders commit in parallel.
 //   - EndpointStore (producer.Endpoints and producer.EndpointLister): webhook endpoints with an
 //     (owner, id) index, so Publisher.PublishToOwner lists a licensee's endpoints in one indexed read,
-//     in the caller's transaction when built on it. Signing secrets are stored as given (they are HMAC
-//     keys); protect the table like any secret store.
+//     in the caller's transaction when built on it. Signing secrets are sealed at rest with a key
+//     ring (EndpointStoreOptions.Sealer, package seal) and sealed again under a new key by Reseal;
+//     without a ring they are stored as given (they are HMAC keys): protect the table then.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx
 //     commit the consumer's own effects with the cursor, exactly once.
 //   - PinStore (versioning.PinStore) and CredentialStore (sandbox.CredentialStore).

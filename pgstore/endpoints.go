@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -24,6 +26,13 @@ type EndpointStoreOptions struct {
 	// Table is the table's name; its index is named Table+"_owner_idx". Default
 	// DefaultEndpointTable.
 	Table string
+	// Sealer, when set, seals every endpoint's signing secrets at rest (AES-256-GCM, bound to the
+	// endpoint's ID, owner and URL) in the sealed_secrets column, so that no dump of the table holds a
+	// secret, and opens them on every read. It fails closed: a row whose secrets are not sealed, or
+	// do not open, is an error, never an endpoint. Rows stored before it was set are sealed by Reseal,
+	// which also moves rows onto the ring's newest key after a rotation. Default nil: secrets are
+	// stored as given, in the secrets column. See EndpointStore.
+	Sealer *seal.Ring
 }
 
 // pgMaxIdent is the longest identifier PostgreSQL keeps (NAMEDATALEN - 1 bytes). It cuts longer ones
@@ -66,10 +75,21 @@ func endpointResolve(opts *EndpointStoreOptions) (endpointConfig, error) {
 //	    id          text COLLATE "C" PRIMARY KEY, -- we_…, the endpoint's event stream
 //	    owner       text COLLATE "C" NOT NULL,    -- the licensee
 //	    url         text   NOT NULL,
-//	    secrets     text[] NOT NULL,              -- signing secrets, as issued (see EndpointStore)
-//	    api_version text   NOT NULL DEFAULT ''
+//	    secrets     text[] NOT NULL,              -- signing secrets, as issued, without a Sealer
+//	    api_version text   NOT NULL DEFAULT '',
+//	    sealed_secrets bytea                      -- with a Sealer: the secrets, sealed; secrets is {}
 //	);
 //	CREATE INDEX IF NOT EXISTS "webhook_endpoints_owner_idx" ON "webhook_endpoints" (owner, id);
+//	DO $ep$ BEGIN -- a table made before sealed_secrets gets it
+//	    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '"webhook_endpoints"'::regclass
+//	                   AND attname = 'sealed_secrets' AND NOT attisdropped) THEN
+//	        ALTER TABLE "webhook_endpoints" ADD COLUMN IF NOT EXISTS sealed_secrets bytea;
+//	    END IF;
+//	END $ep$;
+//
+// ALTER TABLE takes the table's strongest lock, so the DO block runs it only when the column is
+// missing: a migration at every start locks nothing on a table that is up to date. The column is
+// added without a default, a change of the catalog only.
 //
 // The index serves ListEndpoints: an owner's endpoints in byte order of ID, read from the index alone
 // and only the owner's.
@@ -87,10 +107,22 @@ func EndpointStoreMigration(opts *EndpointStoreOptions) (string, error) {
     owner       text COLLATE "C" NOT NULL,
     url         text   NOT NULL,
     secrets     text[] NOT NULL,
-    api_version text   NOT NULL DEFAULT ''
+    api_version text   NOT NULL DEFAULT '',
+    sealed_secrets bytea
 );
 CREATE INDEX IF NOT EXISTS %s ON %s (owner, id);
 `, o.table, quoteIdent(o.Table+"_owner_idx"), o.table)
+	body := fmt.Sprintf(` BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = %[2]s::regclass
+                   AND attname = 'sealed_secrets' AND NOT attisdropped) THEN
+        ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS sealed_secrets bytea;
+    END IF;
+END `, o.table, idemLiteral(o.table))
+	tag := "$ep$"
+	for i := 0; strings.Contains(body, tag); i++ {
+		tag = "$ep" + strconv.Itoa(i) + "$"
+	}
+	fmt.Fprintf(&b, "DO %s%s%s;\n", tag, body, tag)
 	return b.String(), nil
 }
 
@@ -113,11 +145,15 @@ func MigrateEndpointStore(ctx context.Context, db DB, opts *EndpointStoreOptions
 // IDs and owners are ordered and compared byte by byte (the "C" collation), as MemoryEndpoints does,
 // whatever the database's locale.
 //
-// Secrets are stored as given, in plain text: they are the HMAC keys that sign deliveries, so the
-// producer needs them back and cannot keep a hash. Treat the table as a secret store: encrypt the
-// database (or the column) at rest, keep it out of replicas and dumps that are less protected,
-// and grant it only to the roles that publish and deliver. No method returns an error that contains a
-// secret.
+// Secrets are the HMAC keys that sign deliveries, so the producer needs them back and cannot keep a
+// hash. With EndpointStoreOptions.Sealer they are sealed at rest (AES-256-GCM under the key ring of
+// package seal, the one that seals idempotency records), bound to the endpoint's ID, owner and URL:
+// a dump of the table shows no secret, a sealed value copied to another endpoint does not open, and
+// a row that is not sealed or does not open is an error (change endpoints through Put, not SQL).
+// After a key rotation — the new key first in the ring, the old ones after it — Reseal seals every
+// row again under the new key; then the old key can leave the ring. Without a Sealer they are stored
+// as given, in plain text: treat the table as a secret store then. No method returns an error that
+// contains a secret.
 //
 // An EndpointStore built on a pgx.Tx (NewEndpointStore(tx, opts) is cheap) reads and writes inside
 // that transaction: with Publisher.WithEndpoints and an EventLog on the same transaction, the listing
@@ -130,8 +166,9 @@ func MigrateEndpointStore(ctx context.Context, db DB, opts *EndpointStoreOptions
 // It never closes the DB and never reads the clock. Its zero value is not usable: its methods return
 // an error that wraps ErrNotBuilt. Call NewEndpointStore.
 type EndpointStore struct {
-	db  DB
-	sql endpointSQL
+	db     DB
+	sql    endpointSQL
+	sealer *seal.Ring
 }
 
 var (
@@ -141,6 +178,7 @@ var (
 
 type endpointSQL struct {
 	put, del, lookup, list string
+	resealPage, reseal     string
 }
 
 // NewEndpointStore returns an EndpointStore on db with the table named by opts (nil means the
@@ -155,19 +193,34 @@ func NewEndpointStore(db DB, opts *EndpointStoreOptions) (*EndpointStore, error)
 		return nil, err
 	}
 	t := o.table
-	return &EndpointStore{db: db, sql: endpointSQL{
-		put: `INSERT INTO ` + t + ` (id, owner, url, secrets, api_version) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, url = EXCLUDED.url, secrets = EXCLUDED.secrets,
+	// Without a Sealer the statements leave sealed_secrets alone, so that a table an earlier version
+	// made keeps working unmigrated; a sealed row then reads as one without secrets, and is refused.
+	cols, put := "secrets", "$4"
+	if o.Sealer != nil {
+		cols, put = "secrets, sealed_secrets", "'{}', $4"
+	}
+	set := "secrets = EXCLUDED.secrets"
+	if o.Sealer != nil {
+		set += ", sealed_secrets = EXCLUDED.sealed_secrets"
+	}
+	return &EndpointStore{db: db, sealer: o.Sealer, sql: endpointSQL{
+		put: `INSERT INTO ` + t + ` (id, owner, url, ` + cols + `, api_version) VALUES ($1, $2, $3, ` + put + `, $5)
+ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, url = EXCLUDED.url, ` + set + `,
     api_version = EXCLUDED.api_version`,
 		del:    `DELETE FROM ` + t + ` WHERE id = $1`,
-		lookup: `SELECT owner, url, secrets, api_version FROM ` + t + ` WHERE id = $1`,
+		lookup: `SELECT owner, url, ` + cols + `, api_version FROM ` + t + ` WHERE id = $1`,
 		// COLLATE "C" spelled out: byte order even on a table created with the database's collation
 		// (then the owner's few rows are sorted; on the table EndpointStoreMigration creates, the
 		// index is read in order).
-		list: `SELECT id, owner, url, secrets, api_version FROM ` + t + `
+		list: `SELECT id, owner, url, ` + cols + `, api_version FROM ` + t + `
 WHERE owner = $1 AND id COLLATE "C" > $2
 ORDER BY id COLLATE "C"
 LIMIT $3`,
+		resealPage: `SELECT id, owner, url, secrets, sealed_secrets FROM ` + t + `
+WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+		// Only the row as it was read: a Put in between wins, and has sealed under the newest key.
+		reseal: `UPDATE ` + t + ` SET secrets = '{}', sealed_secrets = $6
+WHERE id = $1 AND owner = $2 AND url = $3 AND secrets = $4 AND sealed_secrets IS NOT DISTINCT FROM $5`,
 	}}, nil
 }
 
@@ -195,7 +248,11 @@ func (s *EndpointStore) Put(ctx context.Context, ep producer.Endpoint) error {
 		// belong to a secret.
 		return fmt.Errorf("%w: a field holds invalid UTF-8 or a NUL byte", producer.ErrInvalidEndpoint)
 	}
-	if _, err := s.db.Exec(ctx, s.sql.put, ep.ID, ep.Owner, ep.URL, ep.Secrets, ep.APIVersion); err != nil {
+	var secrets any = ep.Secrets
+	if s.sealer != nil {
+		secrets = s.sealSecrets(ep.ID, ep.Owner, ep.URL, ep.Secrets)
+	}
+	if _, err := s.db.Exec(ctx, s.sql.put, ep.ID, ep.Owner, ep.URL, secrets, ep.APIVersion); err != nil {
 		return fmt.Errorf("pgstore: put webhook endpoint: %w", err)
 	}
 	return nil
@@ -231,12 +288,20 @@ func (s *EndpointStore) Lookup(ctx context.Context, id string) (producer.Endpoin
 		return producer.Endpoint{}, producer.ErrUnknownEndpoint
 	}
 	ep := producer.Endpoint{ID: id}
-	err := s.db.QueryRow(ctx, s.sql.lookup, id).Scan(&ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion)
+	var sealed []byte
+	dst := []any{&ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion}
+	if s.sealer != nil {
+		dst = []any{&ep.Owner, &ep.URL, &ep.Secrets, &sealed, &ep.APIVersion}
+	}
+	err := s.db.QueryRow(ctx, s.sql.lookup, id).Scan(dst...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return producer.Endpoint{}, producer.ErrUnknownEndpoint
 	}
 	if err != nil {
 		return producer.Endpoint{}, fmt.Errorf("pgstore: look up webhook endpoint: %w", err)
+	}
+	if err := s.openSecrets(&ep, sealed); err != nil {
+		return producer.Endpoint{}, err
 	}
 	return ep, nil
 }
@@ -265,8 +330,15 @@ func (s *EndpointStore) ListEndpoints(ctx context.Context, q producer.EndpointQu
 	}
 	eps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (producer.Endpoint, error) {
 		var ep producer.Endpoint
-		err := row.Scan(&ep.ID, &ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion)
-		return ep, err
+		var sealed []byte
+		dst := []any{&ep.ID, &ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion}
+		if s.sealer != nil {
+			dst = []any{&ep.ID, &ep.Owner, &ep.URL, &ep.Secrets, &sealed, &ep.APIVersion}
+		}
+		if err := row.Scan(dst...); err != nil {
+			return ep, err
+		}
+		return ep, s.openSecrets(&ep, sealed)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("pgstore: list webhook endpoints: %w", err)
@@ -276,4 +348,123 @@ func (s *EndpointStore) ListEndpoints(ctx context.Context, q producer.EndpointQu
 		eps = eps[:q.Limit]
 	}
 	return eps, more, nil
+}
+
+// endpointSealContext starts the associated data of sealed endpoint secrets: it keeps them apart from
+// anything else the same key ring seals (idempotency records, say).
+const endpointSealContext = "svc webhook endpoint secrets v1\x00"
+
+// endpointAAD binds sealed secrets to their endpoint: its ID, owner and URL, each NUL-terminated (no
+// stored text holds a NUL), so that sealed secrets copied to another endpoint, or left behind when
+// a writer of the table points the endpoint elsewhere, do not open.
+func endpointAAD(id, owner, url string) []byte {
+	b := make([]byte, 0, len(endpointSealContext)+len(id)+len(owner)+len(url)+3)
+	b = append(b, endpointSealContext...)
+	for _, s := range [...]string{id, owner, url} {
+		b = append(append(b, s...), 0)
+	}
+	return b
+}
+
+// sealSecrets seals an endpoint's secrets as one value: joined by NUL, which no stored secret holds.
+func (s *EndpointStore) sealSecrets(id, owner, url string, secrets []string) []byte {
+	return s.sealer.Seal(nil, []byte(strings.Join(secrets, "\x00")), endpointAAD(id, owner, url))
+}
+
+// openSecrets fills ep.Secrets from a row: with a Sealer from sealed, which must be there and open;
+// without one from the secrets column, which a sealed row leaves empty. Errors name the endpoint and
+// never a secret.
+func (s *EndpointStore) openSecrets(ep *producer.Endpoint, sealed []byte) error {
+	if s.sealer == nil {
+		if len(ep.Secrets) == 0 {
+			return fmt.Errorf("pgstore: webhook endpoint %s: its secrets are sealed; set EndpointStoreOptions.Sealer", ep.ID)
+		}
+		return nil
+	}
+	// Secrets in clear are newer than any sealed value beside them: only a Put without a Sealer
+	// writes them, and it leaves sealed_secrets alone.
+	if sealed == nil || len(ep.Secrets) > 0 {
+		return fmt.Errorf("pgstore: webhook endpoint %s: its secrets are not sealed; run EndpointStore.Reseal", ep.ID)
+	}
+	plain, err := s.sealer.Open(nil, sealed, endpointAAD(ep.ID, ep.Owner, ep.URL))
+	if err != nil {
+		return fmt.Errorf("pgstore: webhook endpoint %s: its secrets do not open: %w", ep.ID, err)
+	}
+	ep.Secrets = strings.Split(string(plain), "\x00")
+	return nil
+}
+
+// resealPageSize bounds the rows one step of Reseal reads.
+const resealPageSize = 100
+
+// Reseal seals the secrets of every endpoint under the Sealer's newest key (its first): rows stored
+// before a Sealer was set, in plain text, and rows sealed under an older key of the ring. Run it
+// after a rotation, before the old key leaves the ring; it is idempotent and safe beside live
+// traffic (each row is rewritten only if no Put changed it since it was read), and reads the table
+// in pages of 100 rows. It returns how many rows it sealed again. A row whose secrets do not open
+// (sealed under a key no longer in the ring, or changed by a writer of the table) is left as it is,
+// and the returned error names it; the others are still resealed. Without a Sealer it is an error.
+func (s *EndpointStore) Reseal(ctx context.Context) (int, error) {
+	if s == nil || s.db == nil {
+		return 0, errZeroEndpointStore
+	}
+	if s.sealer == nil {
+		return 0, errors.New("pgstore: Reseal: EndpointStoreOptions.Sealer is not set")
+	}
+	newest := s.sealer.KeyID()
+	var (
+		n     int
+		after string
+		bad   []string
+	)
+	for {
+		rows, err := s.db.Query(ctx, s.sql.resealPage, after, resealPageSize)
+		if err != nil {
+			return n, fmt.Errorf("pgstore: Reseal: %w", err)
+		}
+		type row struct {
+			id, owner, url string
+			secrets        []string
+			sealed         []byte
+		}
+		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+			var x row
+			err := r.Scan(&x.id, &x.owner, &x.url, &x.secrets, &x.sealed)
+			return x, err
+		})
+		if err != nil {
+			return n, fmt.Errorf("pgstore: Reseal: %w", err)
+		}
+		for _, r := range page {
+			if len(r.secrets) == 0 && seal.KeyID(r.sealed) == newest {
+				continue // sealed under the newest key already (it opens: Lookup checks)
+			}
+			ep := producer.Endpoint{ID: r.id, Owner: r.owner, URL: r.url, Secrets: r.secrets}
+			if len(r.secrets) == 0 { // sealed under an older key: secrets in clear would be newer
+				if err := s.openSecrets(&ep, r.sealed); err != nil {
+					bad = append(bad, r.id)
+					continue
+				}
+			}
+			tag, err := s.db.Exec(ctx, s.sql.reseal, r.id, r.owner, r.url, r.secrets, r.sealed,
+				s.sealSecrets(r.id, r.owner, r.url, ep.Secrets))
+			if err != nil {
+				return n, fmt.Errorf("pgstore: Reseal: webhook endpoint %s: %w", r.id, err)
+			}
+			n += int(tag.RowsAffected())
+		}
+		if len(page) < resealPageSize {
+			break
+		}
+		after = page[len(page)-1].id
+	}
+	if total := len(bad); total > 0 {
+		more := ""
+		if total > 10 {
+			bad, more = bad[:10], ", …"
+		}
+		return n, fmt.Errorf("pgstore: Reseal: the secrets of %d webhook endpoints do not open and were left as they are: %s%s",
+			total, strings.Join(bad, ", "), more)
+	}
+	return n, nil
 }

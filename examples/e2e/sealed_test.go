@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,15 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/examples/internal/testenv"
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // TestSealedReplicas runs two replicas that share PostgreSQL and a seal key ring (SVC_SEAL_KEYS): an
-// issued API key and a webhook secret are in no row in plain text, and a retry of the issuance on the
-// other replica gets the same key back, Cache-Control: no-store.
+// issued API key and a webhook secret are in no row in plain text — neither in the idempotency
+// tables nor in the webhook endpoint table, whose SELECT * shows no whsec_ — and a retry of the
+// issuance on the other replica gets the same key back, Cache-Control: no-store.
 func TestSealedReplicas(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	k, err := idempotency.GenerateSealKey(7)
+	k, err := seal.GenerateKey(7)
 	require.NoError(t, err)
 	t.Setenv("SVC_SEAL_KEYS", k.Reveal())
 	admin := "adm_" + newKey()
@@ -51,4 +53,9 @@ func TestSealedReplicas(t *testing.T) {
 	var sealed int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys_sandbox WHERE body IS NOT NULL`).Scan(&sealed))
 	require.Positive(t, sealed, "the records are there, sealed")
+	var endpoints, leaked int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE strpos(t::text, 'whsec_') > 0 OR strpos(t::text, $1) > 0)
+FROM webhook_endpoints AS t`, strings.TrimPrefix(secret, "whsec_")).Scan(&endpoints, &leaked))
+	require.Equal(t, 1, endpoints)
+	require.Zero(t, leaked, "a webhook signing secret in plain text in webhook_endpoints")
 }

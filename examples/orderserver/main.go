@@ -22,9 +22,9 @@
 // A bad entry stops the server at start with an error naming it. Sandbox keys may register http
 // URLs; production keys must use https. Each licensee may register 16 endpoints per environment.
 //
-// Stored idempotency responses are sealed (AES-256-GCM) with the key ring in SVC_SEAL_KEYS, which
-// every replica must share; responses that carry a secret (an issued API key, a webhook signing
-// secret) are never stored in plain text, with or without it.
+// Stored idempotency responses and, with -postgres, webhook signing secrets are sealed (AES-256-GCM)
+// with the key ring in SVC_SEAL_KEYS, which every replica must share; responses that carry a secret
+// (an issued API key, a webhook signing secret) are never stored in plain text, with or without it.
 package main
 
 import (
@@ -43,8 +43,8 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/seal"
 )
 
 func main() {
@@ -59,30 +59,33 @@ func main() {
 }
 
 // EnvSealKeys names the environment variable with the key ring that seals stored idempotency
-// responses: comma-separated "<id>:<base64 of 32 bytes>" keys, the first of which seals. Keep the old
-// keys in the ring for a day (the retention) after a rotation.
+// records and webhook signing secrets: comma-separated "<id>:<base64 of 32 bytes>" keys, the first of
+// which seals. To rotate, add a new key second to every replica's ring, then move it first: every
+// start seals the stored webhook secrets again under the first key. Keep the old key in the ring for
+// a day (the idempotency retention) after every replica runs with the new key first, then drop it. With a ring, a stored record that is not sealed (one stored
+// before the ring was set, within the last day) or does not open is answered 500, never replayed.
 const EnvSealKeys = "SVC_SEAL_KEYS"
 
-// sealer builds the key ring from ring. Without one, stored responses are not sealed, and those that
-// carry a secret (idempotency.Secret) are stored without their body: no secret is in any store either
-// way, and replicas need no shared key to replay each other's responses.
-func sealer(ring string, logger *slog.Logger) (*idempotency.Sealer, error) {
-	var keys []idempotency.SealKey
+// sealer builds the key ring from ring. Without one, nothing is sealed: stored responses that carry
+// a secret (idempotency.Secret) are stored without their body, so no secret is in the idempotency
+// store either way, but webhook signing secrets lie in PostgreSQL as issued.
+func sealer(ring string, logger *slog.Logger) (*seal.Ring, error) {
+	var keys []seal.Key
 	for i, s := range strings.Split(ring, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue
 		}
-		k, err := idempotency.ParseSealKey(s)
+		k, err := seal.ParseKey(s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: key %d: %w", EnvSealKeys, i+1, err)
 		}
 		keys = append(keys, k)
 	}
 	if len(keys) == 0 {
-		logger.Info("stored idempotency responses are not sealed (set " + EnvSealKeys + "); responses that carry a secret are stored without their body")
+		logger.Info("stored idempotency responses and webhook signing secrets are not sealed (set " + EnvSealKeys + "); responses that carry a secret are stored without their body")
 		return nil, nil
 	}
-	return idempotency.NewSealer(keys...)
+	return seal.NewRing(keys...)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -118,10 +121,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cfg, closeBackends, err := openBackends(ctx, *pgDSN, *redisURL, *redisPrefix, logger)
+	ring, err := sealer(os.Getenv(EnvSealKeys), logger)
 	if err != nil {
 		return err
 	}
+	cfg, closeBackends, err := openBackends(ctx, *pgDSN, *redisURL, *redisPrefix, ring, logger)
+	if err != nil {
+		return err
+	}
+	cfg.Sealer = ring
 	defer closeBackends()
 	tel, err := openTelemetry(ctx, *metricsAddr, *otlp, logger)
 	if err != nil {
@@ -136,9 +144,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	cfg.Telemetry = tel.tel
-	if cfg.Sealer, err = sealer(os.Getenv(EnvSealKeys), logger); err != nil {
-		return err
-	}
 	if cfg.Webhooks.Guard, err = webhookGuard(os.Getenv(EnvWebhookAllow), logger); err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -18,13 +18,13 @@ func TestSealerFromEnvironment(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, s, "no ring: nothing sealed, secrets stored without their body")
 
-	k1, err := idempotency.GenerateSealKey(1)
+	k1, err := seal.GenerateKey(1)
 	require.NoError(t, err)
-	k2, err := idempotency.GenerateSealKey(2)
+	k2, err := seal.GenerateKey(2)
 	require.NoError(t, err)
 	s, err = sealer(k2.Reveal()+", "+k1.Reveal(), logger)
 	require.NoError(t, err)
-	old, err := idempotency.NewSealer(k1)
+	old, err := seal.NewRing(k1)
 	require.NoError(t, err)
 	blob := old.Seal(nil, []byte("body"), []byte("aad"))
 	got, err := s.Open(nil, blob, []byte("aad"))

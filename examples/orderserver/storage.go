@@ -13,6 +13,7 @@ import (
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/redisstore"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // openBackends connects the durable stores the flags name and returns a Config using them, with a
@@ -25,7 +26,12 @@ import (
 // that an evaluation flooding the sandbox, which has no rate ceiling, never uses up production's
 // capacity. On PostgreSQL a cleanup loop per table removes expired records until the returned
 // function is called.
-func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, logger *slog.Logger) (server.Config, func(), error) {
+//
+// ring, when not nil, seals the webhook signing secrets in PostgreSQL as well as the idempotency
+// records (the caller sets Config.Sealer): at start the endpoints stored in clear, or under an older
+// key of the ring, are sealed again under its first key, so that after a rotation the old key can
+// leave SVC_SEAL_KEYS once every replica has started with the new ring.
+func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring *seal.Ring, logger *slog.Logger) (server.Config, func(), error) {
 	var cfg server.Config
 	var closers []func()
 	closeAll := func() {
@@ -59,9 +65,19 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, logg
 		}
 		// Transactional mode: the claim, the order with its events, and the stored response commit in
 		// one transaction, so a crash can never leave an order whose response a retry cannot replay.
-		if cfg, err = pgserver.Config(pool); err != nil {
+		if cfg, err = pgserver.Config(pool, ring); err != nil {
 			closeAll()
 			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+		}
+		if ring != nil {
+			n, err := cfg.Store.(*pgserver.Store).Reseal(ctx)
+			if err != nil {
+				closeAll()
+				return cfg, nil, fmt.Errorf("-postgres: sealing webhook secrets with %s: %w", EnvSealKeys, err)
+			}
+			if n > 0 {
+				logger.Info("webhook signing secrets sealed under the newest key of "+EnvSealKeys, "endpoints", n)
+			}
 		}
 		// Retention that actually runs: expired records leave in bounded batches, every minute.
 		cleanupCtx, stopCleanup := context.WithCancel(context.WithoutCancel(ctx))

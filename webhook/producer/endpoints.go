@@ -102,8 +102,11 @@ var (
 )
 
 // MemoryEndpoints is an in-memory Endpoints registry and EndpointLister: it keeps an index by owner,
-// so listing a licensee's endpoints reads only theirs. The zero value is empty and ready to use. It is
-// safe for concurrent use and must not be copied after first use.
+// so listing a licensee's endpoints reads only theirs. It holds signing secrets in the process's
+// memory only, where signing needs them, and never writes them anywhere; a registry that stores them
+// seals them at rest with a key ring of package seal (pgstore.EndpointStoreOptions.Sealer). The zero
+// value is empty and ready to use. It is safe for concurrent use and must not be copied after first
+// use.
 type MemoryEndpoints struct {
 	mu sync.RWMutex
 	m  map[string]Endpoint

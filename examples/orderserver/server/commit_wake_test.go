@@ -29,7 +29,7 @@ func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testenv.PostgresPool(t)
 	require.NoError(t, pgserver.Migrate(ctx, pool))
-	cfg, err := pgserver.Config(pool)
+	cfg, err := pgserver.Config(pool, nil)
 	require.NoError(t, err)
 	cfg.Webhooks.Guard = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	srv, err := server.New(cfg)

@@ -12,15 +12,16 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // isolatedServer is a server whose idempotency stores the test can inspect.
-func isolatedServer(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *idempotency.Sealer) (*Server, string, string) {
+func isolatedServer(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *seal.Ring) (*Server, string, string) {
 	s, sk, lk := isolatedServerCreds(t, live, sbx, sealer)
 	return s, sk.APIKey, lk.APIKey
 }
 
-func isolatedServerCreds(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *idempotency.Sealer) (*Server, sandbox.Credentials, sandbox.Credentials) {
+func isolatedServerCreds(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *seal.Ring) (*Server, sandbox.Credentials, sandbox.Credentials) {
 	t.Helper()
 	s, err := New(Config{Idempotency: live, SandboxIdempotency: sbx, Sealer: sealer,
 		Now: func() time.Time { return time.Unix(1767225600, 0) }})
@@ -75,13 +76,13 @@ func TestRefusedRequestsStoreNothing(t *testing.T) {
 // No issued API key and no webhook signing secret lies in plain text in the idempotency store, and
 // their answers are never cached; with a Sealer the replay still returns them to their requester.
 func TestNoSecretStoredInPlainText(t *testing.T) {
-	key, err := idempotency.GenerateSealKey(1)
+	key, err := seal.GenerateKey(1)
 	require.NoError(t, err)
-	sealer, err := idempotency.NewSealer(key)
+	sealer, err := seal.NewRing(key)
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name   string
-		sealer *idempotency.Sealer
+		sealer *seal.Ring
 	}{{"redacted", nil}, {"sealed", sealer}} {
 		t.Run(tc.name, func(t *testing.T) {
 			sbx := idempotency.NewMemoryStore(nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -134,10 +135,12 @@ type Config struct {
 	// SandboxTransactor is the sandbox's (its records in SandboxIdempotency's table); nil means
 	// Transactor.
 	Transactor, SandboxTransactor idempotency.Transactor
-	// Sealer seals every stored idempotency response at rest (see idempotency.Options.Sealer). Nil
-	// means none: responses that carry a secret (an issued API key, a webhook signing secret) are then
-	// stored without their body, so no secret lies in any store either way.
-	Sealer *idempotency.Sealer
+	// Sealer seals every stored idempotency record at rest (see idempotency.Options.Sealer): a record
+	// that is not sealed, or does not open, is then answered 500, never replayed. Nil means none:
+	// responses that carry a secret (an issued API key, a webhook signing secret) are then stored
+	// without their body, so no secret lies in any idempotency store either way. The Store seals the
+	// webhook signing secrets it keeps with the same ring (pgserver.Config).
+	Sealer *seal.Ring
 	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
 	Pins versioning.PinStore
 	// V1Deprecated and V1Sunset date v1's deprecation and sunset; zero means V1DeprecatesIn and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // SandboxIdempotencyTable is the table of the sandbox's idempotency records. Production's are in
@@ -22,8 +23,9 @@ func sandboxIdempotency() *pgstore.IdempotencyOptions {
 }
 
 // Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
-// webhook endpoints), the event log's, the credentials', both idempotency tables and the version
-// pins'; a table an earlier version made gets the columns it lacks. The migrations are idempotent
+// webhook endpoints, with pgstore.EndpointStore's columns), the event log's, the credentials', both
+// idempotency tables and the version pins'; a table an earlier version made gets the columns it
+// lacks. The migrations are idempotent
 // and serialised by advisory locks: run Migrate at every start of every replica, replicas starting
 // together included. The tables go to the first schema of the connection's search_path.
 func Migrate(ctx context.Context, db pgstore.DB) error {
@@ -32,6 +34,8 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 	}
 	return errors.Join(
 		migrateOrders(ctx, db),
+		// After the server's own: the table exists, with pos; this adds sealed_secrets when missing.
+		pgstore.MigrateEndpointStore(ctx, db, nil),
 		pgstore.MigrateCredentials(ctx, db, nil),
 		pgstore.MigrateIdempotency(ctx, db, nil),
 		pgstore.MigrateIdempotency(ctx, db, sandboxIdempotency()),
@@ -43,20 +47,23 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 // never closed: credentials, orders, webhook endpoints and events (Store), version pins, and the
 // idempotency records of production and of the sandbox in tables of their own, in transactional mode
 // (pgstore.Transactor) — a mutating request's claim, its writes and its stored response commit in
-// one transaction. The other fields are zero, for the caller to set. A nil db is an error.
+// one transaction. ring, when not nil, seals both at rest — the idempotency records
+// (Config.Sealer) and the webhook signing secrets (NewStore) — so that one SVC_SEAL_KEYS covers
+// them; run Store.Reseal after a rotation. The other fields are zero, for the caller to set. A nil
+// db is an error.
 //
 // To keep idempotency records elsewhere (Redis), replace Idempotency and SandboxIdempotency and set
 // both Transactor fields to nil: a store outside the database cannot join its transactions.
-func Config(db pgstore.DB) (server.Config, error) {
+func Config(db pgstore.DB, ring *seal.Ring) (server.Config, error) {
 	if db == nil {
 		return server.Config{}, errors.New("pgserver: Config: nil DB")
 	}
-	store, err := NewStore(db)
+	store, err := NewStore(db, ring)
 	if err != nil {
 		return server.Config{}, err
 	}
 	sbx := sandboxIdempotency()
-	cfg := server.Config{Store: store}
+	cfg := server.Config{Store: store, Sealer: ring}
 	var errs [6]error
 	cfg.Credentials, errs[0] = pgstore.NewCredentialStore(db, nil)
 	cfg.Pins, errs[1] = pgstore.NewPinStore(db, nil)

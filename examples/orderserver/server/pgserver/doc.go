@@ -14,7 +14,11 @@
 //	pool, err := pgxpool.New(ctx, dsn)
 //	if err != nil { … }
 //	if err := pgserver.Migrate(ctx, pool); err != nil { … } // at every start: idempotent, replica-safe
-//	cfg, err := pgserver.Config(pool)
+//	cfg, err := pgserver.Config(pool, ring) // ring: seal.NewRing(keys...), or nil
+//	if err != nil { … }
+//	if ring != nil {
+//		_, err = cfg.Store.(*pgserver.Store).Reseal(ctx) // secrets stored before, or under an older key
+//	}
 //	if err != nil { … }
 //	go pgserver.RunCleanup(ctx, pool, logger) // until ctx ends
 //	srv, err := server.New(cfg)

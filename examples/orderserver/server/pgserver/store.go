@@ -9,11 +9,15 @@ import (
 
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
-// ordersMigration creates the server's own tables. Webhook secrets are stored as issued: the producer
-// needs them to sign (an HMAC key cannot be hashed away), so the table deserves the protection of any
+// ordersMigration creates the server's own tables. The webhook endpoint table is the one
+// pgstore.EndpointStore reads and writes (Migrate then adds its sealed_secrets column), with one
+// column of the server's own, pos. Webhook secrets are sealed at rest with the key ring of
+// SVC_SEAL_KEYS (see NewStore); without one they are stored as issued, since the producer needs them
+// to sign (an HMAC key cannot be hashed away), and the table then deserves the protection of any
 // other secret store.
 //
 // An endpoint's pos is its place in the order of registration, which the IDs (random) do not keep.
@@ -84,14 +88,18 @@ var eventLogOptions = &pgstore.EventLogOptions{MaxStreamEvents: server.DefaultMa
 // transaction (pgstore.TxFromContext). A Store is safe for concurrent use when its DB is (a pool is).
 // Its zero value is not usable: build one with NewStore, after Migrate.
 type Store struct {
-	db  pgstore.DB
-	log *pgstore.EventLog
+	db     pgstore.DB
+	log    *pgstore.EventLog
+	epOpts *pgstore.EndpointStoreOptions
+	eps    *pgstore.EndpointStore // on db
 }
 
 var _ server.Store = (*Store)(nil)
 
-// NewStore returns a store on db, which it never closes. A nil db is an error.
-func NewStore(db pgstore.DB) (*Store, error) {
+// NewStore returns a store on db, which it never closes. A nil db is an error. With a ring, webhook
+// signing secrets are sealed at rest (pgstore.EndpointStoreOptions.Sealer) under its first key; run
+// Reseal after a rotation, and once when a ring is first set, before the endpoints can be read.
+func NewStore(db pgstore.DB, ring *seal.Ring) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("pgserver: NewStore: nil DB")
 	}
@@ -99,8 +107,28 @@ func NewStore(db pgstore.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: NewStore: %w", err)
 	}
-	return &Store{db: db, log: log}, nil
+	epOpts := &pgstore.EndpointStoreOptions{Sealer: ring}
+	eps, err := pgstore.NewEndpointStore(db, epOpts)
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: NewStore: %w", err)
+	}
+	return &Store{db: db, log: log, epOpts: epOpts, eps: eps}, nil
 }
+
+// endpoints returns the endpoint store on the request's transaction (transactional mode) or the
+// pool: building one is cheap.
+func (s *Store) endpoints(db pgstore.DB) *pgstore.EndpointStore {
+	if db == s.db {
+		return s.eps
+	}
+	eps, _ := pgstore.NewEndpointStore(db, s.epOpts) // the options were checked by NewStore
+	return eps
+}
+
+// Reseal seals every webhook endpoint's secrets under the ring's newest key: those stored in clear
+// before a ring was set, and those sealed under an older key (pgstore.EndpointStore.Reseal). It
+// returns how many rows changed; without a ring it is an error.
+func (s *Store) Reseal(ctx context.Context) (int, error) { return s.eps.Reseal(ctx) }
 
 // Log implements server.Store.
 func (s *Store) Log() producer.Log { return s.log }
@@ -206,8 +234,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit 
 			return server.ErrEndpointLimit
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (id, owner, url, secrets, api_version)
-VALUES ($1, $2, $3, $4, $5)`, ep.ID, ep.Owner, ep.URL, ep.Secrets, ep.APIVersion); err != nil {
+	// Through pgstore's endpoint store, on the transaction: it seals the secrets when a ring is set.
+	if err := s.endpoints(tx).Put(ctx, ep); err != nil {
 		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -233,18 +261,10 @@ func endpointIDs(ctx context.Context, db pgstore.DB, scope string) ([]string, er
 	return ids, nil
 }
 
-// Lookup implements producer.Endpoints.
+// Lookup implements producer.Endpoints, through pgstore's endpoint store: secrets sealed at rest are
+// opened, and a row that is not sealed, or does not open, under a ring is an error.
 func (s *Store) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
-	ep := producer.Endpoint{ID: id}
-	err := s.dbFor(ctx).QueryRow(ctx, `SELECT owner, url, secrets, api_version FROM webhook_endpoints WHERE id = $1`, id).
-		Scan(&ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return producer.Endpoint{}, producer.ErrUnknownEndpoint
-	}
-	if err != nil {
-		return producer.Endpoint{}, fmt.Errorf("pgserver: look up webhook endpoint: %w", err)
-	}
-	return ep, nil
+	return s.endpoints(s.dbFor(ctx)).Lookup(ctx, id)
 }
 
 // DeleteOrders implements server.Store.

@@ -31,7 +31,7 @@ func TestStore(t *testing.T) {
 		pool, _ := testenv.PostgresPool(t)
 		require.NoError(t, pgserver.Migrate(ctx, pool))
 		require.NoError(t, pgserver.Migrate(ctx, pool), "migrations must be rerunnable")
-		s, err := pgserver.NewStore(pool)
+		s, err := pgserver.NewStore(pool, nil)
 		require.NoError(t, err)
 		return s
 	}, &storetest.Options{Transactional: true})
@@ -60,7 +60,7 @@ VALUES ($1, $2, 'http://127.0.0.1:1/hook', '{whsec_x}', 'v1')`, id, scope)
 	}
 	require.NoError(t, pgserver.Migrate(ctx, pool))
 	require.NoError(t, pgserver.Migrate(ctx, pool), "migrations must be rerunnable")
-	s, err := pgserver.NewStore(pool)
+	s, err := pgserver.NewStore(pool, nil)
 	require.NoError(t, err)
 	ep := producer.Endpoint{ID: "we_mm", URL: "http://127.0.0.1:1/hook", Secrets: []string{"whsec_x"}, Owner: scope, APIVersion: "v1"}
 	require.NoError(t, s.CreateEndpoint(ctx, ep, 0))
@@ -72,9 +72,9 @@ VALUES ($1, $2, 'http://127.0.0.1:1/hook', '{whsec_x}', 'v1')`, id, scope)
 // TestNilDB: every function that needs a database says so instead of failing later.
 func TestNilDB(t *testing.T) {
 	ctx := context.Background()
-	_, err := pgserver.NewStore(nil)
+	_, err := pgserver.NewStore(nil, nil)
 	require.EqualError(t, err, "pgserver: NewStore: nil DB")
-	_, err = pgserver.Config(nil)
+	_, err = pgserver.Config(nil, nil)
 	require.EqualError(t, err, "pgserver: Config: nil DB")
 	require.EqualError(t, pgserver.Migrate(ctx, nil), "pgserver: Migrate: nil DB")
 	require.EqualError(t, pgserver.RunCleanup(ctx, nil, nil), "pgserver: RunCleanup: nil DB")
@@ -86,7 +86,7 @@ func TestStoreInRequestTransaction(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := testenv.PostgresPool(t)
 	require.NoError(t, pgserver.Migrate(ctx, pool))
-	s, err := pgserver.NewStore(pool)
+	s, err := pgserver.NewStore(pool, nil)
 	require.NoError(t, err)
 	tr := must(pgstore.NewTransactor(pool, nil))
 	const scope = "sandbox:lic_tx"
@@ -152,7 +152,7 @@ func TestEndpointLimitReplicas(t *testing.T) {
 	pool, _ := testenv.PostgresPool(t)
 	require.NoError(t, pgserver.Migrate(ctx, pool))
 	replica := func() *server.Server {
-		cfg, err := pgserver.Config(pool)
+		cfg, err := pgserver.Config(pool, nil)
 		require.NoError(t, err)
 		cfg.Webhooks.MaxEndpoints = 16
 		s, err := server.New(cfg)
@@ -200,7 +200,7 @@ func TestEndpointLimitReplicas(t *testing.T) {
 		byCode[c]++
 	}
 	require.Equal(t, map[int]int{http.StatusCreated: 16, http.StatusUnprocessableEntity: tries - 16}, byCode)
-	st, err := pgserver.NewStore(pool)
+	st, err := pgserver.NewStore(pool, nil)
 	require.NoError(t, err)
 	ids, err := st.EndpointIDs(ctx, "sandbox:"+creds.Licensee)
 	require.NoError(t, err)

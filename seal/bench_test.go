@@ -1,10 +1,10 @@
-package idempotency_test
+package seal_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/seal"
 )
 
 // The sealing benchmarks use a 256-byte body, typical of a JSON response carrying a secret, and the
@@ -14,8 +14,8 @@ import (
 
 var sealBenchAAD = []byte(strings.Repeat("s", 64) + "\x00" + strings.Repeat("k", 255))
 
-func newSealBench(b *testing.B) (s *idempotency.Sealer, body, sealed []byte) {
-	s = newTestSealer(b, sealTestKey(2), sealTestKey(1))
+func newSealBench(b *testing.B) (s *seal.Ring, body, sealed []byte) {
+	s = newTestRing(b, sealTestKey(2), sealTestKey(1))
 	body = make([]byte, 256)
 	for i := range body {
 		body[i] = byte(i)
@@ -26,7 +26,7 @@ func newSealBench(b *testing.B) (s *idempotency.Sealer, body, sealed []byte) {
 func BenchmarkSeal256(b *testing.B) {
 	s, body, _ := newSealBench(b)
 	b.Run("Room", func(b *testing.B) {
-		buf := make([]byte, 0, len(body)+idempotency.SealOverhead)
+		buf := make([]byte, 0, len(body)+seal.Overhead)
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -44,7 +44,7 @@ func BenchmarkSeal256(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			buf := make([]byte, 0, len(body)+idempotency.SealOverhead)
+			buf := make([]byte, 0, len(body)+seal.Overhead)
 			for pb.Next() {
 				buf = s.Seal(buf[:0], body, sealBenchAAD)
 			}
