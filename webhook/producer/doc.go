@@ -109,7 +109,7 @@
 // every attempt — when, status code, latency, error class, the first 256 bytes of the answer — for as
 // long as its event, and Log.Attempts and DeliveriesHandler list it:
 //
-//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_981
+//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_4417093326815720611
 //
 // Several Dispatchers may share one Log: a claim leases each delivery, and an endpoint has one holder
 // at a time, so no two deliver to it at once; a fencing token makes a stale holder's outcome fail
