@@ -508,8 +508,8 @@ func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 		tb.Fatal(err)
 	}
 	cfg.BaseURL = "http://127.0.0.1:8080"
-	// The benchmark's endpoints are on loopback, which the default guard refuses.
-	cfg.Webhooks = orderserver.WebhookOptions{Guard: &producer.AddressGuard{
+	// The benchmark's endpoints (of sandbox keys) are on loopback, which the default guard refuses.
+	cfg.Webhooks = orderserver.WebhookOptions{SandboxGuard: &producer.AddressGuard{
 		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
 	srv, err := orderserver.New(cfg)
 	if err != nil {

@@ -175,8 +175,10 @@ RETURNING e.stream, e.seq, e.lease_token, e.attempts, e.next_attempt_at,
 		// and records nothing; the ordinals that come back are the settlements that took.
 		settle: `WITH m AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[], $5::timestamptz[],
-                         $6::timestamptz[], $7::bigint[], $8::integer[], $9::text[], $10::text[], $11::text[])
-        WITH ORDINALITY AS m(stream, seq, token, ok, at, retry, latency_us, status_code, class, reason, response, ord)),
+                         $6::timestamptz[], $7::bigint[], $8::integer[], $9::text[], $10::text[], $11::text[],
+                         $12::bigint[])
+        WITH ORDINALITY AS m(stream, seq, token, ok, at, retry, latency_us, status_code, class, reason, response,
+                             attempt_id, ord)),
 u AS (
     UPDATE ` + e + ` e SET
         state = CASE WHEN m.ok THEN 1 WHEN m.retry IS NULL THEN 2 ELSE 0 END,
@@ -190,9 +192,10 @@ u AS (
     WHERE e.stream = m.stream AND e.seq = m.seq AND e.lease_token = m.token AND e.state = 0
     RETURNING m.ord, e.id AS event_id, e.attempts AS failed, e.state AS state),
 ins AS (
-    INSERT INTO ` + a + ` (stream, seq, event_id, number, outcome, at, latency_us, status_code, class, reason,
+    INSERT INTO ` + a + ` (id, stream, seq, event_id, number, outcome, at, latency_us, status_code, class, reason,
                          response, retry_at)
-    SELECT m.stream, m.seq, u.event_id, u.failed + CASE WHEN m.ok THEN 1 ELSE 0 END,
+    OVERRIDING SYSTEM VALUE -- tables made before random IDs have an identity column
+    SELECT m.attempt_id, m.stream, m.seq, u.event_id, u.failed + CASE WHEN m.ok THEN 1 ELSE 0 END,
            CASE WHEN m.ok THEN 2 WHEN m.retry IS NULL THEN 3 ELSE 1 END,
            m.at, m.latency_us, m.status_code, m.class, m.reason, m.response, m.retry
     FROM u JOIN m ON m.ord = u.ord
@@ -201,10 +204,13 @@ SELECT ord FROM u`,
 		release: `UPDATE ` + e + `
 SET lease_until = NULL, next_attempt_at = $4
 WHERE stream = $1 AND seq = $2 AND lease_token = $3 AND state = 0`,
+		// Newest first by time, never by ID, which is random; the cursor is the position of the
+		// attempt it names (none, when retention removed it: an empty page).
 		attempts: `SELECT id, seq, event_id, number, outcome, at, latency_us, status_code, class, reason, response, retry_at
 FROM ` + a + `
-WHERE stream = $1 AND ($2::bigint = 0 OR seq = $2) AND ($3::smallint = 0 OR outcome = $3) AND ($4::bigint = 0 OR id < $4)
-ORDER BY id DESC
+WHERE stream = $1 AND ($2::bigint = 0 OR seq = $2) AND ($3::smallint = 0 OR outcome = $3)
+  AND ($4::bigint = 0 OR (at, seq, number) < (SELECT c.at, c.seq, c.number FROM ` + a + ` c WHERE c.stream = $1 AND c.id = $4))
+ORDER BY at DESC, seq DESC, number DESC
 LIMIT $5`,
 		status: `SELECT state, attempts, next_attempt_at, lease_until, last_attempt_at, last_error, delivered_at
 FROM ` + e + ` WHERE stream = $1 AND seq = $2`,
@@ -745,6 +751,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error
 		classes   = make([]string, 0, n)
 		reasons   = make([]string, 0, n)
 		responses = make([]string, 0, n)
+		attempts  = make([]int64, 0, n)
 		index     = make([]int, 0, n) // ordinal-1 → position in ss
 	)
 	for i, s := range ss {
@@ -763,13 +770,16 @@ func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error
 		latencies, codes = append(latencies, a.Latency.Microseconds()), append(codes, int32(min(max(a.StatusCode, 0), math.MaxInt32)))
 		classes, reasons = append(classes, evlogText(a.Class, 64)), append(reasons, evlogText(a.Reason, 1024))
 		responses = append(responses, evlogText(a.Response, producer.MaxResponseSnippet))
+		// A random ID, not the table's counter, which would tell each tenant the others' volume. A
+		// collision fails the statement, and the dispatcher records again under new IDs.
+		attempts = append(attempts, int64(randid.Uint63()))
 		index = append(index, i)
 	}
 	if len(index) == 0 {
 		return errs
 	}
 	rows, err := l.db.Query(ctx, l.sql.settle, streams, seqs, tokens, oks, ats, retries, latencies, codes,
-		classes, reasons, responses)
+		classes, reasons, responses, attempts)
 	if err == nil {
 		for rows.Next() {
 			var ord int64

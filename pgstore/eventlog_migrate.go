@@ -96,7 +96,7 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	CREATE INDEX IF NOT EXISTS "webhook_events_held_idx" ON "webhook_events" (stream, lease_until)
 //	    WHERE state = 0 AND lease_until IS NOT NULL;
 //	CREATE TABLE IF NOT EXISTS "webhook_events_attempts" (  -- the delivery history
-//	    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- the history's cursor
+//	    id          bigint      PRIMARY KEY,  -- random, never a counter's: the history's cursor
 //	    stream      text        NOT NULL,
 //	    seq         bigint      NOT NULL,
 //	    event_id    text        NOT NULL,
@@ -110,7 +110,8 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 //	    response    text        NOT NULL,     -- the start of the answer, at most 256 bytes
 //	    retry_at    timestamptz
 //	);
-//	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_stream_idx" ON "webhook_events_attempts" (stream, id);
+//	-- the history's order, newest first: by time, never by the random ID
+//	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_order_idx" ON "webhook_events_attempts" (stream, at, seq, number);
 //	CREATE INDEX IF NOT EXISTS "webhook_events_attempts_event_idx" ON "webhook_events_attempts" (stream, seq, id);
 //	CREATE TABLE IF NOT EXISTS "webhook_events_pending" (  -- appended, committed, not yet numbered
 //	    pos         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- append order
@@ -139,6 +140,12 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 // the counter row, never from a SEQUENCE: a sequence's values are handed out outside the transaction,
 // so a rollback would leave a gap. (pos does come from one, and may have gaps; it only orders.)
 // Counter rows are never deleted, so retention never lets a sequence be reused.
+//
+// Attempt IDs are random (a counter would tell each tenant how many attempts went to the others), and
+// the history is ordered by time. A history table made before keeps its identity column, which the
+// inserts override, and its (stream, id) index, which nothing reads any more; the first migration after
+// the upgrade builds the order index, holding off the recording of attempts while it builds (one
+// retention's worth of history at most).
 func EventLogMigration(opts *EventLogOptions) string {
 	o := evlogResolve(opts)
 	var b strings.Builder
@@ -174,7 +181,7 @@ CREATE INDEX IF NOT EXISTS %s ON %s (next_attempt_at, stream, seq) WHERE state =
 CREATE INDEX IF NOT EXISTS %s ON %s (created, stream, seq);
 CREATE INDEX IF NOT EXISTS %s ON %s (stream, lease_until) WHERE state = 0 AND lease_until IS NOT NULL;
 CREATE TABLE IF NOT EXISTS %s (
-    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id          bigint      PRIMARY KEY,
     stream      text        NOT NULL,
     seq         bigint      NOT NULL,
     event_id    text        NOT NULL,
@@ -188,7 +195,7 @@ CREATE TABLE IF NOT EXISTS %s (
     response    text        NOT NULL,
     retry_at    timestamptz
 );
-CREATE INDEX IF NOT EXISTS %s ON %s (stream, id);
+CREATE INDEX IF NOT EXISTS %s ON %s (stream, at, seq, number);
 CREATE INDEX IF NOT EXISTS %s ON %s (stream, seq, id);
 CREATE TABLE IF NOT EXISTS %s (
     pos         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -206,7 +213,7 @@ CREATE TABLE IF NOT EXISTS %s (
 		quoteIdent(o.Table+"_created_idx"), o.events,
 		quoteIdent(o.Table+"_held_idx"), o.events,
 		o.attempts,
-		quoteIdent(o.Table+"_attempts_stream_idx"), o.attempts,
+		quoteIdent(o.Table+"_attempts_order_idx"), o.attempts,
 		quoteIdent(o.Table+"_attempts_event_idx"), o.attempts,
 		o.pending)
 	// Tables made before trace context was stored get its columns. ALTER TABLE takes the table's

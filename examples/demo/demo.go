@@ -88,8 +88,9 @@ func run(ctx context.Context, opts options) (report, error) {
 		ReorderHold:   100 * time.Millisecond,
 		FaultRand:     rand.New(rand.NewPCG(opts.Seed, 1)),
 		// The consumer listens on loopback, which the delivery guard refuses by default (a customer's
-		// URL must never reach the server's own machine): the demo opens loopback, and only that.
-		Guard: &producer.AddressGuard{Allow: []netip.Prefix{
+		// URL must never reach the server's own machine): the demo opens loopback to the sandbox,
+		// where its keys are, and only that.
+		SandboxGuard: &producer.AddressGuard{Allow: []netip.Prefix{
 			netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
 	}})
 	if err != nil {

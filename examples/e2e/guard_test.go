@@ -69,6 +69,7 @@ type attemptList struct {
 		StatusCode *int   `json:"status_code"`
 		ErrorClass string `json:"error_class"`
 		Error      string `json:"error"`
+		Response   string `json:"response"`
 	} `json:"data"`
 }
 
@@ -191,4 +192,50 @@ func TestDeliveryHistoryUnderFaults(t *testing.T) {
 	p := request{Method: "GET", URL: srv.URL + "/v1/webhook_endpoints/" + w.endpoint + "/deliveries?limit=0", Auth: bearer(key)}.
 		do(t).expectProblem(t, http.StatusBadRequest, "out_of_range")
 	require.True(t, locates(p, "query", "limit"))
+}
+
+// TestAllowListPerEnvironment (issue 30): with the README's allow-list, which is the sandbox's, a live
+// key cannot register a loopback URL; a sandbox endpoint on an internal loopback service gets its
+// status recorded in the history but nothing of its answer; and an address:port entry opens that port
+// only.
+func TestAllowListPerEnvironment(t *testing.T) {
+	srv := startOrderServer(t, "orderserver")
+	for _, u := range []string{"https://127.0.0.1:9/hooks", "https://localhost:9/hooks"} {
+		p := request{Method: "POST", URL: srv.URL + "/v1/webhook_endpoints", Auth: bearer(srv.LiveKey), Key: newKey(),
+			Body: fmt.Sprintf(`{"url":%q}`, u)}.do(t).expectProblem(t, http.StatusBadRequest, "host_blocked")
+		require.True(t, locates(p, "body", "/url"), "%s", u)
+	}
+
+	const secret = "internal-admin-password-0f3c"
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"password":"`+secret+`"}`)
+	}))
+	t.Cleanup(internal.Close)
+	id, _ := registerEndpoint(t, srv.URL, srv.SandboxKey, internal.URL+"/hooks")
+	createOrder(t, srv.URL, srv.SandboxKey, orderBody)
+	var l attemptList
+	eventually(t, deliveryTimeout, func() bool {
+		l = deliveries(t, srv.URL, srv.SandboxKey, id, "")
+		return len(l.Data) > 0
+	}, "no delivery attempt was recorded")
+	a := l.Data[len(l.Data)-1]
+	require.NotNil(t, a.StatusCode)
+	require.Equal(t, http.StatusForbidden, *a.StatusCode, "the status is recorded")
+	require.Empty(t, a.Response, "the answer of a destination only the allow-list admits is not")
+	raw := request{Method: "GET", URL: srv.URL + "/v1/webhook_endpoints/" + id + "/deliveries", Auth: bearer(srv.SandboxKey)}.do(t)
+	require.NotContains(t, string(raw.Body), secret)
+
+	consumer, received := countingConsumer(t, srv.URL)
+	port := consumer.URL[strings.LastIndexByte(consumer.URL, ':')+1:]
+	ported := startOrderServerEnv(t, "orderserver-ports", []string{"SVC_WEBHOOK_ALLOW=sandbox=127.0.0.1:" + port})
+	registerEndpoint(t, ported.URL, ported.SandboxKey, consumer.URL+"/webhooks")
+	for _, u := range []string{"http://127.0.0.1:9/hooks", "http://localhost:" + port + "/hooks"} {
+		p := request{Method: "POST", URL: ported.URL + "/v1/webhook_endpoints", Auth: bearer(ported.SandboxKey), Key: newKey(),
+			Body: fmt.Sprintf(`{"url":%q}`, u)}.do(t).expectProblem(t, http.StatusBadRequest, "host_blocked")
+		require.True(t, locates(p, "body", "/url"), "%s", u)
+	}
+	createOrder(t, ported.URL, ported.SandboxKey, orderBody)
+	eventually(t, deliveryTimeout, func() bool { return received.Load() > 0 }, "the listed address:port got no delivery")
 }

@@ -170,7 +170,7 @@ type orderServer struct {
 
 // loopbackAllow opens the orderserver's webhook guard for loopback: the tests' consumers listen
 // there, and the guard refuses it by default.
-const loopbackAllow = "SVC_WEBHOOK_ALLOW=127.0.0.0/8,::1/128,localhost"
+const loopbackAllow = "SVC_WEBHOOK_ALLOW=sandbox=127.0.0.0/8,::1/128,localhost"
 
 // startOrderServer starts an orderserver on a free loopback port, delivering to loopback.
 func startOrderServer(t *testing.T, name string, args ...string) *orderServer {

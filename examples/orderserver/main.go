@@ -14,11 +14,15 @@
 // Webhook deliveries connect only to public unicast addresses, checked at dial time after DNS
 // resolution, and registration refuses URLs that point elsewhere (loopback, private networks, cloud
 // metadata at 169.254.169.254, local-use names such as metadata.google.internal, obfuscated IPv4
-// forms). A sandbox whose consumers run on the same machine opens the guard with SVC_WEBHOOK_ALLOW:
-// comma-separated CIDR prefixes, IP addresses and host names, such as
+// forms). A sandbox whose consumers run on the same machine opens its guard with SVC_WEBHOOK_ALLOW:
+// per environment, CIDR prefixes, IP addresses (with or without a port) and host names (with or
+// without a port), such as
 //
-//	SVC_WEBHOOK_ALLOW="127.0.0.0/8,::1/128,localhost" go run ./examples/orderserver
+//	SVC_WEBHOOK_ALLOW="sandbox=127.0.0.0/8,::1/128,localhost" go run ./examples/orderserver
 //
+// Production keys' endpoints are checked against the live= group only, so they never reach what only
+// the sandbox was allowed; a name reaches only the addresses its group allows; an answer from a
+// destination only the allow-list admits is recorded in the delivery history by its status alone.
 // A bad entry stops the server at start with an error naming it. Sandbox keys may register http
 // URLs; production keys must use https. Each licensee may register 16 endpoints per environment.
 //
@@ -144,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	cfg.Telemetry = tel.tel
-	if cfg.Webhooks.Guard, err = webhookGuard(os.Getenv(EnvWebhookAllow), logger); err != nil {
+	if cfg.Webhooks.SandboxGuard, cfg.Webhooks.LiveGuard, err = webhookGuards(os.Getenv(EnvWebhookAllow), logger); err != nil {
 		return err
 	}
 

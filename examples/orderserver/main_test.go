@@ -39,29 +39,55 @@ func TestSealerFromEnvironment(t *testing.T) {
 
 func TestWebhookGuardFromEnvironment(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
-	g, err := webhookGuard(" ", logger)
+	sbx, live, err := webhookGuards(" ; ", logger)
 	require.NoError(t, err)
-	require.Nil(t, g, "unset: public addresses only")
+	require.Nil(t, sbx, "unset: public addresses only")
+	require.Nil(t, live)
 
-	g, err = webhookGuard("127.0.0.0/8, ::1/128,localhost,10.1.2.3,fd00::/8", logger)
+	// The README's list, without an environment, is the sandbox's: production gets nothing of it.
+	sbx, live, err = webhookGuards("127.0.0.0/8, ::1/128,localhost,10.1.2.3,fd00::/8", logger)
 	require.NoError(t, err)
+	require.Nil(t, live, "live never reaches what only the sandbox was allowed")
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
-		netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("fd00::/8")}, g.Allow)
-	require.Equal(t, []string{"localhost"}, g.AllowHosts)
-	require.NoError(t, g.Check(netip.MustParseAddr("127.0.0.1")))
-	require.NoError(t, g.Check(netip.MustParseAddr("10.1.2.3")))
-	require.ErrorIs(t, g.Check(netip.MustParseAddr("10.1.2.4")), producer.ErrBlockedAddress)
-	require.ErrorIs(t, g.Check(netip.MustParseAddr("169.254.169.254")), producer.ErrBlockedAddress)
+		netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("fd00::/8")}, sbx.Allow)
+	require.Equal(t, []string{"localhost"}, sbx.AllowHosts)
+	require.NoError(t, sbx.Check(netip.MustParseAddr("127.0.0.1")))
+	require.NoError(t, sbx.Check(netip.MustParseAddr("10.1.2.3")))
+	require.ErrorIs(t, sbx.Check(netip.MustParseAddr("10.1.2.4")), producer.ErrBlockedAddress)
+	require.ErrorIs(t, sbx.Check(netip.MustParseAddr("169.254.169.254")), producer.ErrBlockedAddress)
+
+	// Per environment, with ports.
+	sbx, live, err = webhookGuards("sandbox=127.0.0.1:8443,localhost:3000 ; live = hooks.corp:443,[fd00::7]:443,10.9.0.0/16", logger)
+	require.NoError(t, err)
+	require.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8443")}, sbx.AllowAddrPorts)
+	require.Equal(t, []string{"localhost:3000"}, sbx.AllowHosts)
+	require.Empty(t, sbx.Allow)
+	require.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("[fd00::7]:443")}, live.AllowAddrPorts)
+	require.Equal(t, []string{"hooks.corp:443"}, live.AllowHosts)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, live.Allow)
+	sbxPolicy := producer.URLPolicy{AllowHTTP: true, Guard: sbx}
+	require.NoError(t, sbxPolicy.Check("http://127.0.0.1:8443/hooks"))
+	require.NoError(t, sbxPolicy.Check("http://localhost:3000/hooks"))
+	require.Error(t, sbxPolicy.Check("http://127.0.0.1:6379/"), "a port not on the entry")
+	require.Error(t, sbxPolicy.Check("http://localhost:6379/"), "a port not on the entry")
+	livePolicy := producer.URLPolicy{Guard: live}
+	require.NoError(t, livePolicy.Check("https://hooks.corp/x"))
+	require.Error(t, livePolicy.Check("https://127.0.0.1:8443/x"), "the sandbox's entry is not production's")
 
 	for _, tc := range []struct{ list, bad string }{
-		{"127.0.0.0/8,127.0.0.0/33", `"127.0.0.0/33"`},
-		{"10.1.2.3/16", `"10.1.2.3/16" has host bits set: write 10.1.0.0/16 for the network, or 10.1.2.3/32`},
-		{"localhost,local host", `"local host"`},
-		{"https://localhost", `"https://localhost"`},
-		{"fe80::1%eth0", `"fe80::1%eth0"`},
-		{"a..b", `"a..b"`},
+		{"127.0.0.0/8,127.0.0.0/33", `sandbox entry 2 "127.0.0.0/33"`},
+		{"live=10.1.2.3/16", `live entry 1 "10.1.2.3/16" has host bits set: write 10.1.0.0/16 for the network, or 10.1.2.3/32`},
+		{"sandbox=localhost,local host", `sandbox entry 2 "local host"`},
+		{"https://localhost", `sandbox entry 1 "https://localhost"`},
+		{"fe80::1%eth0", `sandbox entry 1 "fe80::1%eth0"`},
+		{"a..b", `sandbox entry 1 "a..b"`},
+		{"sandbox=127.0.0.1:0", `sandbox entry 1 "127.0.0.1:0" has port 0`},
+		{"sandbox=localhost:99999", `sandbox entry 1 "localhost:99999" has a port outside`},
+		{"127.0.0.0/8:443", `sandbox entry 1 "127.0.0.0/8:443" is not a CIDR prefix`},
+		{"prod=10.0.0.1", `group "prod=10.0.0.1": the environment must be sandbox or live`},
+		{"127.0.0.1;sandbox=::1", "the sandbox environment is named twice"},
 	} {
-		_, err := webhookGuard(tc.list, logger)
-		require.ErrorContains(t, err, EnvWebhookAllow+": entry "+tc.bad, tc.list)
+		_, _, err := webhookGuards(tc.list, logger)
+		require.ErrorContains(t, err, EnvWebhookAllow+": "+tc.bad, tc.list)
 	}
 }

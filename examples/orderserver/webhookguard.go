@@ -4,59 +4,129 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
 
+	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
-// EnvWebhookAllow names the environment variable that opens the webhook delivery guard: a
-// comma-separated list of CIDR prefixes, IP addresses and host names that deliveries (and
-// registration) may use although they are not public, such as
-// SVC_WEBHOOK_ALLOW="127.0.0.0/8,::1/128,localhost" for a sandbox whose consumers run on the same
-// machine. Unset or empty: deliveries reach public unicast addresses only.
+// EnvWebhookAllow names the environment variable that opens the webhook delivery guards, one per
+// environment: semicolon-separated groups "<environment>=<entries>", the environment sandbox or live,
+// the entries comma-separated. A group without "<environment>=" is the sandbox's. For a sandbox
+// whose consumers run on the same machine:
+//
+//	SVC_WEBHOOK_ALLOW="sandbox=127.0.0.0/8,::1/128,localhost"
+//
+// and, where production's consumers are on a private network the operator trusts:
+//
+//	SVC_WEBHOOK_ALLOW="sandbox=127.0.0.1:9090,localhost:9090;live=hooks.corp:443,10.1.2.3:443"
+//
+// An entry is a CIDR prefix (any port), an IP address (any port), an address with a port
+// (127.0.0.1:9090, [::1]:9090: that port only), or a host name, alone or with a port, that
+// registration accepts although it is a local-use name (localhost, *.internal). A name opens no
+// address: deliveries to it still connect only to addresses its environment's entries allow, so list
+// them too. Unset or empty: deliveries reach public unicast addresses only, in both environments.
 const EnvWebhookAllow = "SVC_WEBHOOK_ALLOW"
 
-// webhookGuard builds the delivery guard from list (the value of EnvWebhookAllow). A prefix must be
-// written with its host bits zero (10.1.0.0/16, not 10.1.2.3/16): an allow-list entry that opens more
-// than it appears to is refused rather than guessed at. An address alone allows that address; a host
-// name is skipped by the dial-time check altogether, so name only hosts whose resolution you control.
-// A bad entry is an error that names it. nil means the default guard.
-func webhookGuard(list string, logger *slog.Logger) (*producer.AddressGuard, error) {
+// webhookGuards builds the delivery guards of the sandbox and of production from list (the value of
+// EnvWebhookAllow). A prefix must be written with its host bits zero (10.1.0.0/16, not 10.1.2.3/16):
+// an allow-list entry that opens more than it appears to is refused rather than guessed at. A bad
+// entry is an error that names its environment, its position and the entry. nil means the default
+// guard.
+func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *producer.AddressGuard, err error) {
+	guards := map[sandbox.Environment]*producer.AddressGuard{}
+	for group := range strings.SplitSeq(list, ";") {
+		group = strings.TrimSpace(group)
+		if group == "" {
+			continue
+		}
+		env, entries := sandbox.Sandbox, group
+		if name, rest, ok := strings.Cut(group, "="); ok {
+			env, entries = sandbox.Environment(strings.TrimSpace(name)), rest
+			if !env.Valid() {
+				return nil, nil, fmt.Errorf("%s: group %q: the environment must be sandbox or live, as in sandbox=127.0.0.0/8;live=10.1.2.3:443",
+					EnvWebhookAllow, group)
+			}
+		}
+		if guards[env] != nil {
+			return nil, nil, fmt.Errorf("%s: the %s environment is named twice; list its entries in one group", EnvWebhookAllow, env)
+		}
+		g, err := webhookGuard(entries)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %s %w", EnvWebhookAllow, env, err)
+		}
+		guards[env] = g
+	}
+	for _, env := range []sandbox.Environment{sandbox.Sandbox, sandbox.Live} {
+		g := guards[env]
+		if g == nil {
+			continue
+		}
+		if len(g.Allow) == 0 && len(g.AllowAddrPorts) == 0 && len(g.AllowHosts) == 0 {
+			guards[env] = nil
+			continue
+		}
+		logger.Warn("webhook deliveries of "+string(env)+" keys may reach non-public addresses ("+EnvWebhookAllow+")",
+			"allow", fmt.Sprint(g.Allow), "allow_addr_ports", fmt.Sprint(g.AllowAddrPorts),
+			"allow_hosts", strings.Join(g.AllowHosts, ","))
+	}
+	return guards[sandbox.Sandbox], guards[sandbox.Live], nil
+}
+
+// webhookGuard builds one environment's guard from its comma-separated entries.
+func webhookGuard(entries string) (*producer.AddressGuard, error) {
 	var g producer.AddressGuard
-	for entry := range strings.SplitSeq(list, ",") {
+	i := 0
+	for entry := range strings.SplitSeq(entries, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			continue
 		}
+		i++
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("entry %d %q "+format, append([]any{i, entry}, args...)...)
+		}
 		if strings.Contains(entry, "/") {
 			p, err := netip.ParsePrefix(entry)
 			if err != nil {
-				return nil, fmt.Errorf("%s: entry %q is not a CIDR prefix such as 127.0.0.0/8 or ::1/128", EnvWebhookAllow, entry)
+				return nil, bad("is not a CIDR prefix such as 127.0.0.0/8 or ::1/128 (a prefix opens every port; name one address to open one port)")
 			}
 			if p != p.Masked() {
-				return nil, fmt.Errorf("%s: entry %q has host bits set: write %s for the network, or %s for the one address",
-					EnvWebhookAllow, entry, p.Masked(), netip.PrefixFrom(p.Addr(), p.Addr().BitLen()))
+				return nil, bad("has host bits set: write %s for the network, or %s for the one address",
+					p.Masked(), netip.PrefixFrom(p.Addr(), p.Addr().BitLen()))
 			}
 			g.Allow = append(g.Allow, p)
 			continue
 		}
 		if a, err := netip.ParseAddr(entry); err == nil {
 			if a.Zone() != "" {
-				return nil, fmt.Errorf("%s: entry %q has an IPv6 zone, which the guard does not match", EnvWebhookAllow, entry)
+				return nil, bad("has an IPv6 zone, which the guard does not match")
 			}
 			g.Allow = append(g.Allow, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
-		if !validHostName(entry) {
-			return nil, fmt.Errorf("%s: entry %q is neither a CIDR prefix, an IP address nor a host name", EnvWebhookAllow, entry)
+		if ap, err := netip.ParseAddrPort(entry); err == nil {
+			switch {
+			case ap.Addr().Zone() != "":
+				return nil, bad("has an IPv6 zone, which the guard does not match")
+			case ap.Port() == 0:
+				return nil, bad("has port 0; ports are 1–65535")
+			}
+			g.AllowAddrPorts = append(g.AllowAddrPorts, ap)
+			continue
+		}
+		name, port, hasPort := strings.Cut(entry, ":")
+		if hasPort {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+				return nil, bad("has a port outside 1–65535 (an IPv6 address with a port goes in brackets: [::1]:9090)")
+			}
+		}
+		if !validHostName(name) {
+			return nil, bad("is neither a CIDR prefix, an IP address (with or without a port) nor a host name (with or without a port)")
 		}
 		g.AllowHosts = append(g.AllowHosts, entry)
 	}
-	if len(g.Allow) == 0 && len(g.AllowHosts) == 0 {
-		return nil, nil
-	}
-	logger.Warn("webhook deliveries may reach non-public addresses ("+EnvWebhookAllow+")",
-		"allow", fmt.Sprint(g.Allow), "allow_hosts", strings.Join(g.AllowHosts, ","))
 	return &g, nil
 }
 

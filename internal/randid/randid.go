@@ -6,6 +6,7 @@ package randid
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/binary"
 )
 
 // enc is lowercase base32 without padding: 16 random bytes become 26 characters that are safe in a
@@ -20,4 +21,16 @@ func New(prefix string) string {
 	copy(out, prefix)
 	enc.Encode(out[len(prefix):], b[:])
 	return string(out)
+}
+
+// Uint63 returns a random integer in [1, 2^63): a numeric ID that fits a signed 64-bit database column
+// and, unlike a counter, tells nothing about how many others were handed out.
+func Uint63() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if n := binary.BigEndian.Uint64(b[:]) >> 1; n != 0 {
+			return n
+		}
+	}
 }

@@ -31,7 +31,8 @@ const (
 	MaxDeliveriesLimit     = 100
 )
 
-// AttemptIDPrefix starts every attempt ID of the history API: "att_" and the AttemptRecord.ID.
+// AttemptIDPrefix starts every attempt ID of the history API: "att_" and the AttemptRecord.ID in
+// decimal, a random number that says nothing about other attempts.
 const AttemptIDPrefix = "att_"
 
 // CodeInvalidCursor: starting_after is not an attempt ID.
@@ -55,18 +56,19 @@ type DeliveriesOptions struct {
 // DeliveriesHandler serves the delivery history of a webhook endpoint, what a support engineer (or a
 // sandbox evaluator) needs to see why a consumer did or did not get an event:
 //
-//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_981
+//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_4417093326815720611
 //
 //	HTTP/1.1 200 OK
 //	Content-Type: application/json
 //
 //	{"object":"list","has_more":false,"data":[
-//	  {"id":"att_977","object":"webhook_delivery_attempt","endpoint":"we_123","event":"evt_…","sequence":7,
+//	  {"id":"att_7730928417361520117","object":"webhook_delivery_attempt","endpoint":"we_123","event":"evt_…","sequence":7,
 //	   "attempt":1,"outcome":"failed","created":1767225661,"latency_ms":10000,"status_code":null,
 //	   "error_class":"timeout","error":"timeout","response":"","next_attempt_at":1767225721}]}
 //
-// Attempts are listed newest first; starting_after takes the id of the last attempt of the previous
-// page. sequence keeps one event's attempts, outcome keeps one outcome (delivered, failed — another
+// Attempts are listed newest first, by time; starting_after takes the id of the last attempt of the
+// previous page. Attempt IDs are random, so that no tenant learns from its own how many attempts went
+// to others. sequence keeps one event's attempts, outcome keeps one outcome (delivered, failed — another
 // attempt is scheduled — or abandoned); limit is 1–100, default 20. Bad parameters are 400 problems
 // located at the parameter; an unknown endpoint and another licensee's endpoint are the same 404 as
 // range retrieval's. The history is kept as long as its events (the retention).

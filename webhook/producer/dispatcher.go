@@ -11,11 +11,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -95,6 +97,12 @@ type DispatcherOptions struct {
 	// The sandbox, tests and a demo on loopback allow-list what they need here. Ignored when Client
 	// is set.
 	Guard *AddressGuard
+	// ClientFor, when set, picks the client of each endpoint's deliveries, so that endpoints of
+	// different environments go through different guards: a production endpoint through a client
+	// whose AddressGuard opens nothing the sandbox's opens. Return one of a few clients built once
+	// (NewDeliveryClient per environment), never a new one per call; nil means the default client
+	// (Client, or NewDeliveryClient(Guard)).
+	ClientFor func(Endpoint) *http.Client
 	// Timeout bounds each delivery request; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Schedule lists the delays before the first retry, the second, and so on; its length is the number
@@ -158,7 +166,10 @@ type DispatcherOptions struct {
 // X-SVC-Signature (one v1 per endpoint secret) and X-SVC-Sequence; any 2xx is success; anything else,
 // a transport error or the per-request timeout is a failed attempt, retried on the schedule with
 // jitter. Every attempt is recorded right after it is made, with its status, latency and the start of
-// the answer (Log.Attempts lists them).
+// the answer (Log.Attempts lists them) — except that an answer from a connection that only an
+// AddressGuard's allow-list admitted (an address that is not public unicast) is recorded by its
+// status alone: the history is the endpoint owner's to read, and what answers on an allow-listed
+// internal address is not theirs.
 //
 // Each endpoint progresses on its own: the dispatcher claims due deliveries, at most StreamBatch of
 // one endpoint per claim, and hands each endpoint's run to a worker of its own; it claims again as
@@ -180,6 +191,7 @@ type Dispatcher struct {
 	log         Log
 	endpoints   Endpoints
 	client      *http.Client
+	clientFor   func(Endpoint) *http.Client // nil: client for every endpoint
 	timeout     time.Duration
 	schedule    []time.Duration
 	jitter      float64
@@ -221,6 +233,7 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 		log:         log,
 		endpoints:   endpoints,
 		client:      opts.Client,
+		clientFor:   opts.ClientFor,
 		timeout:     cmp.Or(opts.Timeout, DefaultTimeout),
 		schedule:    slices.Clone(opts.Schedule),
 		jitter:      opts.Jitter,
@@ -989,7 +1002,23 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []
 	if o := d.observer; o != nil {
 		o.InjectTrace(rctx, webhook.NewTraceCarrier(h))
 	}
-	resp, err := d.client.Do(req)
+	// Whether the connection (new or reused) is one that only an allow-list admitted: its answer is
+	// then not recorded. Atomic: a transport may report the connection from another goroutine.
+	var internal atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if info.Conn != nil && allowListed(info.Conn) {
+				internal.Store(true)
+			}
+		},
+	}))
+	client := d.client
+	if d.clientFor != nil {
+		if c := d.clientFor(ep); c != nil {
+			client = c
+		}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return transportFailure(rctx, err), true
 	}
@@ -997,6 +1026,9 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []
 	n, _ := io.ReadFull(resp.Body, snip[:])
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
+	if internal.Load() {
+		n = 0 // its status only: see Dispatcher
+	}
 	a = Attempt{StatusCode: resp.StatusCode, Response: snippet(snip[:n])}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.Class, a.Reason = ClassStatus, "status "+strconv.Itoa(resp.StatusCode)

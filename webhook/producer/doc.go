@@ -120,7 +120,7 @@
 // every attempt — when, status code, latency, error class, the first 256 bytes of the answer — for as
 // long as its event, and Log.Attempts and DeliveriesHandler list it:
 //
-//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_981
+//	GET /v1/webhook_endpoints/we_123/deliveries?sequence=7&outcome=failed&limit=20&starting_after=att_4417093326815720611
 //
 // Several Dispatchers may share one Log: a claim leases each delivery, and an endpoint has one holder
 // at a time, so no two deliver to it at once; a fencing token makes a stale holder's outcome fail
@@ -148,8 +148,14 @@
 // DNS resolution at the moment of dialling, so that neither a URL naming an internal address nor a
 // name that later resolves to one reaches inside the network: loopback, private, link-local, ULA,
 // CGNAT, multicast, unspecified, reserved, and the IPv4-mapped and NAT64 forms of them are refused,
-// and the attempt is recorded as blocked_address. AddressGuard's allow-list (prefixes and host names)
-// opens what the sandbox, tests or a demo on loopback need. URLPolicy.Check gives registration its
+// and the attempt is recorded as blocked_address. AddressGuard's allow-list opens what the sandbox,
+// tests or a demo on loopback need, as narrowly as they need it: prefixes (any port), address:port
+// pairs, and host names (optionally with a port) that registration accepts — a listed name still
+// reaches only addresses the list allows. An answer from a destination that only the allow-list
+// admits is recorded by its status alone, never its body. Guards are per environment:
+// DispatcherOptions.ClientFor sends a production endpoint through a client whose guard opens nothing
+// the sandbox's does, and each environment's URLPolicy carries that environment's guard.
+// URLPolicy.Check gives registration its
 // located errors first: https unless allowed otherwise, no userinfo, no fragment, at most 2048 bytes,
 // no IP literal — in any spelling, 2130706433 and 0x7f.1 included — in a blocked range.
 //

@@ -315,7 +315,10 @@ func TestDeliveryHistory(t *testing.T) {
 		producer.Endpoint{ID: "we_a", URL: srv.URL + "/a", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	l := producer.NewMemoryLog()
 	publishN(t, l, "we_a", 3, t0)
-	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Schedule: []time.Duration{time.Minute}})
+	// A client of the test's own, as for an endpoint on the public internet: through an allow-listed
+	// guard, loopback's answers are recorded by status only (TestNoSnippetFromAllowListedDestination).
+	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Schedule: []time.Duration{time.Minute},
+		Client: &http.Client{}})
 	_, err := d.DeliverDue(ctx)
 	require.NoError(t, err)
 	clk.Advance(time.Minute)

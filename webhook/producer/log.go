@@ -78,8 +78,10 @@ type Log interface {
 	// Status reports the delivery state of one event, or ErrNotFound.
 	Status(ctx context.Context, stream string, seq uint64) (DeliveryStatus, error)
 
-	// Attempts lists the recorded attempts of one stream, newest first, filtered and paged by q, and
-	// says whether older ones match too. Attempts go with their events at Cleanup.
+	// Attempts lists the recorded attempts of one stream, newest first (by At, then Sequence, then
+	// Number, all descending), filtered and paged by q, and says whether older ones match too.
+	// Attempts go with their events at Cleanup. Implementations give each attempt a random ID
+	// (AttemptRecord.ID), never a counter's.
 	Attempts(ctx context.Context, q AttemptQuery) ([]AttemptRecord, bool, error)
 
 	// Cleanup removes events (and their attempts) created before the given time, oldest first, choosing at most limit of
@@ -241,9 +243,11 @@ func (o Outcome) String() string {
 }
 
 // AttemptRecord is one attempt of the delivery history. It is a plain value; Attempts never returns
-// the zero AttemptRecord (IDs and Numbers start at 1).
+// the zero AttemptRecord (IDs are never 0, Numbers start at 1).
 type AttemptRecord struct {
-	// ID orders the attempts of a log: a later attempt has a larger ID. It is the history's cursor.
+	// ID identifies the attempt: random in [1, 2^63), unique in its log, and the history's cursor. It
+	// orders nothing — a counter would tell every tenant how many attempts went to the others; the
+	// history is ordered by At, then Sequence, then Number.
 	ID       uint64
 	Stream   string
 	Sequence uint64
@@ -263,7 +267,9 @@ type AttemptQuery struct {
 	Sequence uint64
 	// Outcome, when not 0, keeps the attempts with that outcome only.
 	Outcome Outcome
-	// Before, when not 0, keeps the attempts with an ID below it: the cursor of the next page.
+	// Before, when not 0, keeps the attempts that come after the attempt with this ID in the
+	// history's order (newest first), the cursor of the next page: the last ID of the previous page.
+	// An ID the log does not hold (removed with its event by the retention) gives an empty page.
 	Before uint64
 	// Limit is the most attempts returned; it must be at least 1.
 	Limit int

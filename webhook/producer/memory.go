@@ -25,9 +25,8 @@ type MemoryLog struct {
 	// racing appenders included (they hold one lock). Set it before first use; 0 means no bound.
 	MaxStreamEvents int
 
-	mu       sync.Mutex
-	streams  map[string]*memStream
-	attempts uint64 // the last AttemptRecord.ID handed out
+	mu      sync.Mutex
+	streams map[string]*memStream
 }
 
 var (
@@ -49,7 +48,7 @@ type memStream struct {
 	// due is a lower bound of the index of the first Pending event, so that Claim skips the settled
 	// prefix of a long stream.
 	due int
-	// attempts is the stream's delivery history, oldest first.
+	// attempts is the stream's delivery history, oldest first in the history's order (attemptOrder).
 	attempts []AttemptRecord
 }
 
@@ -367,14 +366,26 @@ func (m *MemoryLog) Settle(ctx context.Context, ss []Settlement) []error {
 	return errs
 }
 
-// record appends an attempt to the stream's history. The caller holds m.mu.
+// record adds an attempt to the stream's history, under a random ID (a counter would tell each
+// tenant how many attempts went to the others). The caller holds m.mu.
 func (m *MemoryLog) record(l Lease, e *memEvent, ok bool, a Attempt) {
-	m.attempts++
 	s := m.streams[l.Stream]
-	s.attempts = append(s.attempts, AttemptRecord{
-		ID: m.attempts, Stream: l.Stream, Sequence: l.Sequence, EventID: e.ev.ID,
+	r := AttemptRecord{
+		ID: randid.Uint63(), Stream: l.Stream, Sequence: l.Sequence, EventID: e.ev.ID,
 		Number: e.status.Attempts + 1, Outcome: AttemptOutcome(ok, a), Attempt: a,
-	})
+	}
+	// Nearly always at the end: attempts are recorded as they are made.
+	i := len(s.attempts)
+	for i > 0 && attemptOrder(s.attempts[i-1], r) > 0 {
+		i--
+	}
+	s.attempts = slices.Insert(s.attempts, i, r)
+}
+
+// attemptOrder is the history's order, oldest first: by At, then Sequence, then Number, which
+// identify an attempt within its stream. Never by ID, which is random.
+func attemptOrder(a, b AttemptRecord) int {
+	return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Sequence, b.Sequence), cmp.Compare(a.Number, b.Number))
 }
 
 // Attempts implements Log.
@@ -391,12 +402,17 @@ func (m *MemoryLog) Attempts(ctx context.Context, q AttemptQuery) ([]AttemptReco
 	if s == nil {
 		return nil, false, nil
 	}
+	start := len(s.attempts) - 1
+	if q.Before != 0 {
+		// The page after the cursor's attempt: those older than it. A cursor no longer held (removed
+		// with its event) ends the listing, as everything older went with it.
+		start = slices.IndexFunc(s.attempts, func(a AttemptRecord) bool { return a.ID == q.Before }) - 1
+	}
 	var out []AttemptRecord
-	for i := len(s.attempts) - 1; i >= 0; i-- {
+	for i := start; i >= 0; i-- {
 		a := &s.attempts[i]
 		switch {
-		case q.Before != 0 && a.ID >= q.Before,
-			q.Sequence != 0 && a.Sequence != q.Sequence,
+		case q.Sequence != 0 && a.Sequence != q.Sequence,
 			q.Outcome != 0 && a.Outcome != q.Outcome:
 			continue
 		}

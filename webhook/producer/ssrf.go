@@ -50,8 +50,13 @@ func (e *BlockedAddressError) Error() string {
 func (e *BlockedAddressError) Is(target error) bool { return target == ErrBlockedAddress }
 
 // AddressGuard decides which addresses webhook deliveries may connect to. By default only public
-// unicast addresses pass; Allow and AllowHosts open holes for the sandbox, tests and demos that
-// deliver to loopback or a private network.
+// unicast addresses pass; Allow and AllowAddrPorts open holes for the sandbox, tests and demos that
+// deliver to loopback or a private network, and AllowHosts lets registration accept the names of
+// such hosts. Open each hole as narrowly as the need: one guard per environment (a production
+// endpoint must never reach what only the sandbox was allowed, see DispatcherOptions.ClientFor), a
+// port where one is known. A response from a connection that only the allow-list let through is
+// recorded by its status alone (see Dispatcher): an allow-listed internal service must not be
+// readable through the delivery history.
 //
 // Blocked unless allowed: IPv4 0.0.0.0/8 (unspecified; 0.0.0.0 reaches loopback on Linux),
 // 127.0.0.0/8, 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 (CGNAT, where Alibaba's
@@ -68,13 +73,20 @@ func (e *BlockedAddressError) Is(target error) bool { return target == ErrBlocke
 // An AddressGuard is safe for concurrent use while its fields are not modified; NewDeliveryTransport
 // copies it. The zero value (and a nil *AddressGuard) is the default policy.
 type AddressGuard struct {
-	// Allow lists prefixes that pass even if the block list has them, such as 127.0.0.0/8 for tests.
-	// They are matched against the unmapped address and, for NAT64, the IPv4 address carried.
+	// Allow lists prefixes that pass on every port even if the block list has them, such as
+	// 127.0.0.0/8 for tests. They are matched against the unmapped address and, for NAT64, the IPv4
+	// address carried.
 	Allow []netip.Prefix
-	// AllowHosts lists host names, matched case-insensitively and without a trailing dot, whose
-	// dials skip the address check altogether: the sandbox's receiver, "localhost" in a demo. The
-	// check is skipped by DialContext, which still sees the name; Control sees only the resolved
-	// address and never skips. URLPolicy.Check accepts these names too.
+	// AllowAddrPorts lists addresses that pass on one port only, such as 127.0.0.1:8443 for a
+	// consumer on loopback: the same address on another port (127.0.0.1:6379) stays refused. They are
+	// matched as Allow is; Check, which is given no port, does not consult them.
+	AllowAddrPorts []netip.AddrPort
+	// AllowHosts lists host names that URLPolicy.Check accepts although they are single labels or
+	// local-use names: the sandbox's receiver, "localhost" in a demo. An entry is "name" (any port) or
+	// "name:port" (that port only); names match case-insensitively and without a trailing dot. A
+	// name opens no address: what it resolves to at delivery time goes through Allow and
+	// AllowAddrPorts like any other address, so that a listed name cannot lead a delivery anywhere
+	// else (list localhost with 127.0.0.0/8 and ::1/128).
 	AllowHosts []string
 	// NAT64 lists the network-specific NAT64 prefixes of the network the deliveries leave from
 	// (RFC 6052: /32, /40, /48, /56, /64 or /96); addresses in them are judged by the IPv4 address
@@ -137,22 +149,32 @@ var (
 	globalUnicast6 = netip.MustParsePrefix("2000::/3")
 )
 
-// Check returns nil if a delivery may connect to addr, or a *BlockedAddressError. A zone is ignored.
+// Check returns nil if a delivery may connect to addr on any port, or a *BlockedAddressError. A zone
+// is ignored. Entries of AllowAddrPorts do not count, since they allow one port only.
 func (g *AddressGuard) Check(addr netip.Addr) error {
-	a, class := g.classify(addr)
+	return g.check(addr, anyPort)
+}
+
+// anyPort is check's port when none is known: only entries that allow every port count.
+const anyPort = -1
+
+// check is Check for a connection to port (anyPort: unknown).
+func (g *AddressGuard) check(addr netip.Addr, port int) error {
+	a, class := g.classify(addr, port)
 	if class == "" {
 		return nil
 	}
 	return &BlockedAddressError{Addr: a, Class: class}
 }
 
-// classify returns the address as judged (zone dropped, unmapped) and why it is blocked, or "".
-func (g *AddressGuard) classify(addr netip.Addr) (netip.Addr, string) {
+// classify returns the address as judged (zone dropped, unmapped) and why a connection to it on port
+// is blocked, or "".
+func (g *AddressGuard) classify(addr netip.Addr, port int) (netip.Addr, string) {
 	if !addr.IsValid() {
 		return addr, "invalid"
 	}
 	a := addr.WithZone("").Unmap()
-	if g.allows(a) {
+	if g.allows(a, port) {
 		return a, ""
 	}
 	if a.Is4() {
@@ -162,7 +184,7 @@ func (g *AddressGuard) classify(addr netip.Addr) (netip.Addr, string) {
 		if !supported {
 			return a, "nat64"
 		}
-		if g.allows(v4) {
+		if g.allows(v4, port) {
 			return a, ""
 		}
 		return a, class4(v4)
@@ -194,12 +216,21 @@ func class4(a netip.Addr) string {
 	return ""
 }
 
-func (g *AddressGuard) allows(a netip.Addr) bool {
+// allows reports whether an entry of the allow-list lets a connect to port (anyPort: every port).
+func (g *AddressGuard) allows(a netip.Addr, port int) bool {
 	if g == nil {
 		return false
 	}
 	for _, p := range g.Allow {
 		if p.Contains(a) {
+			return true
+		}
+	}
+	if port == anyPort {
+		return false
+	}
+	for _, ap := range g.AllowAddrPorts {
+		if int(ap.Port()) == port && ap.Addr().WithZone("").Unmap() == a {
 			return true
 		}
 	}
@@ -239,14 +270,21 @@ func (g *AddressGuard) nat64(a netip.Addr) (v4 netip.Addr, ok, supported bool) {
 	return netip.AddrFrom4(out), true, true
 }
 
-// allowsHost reports whether host is in AllowHosts.
-func (g *AddressGuard) allowsHost(host string) bool {
+// allowsHost reports whether an entry of AllowHosts names host with port (or with no port).
+func (g *AddressGuard) allowsHost(host string, port int) bool {
 	if g == nil || host == "" {
 		return false
 	}
 	host = strings.TrimSuffix(host, ".")
 	for _, h := range g.AllowHosts {
-		if strings.EqualFold(strings.TrimSuffix(h, "."), host) {
+		name, p, hasPort := strings.Cut(h, ":")
+		if !strings.EqualFold(strings.TrimSuffix(name, "."), host) {
+			continue
+		}
+		if !hasPort {
+			return true
+		}
+		if n, err := strconv.Atoi(p); err == nil && n == port {
 			return true
 		}
 	}
@@ -254,20 +292,21 @@ func (g *AddressGuard) allowsHost(host string) bool {
 }
 
 // Control is a net.Dialer ControlContext hook: it refuses the connection unless the resolved ip:port
-// the dialer is about to connect to passes Check. It runs after DNS resolution, once per address
-// tried, so a name that resolves elsewhere at delivery time than it did at registration is caught.
-// It never honours AllowHosts, since it sees no name; DialContext does.
+// the dialer is about to connect to is allowed (a public unicast address, or one the allow-list
+// opens for that port). It runs after DNS resolution, once per address tried, so a name that
+// resolves elsewhere at delivery time than it did at registration is caught.
 func (g *AddressGuard) Control(_ context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return &BlockedAddressError{Class: "invalid"}
 	}
-	return g.Check(ap.Addr())
+	return g.check(ap.Addr(), int(ap.Port()))
 }
 
-// DialContext dials a TCP address for a delivery; use it as http.Transport.DialContext. A host in
-// AllowHosts is dialled without the address check; for any other host every address it resolves to
-// goes through Control. Networks other than tcp, tcp4 and tcp6 are refused.
+// DialContext dials a TCP address for a delivery; use it as http.Transport.DialContext. Every address
+// the host resolves to goes through Control, whether or not the name is in AllowHosts. Networks other
+// than tcp, tcp4 and tcp6 are refused. A connection to an address that only the allow-list admits
+// is marked as such, so that the Dispatcher records no response snippet from it.
 //
 // The resolver's search list still applies: a name that does not resolve as given may be tried
 // under the local search domains. Whatever it resolves to is checked, but a public address that only
@@ -284,16 +323,32 @@ func (g *AddressGuard) dial(ctx context.Context, network, addr string, r *net.Re
 	default:
 		return nil, fmt.Errorf("producer: network %q: %w", network, ErrBlockedAddress)
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("producer: dial: %w", err)
 	}
-	d := &net.Dialer{Timeout: deliveryDialTimeout, KeepAlive: deliveryKeepAlive, Resolver: r}
-	if g.allowsHost(host) {
-		return d.DialContext(ctx, network, addr)
+	d := &net.Dialer{Timeout: deliveryDialTimeout, KeepAlive: deliveryKeepAlive, Resolver: r,
+		ControlContext: g.Control}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
 	}
-	d.ControlContext = g.Control
-	return d.DialContext(ctx, network, addr)
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && (*AddressGuard)(nil).Check(ta.AddrPort().Addr()) != nil {
+		// Only the allow-list let this through: whatever answers here is ours, not the customer's.
+		return &allowListedConn{Conn: c}, nil
+	}
+	return c, nil
+}
+
+// allowListedConn is a delivery connection to an address that only the allow-list admits.
+type allowListedConn struct{ net.Conn }
+
+// allowListed reports whether c (or the connection under its TLS) is an allowListedConn.
+func allowListed(c net.Conn) bool {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	_, ok := c.(*allowListedConn)
+	return ok
 }
 
 func (g *AddressGuard) clone() *AddressGuard {
@@ -301,9 +356,10 @@ func (g *AddressGuard) clone() *AddressGuard {
 		return &AddressGuard{}
 	}
 	return &AddressGuard{
-		Allow:      slices.Clone(g.Allow),
-		AllowHosts: slices.Clone(g.AllowHosts),
-		NAT64:      slices.Clone(g.NAT64),
+		Allow:          slices.Clone(g.Allow),
+		AllowAddrPorts: slices.Clone(g.AllowAddrPorts),
+		AllowHosts:     slices.Clone(g.AllowHosts),
+		NAT64:          slices.Clone(g.NAT64),
 	}
 }
 
@@ -397,7 +453,11 @@ func (e *URLError) Unwrap() error { return e.err }
 //     internationalised name), with at least two labels — a single label resolves through the
 //     local search list — and not under localhost, local, internal (metadata.google.internal),
 //     localdomain, home.arpa, lan, home, corp, intranet or private, or
-//   - a name in Guard.AllowHosts, which skips the other host checks.
+//   - a name in Guard.AllowHosts (with the URL's port, when the entry names one), which skips the
+//     other name checks; where it resolves is still the dial-time guard's to judge.
+//
+// An IP literal is judged with the URL's port (its scheme's default when it has none), so an
+// address that Guard.AllowAddrPorts opens on one port is refused on any other.
 //
 // A host whose last label is a number is an IPv4 address to browsers, curl and getaddrinfo, which
 // accept the inet_aton(3) forms 2130706433, 0x7f000001, 0177.0.0.1, 127.1 and 0x7f.1. Check parses it
@@ -453,19 +513,25 @@ func (p URLPolicy) Check(raw string) error {
 	if strings.HasSuffix(u.Host, ":") {
 		return urlErr(CodePortInvalid, "has an empty port")
 	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+	port := 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if ps := u.Port(); ps != "" {
+		n, err := strconv.Atoi(ps)
+		if err != nil || n < 1 || n > 65535 {
 			return urlErr(CodePortInvalid, "has a port outside 1–65535")
 		}
+		port = n
 	}
-	return p.checkHost(host, strings.HasPrefix(u.Host, "["))
+	return p.checkHost(host, port, strings.HasPrefix(u.Host, "["))
 }
 
-func (p URLPolicy) checkHost(host string, bracketed bool) error {
+func (p URLPolicy) checkHost(host string, port int, bracketed bool) error {
 	if strings.Contains(host, "%") {
 		return urlErr(CodeHostInvalid, "must not have an IPv6 zone identifier")
 	}
-	if p.Guard.allowsHost(host) {
+	if p.Guard.allowsHost(host, port) {
 		return nil
 	}
 	a, err := netip.ParseAddr(host)
@@ -475,7 +541,7 @@ func (p URLPolicy) checkHost(host string, bracketed bool) error {
 	case err == nil && a.Is6() && !bracketed:
 		return urlErr(CodeHostInvalid, "must put an IPv6 address in brackets")
 	case err == nil:
-		return p.checkAddr(a)
+		return p.checkAddr(a, port)
 	}
 	name := strings.ToLower(strings.TrimSuffix(host, "."))
 	if !validHostName(name) {
@@ -486,7 +552,7 @@ func (p URLPolicy) checkHost(host string, bracketed bool) error {
 		if !ok {
 			return urlErr(CodeHostInvalid, "has a host that looks like an IPv4 address but is not one")
 		}
-		if err := p.checkAddr(a); err != nil {
+		if err := p.checkAddr(a, port); err != nil {
 			return err
 		}
 		return urlErr(CodeHostNotCanonical, "must write its IPv4 address as "+a.String())
@@ -504,8 +570,8 @@ func (p URLPolicy) checkHost(host string, bracketed bool) error {
 	return nil
 }
 
-func (p URLPolicy) checkAddr(a netip.Addr) error {
-	err := p.Guard.Check(a)
+func (p URLPolicy) checkAddr(a netip.Addr, port int) error {
+	err := p.Guard.check(a, port)
 	if err == nil {
 		return nil
 	}

@@ -31,7 +31,7 @@ func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
 	require.NoError(t, pgserver.Migrate(ctx, pool))
 	cfg, err := pgserver.Config(pool, nil)
 	require.NoError(t, err)
-	cfg.Webhooks.Guard = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	cfg.Webhooks.SandboxGuard = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	srv, err := server.New(cfg)
 	require.NoError(t, err)
 	log := cfg.Store.Log().(*pgstore.EventLog)

@@ -34,8 +34,11 @@
 // name (localhost, *.internal, …), nor a numeric IPv4 form (2130706433, 0x7f.1); a refusal is a 400
 // located at body /url with the URLError's code. Deliveries go through producer.NewDeliveryTransport,
 // which checks every address at dial time, after DNS resolution, ignores proxies and follows no
-// redirect. WebhookOptions.Guard opens both for the addresses and names it lists (a sandbox whose
-// consumers run on loopback). Each licensee may register WebhookOptions.MaxEndpoints endpoints per
+// redirect. WebhookOptions.SandboxGuard opens both, for sandbox keys only, for the addresses, ports
+// and names it lists (a sandbox whose consumers run on loopback); LiveGuard does the same for
+// production keys, whose endpoints are never checked against the sandbox's list. A listed name still
+// reaches only listed addresses, and a delivery that only an allow-list let through is recorded in
+// the history by its status, never its answer. Each licensee may register WebhookOptions.MaxEndpoints endpoints per
 // environment (16 by default; past it, 422 webhook_endpoint_limit_reached), and its deliveries have
 // at most PerOwner requests in flight (8), one per endpoint. GET /v1/webhook_endpoints lists the
 // caller's endpoints in the order they were registered, in one page (the limit keeps it short), and

@@ -184,8 +184,15 @@ func (in createEndpointRequest) validate(policy producer.URLPolicy) error {
 	return c.Err()
 }
 
+// endpointInSandbox reports whether ep belongs to a sandbox key's licensee: its Owner is the
+// principal's scope, "sandbox:<licensee>" or "live:<licensee>" (sandbox.Principal.Scope).
+func endpointInSandbox(ep producer.Endpoint) bool {
+	return strings.HasPrefix(ep.Owner, string(sandbox.Sandbox)+":")
+}
+
 // urlPolicy is the URL policy of the request's environment: production keys must use https, sandbox
-// keys may use http (WebhookOptions says otherwise when configured).
+// keys may use http (WebhookOptions says otherwise when configured); each environment's guard is its
+// own (WebhookOptions.SandboxGuard, LiveGuard).
 func (s *Server) urlPolicy(r *http.Request) producer.URLPolicy {
 	if sandbox.InSandbox(r) {
 		return s.urlSandbox

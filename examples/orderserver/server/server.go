@@ -79,12 +79,18 @@ type WebhookOptions struct {
 	// run.
 	FaultRand *rand.Rand
 
-	// Guard decides which addresses deliveries may connect to, checked at dial time after DNS
-	// resolution, and which URLs registration accepts. nil means public unicast addresses only:
-	// loopback, private networks, link-local (cloud metadata) and the other special ranges are
-	// refused. A sandbox, demo or test whose consumers listen on loopback allow-lists them here
-	// (Allow: 127.0.0.0/8, ::1/128; AllowHosts: localhost).
-	Guard *producer.AddressGuard
+	// SandboxGuard decides which addresses the deliveries to sandbox keys' endpoints may connect to,
+	// checked at dial time after DNS resolution, and which URLs registration accepts from sandbox
+	// keys. nil means public unicast addresses only: loopback, private networks, link-local (cloud
+	// metadata) and the other special ranges are refused. A sandbox, demo or test whose consumers
+	// listen on loopback allow-lists them here (Allow: 127.0.0.0/8, ::1/128; AllowHosts: localhost).
+	// Answers from a destination only the allow-list admits are recorded by status alone.
+	SandboxGuard *producer.AddressGuard
+	// LiveGuard is the same for production keys' endpoints. Each environment is checked against its
+	// own guard only, at registration and at every dial: a production endpoint never reaches what
+	// only the sandbox was allowed. nil means public unicast addresses only, which production needs
+	// unless its consumers live on a private network the operator names here.
+	LiveGuard *producer.AddressGuard
 	// SandboxRequireHTTPS refuses http URLs for sandbox keys too. By default a sandbox key may
 	// register http URLs (a consumer on a laptop has no certificate) and a production key must use
 	// https.
@@ -197,7 +203,8 @@ type Server struct {
 	dispatcher *producer.Dispatcher
 	wake       func() // after a request's events committed: the dispatcher's Wake (tests watch it)
 	faults     sandbox.FaultTable
-	transport  *sandbox.FaultTransport
+	transport  *sandbox.FaultTransport // sandbox endpoints' deliveries, through SandboxGuard
+	liveTrans  *http.Transport         // production endpoints' deliveries, through LiveGuard
 	controls   *sandbox.Controls
 	ranges     *producer.RangeHandler
 	deliveries *producer.DeliveriesHandler
@@ -290,21 +297,25 @@ func New(cfg Config) (*Server, error) {
 	render := s.versions.EventRenderer(nil)
 
 	// Webhooks: the publisher appends to the store's log (inside the order's transaction, see
-	// createOrder); the dispatcher delivers through the fault-injecting transport, which acts only on
-	// endpoints whose sandbox owner turned faults on, over the guarded delivery transport: whatever
-	// a URL's name resolves to at delivery time, a delivery connects only to an address the guard
-	// allows (registration's URL check is the early, friendly refusal; this is the defence). The
-	// guard's transport ignores HTTP(S)_PROXY, through which the guard would see only the proxy.
+	// createOrder); the dispatcher delivers each endpoint through the guarded delivery transport of
+	// its environment — the sandbox's under the fault-injecting transport, which acts only on
+	// endpoints whose sandbox owner turned faults on: whatever a URL's name resolves to at delivery
+	// time, a delivery connects only to an address its environment's guard allows (registration's
+	// URL check, with the same guard, is the early, friendly refusal; this is the defence). A
+	// transport per environment, because a pooled connection is reused without a new dial: one
+	// transport for both would let a production delivery ride a connection only the sandbox's
+	// allow-list admitted. The guards' transports ignore HTTP(S)_PROXY, through which they would see
+	// only the proxy.
 	wh := cfg.Webhooks
 	s.maxEPs = wh.maxEndpoints()
-	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.Guard}
-	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.Guard}
+	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.LiveGuard}
+	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.SandboxGuard}
 	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
 		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.tel.Producer(), MaxEventBytes: wh.MaxEventBytes})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.transport, err = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.Guard), &s.faults, &sandbox.FaultTransportOptions{
+	s.transport, err = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.SandboxGuard), &s.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       cfg.Webhooks.FaultRand,
 		HoldFor:    cfg.Webhooks.ReorderHold,
@@ -322,10 +333,19 @@ func New(cfg Config) (*Server, error) {
 	if poll == 0 {
 		poll = DefaultPollInterval
 	}
+	s.liveTrans = producer.NewDeliveryTransport(wh.LiveGuard)
+	// No redirects: a 3xx is not a 2xx, so it is a failed attempt.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	sandboxClient := &http.Client{Transport: s.transport, CheckRedirect: noRedirect}
+	liveClient := &http.Client{Transport: s.liveTrans, CheckRedirect: noRedirect}
 	s.dispatcher, err = producer.NewDispatcher(s.store.Log(), s.store, &producer.DispatcherOptions{
-		// No redirects: a 3xx is not a 2xx, so it is a failed attempt.
-		Client: &http.Client{Transport: s.transport,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		Client: liveClient,
+		ClientFor: func(ep producer.Endpoint) *http.Client {
+			if endpointInSandbox(ep) {
+				return sandboxClient
+			}
+			return liveClient // the stricter default for an owner of no known environment
+		},
 		Timeout:      cfg.Webhooks.Timeout,
 		Schedule:     schedule,
 		PollInterval: poll,
@@ -457,6 +477,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if cerr := s.transport.Close(); cerr != nil && !errors.Is(cerr, sandbox.ErrTransportClosed) {
 		err = errors.Join(err, cerr)
 	}
+	s.liveTrans.CloseIdleConnections()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return errors.Join(serveErr, err)
 	}

@@ -27,7 +27,7 @@ type testServer struct {
 func newTestServer(t testing.TB) *testServer {
 	t.Helper()
 	s, err := New(Config{Now: func() time.Time { return time.Unix(1767225600, 0) },
-		Webhooks: WebhookOptions{Guard: loopbackGuard()}})
+		Webhooks: WebhookOptions{SandboxGuard: loopbackGuard()}})
 	require.NoError(t, err)
 	c, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
 	require.NoError(t, err)

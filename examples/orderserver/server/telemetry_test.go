@@ -62,7 +62,7 @@ func TestClientsMintNoSeries(t *testing.T) {
 	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp, EventTypes: EventTypes})
 	require.NoError(t, err)
 	s, err := New(Config{Now: func() time.Time { return time.Unix(1767225600, 0) }, Telemetry: tel,
-		Webhooks: WebhookOptions{Guard: loopbackGuard()}})
+		Webhooks: WebhookOptions{SandboxGuard: loopbackGuard()}})
 	require.NoError(t, err)
 	c, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
 	require.NoError(t, err)

@@ -48,7 +48,7 @@ func newRecordingReceiver(t *testing.T) *recordingReceiver {
 // announces its deprecation, its sunset and its successor on every response.
 func TestTwoVersions(t *testing.T) {
 	clock := newTestClock()
-	ts, _ := newWebhookServer(t, WebhookOptions{Guard: loopbackGuard()}, clock)
+	ts, _ := newWebhookServer(t, WebhookOptions{SandboxGuard: loopbackGuard()}, clock)
 	ctx := context.Background()
 	type licensee struct {
 		version, key, member, absent string

@@ -114,7 +114,7 @@ func TestEndpointURLPolicy(t *testing.T) {
 		guard *producer.AddressGuard
 	}{{"default guard", nil}, {"loopback allow-listed", loopbackGuard()}} {
 		t.Run(guard.name, func(t *testing.T) {
-			ts, live := newWebhookServer(t, WebhookOptions{Guard: guard.guard}, nil)
+			ts, live := newWebhookServer(t, WebhookOptions{SandboxGuard: guard.guard}, nil)
 			for _, tc := range hostile {
 				if guard.guard != nil && strings.Contains(tc.name, "loopback") {
 					continue // allowed on purpose: see below
@@ -138,7 +138,7 @@ func TestEndpointURLPolicy(t *testing.T) {
 	}
 
 	t.Run("the allow-list opens loopback, and only loopback", func(t *testing.T) {
-		ts, live := newWebhookServer(t, WebhookOptions{Guard: loopbackGuard()}, nil)
+		ts, live := newWebhookServer(t, WebhookOptions{SandboxGuard: loopbackGuard()}, nil)
 		for _, u := range []string{"http://127.0.0.1:9/hooks", "http://localhost:6379/", "http://[::1]:8080/",
 			"http://2130706433/", "http://[::ffff:127.0.0.1]/"} {
 			w := ts.register(ts.key, u)
@@ -304,7 +304,7 @@ func TestDeliveryGuardedAtDialTime(t *testing.T) {
 
 	t.Run("with the allow-list the same consumer receives its events", func(t *testing.T) {
 		clock := newTestClock()
-		ts, _ := newWebhookServer(t, WebhookOptions{Guard: loopbackGuard()}, clock)
+		ts, _ := newWebhookServer(t, WebhookOptions{SandboxGuard: loopbackGuard()}, clock)
 		rc := newCountingReceiver(t)
 		w := ts.register(ts.key, rc.URL+"/webhooks")
 		require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
@@ -350,7 +350,7 @@ func getJSON(t *testing.T, ts *testServer, key, path string, dst any) {
 func TestDeliveryHistory(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
-	ts, live := newWebhookServer(t, WebhookOptions{Guard: loopbackGuard()}, clock)
+	ts, live := newWebhookServer(t, WebhookOptions{SandboxGuard: loopbackGuard()}, clock)
 	rc := newCountingReceiver(t)
 	w := ts.register(ts.key, rc.URL+"/webhooks")
 	require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)

@@ -500,11 +500,16 @@ func testAttempts(t *testing.T, l producer.Log) {
 		status  int
 	}
 	var rows []row
+	ids := map[uint64]bool{}
 	for i, a := range all {
 		rows = append(rows, row{a.Sequence, a.Number, a.Outcome, a.StatusCode})
 		check.Equal(t, "we_a", a.Stream)
+		// IDs are random (a counter would tell each tenant the others' volume): unique and non-zero,
+		// in no order; the history is ordered by time.
+		check.True(t, a.ID != 0 && !ids[a.ID], "attempt ID %d: want non-zero and unique", a.ID)
+		ids[a.ID] = true
 		if i > 0 {
-			check.True(t, a.ID < all[i-1].ID, "attempt IDs %d then %d: want newest first", all[i-1].ID, a.ID)
+			check.True(t, !a.At.After(all[i-1].At), "attempts at %v then %v: want newest first", all[i-1].At, a.At)
 		}
 	}
 	check.Equal(t, []row{
