@@ -163,9 +163,11 @@
 // # Client side
 //
 // NewKey returns a UUID v4 key. Transport is an http.RoundTripper that adds a key to mutating
-// requests that lack one and retries network errors, 409 and 5xx with the same key and body, with
-// exponential backoff and jitter, honouring Retry-After and the request's context; a replayed
-// response is final.
+// requests that lack one and retries network errors, 409, 429 and 5xx with the same key and body:
+// after exactly Retry-After (seconds or an HTTP-date; a 429 quota answer carries one) up to
+// MaxRetryAfter, or else with exponential backoff and jitter, within MaxAttempts and the request's
+// context (a wait that would outlast its deadline returns the response at once); a replayed response
+// is final.
 //
 // # Observability
 //
