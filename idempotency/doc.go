@@ -55,7 +55,12 @@
 // and are not replayed.
 //
 // The fingerprint (NewFingerprint) is SHA-256 over the method, the escaped path, the canonical
-// query (parameters sorted by name) and the SHA-256 of the body.
+// query (parameters sorted by name) and the SHA-256 of the body: by default a retry must send the
+// body's bytes again, exactly. Options.Fingerprint replaces it: CanonicalJSONFingerprint takes the
+// body's JSON value instead of its bytes (member order, whitespace, string escapes and number forms
+// do not count, RFC 8785's rules with numbers compared by exact value; a body that is not strict JSON
+// counts by its bytes), and a team's own function may decide what makes two requests the same.
+// Whatever decides, it decides on every path: the claim, the in-flight 409, the replay.
 //
 // # Scope
 //

@@ -86,6 +86,20 @@ type Options struct {
 	// headers: the replay has an empty body and HeaderBodyOmitted. The handler never runs twice.
 	// Default DefaultMaxResponseBytes (1 MiB).
 	MaxResponseBytes int64
+	// Fingerprint describes a request, so that a retry that is the same request replays while another
+	// request under the same key is refused (422 idempotency_key_reused, on every path: in flight,
+	// completed, lease expired). It gets the request and its whole body (at most MaxRequestBytes,
+	// valid only during the call). An error is answered with apierror.Write (an *apierror.Error as it
+	// is, anything else as an opaque 500), and the handler does not run.
+	//
+	// Default: NewFingerprint over the method, the escaped path, the canonical query and the SHA-256
+	// of the body's bytes, so a retry must send the same bytes. CanonicalJSONFingerprint lets a JSON
+	// client re-serialize the same body (members reordered, other whitespace). A team's own function
+	// may leave out what a retry may change, or add what it must not (a header that selects the
+	// behaviour); build it on NewFingerprint. Every replica must use the same function, and changing
+	// it makes requests stored before the change different requests (422) until their Retention ends.
+	Fingerprint func(r *http.Request, body []byte) (Fingerprint, error)
+
 	// ReplayHeaders are response headers stored and replayed in addition to Content-Type and
 	// Location. Other headers are not replayed: they may be per-request (Date, X-Request-Id) or
 	// sensitive (Set-Cookie).
@@ -150,7 +164,8 @@ type Options struct {
 type Middleware struct {
 	store            Store
 	scope            func(*http.Request) (string, error)
-	methods          []string // nil: the default set
+	fingerprint      func(*http.Request, []byte) (Fingerprint, error) // nil: over the body's bytes
+	methods          []string                                         // nil: the default set
 	lease            time.Duration
 	renewEvery       time.Duration
 	retention        time.Duration
@@ -193,6 +208,7 @@ func New(opts *Options) (*Middleware, error) {
 	m := &Middleware{
 		store:            o.Store,
 		scope:            o.Scope,
+		fingerprint:      o.Fingerprint,
 		lease:            o.Lease,
 		retention:        o.Retention,
 		maxRequestBytes:  o.MaxRequestBytes,
@@ -430,8 +446,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.putExchange(x)
 		}
 	}()
-	bodySum, err := x.readBody(r, m.maxRequestBytes)
-	if err != nil {
+	if err := x.readBody(r, m.maxRequestBytes); err != nil {
 		m.stats.rejected.Add(1)
 		m.outcome(r.Context(), OutcomeRejected)
 		var mbe *http.MaxBytesError
@@ -442,7 +457,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return
 	}
-	req := Request{Scope: scope, Key: key, Fingerprint: NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, bodySum)}
+	req := Request{Scope: scope, Key: key}
+	if m.fingerprint == nil {
+		req.Fingerprint = NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, sha256.Sum256(x.buf))
+	} else if req.Fingerprint, err = m.fingerprint(r, x.buf); err != nil {
+		m.stats.rejected.Add(1)
+		m.outcome(r.Context(), OutcomeRejected)
+		m.problems.Write(w, r, err)
+		return
+	}
 	if m.tx != nil {
 		m.serveTx(w, r, next, x, req)
 		return
@@ -649,12 +672,12 @@ func (m *Middleware) putExchange(x *exchange) {
 	m.buffers.Put(x)
 }
 
-// readBody reads the whole request body into x.buf, at most limit bytes, and returns its SHA-256.
-func (x *exchange) readBody(r *http.Request, limit int64) ([32]byte, error) {
+// readBody reads the whole request body into x.buf, at most limit bytes.
+func (x *exchange) readBody(r *http.Request, limit int64) error {
 	b := x.buf[:0]
 	if r.Body != nil && r.Body != http.NoBody {
 		if r.ContentLength > limit {
-			return [32]byte{}, errBodyTooLarge
+			return errBodyTooLarge
 		}
 		if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength+1 {
 			b = make([]byte, 0, r.ContentLength+1) // +1: room to see EOF without growing
@@ -671,19 +694,19 @@ func (x *exchange) readBody(r *http.Request, limit int64) ([32]byte, error) {
 			b = b[:len(b)+n]
 			if int64(len(b)) > limit {
 				x.buf = b
-				return [32]byte{}, errBodyTooLarge
+				return errBodyTooLarge
 			}
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				x.buf = b
-				return [32]byte{}, err
+				return err
 			}
 		}
 	}
 	x.buf = b
-	return sha256.Sum256(b), nil
+	return nil
 }
 
 // bodyReader replays the buffered request body to the handler.
