@@ -114,13 +114,19 @@
 //	  unrecorded                                      handler's writes and the record commit together
 //	one tenant cannot fill shared capacity        per-scope quotas (MemoryStore, redisstore)
 //	no stored secret in plain text                Options.Sealer, or Secret marks (stored without body)
+//	an outside system's effect happens once       the handler passing DownstreamKey to that system's
+//	  when the handler runs again                     own idempotency key (a payment provider's, say)
 //
 // The one window left in the ordinary mode: the process that ran the handler dies (or is cut off
 // from the store while the retries are not) after the handler's side effects and before its response
 // is stored, and stays away for the lease and the extra lease. A retry then runs the handler again.
 // No lease can close that window, since nothing but the handler's own storage knows the work was
-// done; the transactional mode closes it, because the work and the record commit together or not at
-// all.
+// done; the transactional mode closes it for the handler's own database writes, because the work
+// and the record commit together or not at all. Calls to outside systems — in either mode — are
+// made once by passing them DownstreamKey(r.Context(), "charge"): a key derived from the request's
+// scope, its Idempotency-Key and the call's name alone, so the run that takes over, on any replica,
+// sends the same key, and the outside system, deduplicating by it, does the work once. The key is
+// an opaque UUID that reveals neither the client's key nor its scope (Options.DownstreamSecret).
 //
 // # Refused requests and secrets
 //

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 )
+
+// minDownstreamSecret is the shortest Options.DownstreamSecret New accepts.
+const minDownstreamSecret = 32
 
 // Defaults of Options.
 const (
@@ -100,6 +104,16 @@ type Options struct {
 	// it makes requests stored before the change different requests (422) until their Retention ends.
 	Fingerprint func(r *http.Request, body []byte) (Fingerprint, error)
 
+	// DownstreamSecret keys the HMAC-SHA256 that derives DownstreamKey's keys from a request's scope
+	// and Idempotency-Key, so that an outside system that receives them cannot confirm a guess of
+	// either, however guessable the client's keys and the scopes are. Every replica must have the
+	// same secret (a key must be the same when a retry reaches another replica), and changing it
+	// changes every downstream key: an outside system would then see the retry of a request made
+	// before the change as a new call. At least 32 bytes, random; an empty one is an error. Default:
+	// none, and a public HMAC key: enough when scopes or keys cannot be guessed (the default Scope is a
+	// credential's SHA-256; Transport's keys are random UUIDs).
+	DownstreamSecret []byte
+
 	// ReplayHeaders are response headers stored and replayed in addition to Content-Type and
 	// Location. Other headers are not replayed: they may be per-request (Date, X-Request-Id) or
 	// sensitive (Set-Cookie).
@@ -177,6 +191,7 @@ type Middleware struct {
 	cancelOnLoss     bool
 	storeTimeout     time.Duration
 	sealer           *Sealer
+	downstreamSecret []byte
 	tx               Transactor
 	now              func() time.Time
 	log              *slog.Logger
@@ -218,6 +233,7 @@ func New(opts *Options) (*Middleware, error) {
 		cancelOnLoss:     o.CancelOnLeaseLoss,
 		storeTimeout:     o.StoreTimeout,
 		sealer:           o.Sealer,
+		downstreamSecret: bytes.Clone(o.DownstreamSecret),
 		tx:               o.Transactor,
 		now:              o.Now,
 		log:              o.Logger,
@@ -482,9 +498,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
 				slog.String("idempotency_key", key), slog.Any("error", err))
 			x.body.reset(x.buf)
-			r2 := *r
+			r2 := r.WithContext(m.withDownstream(r.Context(), Key{Scope: scope, Key: key}))
 			r2.Body = &x.body
-			next.ServeHTTP(w, &r2)
+			next.ServeHTTP(w, r2)
 			return
 		}
 		m.outcome(r.Context(), OutcomeStoreError)
@@ -505,8 +521,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // execute runs the handler for a claimed attempt and completes it.
 func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, a *Attempt) {
 	// The handler reads the buffered body. Swapping r.Body in place (and back) is what
-	// http.MaxBytesReader users do; a copy of the request (WithContext) is made only when the
-	// context must change, since copying a Request costs more than the rest of this function.
+	// http.MaxBytesReader users do. The handler's request is a copy with a context that carries the
+	// DownstreamKey material: the copy and the context are one allocation, not pooled, since a
+	// goroutine the handler leaves behind may still read them.
 	x.body.reset(x.buf)
 	ctx := a.ctx
 	var start time.Time
@@ -516,10 +533,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 			start = m.now()
 		}
 	}
-	r2 := r
-	if ctx != r.Context() {
-		r2 = r.WithContext(ctx)
-	}
+	g := &governedRequest{ctx: downstreamContext{Context: ctx, key: a.Key, secret: m.downstreamSecret}}
+	g.req = *r.WithContext(&g.ctx) // WithContext is inlined: its own copy stays on the stack
+	r2 := &g.req
 	origBody := r.Body
 	r2.Body = &x.body
 	defer func() { r.Body = origBody }()
@@ -748,6 +764,9 @@ func (o *Options) validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("idempotency: New: %s %v is negative", d.name, d.v)
 		}
+	}
+	if o.DownstreamSecret != nil && len(o.DownstreamSecret) < minDownstreamSecret {
+		return fmt.Errorf("idempotency: New: DownstreamSecret is %d bytes, want at least %d random bytes", len(o.DownstreamSecret), minDownstreamSecret)
 	}
 	if o.MaxRequestBytes < 0 {
 		return fmt.Errorf("idempotency: New: MaxRequestBytes %d is negative", o.MaxRequestBytes)
