@@ -122,8 +122,9 @@ type Attempt struct {
 //
 // On Execute the lease is renewed every Options.Lease/3 until Complete or Release (unless
 // req.NoRenew), and Context returns a context that is cancelled, with cause ErrLeaseLost, if the lease
-// is lost to a newer claim while the operation runs. Failing to call Complete or Release leaves the key
-// in flight until its lease ends, and leaks the renewal until then.
+// is lost to a newer claim while the operation runs, and that gives the operation its DownstreamKey.
+// Failing to call Complete or Release leaves the key in flight until its lease ends, and leaks the
+// renewal until then.
 //
 // Begin returns an error wrapping ErrStore when the store fails (or does not answer within
 // Options.StoreTimeout), ErrQuotaExceeded when the scope holds as many records as the store allows
@@ -217,6 +218,11 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		} else {
 			a.ctx = ctx
 		}
+		if spare == nil {
+			// Begin's caller, or serveTx's handler, finds its DownstreamKey here; the middleware's
+			// execute puts it in the handler's request itself.
+			a.ctx = m.withDownstream(a.ctx, a.Key)
+		}
 		if !req.NoRenew {
 			a.renewal = m.renewer.start(m, a, spare)
 		}
@@ -230,7 +236,8 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 
 // Context returns the context the operation should run under (Execute): Begin's context, cancelled
 // with cause ErrLeaseLost (context.Cause) when renewal finds that a newer claim took the key over,
-// and cancelled when the attempt is finished. For other decisions it returns context.Background().
+// and cancelled when the attempt is finished. DownstreamKey derives the operation's keys for outside
+// systems from it. For other decisions it returns context.Background().
 func (a *Attempt) Context() context.Context {
 	if a == nil || a.ctx == nil {
 		return context.Background()

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"io"
 	"net/http"
 	"net/url"
@@ -215,5 +216,40 @@ func startCPU() cpuMeter {
 func (c cpuMeter) report(b *testing.B) {
 	if t, ok := processCPU(); ok && c.ok && b.N > 0 {
 		b.ReportMetric(float64(t-c.start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// BenchmarkBodyFingerprint compares the default fingerprint (SHA-256 of the body's bytes) with
+// CanonicalJSONFingerprint on a small order and on a 64 KiB list of them.
+func BenchmarkBodyFingerprint(b *testing.B) {
+	small := []byte(`{"account":"acc_1","side":"buy","items":[{"sku":"sku_1","qty":2,"price":12.50},{"sku":"sku_2","qty":1,"price":3}],"note":"leave at the door \u00e9"}`)
+	var big bytes.Buffer
+	big.WriteString(`{"orders":[`)
+	for i := 0; big.Len() < 64<<10; i++ {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		big.Write(small)
+	}
+	big.WriteString(`]}`)
+	r := &http.Request{Method: "POST", URL: &url.URL{Path: "/v1/orders", RawQuery: "expand=items"}}
+	for _, body := range []struct {
+		name string
+		b    []byte
+	}{{"small", small}, {"64KiB", big.Bytes()}} {
+		b.Run(body.name+"/bytes", func(b *testing.B) {
+			b.SetBytes(int64(len(body.b)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = idempotency.NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, sha256.Sum256(body.b))
+			}
+		})
+		b.Run(body.name+"/canonical-json", func(b *testing.B) {
+			b.SetBytes(int64(len(body.b)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = idempotency.CanonicalJSONFingerprint(r, body.b)
+			}
+		})
 	}
 }

@@ -25,15 +25,19 @@ const (
 // Transport is the client side of the protocol, an http.RoundTripper for calling idempotent APIs. On
 // a mutating request (POST, PUT, PATCH, DELETE by default) it adds an Idempotency-Key when the request
 // has none (NewKey), and retries with the same key and the same body when the attempt failed in a way
-// a retry can fix: a network error, 409 (the first attempt is still running), or 5xx. Because the key
-// is the same, the server runs the operation at most once, and a retry that comes after the first
-// attempt completed gets its response replayed.
+// a retry can fix: a network error, 409 (the first attempt is still running), 429 (a rate limit or a
+// quota: the request was refused, not carried out) or 5xx. Because the key is the same, the server
+// runs the operation at most once, and a retry that comes after the first attempt completed gets its
+// response replayed.
 //
-// Retries wait with exponential backoff and jitter (MinBackoff doubling up to MaxBackoff, each wait
-// drawn from its upper half), or exactly Retry-After when the response has one. A response with
-// Idempotent-Replayed: true is final and returned as it is, whatever its status: retrying could
-// only replay it again. The request's context bounds everything: when it ends during a wait, RoundTrip
-// returns its error at once.
+// Retries wait exactly Retry-After when the response has one (delay-seconds or an HTTP-date, RFC
+// 9110 §10.2.3), and otherwise — a network error, or a 409, 429 or 5xx without a Retry-After it can
+// read — with exponential backoff and jitter (MinBackoff doubling up to MaxBackoff, each wait drawn
+// from its upper half). A Retry-After longer than MaxRetryAfter is not waited for: the response is
+// returned. A response with Idempotent-Replayed: true is final and returned as it is, whatever its
+// status: retrying could only replay it again. The request's context bounds everything: a wait that
+// would end after its deadline is not started (the last response, or error, is returned at once),
+// and when the context ends during a wait, RoundTrip returns its error at once.
 //
 // The body is replayed from req.GetBody (which http.NewRequest sets for in-memory bodies) or, when
 // there is none, from a copy of up to MaxBufferedBody bytes; a larger body without GetBody is sent
@@ -177,21 +181,33 @@ func (t *Transport) retryable(ctx context.Context, resp *http.Response, err erro
 	if err != nil {
 		// A network error: the request may or may not have reached the server. The same key makes
 		// finding out safe.
-		return t.backoff(attempt), !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		wait := t.backoff(attempt)
+		return wait, !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && fits(ctx, time.Now(), wait)
 	}
 	if resp.Header.Get(HeaderReplayed) == "true" {
 		return 0, false
 	}
-	if resp.StatusCode != http.StatusConflict && resp.StatusCode < 500 {
+	switch {
+	case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+	default:
 		return 0, false
 	}
-	if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-		if d > orDefault(t.MaxRetryAfter, DefaultMaxRetryAfter) {
-			return 0, false
-		}
-		return d, true
+	now := time.Now()
+	wait, ok := retryAfter(resp.Header.Get("Retry-After"), now)
+	switch {
+	case !ok:
+		wait = t.backoff(attempt)
+	case wait > orDefault(t.MaxRetryAfter, DefaultMaxRetryAfter):
+		return 0, false
 	}
-	return t.backoff(attempt), true
+	return wait, fits(ctx, now, wait)
+}
+
+// fits reports whether a retry after wait can still start before ctx's deadline: waiting past it
+// could only end in the context's error, so the caller gets the response it has instead.
+func fits(ctx context.Context, now time.Time, wait time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || now.Add(wait).Before(deadline)
 }
 
 // backoff is the wait after the given attempt: MinBackoff·2^(attempt-1), capped, drawn uniformly from

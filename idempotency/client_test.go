@@ -161,15 +161,117 @@ func TestTransportBackoffAndRetryAfter(t *testing.T) {
 	t.Run("context ends during the wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &scripted{script: []func(*http.Request) (*http.Response, error){respond(503, "Retry-After", "30")}}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			go func() {
+				time.Sleep(5 * time.Second)
+				cancel()
+			}()
 			start := time.Now()
 			_, err := (&idempotency.Transport{Base: base}).RoundTrip(post(t, ctx, nil))
-			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorIs(t, err, context.Canceled)
 			require.Equal(t, 5*time.Second, time.Since(start))
 			require.EqualValues(t, 1, base.attempts.Load())
 		})
 	})
+	t.Run("a wait past the context's deadline returns the response at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// Waiting could only end in the deadline's error: the caller gets the server's answer
+			// (its problem, its Retry-After) instead, without the wait.
+			base := &scripted{script: []func(*http.Request) (*http.Response, error){respond(503, "Retry-After", "30")}}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			resp, err := (&idempotency.Transport{Base: base}).RoundTrip(post(t, ctx, nil))
+			require.NoError(t, err)
+			require.Equal(t, 503, resp.StatusCode)
+			require.Equal(t, "30", resp.Header.Get("Retry-After"))
+			resp.Body.Close()
+			require.Zero(t, time.Since(start))
+			require.EqualValues(t, 1, base.attempts.Load())
+		})
+	})
+}
+
+// A 429 is retried with the same key and body: after exactly its Retry-After (seconds or an
+// HTTP-date), or, without one, after the backoff of a 5xx; within MaxAttempts, MaxRetryAfter and the
+// request's context.
+func TestTransportRetries429(t *testing.T) {
+	type step = func(*http.Request) (*http.Response, error)
+	cases := []struct {
+		name         string
+		script       func() []step // built inside the bubble, where an HTTP-date is relative to its clock
+		transport    idempotency.Transport
+		ctxTimeout   time.Duration
+		wantStatus   int
+		wantAttempts int64
+		wantGaps     []time.Duration // exact waits; nil: checked by wantGapRange
+		wantGapRange [2]time.Duration
+	}{
+		{name: "Retry-After seconds", script: func() []step { return []step{respond(429, "Retry-After", "2"), respond(201)} },
+			wantStatus: 201, wantAttempts: 2, wantGaps: []time.Duration{2 * time.Second}},
+		{name: "Retry-After HTTP-date", script: func() []step {
+			at := time.Now().Add(5 * time.Second).UTC().Format(http.TimeFormat)
+			return []step{respond(429, "Retry-After", at), respond(201)}
+		}, wantStatus: 201, wantAttempts: 2, wantGaps: []time.Duration{5 * time.Second}},
+		{name: "Retry-After zero", script: func() []step { return []step{respond(429, "Retry-After", "0"), respond(201)} },
+			wantStatus: 201, wantAttempts: 2, wantGaps: []time.Duration{0}},
+		{name: "without Retry-After: the backoff", script: func() []step { return []step{respond(429), respond(429), respond(201)} },
+			transport:  idempotency.Transport{MinBackoff: 100 * time.Millisecond},
+			wantStatus: 201, wantAttempts: 3, wantGapRange: [2]time.Duration{50 * time.Millisecond, 200 * time.Millisecond}},
+		{name: "unparsable Retry-After: the backoff", script: func() []step { return []step{respond(429, "Retry-After", "soon"), respond(201)} },
+			transport:  idempotency.Transport{MinBackoff: 100 * time.Millisecond},
+			wantStatus: 201, wantAttempts: 2, wantGapRange: [2]time.Duration{50 * time.Millisecond, 100 * time.Millisecond}},
+		{name: "bounded by MaxAttempts", script: func() []step { return []step{respond(429, "Retry-After", "1")} },
+			transport:  idempotency.Transport{MaxAttempts: 3},
+			wantStatus: 429, wantAttempts: 3, wantGaps: []time.Duration{time.Second, time.Second}},
+		{name: "beyond MaxRetryAfter: returned", script: func() []step { return []step{respond(429, "Retry-After", "120"), respond(201)} },
+			transport:  idempotency.Transport{MaxRetryAfter: time.Minute},
+			wantStatus: 429, wantAttempts: 1},
+		{name: "past the context's deadline: returned at once", script: func() []step { return []step{respond(429, "Retry-After", "60"), respond(201)} },
+			ctxTimeout: 30 * time.Second, wantStatus: 429, wantAttempts: 1},
+		{name: "replayed 429 is final", script: func() []step {
+			return []step{respond(429, "Retry-After", "1", idempotency.HeaderReplayed, "true"), respond(201)}
+		},
+			wantStatus: 429, wantAttempts: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &scripted{script: tc.script()}
+				tr := tc.transport
+				tr.Base = base
+				ctx := context.Background()
+				if tc.ctxTimeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.ctxTimeout)
+					defer cancel()
+				}
+				start := time.Now()
+				resp, err := tr.RoundTrip(post(t, ctx, strings.NewReader(order)))
+				require.NoError(t, err)
+				require.Equal(t, tc.wantStatus, resp.StatusCode)
+				resp.Body.Close()
+				require.Equal(t, tc.wantAttempts, base.attempts.Load())
+				if tc.wantAttempts == 1 {
+					require.Zero(t, time.Since(start), "no wait before returning the response")
+				}
+				for i := 1; i < len(base.times); i++ {
+					gap := base.times[i].Sub(base.times[i-1])
+					if tc.wantGaps != nil {
+						require.Equal(t, tc.wantGaps[i-1], gap, "wait %d", i)
+					} else {
+						require.GreaterOrEqual(t, gap, tc.wantGapRange[0], "wait %d", i)
+						require.LessOrEqual(t, gap, tc.wantGapRange[1], "wait %d", i)
+					}
+				}
+				for i := range base.keys {
+					require.Equal(t, base.keys[0], base.keys[i], "the same key on every attempt")
+					require.Equal(t, order, base.bodies[i], "the same body on every attempt")
+				}
+			})
+		})
+	}
 }
 
 func TestTransportRequestHandling(t *testing.T) {

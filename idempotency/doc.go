@@ -57,7 +57,12 @@
 // and are not replayed.
 //
 // The fingerprint (NewFingerprint) is SHA-256 over the method, the escaped path, the canonical
-// query (parameters sorted by name) and the SHA-256 of the body.
+// query (parameters sorted by name) and the SHA-256 of the body: by default a retry must send the
+// body's bytes again, exactly. Options.Fingerprint replaces it: CanonicalJSONFingerprint takes the
+// body's JSON value instead of its bytes (member order, whitespace, string escapes and number forms
+// do not count, RFC 8785's rules with numbers compared by exact value; a body that is not strict JSON
+// counts by its bytes), and a team's own function may decide what makes two requests the same.
+// Whatever decides, it decides on every path: the claim, the in-flight 409, the replay.
 //
 // # Scope
 //
@@ -113,13 +118,19 @@
 //	no stored secret in plain text                Options.Sealer, or Secret marks (stored without body)
 //	a writer of the store cannot choose a replay  Options.Sealer: status, headers and body sealed
 //	                                                  together, bound to scope and key; fails closed
+//	an outside system's effect happens once       the handler passing DownstreamKey to that system's
+//	  when the handler runs again                     own idempotency key (a payment provider's, say)
 //
 // The one window left in the ordinary mode: the process that ran the handler dies (or is cut off
 // from the store while the retries are not) after the handler's side effects and before its response
 // is stored, and stays away for the lease and the extra lease. A retry then runs the handler again.
 // No lease can close that window, since nothing but the handler's own storage knows the work was
-// done; the transactional mode closes it, because the work and the record commit together or not at
-// all.
+// done; the transactional mode closes it for the handler's own database writes, because the work
+// and the record commit together or not at all. Calls to outside systems — in either mode — are
+// made once by passing them DownstreamKey(r.Context(), "charge"): a key derived from the request's
+// scope, its Idempotency-Key and the call's name alone, so the run that takes over, on any replica,
+// sends the same key, and the outside system, deduplicating by it, does the work once. The key is
+// an opaque UUID that reveals neither the client's key nor its scope (Options.DownstreamSecret).
 //
 // # Refused requests and secrets
 //
@@ -171,9 +182,11 @@
 // # Client side
 //
 // NewKey returns a UUID v4 key. Transport is an http.RoundTripper that adds a key to mutating
-// requests that lack one and retries network errors, 409 and 5xx with the same key and body, with
-// exponential backoff and jitter, honouring Retry-After and the request's context; a replayed
-// response is final.
+// requests that lack one and retries network errors, 409, 429 and 5xx with the same key and body:
+// after exactly Retry-After (seconds or an HTTP-date; a 429 quota answer carries one) up to
+// MaxRetryAfter, or else with exponential backoff and jitter, within MaxAttempts and the request's
+// context (a wait that would outlast its deadline returns the response at once); a replayed response
+// is final.
 //
 // # Observability
 //

@@ -215,3 +215,72 @@ func ExampleNewFingerprint() {
 	// Output:
 	// true false
 }
+
+// A handler that charges through a payment provider passes the provider a downstream key: when the
+// handler runs again for the same request — its process died after the charge, before the response
+// was stored — the provider sees the same key and charges once.
+func ExampleDownstreamKey() {
+	charged := map[string]bool{} // the provider's own idempotency records
+	charges := 0
+	charge := func(idempotencyKey string) {
+		if !charged[idempotencyKey] {
+			charged[idempotencyKey] = true
+			charges++
+		}
+	}
+	m, err := idempotency.New(nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	crashed := false
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotency.DownstreamKey(r.Context(), "charge")
+		if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		charge(key) // e.g. Stripe: the Idempotency-Key header of POST /v1/payment_intents
+		if !crashed {
+			crashed = true
+			panic("the process dies before the response is stored")
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for range 2 {
+		func() {
+			defer func() { _ = recover() }()
+			r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(`{"amount":1200}`))
+			r.Header.Set("Authorization", "Bearer sk_sandbox_example")
+			r.Header.Set("Idempotency-Key", "3f1c2a7e-5b1d-4c8e-9a0f-2d6b8e4c1a93")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			fmt.Println("status", w.Code)
+		}()
+	}
+	fmt.Println("charges:", charges)
+	// Output:
+	// status 201
+	// charges: 1
+}
+
+// A JSON API lets a retry re-serialize its body: the members in another order are the same request.
+func ExampleCanonicalJSONFingerprint() {
+	m, err := idempotency.New(&idempotency.Options{Fingerprint: idempotency.CanonicalJSONFingerprint})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	for _, body := range []string{`{"account":"acc_1","side":"buy"}`, `{ "side": "buy", "account": "acc_1" }`} {
+		r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer sk_sandbox_example")
+		r.Header.Set("Idempotency-Key", "k-1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d replayed=%q\n", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+	// Output:
+	// 201 replayed=""
+	// 201 replayed="true"
+}

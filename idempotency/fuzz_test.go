@@ -2,12 +2,16 @@ package idempotency_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/svcplatform/conventions/idempotency"
 )
@@ -125,4 +129,106 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzCanonicalJSON checks the canonicalizer of CanonicalJSONFingerprint on arbitrary bodies: it never
+// panics and is deterministic; what it accepts is JSON, and the same JSON re-serialized by
+// encoding/json (maps sorted by UTF-8, indented, HTML escaped, every string re-escaped) has the same
+// canonical form; what it refuses is not strict JSON (invalid, invalid UTF-8, a lone surrogate, a
+// member named twice, too deep).
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"account":"acc_1","side":"buy"}`, ` { "b" : [ 1 , 2.50 , -0 , 1e2 ] , "a" : { "y" : null , "x" : true } } `,
+		`"\u0041\/\ud83d\ude00\u2028"`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `"\ud800"`, "\"\xff\"",
+		`[9007199254740993,0.1e-5,1E+21]`, `{"\u20ac":1,"\r":2,"\ufb33":3,"1":4,"\ud83d\ude00":5,"\u0080":6,"\u00f6":7}`,
+		`side=buy`, ``, `[[[[[]]]]]`, `{"":{"":{"":""}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	loneSurrogate := regexp.MustCompile(`(?i)\\ud[89a-f]`)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		form, ok := idempotency.CanonicalJSON(data)
+		again, ok2 := idempotency.CanonicalJSON(data)
+		if ok != ok2 || !bytes.Equal(form, again) {
+			t.Fatalf("not deterministic for %q", data)
+		}
+		if !ok {
+			if json.Valid(data) && utf8.Valid(data) && !loneSurrogate.Match(data) && !hasDuplicateMember(data) {
+				t.Fatalf("refused strict JSON %q", data)
+			}
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("accepted %q, which encoding/json cannot decode: %v", data, err)
+		}
+		re, err := json.MarshalIndent(v, "", "\t")
+		if err != nil {
+			t.Fatalf("re-encode %q: %v", data, err)
+		}
+		reForm, ok := idempotency.CanonicalJSON(re)
+		if !ok || !bytes.Equal(form, reForm) {
+			t.Fatalf("%q re-serialized as %q: canonical forms differ (ok=%v)", data, re, ok)
+		}
+	})
+}
+
+// hasDuplicateMember reports whether some object in data (valid JSON) names a member twice, after
+// unescaping, as a strict decoder sees it.
+func hasDuplicateMember(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type level struct {
+		names  map[string]bool
+		object bool
+		key    bool // the next string token of an object is a member name
+	}
+	var stack []level
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) || err != nil {
+			return false
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			switch tok {
+			case '{':
+				if top != nil && top.object {
+					top.key = true
+				}
+				stack = append(stack, level{names: map[string]bool{}, object: true, key: true})
+			case '[':
+				if top != nil && top.object {
+					top.key = true
+				}
+				stack = append(stack, level{})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.object && top.key {
+				if top.names[tok] {
+					return true
+				}
+				top.names[tok] = true
+				top.key = false
+				continue
+			}
+			if top != nil && top.object {
+				top.key = true
+			}
+		default:
+			if top != nil && top.object {
+				top.key = true
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -19,6 +20,9 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/seal"
 )
+
+// minDownstreamSecret is the shortest Options.DownstreamSecret New accepts.
+const minDownstreamSecret = 32
 
 // Defaults of Options.
 const (
@@ -87,6 +91,30 @@ type Options struct {
 	// headers: the replay has an empty body and HeaderBodyOmitted. The handler never runs twice.
 	// Default DefaultMaxResponseBytes (1 MiB).
 	MaxResponseBytes int64
+	// Fingerprint describes a request, so that a retry that is the same request replays while another
+	// request under the same key is refused (422 idempotency_key_reused, on every path: in flight,
+	// completed, lease expired). It gets the request and its whole body (at most MaxRequestBytes,
+	// valid only during the call). An error is answered with apierror.Write (an *apierror.Error as it
+	// is, anything else as an opaque 500), and the handler does not run.
+	//
+	// Default: NewFingerprint over the method, the escaped path, the canonical query and the SHA-256
+	// of the body's bytes, so a retry must send the same bytes. CanonicalJSONFingerprint lets a JSON
+	// client re-serialize the same body (members reordered, other whitespace). A team's own function
+	// may leave out what a retry may change, or add what it must not (a header that selects the
+	// behaviour); build it on NewFingerprint. Every replica must use the same function, and changing
+	// it makes requests stored before the change different requests (422) until their Retention ends.
+	Fingerprint func(r *http.Request, body []byte) (Fingerprint, error)
+
+	// DownstreamSecret keys the HMAC-SHA256 that derives DownstreamKey's keys from a request's scope
+	// and Idempotency-Key, so that an outside system that receives them cannot confirm a guess of
+	// either, however guessable the client's keys and the scopes are. Every replica must have the
+	// same secret (a key must be the same when a retry reaches another replica), and changing it
+	// changes every downstream key: an outside system would then see the retry of a request made
+	// before the change as a new call. At least 32 bytes, random; an empty one is an error. Default:
+	// none, and a public HMAC key: enough when scopes or keys cannot be guessed (the default Scope is a
+	// credential's SHA-256; Transport's keys are random UUIDs).
+	DownstreamSecret []byte
+
 	// ReplayHeaders are response headers stored and replayed in addition to Content-Type and
 	// Location. Other headers are not replayed: they may be per-request (Date, X-Request-Id) or
 	// sensitive (Set-Cookie).
@@ -156,7 +184,8 @@ type Options struct {
 type Middleware struct {
 	store            Store
 	scope            func(*http.Request) (string, error)
-	methods          []string // nil: the default set
+	fingerprint      func(*http.Request, []byte) (Fingerprint, error) // nil: over the body's bytes
+	methods          []string                                         // nil: the default set
 	lease            time.Duration
 	renewEvery       time.Duration
 	retention        time.Duration
@@ -168,6 +197,7 @@ type Middleware struct {
 	cancelOnLoss     bool
 	storeTimeout     time.Duration
 	sealer           *seal.Ring
+	downstreamSecret []byte
 	tx               Transactor
 	now              func() time.Time
 	log              *slog.Logger
@@ -199,6 +229,7 @@ func New(opts *Options) (*Middleware, error) {
 	m := &Middleware{
 		store:            o.Store,
 		scope:            o.Scope,
+		fingerprint:      o.Fingerprint,
 		lease:            o.Lease,
 		retention:        o.Retention,
 		maxRequestBytes:  o.MaxRequestBytes,
@@ -208,6 +239,7 @@ func New(opts *Options) (*Middleware, error) {
 		cancelOnLoss:     o.CancelOnLeaseLoss,
 		storeTimeout:     o.StoreTimeout,
 		sealer:           o.Sealer,
+		downstreamSecret: bytes.Clone(o.DownstreamSecret),
 		tx:               o.Transactor,
 		now:              o.Now,
 		log:              o.Logger,
@@ -432,8 +464,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.putExchange(x)
 		}
 	}()
-	bodySum, err := x.readBody(r, m.maxRequestBytes)
-	if err != nil {
+	if err := x.readBody(r, m.maxRequestBytes); err != nil {
 		m.stats.rejected.Add(1)
 		m.outcome(r.Context(), OutcomeRejected)
 		var mbe *http.MaxBytesError
@@ -444,7 +475,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return
 	}
-	req := Request{Scope: scope, Key: key, Fingerprint: NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, bodySum)}
+	req := Request{Scope: scope, Key: key}
+	if m.fingerprint == nil {
+		req.Fingerprint = NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, sha256.Sum256(x.buf))
+	} else if req.Fingerprint, err = m.fingerprint(r, x.buf); err != nil {
+		m.stats.rejected.Add(1)
+		m.outcome(r.Context(), OutcomeRejected)
+		m.problems.Write(w, r, err)
+		return
+	}
 	if m.tx != nil {
 		m.serveTx(w, r, next, x, req)
 		return
@@ -466,9 +505,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
 				slog.String("idempotency_key", key), slog.Any("error", err))
 			x.body.reset(x.buf)
-			r2 := *r
+			r2 := r.WithContext(m.withDownstream(r.Context(), Key{Scope: scope, Key: key}))
 			r2.Body = &x.body
-			next.ServeHTTP(w, &r2)
+			next.ServeHTTP(w, r2)
 			return
 		}
 		m.outcome(r.Context(), OutcomeStoreError)
@@ -489,8 +528,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // execute runs the handler for a claimed attempt and completes it.
 func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, a *Attempt) {
 	// The handler reads the buffered body. Swapping r.Body in place (and back) is what
-	// http.MaxBytesReader users do; a copy of the request (WithContext) is made only when the
-	// context must change, since copying a Request costs more than the rest of this function.
+	// http.MaxBytesReader users do. The handler's request is a copy with a context that carries the
+	// DownstreamKey material: the copy and the context are one allocation, not pooled, since a
+	// goroutine the handler leaves behind may still read them.
 	x.body.reset(x.buf)
 	ctx := a.ctx
 	var start time.Time
@@ -500,10 +540,9 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 			start = m.now()
 		}
 	}
-	r2 := r
-	if ctx != r.Context() {
-		r2 = r.WithContext(ctx)
-	}
+	g := &governedRequest{ctx: downstreamContext{Context: ctx, key: a.Key, secret: m.downstreamSecret}}
+	g.req = *r.WithContext(&g.ctx) // WithContext is inlined: its own copy stays on the stack
+	r2 := &g.req
 	origBody := r.Body
 	r2.Body = &x.body
 	defer func() { r.Body = origBody }()
@@ -656,12 +695,12 @@ func (m *Middleware) putExchange(x *exchange) {
 	m.buffers.Put(x)
 }
 
-// readBody reads the whole request body into x.buf, at most limit bytes, and returns its SHA-256.
-func (x *exchange) readBody(r *http.Request, limit int64) ([32]byte, error) {
+// readBody reads the whole request body into x.buf, at most limit bytes.
+func (x *exchange) readBody(r *http.Request, limit int64) error {
 	b := x.buf[:0]
 	if r.Body != nil && r.Body != http.NoBody {
 		if r.ContentLength > limit {
-			return [32]byte{}, errBodyTooLarge
+			return errBodyTooLarge
 		}
 		if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength+1 {
 			b = make([]byte, 0, r.ContentLength+1) // +1: room to see EOF without growing
@@ -678,19 +717,19 @@ func (x *exchange) readBody(r *http.Request, limit int64) ([32]byte, error) {
 			b = b[:len(b)+n]
 			if int64(len(b)) > limit {
 				x.buf = b
-				return [32]byte{}, errBodyTooLarge
+				return errBodyTooLarge
 			}
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				x.buf = b
-				return [32]byte{}, err
+				return err
 			}
 		}
 	}
 	x.buf = b
-	return sha256.Sum256(b), nil
+	return nil
 }
 
 // bodyReader replays the buffered request body to the handler.
@@ -732,6 +771,9 @@ func (o *Options) validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("idempotency: New: %s %v is negative", d.name, d.v)
 		}
+	}
+	if o.DownstreamSecret != nil && len(o.DownstreamSecret) < minDownstreamSecret {
+		return fmt.Errorf("idempotency: New: DownstreamSecret is %d bytes, want at least %d random bytes", len(o.DownstreamSecret), minDownstreamSecret)
 	}
 	if o.MaxRequestBytes < 0 {
 		return fmt.Errorf("idempotency: New: MaxRequestBytes %d is negative", o.MaxRequestBytes)

@@ -76,9 +76,11 @@ type ReplicaBackend struct {
 //     handler runs exactly once, every answer is the original response or 409 in use, and afterwards
 //     every retry at either replica replays the identical body (in a transactional mode, exactly one
 //     order per key committed);
-//   - OwnerKilled: the replica that owns a key dies mid-request; duplicates get 409 until its claim
-//     is over (the lease, or the rollback), then concurrent retries at the survivors run the handler
-//     exactly once, and the dead owner's late completion is refused;
+//   - OwnerKilled: the replica that owns a key dies mid-request, after its handler called an outside
+//     system; duplicates get 409 until its claim is over (the lease, or the rollback), then
+//     concurrent retries at the survivors run the handler exactly once, and the dead owner's late
+//     completion is refused; the handler's second call to the outside system carries the same
+//     idempotency.DownstreamKey as the dead owner's, so the outside effect happens once;
 //   - StoreOutage: with the backend unreachable the answer is 503 with Retry-After and the handler
 //     does not run.
 //
@@ -399,8 +401,12 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 
 	started := make(chan struct{})
 	var doomedRuns, runs atomic.Int32
+	charges := &outside{effects: map[string]int{}}
 	doomed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		doomedRuns.Add(1)
+		if err := charges.call(r); err != nil {
+			t.Error(err)
+		}
 		if tx {
 			if err := b.WriteOrder(r, "order-000", "doomed"); err != nil {
 				t.Error(err)
@@ -413,6 +419,10 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		run := randid.New("run_")
+		if err := charges.call(r); err != nil {
+			t.Error(err)
+			return
+		}
 		if tx {
 			if err := b.WriteOrder(r, "order-000", run); err != nil {
 				t.Error(err)
@@ -501,6 +511,10 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 		check.Equal(t, *original.Load(), r.body, "a retry after completion")
 	}
 	check.Equal(t, 1, runs.Load())
+	// The outside system was called by the dead owner and by the retry, with one downstream key: it
+	// did its work once, though no transaction can roll it back.
+	check.Equal(t, 2, charges.calls(), "calls to the outside system")
+	check.Equal(t, 1, len(charges.effects), "outside effects (downstream keys seen)")
 	key := idempotency.Key{Scope: replicaScope(replicaAuth), Key: "order-000"}
 	if tx {
 		// The dead owner's order rolled back with its claim: one order exists.
@@ -514,6 +528,35 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	check.NoError(t, err)
 	check.Equal(t, idempotency.Completed, rec.Status)
 	check.Equal(t, *original.Load(), string(rec.Response.Body))
+}
+
+// outside is an outside system that dedupes by the idempotency key it is sent, as payment providers
+// do: effects counts the calls per key, and one key is one effect.
+type outside struct {
+	mu      sync.Mutex
+	effects map[string]int
+}
+
+// call makes the handler's call, with its request's downstream key for "charge".
+func (o *outside) call(r *http.Request) error {
+	k, err := idempotency.DownstreamKey(r.Context(), "charge")
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.effects[k]++
+	return nil
+}
+
+func (o *outside) calls() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, c := range o.effects {
+		n += c
+	}
+	return n
 }
 
 func testStoreOutage(t *testing.T, mode ReplicaMode) {
