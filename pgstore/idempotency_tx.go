@@ -55,7 +55,12 @@ import (
 // plus its handler's own statements (TestIdempotencyRoundTrips pins it). The semantics are
 // PostgreSQL's: a failure of anything queued is the error of the statement it travelled with, and a
 // completion that would match no row fails the commit instead of committing without it. The
-// transaction is a pgx.Tx in every respect but LargeObjects, which it does not support.
+// transaction is a pgx.Tx in every respect, escape hatches included: Conn and LargeObjects send what
+// is queued before they hand out the connection, and the transaction queues nothing after that, so
+// work done through them runs inside the transaction (and the savepoint it is in) and is rolled
+// back with it; a statement Prepare creates is deallocated when the transaction ends, so the pool's
+// next user never inherits it. A SET is PostgreSQL's: rolled back with the transaction, kept on the
+// pooled connection when it commits; use SET LOCAL for a setting of the request's own.
 //
 // Each request holds one connection from the DB for as long as its handler runs; size the pool for
 // the number of mutating requests in flight. Records written in transactional mode are ordinary rows
@@ -191,7 +196,7 @@ func (s *idemTxStore) Complete(ctx context.Context, key idempotency.Key, token u
 			return fmt.Errorf("pgstore: idempotency complete: encode header: %w", err)
 		}
 	}
-	return pt.queue(queued{sql: pipelinedCompletion(s.sql.complete), mapErr: completionLost,
+	return pt.queue(ctx, queued{sql: pipelinedCompletion(s.sql.complete), mapErr: completionLost,
 		args: []any{key.Scope, key.Key, int64(token), int32(resp.Status), header, resp.Body, expiresAt}})
 }
 
