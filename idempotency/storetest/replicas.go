@@ -397,7 +397,7 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	ctx := context.Background()
 	clock := testclock.New(time.Now().UTC())
 
-	started := make(chan struct{})
+	started, dying := make(chan struct{}), make(chan struct{})
 	var doomedRuns, runs atomic.Int32
 	doomed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		doomedRuns.Add(1)
@@ -407,7 +407,13 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 			}
 		}
 		close(started)
-		<-r.Context().Done() // the replica is going down; it never answers
+		// The replica is going down; it never answers. (In a transactional mode the client's
+		// disconnect alone does not end the handler, which would finish and commit: the replica's
+		// death does.)
+		select {
+		case <-r.Context().Done():
+		case <-dying:
+		}
 	})
 	var original atomic.Pointer[string]
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -463,6 +469,7 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 		kStore.killed.Store(true)
 	}
 	kill()
+	close(dying)
 	check.Error(t, (<-aDone).err)
 	<-stopped
 
