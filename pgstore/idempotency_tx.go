@@ -189,8 +189,10 @@ func handlerAbortedCommit(err error) bool {
 func txAborted(tx DB) bool {
 	var conn *pgx.Conn
 	switch tx := tx.(type) {
-	case *pipeTx:
-		conn = tx.conn.Conn() // not tx.Conn(), which would send the queue
+	case *pipeTx: // not tx.Conn(), which would send the queue and end the pipelining
+		conn = tx.conn.Conn()
+	case *pipeSavepoint: // a Transactor built on a request's own transaction
+		conn = tx.tx.conn.Conn()
 	case pgx.Tx:
 		conn = tx.Conn()
 	}

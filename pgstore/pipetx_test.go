@@ -102,6 +102,22 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 		}))
 		require.Equal(t, 3, count())
 	})
+	t.Run("a handler's failure is told from the store's in a nested Transactor", func(t *testing.T) {
+		key := idempotency.Key{Scope: "s", Key: "nested"}
+		err := run(func(ctx context.Context, outer pgx.Tx) error {
+			inner := must(pgstore.NewTransactor(outer, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+			return inner.InTx(ctx, func(ctx context.Context, st idempotency.Store) error {
+				c, err := st.Claim(ctx, key, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
+				require.NoError(t, err)
+				tx, _ := pgstore.TxFromContext(ctx)
+				_, err = tx.Exec(ctx, `SELECT 1/0`)
+				require.Error(t, err)
+				return st.Complete(ctx, key, c.Token, idempotency.Response{Status: 201}, idemT0.Add(idemRetention))
+			})
+		})
+		require.ErrorIs(t, err, idempotency.ErrTxAborted)
+		require.Equal(t, 3, count())
+	})
 	t.Run("the completion of a vanished claim rolls everything back", func(t *testing.T) {
 		key := idempotency.Key{Scope: "s", Key: "gone"}
 		err := tr.InTx(ctx, func(ctx context.Context, st idempotency.Store) error {
