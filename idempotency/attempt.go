@@ -418,6 +418,8 @@ func (a *Attempt) finished(err error) {
 	case err == nil:
 	case errors.Is(err, ErrLeaseLost):
 		a.m.stats.leaseLost.Add(1)
+	case errors.Is(err, ErrTxAborted):
+		// The handler's failure, not the store's: serveTx counts the release.
 	default:
 		a.m.stats.storeErrors.Add(1)
 	}

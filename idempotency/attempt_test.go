@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -297,6 +298,39 @@ func TestTransactionalMode(t *testing.T) {
 		w = serve(mw, req("POST", "/orders", "k1", authA, order))
 		require.Equal(t, 201, w.Code)
 		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
+	})
+
+	t.Run("the handler's own SQL failure: opaque 500, nothing carried out, retry runs", func(t *testing.T) {
+		s, _, mw, m := newTx()
+		s.failNext = fmt.Errorf("commit: %w: %w", idempotency.ErrTxAborted, errors.New(`ERROR: duplicate key value violates unique constraint "orders_pkey"`))
+		w := serve(mw, req("POST", "/orders", "k1", authA, order))
+		requireProblem(t, w, 500, "internal_error")
+		require.Empty(t, w.Header().Get("Retry-After"))
+		require.NotContains(t, w.Body.String(), "created")
+		require.NotContains(t, w.Body.String(), "orders_pkey")
+		require.Empty(t, s.records)
+		require.EqualValues(t, 1, m.Stats().Released)
+		require.Zero(t, m.Stats().StoreErrors)
+		w = serve(mw, req("POST", "/orders", "k1", authA, order))
+		require.Equal(t, 201, w.Code)
+		require.Empty(t, w.Header().Get(idempotency.HeaderReplayed))
+	})
+
+	t.Run("a client that disconnects does not cancel the handler", func(t *testing.T) {
+		s := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+		var seen error
+		m := must(idempotency.New(&idempotency.Options{Transactor: s}))
+		mw := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = r.Context().Err()
+			w.WriteHeader(http.StatusCreated)
+		}))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // gone before the handler even runs
+		serve(mw, req("POST", "/orders", "k1", authA, order).WithContext(ctx))
+		require.NoError(t, seen)
+		require.Equal(t, 1, s.commits)
+		w := serve(mw, req("POST", "/orders", "k1", authA, order))
+		require.Equal(t, "true", w.Header().Get(idempotency.HeaderReplayed))
 	})
 
 	t.Run("5xx under ReleaseServerErrors rolls back", func(t *testing.T) {

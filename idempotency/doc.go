@@ -47,6 +47,7 @@
 //	                                                        owner's late completion is refused
 //	same key after Retention (24 h)                     a new request
 //	handler panics                                      the key is released, the panic goes on
+//	handler's own SQL fails (Transactor)                500 internal_error, nothing committed, the key free
 //	response body over MaxResponseBytes (1 MiB)         sent in full; replays carry the status and
 //	                                                        headers, an empty body, Idempotent-Body-Omitted: true
 //
@@ -169,9 +170,16 @@
 // With Options.Transactor the claim, the handler's own database writes and the stored response
 // commit in one transaction (pgstore provides the Transactor): a crash before the commit leaves
 // nothing behind, and the response is buffered until the commit so that a client never sees the
-// result of work that then failed to commit. The transaction runs under the request's context, so a
-// client that goes away before the commit rolls it back as well: nothing was done, and its retry with
-// the same key runs the operation once, as a crash would.
+// result of work that then failed to commit. A client that disconnects does not stop its request
+// (Stripe's rule): the transaction runs under the request's context without its cancellation, so the
+// handler finishes, its writes and response commit together, and the client's retry with the same
+// key replays that response without running the handler again. A handler that needs a bound sets its
+// own deadline. When the handler's own SQL fails (a statement it sent failed and left the
+// transaction aborted, or its writes break a constraint checked at the commit), nothing is committed,
+// the key included, and the client gets the opaque 500 (apierror.Internal) rather than a 503 "retry":
+// the same request would fail the same way, and a corrected one may use the same key. A failure of
+// the claim, the completion or the commit themselves (the database unreachable) is the store's: 503
+// with Retry-After, nothing committed.
 //
 // # Without net/http
 //

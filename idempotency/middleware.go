@@ -206,7 +206,7 @@ type Middleware struct {
 	backend          string // the store's name for the Observer, asked once
 
 	// Problems that do not depend on the request are built once; apierror.Writer never mutates them.
-	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge, pQuota *apierror.Error
+	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge, pQuota, pInternal *apierror.Error
 
 	stats   counters
 	buffers sync.Pool // *exchange
@@ -318,6 +318,7 @@ func New(opts *Options) (*Middleware, error) {
 		"header Idempotency-Key: this credential holds as many idempotency records as it may; retry after the number of seconds in Retry-After, as earlier records reach the end of their retention",
 		apierror.Header(HeaderKey, CodeQuotaExceeded, "no room for another idempotency record for this credential")).
 		WithHeader("Retry-After", apierror.RetryAfter(quotaRetryAfter))
+	m.pInternal = apierror.Internal()
 	m.pRespTooLarge = apierror.New(http.StatusInternalServerError, CodeResponseTooLarge,
 		"the response was too large to store for replay, so the request was rolled back and not carried out")
 

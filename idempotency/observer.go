@@ -113,7 +113,8 @@ const (
 	// the key over.
 	OutcomeLeaseLost
 	// OutcomeReleased: the claim was released and nothing stored (a panic, ReleaseServerErrors,
-	// NotPerformed, a response over MaxResponseBytes in transactional mode, Attempt.Release).
+	// NotPerformed, a response over MaxResponseBytes or a handler whose own SQL aborted the
+	// transaction in transactional mode, Attempt.Release).
 	OutcomeReleased
 
 	// NumOutcomes is one more than the largest Outcome, for tables indexed by it.

@@ -24,7 +24,8 @@ type Stats struct {
 	FailedOpen uint64
 	// LeaseLost: completions, releases or renewals refused because a newer claim took the key over.
 	LeaseLost uint64
-	// Released: claims released (handler panics, ReleaseServerErrors, Attempt.Release).
+	// Released: claims released (handler panics, ReleaseServerErrors, Attempt.Release, a handler
+	// whose own SQL aborted its transaction in transactional mode).
 	Released uint64
 	// Panics: handlers that panicked.
 	Panics uint64

@@ -17,7 +17,13 @@ import (
 // the same key waiting (or answering InFlight, as the Store decides) until it ends.
 //
 // pgstore provides one for PostgreSQL. The handler finds the transaction in its request context,
-// where InTx put it (each Transactor documents how).
+// where InTx put it (each Transactor documents how). The middleware calls InTx with a context that a
+// client's disconnect does not cancel: the request finishes and commits, and a retry replays it.
+//
+// A Transactor tells the handler's failures from its own: when the handler's statements left the
+// transaction unable to commit, its error (from InTx or from its Store's Complete) wraps
+// ErrTxAborted, which the middleware answers with the opaque 500 and the key left free; any other
+// error is the store's, answered 503 with Retry-After.
 type Transactor interface {
 	// InTx begins a transaction and calls fn with a context that carries it and a Store bound to it.
 	// When fn returns nil, InTx commits and returns the commit's error; otherwise it rolls back and
@@ -25,6 +31,16 @@ type Transactor interface {
 	// panic continue. The store is used by fn's goroutine only.
 	InTx(ctx context.Context, fn func(ctx context.Context, store Store) error) error
 }
+
+// ErrTxAborted is what a Transactor's error wraps (from InTx, or from its Store's Complete) when the
+// handler's own database work failed inside the transaction — one of its statements failed and left
+// the transaction aborted, or its writes broke a constraint checked at the commit — so that nothing
+// could be committed. It tells that failure from the Transactor's own (a claim, completion or commit
+// that the database could not carry out), which the middleware answers 503 "retry". The same
+// request would fail the same way, so the middleware answers the handler's failure with the opaque
+// 500 instead (apierror.Internal: the request_id, no detail) and, since nothing was committed,
+// leaves the key free for a corrected request.
+var ErrTxAborted = errors.New("idempotency: the handler's work aborted its transaction")
 
 // errRollback ends a transaction whose outcome was decided without committing anything.
 var errRollback = errors.New("idempotency: roll back")
@@ -41,6 +57,10 @@ const (
 // serveTx is serve's transactional mode. The response is buffered and reaches the client only after
 // the commit, so a client never sees the result of work that then failed to commit. FailOpen does
 // not apply: without the transaction there is nothing to run the handler in.
+//
+// The transaction runs under the request's context without its cancellation: a client that
+// disconnects does not stop the request, which finishes and commits, so its retry replays the
+// stored response (Stripe's rule) rather than running the operation again.
 func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, req Request) {
 	a := &x.attempt
 	rec := &x.rec
@@ -56,7 +76,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 				slog.String("idempotency_key", req.Key))
 		}
 	}()
-	err := m.tx.InTx(r.Context(), func(ctx context.Context, store Store) error {
+	err := m.tx.InTx(context.WithoutCancel(r.Context()), func(ctx context.Context, store Store) error {
 		req.Store, req.NoRenew = store, true
 		if err := m.begin(ctx, req, a, m.cancelOnLoss, nil); err != nil {
 			return err
@@ -132,6 +152,15 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 	case errors.Is(err, ErrRecordRefused):
 		// begin counted and logged it; nothing ran, nothing was committed.
 		m.problems.Write(w, r, apierror.Internal())
+	case errors.Is(err, ErrTxAborted):
+		// The handler's own SQL failed: nothing was committed, the key included, so a corrected
+		// request with the same key runs. Not a 503: retrying the same request would fail the same
+		// way. Whatever the handler wrote is dropped; the client gets the opaque 500.
+		m.stats.released.Add(1)
+		m.outcome(r.Context(), OutcomeReleased)
+		m.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: the handler's statements aborted its transaction; rolled back",
+			slog.String("idempotency_key", req.Key), slog.Any("error", err))
+		m.problems.Write(w, r, m.pInternal)
 	default:
 		m.outcome(r.Context(), OutcomeStoreError)
 		// The claim, the completion or the commit failed: nothing was committed, so the request was

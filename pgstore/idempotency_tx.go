@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/idempotency"
@@ -21,14 +24,24 @@ import (
 //
 //   - the transaction commits: the handler's writes and the response are stored together, and every
 //     retry replays that response;
-//   - it rolls back (the handler panicked, the commit failed, the process died, the connection
-//     broke): nothing happened, no record is left, and a retry runs the handler again at once;
-//     there is no lease to wait out and no window where the work is done but the response lost.
+//   - it rolls back (the handler panicked, its SQL failed, the commit failed, the process died, the
+//     connection broke): nothing happened, no record is left, and a retry runs the handler again
+//     at once; there is no lease to wait out and no window where the work is done but the response
+//     lost.
+//
+// A client that disconnects mid-handler does not roll the request back: the middleware runs the
+// transaction under a context its disconnect does not cancel, so the handler finishes, the commit
+// stores its writes and response together, and the retry replays the response.
 //
 // The handler finds the transaction with TxFromContext and must do its writes through it (not through
 // the pool, whose writes would commit on their own). A statement that fails aborts the whole
 // transaction: use a savepoint (tx.Begin) around a statement that may fail and that the handler
-// recovers from, or the request ends in a 503 with nothing committed.
+// recovers from. Otherwise the handler's failure — a statement of its own left the transaction
+// aborted (the server's transaction status says so when the response is about to be stored), or its
+// writes broke a constraint checked at the commit — rolls everything back and InTx's error wraps
+// idempotency.ErrTxAborted: the client gets the opaque 500 and the key stays free, so a corrected
+// request with the same key runs. A failure of the library's own statements or of the connection is
+// the store's: 503 with Retry-After.
 //
 // A duplicate that arrives while the first request's transaction is open answers at once, without
 // queueing behind the uncommitted row (holding a connection while it waits). The claim first tries
@@ -55,7 +68,12 @@ import (
 // plus its handler's own statements (TestIdempotencyRoundTrips pins it). The semantics are
 // PostgreSQL's: a failure of anything queued is the error of the statement it travelled with, and a
 // completion that would match no row fails the commit instead of committing without it. The
-// transaction is a pgx.Tx in every respect but LargeObjects, which it does not support.
+// transaction is a pgx.Tx in every respect, escape hatches included: Conn and LargeObjects send what
+// is queued before they hand out the connection, and the transaction queues nothing after that, so
+// work done through them runs inside the transaction (and the savepoint it is in) and is rolled
+// back with it; a statement Prepare creates is deallocated when the transaction ends, so the pool's
+// next user never inherits it. A SET is PostgreSQL's: rolled back with the transaction, kept on the
+// pooled connection when it commits; use SET LOCAL for a setting of the request's own.
 //
 // Each request holds one connection from the DB for as long as its handler runs; size the pool for
 // the number of mutating requests in flight. Records written in transactional mode are ordinary rows
@@ -144,9 +162,41 @@ func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, stor
 	}
 	// A commit cancelled half-way has an unknown outcome; finish it even if the client left.
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		if handlerAbortedCommit(err) {
+			return fmt.Errorf("pgstore: idempotency transaction: commit: %w: %w", idempotency.ErrTxAborted, err)
+		}
 		return fmt.Errorf("pgstore: idempotency transaction: commit: %w", err)
 	}
 	return nil
+}
+
+// handlerAbortedCommit reports whether a failed COMMIT failed because of fn's own work rather than
+// the database's or the network's: the server answered that the transaction had been aborted
+// before (a statement failed and fn went on), or that a constraint checked at the commit (a
+// deferred one) is broken. The library's own statements never defer a constraint, and one that
+// failed returned its error to fn. A serialization failure or a deadlock (class 40) is not fn's: a
+// retry may succeed.
+func handlerAbortedCommit(err error) bool {
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "23") // integrity_constraint_violation
+}
+
+// txAborted reports whether tx's transaction is aborted on the server — a statement failed in it
+// and no ROLLBACK TO SAVEPOINT followed — as the server's last ReadyForQuery said.
+func txAborted(tx DB) bool {
+	var conn *pgx.Conn
+	switch tx := tx.(type) {
+	case *pipeTx: // not tx.Conn(), which would send the queue and end the pipelining
+		conn = tx.conn.Conn()
+	case *pipeSavepoint: // a Transactor built on a request's own transaction
+		conn = tx.tx.conn.Conn()
+	case pgx.Tx:
+		conn = tx.Conn()
+	}
+	return conn != nil && conn.PgConn().TxStatus() == 'E'
 }
 
 // withDB returns a copy of the store that runs on db, sharing the built SQL.
@@ -179,7 +229,15 @@ func (s *idemTxStore) Claim(ctx context.Context, key idempotency.Key, fp idempot
 // Complete implements idempotency.Store inside the transaction. On a pipelined transaction the
 // completion waits to travel with the COMMIT, in one round trip; a completion that matches no row then
 // fails on the server and the commit rolls back (see pipelinedCompletion). Elsewhere it runs at once.
+//
+// The claim succeeded and only the handler has used the transaction since, so a transaction found
+// aborted here was aborted by the handler's own statements: Complete then sends nothing and returns
+// an error wrapping idempotency.ErrTxAborted (the middleware answers the opaque 500 and the rollback
+// leaves the key free) instead of a statement that would fail as the store's own.
 func (s *idemTxStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+	if txAborted(s.db) {
+		return fmt.Errorf("pgstore: idempotency complete: %w", idempotency.ErrTxAborted)
+	}
 	pt, ok := s.db.(*pipeTx)
 	if !ok {
 		return s.IdempotencyStore.Complete(ctx, key, token, resp, expiresAt)
@@ -191,7 +249,7 @@ func (s *idemTxStore) Complete(ctx context.Context, key idempotency.Key, token u
 			return fmt.Errorf("pgstore: idempotency complete: encode header: %w", err)
 		}
 	}
-	return pt.queue(queued{sql: pipelinedCompletion(s.sql.complete), mapErr: completionLost,
+	return pt.queue(ctx, queued{sql: pipelinedCompletion(s.sql.complete), mapErr: completionLost,
 		args: []any{key.Scope, key.Key, int64(token), int32(resp.Status), header, resp.Body, expiresAt}})
 }
 

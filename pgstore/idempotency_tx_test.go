@@ -113,6 +113,23 @@ func (e *idemTxEnv) record(key string) (idempotency.Record, error) {
 		idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: key}, e.clock.Now())
 }
 
+// requireOpaqueInternal: the answer is the opaque 500 problem, with the request_id and nothing of
+// what failed inside.
+func requireOpaqueInternal(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+	p, err := apierror.Parse(rec.Result())
+	require.NoError(t, err)
+	require.Equal(t, apierror.CodeInternal, p.Code)
+	require.Equal(t, apierror.Internal().Detail, p.Detail)
+	require.Empty(t, p.Errors)
+	require.NotEmpty(t, p.RequestID)
+	require.Empty(t, rec.Header().Get("Retry-After"))
+	for _, leak := range []string{"orders", "SQLSTATE", "23505", "division", "syntax"} {
+		require.NotContains(t, rec.Body.String(), leak)
+	}
+}
+
 func requireProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, rec.Code, rec.Body.String())
@@ -163,17 +180,14 @@ func TestTransactorRollbackLeavesNothing(t *testing.T) {
 			panics: true,
 		},
 		{
-			name: "commit fails",
+			name: "handler's writes fail a deferred constraint at commit",
 			fail: func(e *idemTxEnv, _ http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
 				// A second order for the key: the deferred unique constraint fails at COMMIT.
 				_, err := tx.Exec(r.Context(), `INSERT INTO orders (key, run) VALUES ($1, 'dup')`, r.Header.Get(idempotency.HeaderKey))
 				require.NoError(e.t, err)
 				return true
 			},
-			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
-				requireProblem(t, rec, http.StatusServiceUnavailable, apierror.CodeUnavailable)
-				require.NotEmpty(t, rec.Header().Get("Retry-After"))
-			},
+			check: requireOpaqueInternal,
 		},
 		{
 			name: "handler statement aborts the transaction",
@@ -182,9 +196,30 @@ func TestTransactorRollbackLeavesNothing(t *testing.T) {
 				require.Error(e.t, err)
 				return true // and answers 201 anyway: the completion cannot be stored, so nothing is
 			},
-			check: func(t *testing.T, rec *httptest.ResponseRecorder) {
-				requireProblem(t, rec, http.StatusServiceUnavailable, apierror.CodeUnavailable)
+			check: requireOpaqueInternal,
+		},
+		{
+			name: "handler statement violates a constraint and the handler answers 500",
+			fail: func(e *idemTxEnv, w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+				_, err := tx.Exec(r.Context(), `SET CONSTRAINTS orders_key_unique IMMEDIATE`)
+				require.NoError(e.t, err)
+				_, err = tx.Exec(r.Context(), `INSERT INTO orders (key, run) VALUES ($1, 'dup')`, r.Header.Get(idempotency.HeaderKey))
+				var pe *pgconn.PgError
+				require.ErrorAs(e.t, err, &pe)
+				require.Equal(e.t, "23505", pe.Code)
+				http.Error(w, "orders: "+err.Error(), http.StatusInternalServerError) // internal detail
+				return false
 			},
+			check: requireOpaqueInternal,
+		},
+		{
+			name: "handler statement has a syntax error",
+			fail: func(e *idemTxEnv, w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+				_, err := tx.Exec(r.Context(), `INSERT INTO orders (key, run) VALUSE ('x', 'y')`)
+				require.Error(e.t, err)
+				return true
+			},
+			check: requireOpaqueInternal,
 		},
 		{
 			name:  "server error released",
@@ -264,6 +299,55 @@ func TestTransactorSavepointRecovers(t *testing.T) {
 	require.Equal(t, http.StatusConflict, rec.Code)
 	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
 	require.EqualValues(t, 1, e.runs.Load())
+}
+
+// TestTransactorClientGoneFinishes: a client that disconnects while its handler is inside the
+// transaction does not stop the request. The handler's context is not cancelled, it finishes, its
+// writes and its response commit together, and the client's retry with the same key replays that
+// response without running the handler again (Stripe's rule).
+func TestTransactorClientGoneFinishes(t *testing.T) {
+	e := newIdemTxEnv(t)
+	inside, release := make(chan struct{}), make(chan struct{})
+	var afterErr error
+	h := e.middleware(nil).Handler(e.orderHandler(func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) bool {
+		close(inside)
+		<-release
+		// The client is gone by now; the handler's next statements still run in its transaction.
+		if _, afterErr = tx.Exec(r.Context(), `INSERT INTO orders (key, run) VALUES ('after', 'gone')`); afterErr != nil {
+			http.Error(w, "failed", http.StatusInternalServerError)
+			return false
+		}
+		afterErr = r.Context().Err()
+		return true
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/orders", strings.NewReader(idemTxBody))
+	req.Header.Set("Authorization", "Bearer sk_sandbox_tx")
+	req.Header.Set(idempotency.HeaderKey, "k")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}()
+	<-inside
+	cancel() // the client disconnects mid-handler
+	close(release)
+	<-done
+	require.NoError(t, afterErr, "the handler's context must not end with the client")
+	require.Equal(t, 1, e.orders("k"))
+	require.Equal(t, 1, e.orders("after"))
+	stored, err := e.record("k")
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Completed, stored.Status)
+	require.Equal(t, http.StatusCreated, stored.Response.Status)
+
+	rec := e.do(h, "k")
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
+	require.Equal(t, e.body, rec.Body.String())
+	require.EqualValues(t, 1, e.runs.Load())
+	require.Equal(t, 1, e.orders("k"))
 }
 
 // TestTransactorDuplicateDoesNotWait: while a request's transaction is open, a duplicate (on another

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -22,15 +23,29 @@ import (
 // The semantics are PostgreSQL's own: the queued statements run before the next one, in order, in the
 // same transaction; when one fails, the pipeline stops there, the error is the next statement's, and
 // the transaction is aborted as if it had run alone. A savepoint rolled back before its SAVEPOINT was
-// sent costs nothing. LargeObjects is not supported (its zero value panics when used).
+// sent costs nothing.
+//
+// The escape hatches keep that promise. Conn and LargeObjects send what is queued before they hand
+// out the connection, and from then on the transaction queues nothing (SAVEPOINT and RELEASE go at
+// once), so whatever runs on that connection, now or later, runs inside the transaction and the
+// savepoint it is in, as on any pgx.Tx. LargeObjects works inside the transaction. Prepare sends
+// what is queued first, and a statement it prepares lasts as long as the transaction: it is
+// deallocated when the transaction ends, so the pool's next user never inherits it.
 //
 // pipeTx is not safe for concurrent use, like any pgx.Tx.
 type pipeTx struct {
-	conn     *pgxpool.Conn
+	conn *pgxpool.Conn
+	// ctx is the context the transaction began under: Conn and LargeObjects, which take none, send
+	// what is queued under it.
+	ctx      context.Context
 	pending  []queued
 	begun    bool // BEGIN reached the server
 	closed   bool
+	eager    bool  // the connection was handed out (Conn, LargeObjects): nothing is queued any more
+	deferred error // what failed when Conn or LargeObjects sent the queue: the next statement's error
 	nextSave int
+	prepared []string          // statements Prepare created, deallocated when the transaction ends
+	lo       *pgx.LargeObjects // LargeObjects' answer, once made
 }
 
 var _ pgx.Tx = (*pipeTx)(nil)
@@ -49,14 +64,28 @@ func beginPipeTx(ctx context.Context, pool *pgxpool.Pool, begin string) (*pipeTx
 	if err != nil {
 		return nil, err
 	}
-	return &pipeTx{conn: c, pending: []queued{{sql: begin}}}, nil
+	return &pipeTx{conn: c, ctx: ctx, pending: []queued{{sql: begin}}}, nil
+}
+
+// usable returns why no statement may run on the transaction now, if anything does: it ended, or
+// sending the queue for Conn or LargeObjects failed (that error is returned once, as the next
+// statement's would have been).
+func (t *pipeTx) usable() error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	if err := t.deferred; err != nil {
+		t.deferred = nil
+		return err
+	}
+	return nil
 }
 
 // flushWith sends the queued statements and then sql in one pipeline, and returns the batch results
 // positioned at sql's result. The caller must close them.
 func (t *pipeTx) flushWith(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	if t.closed {
-		return nil, pgx.ErrTxClosed
+	if err := t.usable(); err != nil {
+		return nil, err
 	}
 	b := &pgx.Batch{}
 	for _, q := range t.pending {
@@ -82,7 +111,7 @@ func (t *pipeTx) flushWith(ctx context.Context, sql string, args []any) (pgx.Bat
 
 // Exec implements pgx.Tx.
 func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if len(t.pending) == 0 && !t.closed {
+	if len(t.pending) == 0 && !t.closed && t.deferred == nil {
 		return t.conn.Exec(ctx, sql, args...)
 	}
 	br, err := t.flushWith(ctx, sql, args)
@@ -98,7 +127,7 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 // Query implements pgx.Tx.
 func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if len(t.pending) == 0 && !t.closed {
+	if len(t.pending) == 0 && !t.closed && t.deferred == nil {
 		return t.conn.Query(ctx, sql, args...)
 	}
 	br, err := t.flushWith(ctx, sql, args)
@@ -135,27 +164,75 @@ func (t *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []stri
 	return t.conn.CopyFrom(ctx, table, cols, src)
 }
 
-// Prepare implements pgx.Tx.
+// Prepare implements pgx.Tx: after what is queued, in the transaction (in an aborted one it fails
+// like any statement). A statement it creates is deallocated when the transaction ends; one the
+// connection already had (pgx's Prepare is idempotent) stays. A statement named by its own SQL
+// (name == sql) is pgx's cache-like use, which cannot clash with another statement, and stays too.
 func (t *pipeTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if t.closed {
-		return nil, pgx.ErrTxClosed
+	if name == sql || name == "" {
+		if err := t.flush(ctx); err != nil {
+			return nil, err
+		}
+		return t.conn.Conn().Prepare(ctx, name, sql)
 	}
-	return t.conn.Conn().Prepare(ctx, name, sql)
+	// Whether the connection has the name already travels with what is queued.
+	var had bool
+	if err := t.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = $1)", name).Scan(&had); err != nil {
+		return nil, err
+	}
+	sd, err := t.conn.Conn().Prepare(ctx, name, sql)
+	if err == nil && !had && !slices.Contains(t.prepared, name) {
+		t.prepared = append(t.prepared, name)
+	}
+	return sd, err
 }
 
-// LargeObjects implements pgx.Tx; large objects are not supported on this transaction.
-func (t *pipeTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+// LargeObjects implements pgx.Tx: the large objects API inside the transaction (and the savepoint it
+// is in). Like Conn, it sends what is queued first and makes the transaction queue nothing more. If
+// the connection is broken so that not even that can be sent, it panics with the error, since
+// pgx.Tx gives it no error result; the middleware handles that as a handler panic (rolled back, key
+// released).
+func (t *pipeTx) LargeObjects() pgx.LargeObjects {
+	t.handOut()
+	if t.lo == nil {
+		// pgx makes a LargeObjects only from a transaction of its own. A handle on this connection
+		// whose "begin" is an empty statement is one: it sends nothing but that (no BEGIN, so no
+		// transaction is nested), works in an aborted transaction too, and is never ended (this
+		// transaction's Commit and Rollback end the real one).
+		h, err := t.conn.Conn().BeginTx(context.WithoutCancel(t.ctx), pgx.TxOptions{BeginQuery: ";"})
+		if err != nil {
+			panic(fmt.Errorf("pgstore: LargeObjects: %w", err))
+		}
+		lo := h.LargeObjects()
+		t.lo = &lo
+	}
+	return *t.lo
+}
 
-// Conn implements pgx.Tx.
-func (t *pipeTx) Conn() *pgx.Conn { return t.conn.Conn() }
+// Conn implements pgx.Tx: the transaction's connection, after what is queued was sent, and from then
+// on the transaction queues nothing: whatever runs on it runs inside the transaction, in order.
+func (t *pipeTx) Conn() *pgx.Conn {
+	t.handOut()
+	return t.conn.Conn()
+}
+
+// handOut sends what is queued and makes the transaction eager: Conn's and LargeObjects' callers
+// bypass the queue, so nothing may wait in it while they can use the connection. A failure is the
+// next statement's error.
+func (t *pipeTx) handOut() {
+	if t.closed || t.eager {
+		return
+	}
+	t.eager = true
+	if err := t.flush(t.ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		t.deferred = err
+	}
+}
 
 // flush sends what is queued on its own, when something is.
 func (t *pipeTx) flush(ctx context.Context) error {
 	if len(t.pending) == 0 {
-		if t.closed {
-			return pgx.ErrTxClosed
-		}
-		return nil
+		return t.usable()
 	}
 	br, err := t.flushWith(ctx, "SELECT 1", nil)
 	if err != nil {
@@ -168,13 +245,20 @@ func (t *pipeTx) flush(ctx context.Context) error {
 	return err
 }
 
-// queue adds a statement to the next round trip.
-func (t *pipeTx) queue(q queued) error {
+// queue adds a statement to the next round trip, or runs it at once once the transaction is eager.
+func (t *pipeTx) queue(ctx context.Context, q queued) error {
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
-	t.pending = append(t.pending, q)
-	return nil
+	if !t.eager {
+		t.pending = append(t.pending, q)
+		return nil
+	}
+	_, err := t.Exec(ctx, q.sql, q.args...)
+	if err != nil && q.mapErr != nil {
+		err = q.mapErr(err)
+	}
+	return err
 }
 
 // Begin implements pgx.Tx: a savepoint, queued.
@@ -184,7 +268,7 @@ func (t *pipeTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	}
 	t.nextSave++
 	name := "sp_" + strconv.Itoa(t.nextSave)
-	if err := t.queue(queued{sql: "SAVEPOINT " + name, save: name}); err != nil {
+	if err := t.queue(ctx, queued{sql: "SAVEPOINT " + name, save: name}); err != nil {
 		return nil, err
 	}
 	return &pipeSavepoint{tx: t, name: name}, nil
@@ -196,14 +280,20 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
-	if !t.begun && len(t.pending) == 1 {
+	if !t.begun && len(t.pending) == 1 && t.deferred == nil {
 		// Only BEGIN is queued: nothing was ever sent, so there is nothing to commit.
-		t.end(false)
+		t.end(ctx, false)
 		return nil
+	}
+	if err := t.deferred; err != nil {
+		// Sending the queue for Conn or LargeObjects failed and nobody saw it: commit nothing.
+		t.deferred = nil
+		_ = t.Rollback(ctx)
+		return err
 	}
 	br, err := t.flushWith(ctx, "COMMIT", nil)
 	if err != nil {
-		t.end(true)
+		t.end(ctx, true)
 		return err
 	}
 	tag, err := br.Exec()
@@ -213,7 +303,7 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 	if err == nil && tag.String() == "ROLLBACK" {
 		err = pgx.ErrTxCommitRollback
 	}
-	t.end(err != nil)
+	t.end(ctx, err != nil)
 	return err
 }
 
@@ -223,20 +313,29 @@ func (t *pipeTx) Rollback(ctx context.Context) error {
 		return pgx.ErrTxClosed
 	}
 	if !t.begun {
-		t.end(false)
+		t.end(ctx, false)
 		return nil
 	}
 	t.pending = nil
 	_, err := t.conn.Exec(ctx, "ROLLBACK")
-	t.end(err != nil)
+	t.end(ctx, err != nil)
 	return err
 }
 
-// end closes the transaction and gives the connection back; a connection whose state is unknown is
-// closed rather than reused (the pool also drops one left inside a transaction).
-func (t *pipeTx) end(broken bool) {
+// end closes the transaction and gives the connection back, without the statements Prepare created;
+// a connection whose state is unknown is closed rather than reused (the pool also drops one left
+// inside a transaction).
+func (t *pipeTx) end(ctx context.Context, broken bool) {
 	t.closed = true
 	t.pending = nil
+	t.deferred = nil
+	for _, name := range t.prepared {
+		if broken {
+			break
+		}
+		broken = t.conn.Conn().Deallocate(ctx, name) != nil
+	}
+	t.prepared = nil
 	if broken {
 		_ = t.conn.Conn().Close(context.Background())
 	}
@@ -268,7 +367,7 @@ func (s *pipeSavepoint) Commit(ctx context.Context) error {
 	if s.dropUnsent() {
 		return nil
 	}
-	return s.tx.queue(queued{sql: "RELEASE SAVEPOINT " + s.name})
+	return s.tx.queue(ctx, queued{sql: "RELEASE SAVEPOINT " + s.name})
 }
 
 // Rollback rolls back to the savepoint and queues its release; free when the SAVEPOINT was never sent.
@@ -286,7 +385,7 @@ func (s *pipeSavepoint) Rollback(ctx context.Context) error {
 	if _, err := s.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+s.name); err != nil {
 		return err
 	}
-	return s.tx.queue(queued{sql: "RELEASE SAVEPOINT " + s.name})
+	return s.tx.queue(ctx, queued{sql: "RELEASE SAVEPOINT " + s.name})
 }
 
 // dropUnsent removes the savepoint's SAVEPOINT, and everything queued after it (its nested
@@ -337,10 +436,13 @@ func (s *pipeSavepoint) CopyFrom(ctx context.Context, table pgx.Identifier, cols
 }
 
 func (s *pipeSavepoint) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
 	return s.tx.Prepare(ctx, name, sql)
 }
 
-func (s *pipeSavepoint) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+func (s *pipeSavepoint) LargeObjects() pgx.LargeObjects { return s.tx.LargeObjects() }
 
 func (s *pipeSavepoint) Conn() *pgx.Conn { return s.tx.Conn() }
 

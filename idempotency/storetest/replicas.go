@@ -399,7 +399,7 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	ctx := context.Background()
 	clock := testclock.New(time.Now().UTC())
 
-	started := make(chan struct{})
+	started, dying := make(chan struct{}), make(chan struct{})
 	var doomedRuns, runs atomic.Int32
 	charges := &outside{effects: map[string]int{}}
 	doomed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -413,7 +413,13 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 			}
 		}
 		close(started)
-		<-r.Context().Done() // the replica is going down; it never answers
+		// The replica is going down; it never answers. (In a transactional mode the client's
+		// disconnect alone does not end the handler, which would finish and commit: the replica's
+		// death does.)
+		select {
+		case <-r.Context().Done():
+		case <-dying:
+		}
 	})
 	var original atomic.Pointer[string]
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -473,6 +479,7 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 		kStore.killed.Store(true)
 	}
 	kill()
+	close(dying)
 	check.Error(t, (<-aDone).err)
 	<-stopped
 
