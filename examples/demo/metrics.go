@@ -49,8 +49,17 @@ type figures struct {
 	VersionedRequests, VersionsGone int64 // svc.versioning.requests, all and sunset
 }
 
-// read collects the metrics once, at the end of a run.
+// read collects the metrics at the end of a run and shuts the meter provider down.
 func (t *telemetry) read(ctx context.Context) (figures, error) {
+	f, err := t.collect(ctx)
+	if err != nil {
+		return f, err
+	}
+	return f, t.mp.Shutdown(ctx)
+}
+
+// collect collects the metrics as they stand.
+func (t *telemetry) collect(ctx context.Context) (figures, error) {
 	var rm metricdata.ResourceMetrics
 	if err := t.reader.Collect(ctx, &rm); err != nil {
 		return figures{}, err
@@ -100,7 +109,7 @@ func (t *telemetry) read(ctx context.Context) (figures, error) {
 	}
 	// Deliveries' signatures only: range responses are verified too.
 	f.SignaturesFailed = sum(verifications, "svc.webhook.verification.source", "delivery") - f.SignaturesOK
-	return f, t.mp.Shutdown(ctx)
+	return f, nil
 }
 
 // disagreements lists where the metrics and the report's own counters differ: each pair counts the
