@@ -51,18 +51,19 @@ const (
 	HeaderAcceptPost         = "Accept-Post"            // application/json, with a 415
 
 	// Responses.
-	ResponseBadRequest           = "BadRequest"           // 400
-	ResponseUnauthorized         = "Unauthorized"         // 401, with WWW-Authenticate
-	ResponseVersionNotEnabled    = "VersionNotEnabled"    // 403 version_not_enabled
-	ResponseNotFound             = "NotFound"             // 404
-	ResponseIdempotencyKeyInUse  = "IdempotencyKeyInUse"  // 409, with Retry-After
-	ResponseEventsPruned         = "EventsPruned"         // 410 events_pruned
-	ResponseContentTooLarge      = "ContentTooLarge"      // 413
-	ResponseUnsupportedMediaType = "UnsupportedMediaType" // 415
-	ResponseIdempotencyKeyReused = "IdempotencyKeyReused" // 422
-	ResponseTooManyRequests      = "TooManyRequests"      // 429, with Retry-After
-	ResponseServerError          = "ServerError"          // 5XX
-	ResponseEventList            = "EventList"            // 200 of range retrieval, signed
+	ResponseBadRequest            = "BadRequest"            // 400
+	ResponseUnauthorized          = "Unauthorized"          // 401, with WWW-Authenticate
+	ResponseVersionNotEnabled     = "VersionNotEnabled"     // 403 version_not_enabled
+	ResponseNotFound              = "NotFound"              // 404
+	ResponseIdempotencyKeyInUse   = "IdempotencyKeyInUse"   // 409, with Retry-After
+	ResponseEventsPruned          = "EventsPruned"          // 410 events_pruned
+	ResponseContentTooLarge       = "ContentTooLarge"       // 413
+	ResponseUnsupportedMediaType  = "UnsupportedMediaType"  // 415
+	ResponseIdempotencyKeyReused  = "IdempotencyKeyReused"  // 422
+	ResponseTooManyRequests       = "TooManyRequests"       // 429, with Retry-After
+	ResponseRangeRequestsInFlight = "RangeRequestsInFlight" // 429 range_requests_in_flight, with Retry-After
+	ResponseServerError           = "ServerError"           // 5XX
+	ResponseEventList             = "EventList"             // 200 of range retrieval, signed
 
 	// Security schemes.
 	SecurityBearer = "BearerAuth"
@@ -201,8 +202,11 @@ func Webhook(eventType string, data map[string]any) map[string]any {
 
 // RangeOperation returns range retrieval's Operation Object (GET, a fresh copy) for a document's
 // paths: the endpoint ID, from, to and limit parameters, Bearer security, and the answers — the
-// signed EventList, 400, 401, 404, 410 events_pruned and 5XX. A service adds its own further answers
-// (a version pin's 403, a rate limit's 429) before putting it under its path (RangePath on v1).
+// signed EventList, 400, 401, 404, 410 events_pruned, 429 range_requests_in_flight
+// (ResponseRangeRequestsInFlight: producer.RangeHandler's bound on a licensee's requests in progress)
+// and 5XX. A service adds its own further answers (a version pin's 403) before putting it under its
+// path (RangePath on v1); one whose rate limit also answers 429 describes both codes in that one
+// response, since a status has one.
 //
 // The conventions are not kept as components.pathItems, which OpenAPI 3.1 allows: kin-openapi, the
 // validator the examples check every document with, refuses that member (v0.153).

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/openapi"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // resolve follows a local JSON Pointer reference ("#/components/…") in doc.
@@ -83,7 +84,8 @@ func TestNamedComponentsExist(t *testing.T) {
 		openapi.Responses: {openapi.ResponseBadRequest, openapi.ResponseUnauthorized, openapi.ResponseVersionNotEnabled,
 			openapi.ResponseNotFound, openapi.ResponseIdempotencyKeyInUse, openapi.ResponseEventsPruned,
 			openapi.ResponseContentTooLarge, openapi.ResponseUnsupportedMediaType, openapi.ResponseIdempotencyKeyReused,
-			openapi.ResponseTooManyRequests, openapi.ResponseServerError, openapi.ResponseEventList},
+			openapi.ResponseTooManyRequests, openapi.ResponseRangeRequestsInFlight, openapi.ResponseServerError,
+			openapi.ResponseEventList},
 		openapi.SecuritySchemes: {openapi.SecurityBearer},
 	} {
 		sec := c[section].(map[string]any)
@@ -220,10 +222,19 @@ func TestRangeOperation(t *testing.T) {
 	op := openapi.RangeOperation()
 	require.Equal(t, "listWebhookEvents", op["operationId"])
 	rs := op["responses"].(map[string]any)
-	for _, status := range []string{"200", "400", "401", "404", "410", "5XX"} {
+	for _, status := range []string{"200", "400", "401", "404", "410", "429", "5XX"} {
 		require.Contains(t, rs, status)
 	}
 	require.Equal(t, []any{map[string]any{openapi.SecurityBearer: []any{}}}, op["security"])
+
+	// The RangeHandler's bound on a licensee's requests in flight: 429 with its code and Retry-After.
+	require.Equal(t, openapi.Ref(openapi.Responses, openapi.ResponseRangeRequestsInFlight), rs["429"])
+	busy := openapi.Component(openapi.Responses, openapi.ResponseRangeRequestsInFlight)
+	require.Equal(t, openapi.Ref(openapi.Headers, openapi.HeaderRetryAfterRequired), busy["headers"].(map[string]any)[openapi.HeaderRetryAfter])
+	schema := busy["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
+	code := schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"]
+	require.Equal(t, map[string]any{"const": producer.CodeRangeBusy}, code)
+	require.Contains(t, busy["description"], producer.CodeRangeBusy)
 }
 
 func TestDeprecate(t *testing.T) {

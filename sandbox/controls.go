@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -50,6 +51,12 @@ type Triggered struct {
 // is always a sandbox one, and must confine itself to that principal's data. A nil hook leaves its
 // control out: its route answers like an unknown one. The zero Hooks has none, and NewControls
 // refuses it.
+//
+// A hook refuses a request by returning an *apierror.Error with a 4xx status (a quota reached, an
+// event too large): the controls write it as it is. A hook that refuses must have done nothing — a
+// Trigger publishes to all its endpoints or to none — because the refusal is not stored as the
+// request's Idempotency-Key response (idempotency.NotPerformed): the same request may run once its
+// cause is gone. Any other error is the opaque 500, which is stored like any completed response.
 type Hooks struct {
 	// Trigger emits a test event to the caller's endpoints (or only req.Endpoint) through the normal
 	// delivery path, and returns what it emitted. An endpoint that is unknown or not the caller's is
@@ -175,8 +182,25 @@ func (c *Controls) allow(w http.ResponseWriter, r *http.Request, methods ...stri
 			return true
 		}
 	}
-	c.writer.Write(w, r, apierror.MethodNotAllowed(r.Method, methods...))
+	c.refuse(w, r, apierror.MethodNotAllowed(r.Method, methods...))
 	return false
+}
+
+// refuse writes the answer to a request refused before anything was done: its input failed to decode
+// or validate, it named an endpoint that is not the caller's, or a hook refused it (a 4xx
+// *apierror.Error). Under the idempotency middleware its key is released rather than stored
+// (idempotency.NotPerformed, which marks 4xx answers only), so a corrected request, or the same one
+// once a quota has room again, may reuse the key; docs/decisions.md D2 has requests rejected before
+// the work store nothing. Without the middleware the mark does nothing.
+func (c *Controls) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	idempotency.NotPerformed(w)
+	c.writer.Write(w, r, err)
+}
+
+// refused reports a hook's error that is a refusal: an *apierror.Error with a 4xx status.
+func refused(err error) bool {
+	var p *apierror.Error
+	return errors.As(err, &p) && p.Status >= 400 && p.Status < 500
 }
 
 // maxControlBody caps control request bodies: they are a few small members.
@@ -185,16 +209,19 @@ const maxControlBody = 64 << 10
 func (c *Controls) trigger(w http.ResponseWriter, r *http.Request, p Principal) {
 	req, err := decodeTrigger(r)
 	if err != nil {
-		c.writer.Write(w, r, err)
+		c.refuse(w, r, err)
 		return
 	}
 	out, err := c.hooks.Trigger(r.Context(), p, req)
-	if errors.Is(err, ErrUnknownEndpoint) {
-		c.writer.Write(w, r, apierror.NotFound("webhook_endpoint_not_found", "body /endpoint: no webhook endpoint of yours has this ID",
+	switch {
+	case errors.Is(err, ErrUnknownEndpoint):
+		c.refuse(w, r, apierror.NotFound("webhook_endpoint_not_found", "body /endpoint: no webhook endpoint of yours has this ID",
 			apierror.Body("/endpoint", "webhook_endpoint_not_found", "no webhook endpoint of yours has this ID")))
 		return
-	}
-	if err != nil {
+	case refused(err):
+		c.refuse(w, r, err)
+		return
+	case err != nil:
 		c.fail(w, r, "trigger", err)
 		return
 	}
@@ -269,21 +296,24 @@ func (c *Controls) faults(w http.ResponseWriter, r *http.Request, p Principal, i
 	var f Faults
 	if r.Method == http.MethodPut {
 		if err := apierror.Decode(r, &f, &apierror.DecodeOptions{MaxBytes: maxControlBody}); err != nil {
-			c.writer.Write(w, r, err)
+			c.refuse(w, r, err)
 			return
 		}
 		if err := f.Validate(); err != nil {
-			c.writer.Write(w, r, err)
+			c.refuse(w, r, err)
 			return
 		}
 	}
 	err := c.hooks.SetFaults(r.Context(), p, id, f)
-	if errors.Is(err, ErrUnknownEndpoint) {
-		c.writer.Write(w, r, apierror.NotFound("webhook_endpoint_not_found", "path id: no webhook endpoint of yours has this ID",
+	switch {
+	case errors.Is(err, ErrUnknownEndpoint):
+		c.refuse(w, r, apierror.NotFound("webhook_endpoint_not_found", "path id: no webhook endpoint of yours has this ID",
 			apierror.Path("id", "webhook_endpoint_not_found", "no webhook endpoint of yours has this ID")))
 		return
-	}
-	if err != nil {
+	case refused(err):
+		c.refuse(w, r, err)
+		return
+	case err != nil:
 		c.fail(w, r, "set faults", err)
 		return
 	}
@@ -295,7 +325,10 @@ func (c *Controls) faults(w http.ResponseWriter, r *http.Request, p Principal, i
 }
 
 func (c *Controls) reset(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := c.hooks.Reset(r.Context(), p); err != nil {
+	if err := c.hooks.Reset(r.Context(), p); refused(err) {
+		c.refuse(w, r, err)
+		return
+	} else if err != nil {
 		c.fail(w, r, "reset", err)
 		return
 	}

@@ -88,7 +88,11 @@
 //
 // A production key gets exactly the 404 of an unknown route on every one of them. Fault rates are in
 // [0, 1] and delay_ms at most 30000; violations are 400 problems located at the member (/drop, …).
-// The application wires the controls through Hooks. FaultTransport, the webhook producer's transport,
+// The application wires the controls through Hooks; a hook refuses with a 4xx *apierror.Error (a
+// quota reached, an event too large) and must then have done nothing. Behind the idempotency
+// middleware, every refusal — invalid input, an endpoint that is not the caller's, a hook's 4xx — is
+// released rather than stored as the Idempotency-Key's response (idempotency.NotPerformed), so the
+// same key runs the request once its cause is gone; a 5xx is stored like any completed answer. FaultTransport, the webhook producer's transport,
 // applies the faults per endpoint: drop (answer 200, send nothing), duplicate, reorder (hold until
 // the endpoint's next delivery, HoldFor, Flush or Close), delay and bad signature (every v1
 // corrupted). Its randomness can be seeded for reproducible runs. Package sandbox/sandboxtest wraps

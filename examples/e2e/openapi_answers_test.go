@@ -102,6 +102,10 @@ func TestRefusalsOfTheDocument(t *testing.T) {
 		body := `{"account":"acc_1","side":"buy","pad":"` + strings.Repeat("x", 1<<20) + `"}`
 		request{Method: "POST", URL: srv.URL + "/v1/orders", Auth: bearer(srv.SandboxKey), Key: newKey(), Body: body}.do(t).
 			expectProblem(t, http.StatusRequestEntityTooLarge, "body_too_large")
+		// An operation that publishes no event answers with the shared response (ContentTooLarge).
+		body = `{"url":"` + unreachable + `","pad":"` + strings.Repeat("x", 1<<20) + `"}`
+		request{Method: "POST", URL: srv.URL + "/v1/webhook_endpoints", Auth: bearer(srv.SandboxKey), Key: newKey(), Body: body}.do(t).
+			expectProblem(t, http.StatusRequestEntityTooLarge, "body_too_large")
 	})
 
 	t.Run("415 for a body that is not JSON", func(t *testing.T) {

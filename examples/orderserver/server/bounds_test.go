@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -85,4 +87,126 @@ func TestEventsPerEndpointBounded(t *testing.T) {
 // endpoint.
 func TestReferenceServerBoundsEvents(t *testing.T) {
 	require.Equal(t, DefaultMaxStreamEvents, NewMemoryStore().log.(*producer.MemoryLog).MaxStreamEvents)
+}
+
+// boundedServer is an in-memory server whose log keeps at most perStream events per endpoint, on an
+// injected clock, with a sandbox key.
+func boundedServer(t *testing.T, perStream int, wh WebhookOptions) (*testServer, *MemoryStore, *testClock) {
+	t.Helper()
+	clock := newTestClock()
+	store := NewMemoryStore()
+	store.log.(*producer.MemoryLog).MaxStreamEvents = perStream
+	s, err := New(Config{Store: store, Now: clock.Now, Webhooks: wh})
+	require.NoError(t, err)
+	sk, err := s.IssueCredentials(context.Background(), "sandbox")
+	require.NoError(t, err)
+	return &testServer{Server: s, key: sk.APIKey}, store, clock
+}
+
+// eventsFrom counts the events of an endpoint's stream from sequence from on.
+func eventsFrom(t *testing.T, ts *testServer, id string, from uint64) int {
+	t.Helper()
+	evs, _, err := ts.store.Log().Range(context.Background(), id, from, math.MaxUint64, producer.MaxRangeLimit)
+	require.NoError(t, err)
+	return len(evs)
+}
+
+// expire moves the clock a minute on and removes every event created before then, as the retention
+// does once events are old enough, and returns how many it removed.
+func expire(t *testing.T, ts *testServer, clock *testClock) int {
+	t.Helper()
+	clock.Advance(time.Minute)
+	n, err := ts.store.Log().Cleanup(context.Background(), clock.Now(), 1000)
+	require.NoError(t, err)
+	return n
+}
+
+// orderRows counts the orders the store holds, every scope together.
+func orderRows(m *MemoryStore) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, os := range m.orders {
+		n += len(os)
+	}
+	return n
+}
+
+// TestTriggerRefusalReleasesTheKey: a trigger refused because an endpoint's stream is full publishes
+// nothing on any endpoint (all or none) and is not stored as its Idempotency-Key's response: once
+// retention has freed room, the same key runs, publishes once on each endpoint, and is replayed after.
+func TestTriggerRefusalReleasesTheKey(t *testing.T) {
+	ts, _, clock := boundedServer(t, 3, WebhookOptions{})
+	a, b := endpointOf(t, ts), endpointOf(t, ts) // listed in this order: a's event would go first
+	for range 3 {
+		w := ts.do("POST", "/v1/sandbox/events", ts.key, ts.nextKey(), `{"endpoint":"`+b+`"}`)
+		require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
+	}
+	const body = `{"type":"order.created","data":{"n":1}}`
+	for i := range 2 {
+		w := ts.do("POST", "/v1/sandbox/events", ts.key, "trigger-all", body)
+		expectProblem(t, w, http.StatusTooManyRequests, CodeEventsQuotaExceeded)
+		require.NotEmpty(t, w.Header().Get("Retry-After"), "attempt %d", i+1)
+		require.Empty(t, w.Header().Get("Idempotent-Replayed"), "attempt %d: decided again, not replayed", i+1)
+		require.Zero(t, storedEvents(t, ts, a), "attempt %d: nothing published on the endpoint with room", i+1)
+		require.Equal(t, 3, storedEvents(t, ts, b))
+	}
+
+	// Retention frees room: b's three events are removed. (The log's cleanup with a cutoff a minute on,
+	// rather than the dispatcher's 30 days, which would outlast the key's record (24 h) and the
+	// sandbox key itself, and prove nothing.)
+	require.Equal(t, 3, expire(t, ts, clock))
+
+	w := ts.do("POST", "/v1/sandbox/events", ts.key, "trigger-all", body)
+	require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
+	require.Empty(t, w.Header().Get("Idempotent-Replayed"))
+	var out struct{ Data []sandbox.Triggered }
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out))
+	require.Len(t, out.Data, 2)
+	replay := ts.do("POST", "/v1/sandbox/events", ts.key, "trigger-all", body)
+	require.Equal(t, http.StatusCreated, replay.Code, "%s", replay.Body)
+	require.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
+	require.Equal(t, 1, eventsFrom(t, ts, a, 1), "published once on a")
+	require.Equal(t, 1, eventsFrom(t, ts, b, 4), "published once on b, after its pruned events")
+	require.Equal(t, int64(3+2), ts.Stats().EventsEmitted)
+}
+
+// TestRefusedOrderLeavesNothing: an order refused because its event is too large (413) or an
+// endpoint's stream is full (429) leaves no order row and no event, and its key is released: the
+// same key, once the cause is gone, creates the order once.
+func TestRefusedOrderLeavesNothing(t *testing.T) {
+	const order = `{"account":"acct_1","side":"buy"}`
+	t.Run("event too large", func(t *testing.T) {
+		ts, store, _ := boundedServer(t, 3, WebhookOptions{MaxEventBytes: 128}) // an order's event is about 300 bytes
+		id := endpointOf(t, ts)
+		for range 2 {
+			w := ts.do("POST", "/v1/orders", ts.key, "o1", order)
+			p := expectProblem(t, w, http.StatusRequestEntityTooLarge, CodeEventTooLarge)
+			require.Equal(t, apierror.LocationBody, p.Errors[0].Location)
+			require.Empty(t, w.Header().Get("Idempotent-Replayed"))
+		}
+		require.Zero(t, orderRows(store), "no order row")
+		require.Zero(t, storedEvents(t, ts, id))
+		require.Zero(t, ts.Stats().OrdersCreated)
+	})
+	t.Run("stream full", func(t *testing.T) {
+		ts, store, clock := boundedServer(t, 1, WebhookOptions{})
+		a, b := endpointOf(t, ts), endpointOf(t, ts)
+		w := ts.do("POST", "/v1/sandbox/events", ts.key, ts.nextKey(), `{"endpoint":"`+b+`"}`)
+		require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
+		w = ts.do("POST", "/v1/orders", ts.key, "o1", order)
+		expectProblem(t, w, http.StatusTooManyRequests, CodeEventsQuotaExceeded)
+		require.Zero(t, orderRows(store), "no order row")
+		require.Zero(t, storedEvents(t, ts, a), "no event on the endpoint with room")
+
+		require.Equal(t, 1, expire(t, ts, clock))
+		w = ts.do("POST", "/v1/orders", ts.key, "o1", order)
+		require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
+		w = ts.do("POST", "/v1/orders", ts.key, "o1", order)
+		require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		require.Equal(t, 1, orderRows(store))
+		require.Equal(t, int64(1), ts.Stats().OrdersCreated)
+		require.Equal(t, 1, eventsFrom(t, ts, a, 1))
+		require.Equal(t, 1, eventsFrom(t, ts, b, 2))
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/svcplatform/conventions/openapi"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // openapiTemplate is the server's own part of its OpenAPI document: its operations and schemas, with
@@ -117,12 +118,19 @@ func createOrderSchema(direction string) map[string]any {
 }
 
 // rangeOperation is the conventions' range retrieval operation with this server's further answers:
-// the version pin (403) and the production rate limit (429).
+// the version pin (403), and the production rate limit, whose 429 shares the status with the
+// conventions' range_requests_in_flight: one response describes both codes.
 func rangeOperation() map[string]any {
 	op := openapi.RangeOperation()
 	rs := op["responses"].(map[string]any)
 	rs["403"] = openapi.Ref(openapi.Responses, openapi.ResponseVersionNotEnabled)
-	rs["429"] = openapi.Ref(openapi.Responses, openapi.ResponseTooManyRequests)
+	busy := openapi.Component(openapi.Responses, openapi.ResponseRangeRequestsInFlight)
+	busy["description"] = busy["description"].(string) + " Or " + apierror.CodeRateLimited +
+		": production keys are rate limited per licensee; the sandbox has no ceiling."
+	schema := busy["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
+	schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"] =
+		map[string]any{"enum": []any{producer.CodeRangeBusy, apierror.CodeRateLimited}}
+	rs["429"] = busy
 	return op
 }
 

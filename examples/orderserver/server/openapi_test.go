@@ -10,7 +10,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/openapi"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // loadDocument loads an OpenAPI document with kin-openapi and validates it as the OpenAPI version it
@@ -119,5 +122,34 @@ func TestOpenAPIOrderMatchesTheServer(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(tc.body), &req))
 			require.NoError(t, doc.Components.Schemas["CreateOrderRequest"].Value.VisitJSON(req, openapi3.EnableJSONSchema2020()))
 		})
+	}
+}
+
+// TestOpenAPIEventBounds: the refusals of the bounds on events are documented with the codes the
+// server sends — 413 event_too_large and 429 events_quota_exceeded (with Retry-After) where an event
+// is published, 429 range_requests_in_flight beside the rate limit on range retrieval — so that the
+// document and the handlers cannot drift apart.
+func TestOpenAPIEventBounds(t *testing.T) {
+	ts := newTestServer(t)
+	// codes returns the codes a response's problem schema allows.
+	codes := func(r *openapi3.Response) []any {
+		s := r.Content.Get("application/problem+json").Schema.Value
+		require.Len(t, s.AllOf, 2)
+		return s.AllOf[1].Value.Properties["code"].Value.Enum
+	}
+	for _, v := range []string{"v1", "v2"} {
+		doc := loadDocument(t, ts.do(http.MethodGet, "/"+v+"/openapi.json", "", "", "").Body.Bytes())
+		for _, path := range []string{"/orders", "/sandbox/events"} {
+			rs := doc.Paths.Value("/" + v + path).Post.Responses
+			require.Contains(t, codes(rs.Value("413").Value), CodeEventTooLarge, "%s %s", v, path)
+			require.Contains(t, codes(rs.Value("413").Value), apierror.CodeBodyTooLarge, "%s %s", v, path)
+			busy := rs.Value("429").Value
+			require.Contains(t, codes(busy), CodeEventsQuotaExceeded, "%s %s", v, path)
+			require.Contains(t, codes(busy), idempotency.CodeQuotaExceeded, "%s %s", v, path)
+			require.True(t, busy.Headers["Retry-After"].Value.Required, "%s %s", v, path)
+		}
+		rangeBusy := doc.Paths.Value("/" + v + "/webhook_endpoints/{id}/events").Get.Responses.Value("429").Value
+		require.ElementsMatch(t, []any{producer.CodeRangeBusy, apierror.CodeRateLimited}, codes(rangeBusy))
+		require.True(t, rangeBusy.Headers["Retry-After"].Value.Required)
 	}
 }

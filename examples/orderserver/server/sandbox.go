@@ -28,7 +28,11 @@ func (s *Server) setFaults(ctx context.Context, p sandbox.Principal, id string, 
 }
 
 // trigger is the sandbox control behind POST /v1/sandbox/events: a test event through the normal
-// delivery path, so an evaluator can exercise a consumer without creating orders.
+// delivery path, so an evaluator can exercise a consumer without creating orders. The events go to
+// the endpoints all or none (one AppendBatch: the store's logs are BatchAppenders), so a trigger
+// refused because one endpoint's stream is full, or its event too large, has published nothing: the
+// controls answer the refusal without storing it as the key's response (see sandbox.Hooks), and the
+// same key, retried once retention has freed room, publishes each event once.
 func (s *Server) trigger(ctx context.Context, p sandbox.Principal, req sandbox.TriggerRequest) ([]sandbox.Triggered, error) {
 	ids := []string{req.Endpoint}
 	if req.Endpoint == "" {
@@ -39,19 +43,24 @@ func (s *Server) trigger(ctx context.Context, p sandbox.Principal, req sandbox.T
 	} else if _, err := s.ownEndpoint(ctx, p, req.Endpoint); err != nil {
 		return nil, err
 	}
-	pub := s.publisher.WithLog(s.store.RequestLog(ctx))
-	out := make([]sandbox.Triggered, 0, len(ids))
-	for _, id := range ids {
-		ev, err := pub.Publish(ctx, id, req.Type, req.Data)
-		if err != nil {
-			if refused := eventRefusal(err, "/data"); refused != nil {
-				return out, refused
-			}
-			return out, err
+	eps := make([]producer.Endpoint, len(ids))
+	for i, id := range ids {
+		eps[i] = producer.Endpoint{ID: id}
+	}
+	evs, err := s.publisher.WithLog(s.store.RequestLog(ctx)).PublishToEach(ctx, eps, req.Type, req.Data)
+	if err != nil {
+		if refused := eventRefusal(err, "/data"); refused != nil {
+			return nil, refused
 		}
-		s.stats.eventsEmitted.Add(1)
+		return nil, err
+	}
+	out := make([]sandbox.Triggered, len(evs))
+	for i, ev := range evs {
+		out[i] = sandbox.Triggered{Endpoint: ids[i], Event: ev}
+	}
+	if len(evs) > 0 {
+		s.stats.eventsEmitted.Add(int64(len(evs)))
 		noteAppended(ctx)
-		out = append(out, sandbox.Triggered{Endpoint: id, Event: ev})
 	}
 	return out, nil
 }
