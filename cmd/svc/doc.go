@@ -36,6 +36,18 @@
 // and retries network errors, 409 and 5xx on that key through idempotency.Transport, so a command
 // run once does its work at most once; when the answer is lost, svc prints the key to send again.
 //
+// # Output
+//
+// svc prints what servers send (IDs, URLs, event types and data, problem details), and a server must
+// not reach the terminal through it. Every byte svc writes passes through one filter: only valid
+// UTF-8 of graphic characters, newlines and tabs gets through, and anything else — control
+// characters (ESC, BEL, CR, DEL), C1 controls such as CSI (U+009B) and OSC (U+009D), bytes that are
+// not UTF-8, bidi overrides (U+202E) and every other format character, line separators, private-use
+// and unassigned code points — is printed as U+FFFD. --json output is JSON with those characters
+// written as \u escapes inside its strings instead, so it passes unchanged and a program reading it
+// gets every value exactly as the server sent it (bytes that are not UTF-8 read as U+FFFD, as in any
+// JSON decoder); each value is on a line of its own.
+//
 // # Configuration
 //
 //	SVC_API_KEY         the API key, sk_sandbox_… or sk_live_…           (config: api_key)

@@ -364,8 +364,9 @@ func (l *listener) report(ev *webhook.Event, attempt, status int, err error, lat
 		line.Error = err.Error()
 	}
 	if l.jsonOut {
-		b, _ := json.Marshal(line)
-		fmt.Fprintf(l.e.stdout, "%s\n", b)
+		if b, err := json.Marshal(line); err == nil {
+			_ = printJSON(l.e.stdout, b)
+		}
 		return
 	}
 	result := strconv.Itoa(status)

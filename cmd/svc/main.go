@@ -46,29 +46,7 @@ type env struct {
 func main() {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: terminalSafe{os.Stdout},
-		stderr: terminalSafe{os.Stderr}, interrupts: sig}))
-}
-
-// terminalSafe passes output on with its control characters — but newline and tab — replaced by
-// '?': svc prints what servers send (IDs, URLs, problem details), and a server must not be able to
-// send escape sequences to the developer's terminal through it.
-type terminalSafe struct{ w io.Writer }
-
-func (t terminalSafe) Write(p []byte) (int, error) {
-	clean := p
-	for i, c := range p {
-		if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
-			if &clean[0] == &p[0] {
-				clean = append([]byte(nil), p...)
-			}
-			clean[i] = '?'
-		}
-	}
-	if _, err := t.w.Write(clean); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, interrupts: sig}))
 }
 
 // command is one of svc's commands (or a group of subcommands, such as faults).
@@ -101,8 +79,9 @@ var commands = []command{
 	{name: "version", summary: "print svc's version", run: runVersion},
 }
 
-// run runs svc with args and returns the exit code.
+// run runs svc with args and returns the exit code. Everything it prints passes through terminalSafe.
 func run(args []string, e env) int {
+	e.stdout, e.stderr = newTerminalSafe(e.stdout), newTerminalSafe(e.stderr)
 	if len(args) == 0 {
 		printHelp(e.stderr)
 		return exitUsage

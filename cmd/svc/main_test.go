@@ -226,15 +226,3 @@ func TestDocMatchesHelp(t *testing.T) {
 		require.Contains(t, got, "svc "+c.name, "doc.go names every command")
 	}
 }
-
-// A server's text cannot reach the terminal as escape sequences.
-func TestTerminalSafe(t *testing.T) {
-	var b bytes.Buffer
-	in := []byte("ok\tline\n\x1b]0;owned\x07title \x1b[2J\x7f")
-	n, err := terminalSafe{&b}.Write(in)
-	require.NoError(t, err)
-	require.Equal(t, len(in), n)
-	require.Equal(t, "ok\tline\n?]0;owned?title ?[2J?", b.String())
-	require.Equal(t, byte(0x1b), in[8], "the caller's bytes are not changed")
-	require.Equal(t, "a\uFFFDb\uFFFDc", clean("a\u202Eb\x1bc"))
-}
