@@ -60,10 +60,11 @@
 //	SVC_ENDPOINT        the default webhook endpoint, we_…               (config: endpoint; flag --endpoint)
 //	SVC_CONFIG          the config file, default $XDG_CONFIG_HOME/svc/config (~/.config/svc/config)
 //
-// The config file holds "name = value" lines and # comments. It must not be writable by other users
-// (whoever can change base_url can send the key to a server of theirs), and svc warns when others can
-// read it. Secrets are never taken from flags: a command line is visible to every user of the machine
-// (ps).
+// The config file holds "name = value" lines and # comments. It must be yours (or root's) and not be
+// writable by other users, as ssh requires of its config; svc warns when others can read it. Secrets
+// are never taken from flags: a command line is visible to every user of the machine (ps). A config
+// file another user owns, or may write, is refused (exit status 2): whoever can change base_url can
+// send the key to a server of theirs.
 //
 // # Exit codes
 //

@@ -38,6 +38,9 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// uid is the user svc runs as (the effective user ID; -1 where there is none): its config file and
+	// cursors must be theirs.
+	uid int
 	// interrupts delivers SIGINT and SIGTERM. listen stops after the delivery in flight at the first
 	// and at once at the second; every other command stops at once.
 	interrupts <-chan os.Signal
@@ -46,7 +49,8 @@ type env struct {
 func main() {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, interrupts: sig}))
+	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		uid: os.Geteuid(), interrupts: sig}))
 }
 
 // command is one of svc's commands (or a group of subcommands, such as faults).
