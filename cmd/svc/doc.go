@@ -30,7 +30,11 @@
 // the same cursor is refused. Ctrl-C or SIGTERM stops it once the delivery in flight is answered; a
 // second interrupt stops it at once, and that delivery, like one a SIGKILL interrupts, is forwarded
 // again by the next listen: the receiver's sequence rule (an old sequence is a duplicate) absorbs it.
-// Events pruned past the cursor stop listen with exit status 5 rather than being skipped silently.
+// Events pruned past the cursor stop listen with exit status 5 rather than being skipped silently,
+// and so does a cursor ahead of the stream's newest event. Cursors live in a directory only the user
+// can write (created 0700), and the cursor, its lock and its temporary files are opened without
+// following links and must be the user's: a cursor planted by someone else, or a link to one, is
+// refused (exit status 2), since it would make listen skip events.
 //
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
 // and retries network errors, 409 and 5xx on that key through idempotency.Transport, so a command
@@ -74,6 +78,7 @@
 //	  2  usage: an unknown command or flag, a bad value, a missing credential or configuration
 //	  3  the server refused the request: a 4xx problem, shown with its detail and located violations
 //	  4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
-//	  5  listen: the events after the cursor were pruned (410); going on would skip them silently
+//	  5  listen: going on would skip events silently: the events after the cursor were pruned (410),
+//	     or the cursor is ahead of the stream's newest event (another server's, or planted)
 //	130  interrupted a second time: stopped at once, the delivery in flight is forwarded again next time
 package main

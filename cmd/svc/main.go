@@ -17,7 +17,7 @@ const (
 	exitUsage       = 2 // usage: an unknown command or flag, a bad value, a missing credential or configuration
 	exitRefused     = 3 // the server refused the request: a 4xx problem, shown with its detail and violations
 	exitUnavailable = 4 // the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
-	exitLost        = 5 // listen: the events after the cursor were pruned; going on would skip them
+	exitLost        = 5 // listen: going on would skip events: pruned after the cursor, or a cursor ahead of the stream
 	exitInterrupted = 130
 )
 
@@ -28,7 +28,8 @@ const exitCodesHelp = `Exit codes:
   2  usage: an unknown command or flag, a bad value, a missing credential or configuration
   3  the server refused the request: a 4xx problem, shown with its detail and located violations
   4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
-  5  listen: the events after the cursor were pruned (410); going on would skip them silently
+  5  listen: going on would skip events silently: the events after the cursor were pruned (410),
+     or the cursor is ahead of the stream's newest event (another server's, or planted)
 130  interrupted a second time: stopped at once, the delivery in flight is forwarded again next time
 `
 
@@ -203,6 +204,7 @@ func exitCode(err error, stderr io.Writer, ctx context.Context) int {
 		ie *invalidError
 		pe *problemError
 		le *lostError
+		ae *aheadError
 	)
 	switch {
 	case errors.Is(err, errHelpShown):
@@ -216,8 +218,8 @@ func exitCode(err error, stderr io.Writer, ctx context.Context) int {
 	case errors.As(err, &ie):
 		fmt.Fprintf(stderr, "svc: %s\n", ie.msg)
 		return exitInvalid
-	case errors.As(err, &le):
-		fmt.Fprintf(stderr, "svc: %s\n", le.Error())
+	case errors.As(err, &le), errors.As(err, &ae):
+		fmt.Fprintf(stderr, "svc: %v\n", err)
 		return exitLost
 	case errors.As(err, &pe):
 		pe.print(stderr)
