@@ -84,7 +84,7 @@ func loadKnobs(tb testing.TB) throughputKnobs {
 // SVC_TEST_POSTGRES_DSN, at SVC_BENCH_CLIENTS concurrent clients:
 //
 //   - orders: POST /v1/orders through the reference order server (examples/orderserver/server) wired
-//     as its -postgres flag wires it — transactional idempotency, so the claim, the order row, its
+//     as SVC_POSTGRES_DSN wires it — transactional idempotency, so the claim, the order row, its
 //     order.created event and the stored response commit in one transaction — against pgbench -N
 //     (simple-update, one commit per transaction) at the same client count, on its own database.
 //     Reports orders/s, pgbench's tps and their ratio. orders gives each client a licensee of its own;
@@ -407,7 +407,7 @@ func benchOrders(b *testing.B, shared bool) {
 	ctx := context.Background()
 
 	tracer := newStmtTracer(k.trace)
-	// As examples/orderserver's -postgres flag builds it: 32 connections, so that requests holding a
+	// As examples/orderserver builds it from SVC_POSTGRES_DSN: 32 connections, so that requests holding a
 	// transaction never queue for one at this concurrency.
 	pool := schemaPool(b, dsn, 32, tracer)
 	srv := newOrderServer(b, pool)
@@ -495,7 +495,7 @@ func waitUnsequenced(ctx context.Context, log *pgstore.EventLog) error {
 }
 
 // newOrderServer builds the reference server on pool exactly as examples/orderserver's openBackends
-// does with -postgres (pgserver.Migrate and pgserver.Config; without its cleanup loop and without a
+// does with SVC_POSTGRES_DSN (pgserver.Migrate and pgserver.Config; without its cleanup loop and without a
 // seal key ring, the command's default): every store on PostgreSQL and the transactional idempotency
 // mode.
 func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {

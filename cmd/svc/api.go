@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
@@ -179,17 +178,6 @@ func readProblem(resp *http.Response, method, target string) error {
 		pe.text = clean(apierror.Redact(strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")))
 	}
 	return pe
-}
-
-// clean makes text from the network safe to print on a terminal: a control character (an escape
-// sequence that moves the cursor or rewrites the title, say) becomes U+FFFD.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsGraphic(r) {
-			return r
-		}
-		return unicode.ReplacementChar
-	}, s)
 }
 
 // redactURL drops a URL's query string from messages: it is the server's business, and the path

@@ -14,6 +14,9 @@ import (
 	"strings"
 )
 
+// maxConfigFile bounds what svc reads of its config file.
+const maxConfigFile = 64 << 10
+
 // permsMatter: Unix permission bits say who may read and write a file; elsewhere they do not.
 var permsMatter = runtime.GOOS != "windows"
 
@@ -44,9 +47,9 @@ const configHelp = `Configuration (each value from the environment, else from th
                       default v1                                       (config: api_version; flag --api-version)
   SVC_ENDPOINT        the default webhook endpoint, we_…               (config: endpoint; flag --endpoint)
   SVC_CONFIG          the config file, default $XDG_CONFIG_HOME/svc/config (~/.config/svc/config)
-The config file holds "name = value" lines and # comments. It must not be writable by other users,
-and svc warns when others can read it. Secrets are never taken from flags: a command line is
-visible to every user of the machine (ps).
+The config file holds "name = value" lines and # comments. It must be yours (or root's) and not be
+writable by other users, as ssh requires of its config; svc warns when others can read it. Secrets
+are never taken from flags: a command line is visible to every user of the machine (ps).
 `
 
 // config is what svc knows about the server and the caller.
@@ -101,7 +104,7 @@ func loadConfig(e env, c common) (*config, error) {
 		}
 	}
 	if path != "" {
-		file, err := readConfigFile(path, e.stderr)
+		file, err := readConfigFile(path, e.uid, e.stderr)
 		switch {
 		case err == nil:
 			values, cfg.file = file, path
@@ -180,11 +183,24 @@ func validVersion(v string) bool {
 	return true
 }
 
-// readConfigFile parses "name = value" lines. A file other users may write is refused — whoever can
-// change base_url can send the API key to a server of theirs — and one they may read gets a warning.
-func readConfigFile(path string, stderr io.Writer) (map[string]string, error) {
-	info, err := os.Stat(path)
+// readConfigFile parses "name = value" lines. As ssh does with its config, a file that is not the
+// user's (or root's), or that others may write, is refused — whoever can change base_url can send the
+// API key to a server of theirs — and one others may read gets a warning. The checks are made on the
+// file opened, not on its name, so it cannot be swapped between the check and the read.
+func readConfigFile(path string, uid int, stderr io.Writer) (map[string]string, error) {
+	f, err := os.Open(path)
 	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("config file %s is not a regular file", path)
+	}
+	if err := checkOwner("config file", path, info, uid); err != nil {
 		return nil, err
 	}
 	if perm := info.Mode().Perm(); perm&0o022 != 0 && permsMatter {
@@ -192,9 +208,12 @@ func readConfigFile(path string, stderr io.Writer) (map[string]string, error) {
 	} else if perm&0o044 != 0 && permsMatter {
 		fmt.Fprintf(stderr, "svc: warning: config file %s is readable by other users (mode %v); chmod 600 it\n", path, perm)
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(data) > maxConfigFile {
+		return nil, fmt.Errorf("config file %s is over %d bytes: it holds a few \"name = value\" lines", path, maxConfigFile)
 	}
 	values := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -218,6 +237,17 @@ func readConfigFile(path string, stderr io.Writer) (map[string]string, error) {
 		values[name] = strings.Trim(value, `"`)
 	}
 	return values, sc.Err()
+}
+
+// checkOwner refuses a file (or directory) that is neither the user's nor root's: its owner could
+// change it. uid < 0 (no Unix users) checks nothing.
+func checkOwner(what, path string, info os.FileInfo, uid int) error {
+	owner, ok := fileOwner(info)
+	if !ok || uid < 0 || owner == uid || owner == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %s is owned by user %d, not by you (user %d) or root: its owner can change it; if it is yours, chown %d it, else remove it",
+		what, path, owner, uid, uid)
 }
 
 // needAPIKey returns the API key or says where to put it.

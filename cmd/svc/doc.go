@@ -30,11 +30,27 @@
 // the same cursor is refused. Ctrl-C or SIGTERM stops it once the delivery in flight is answered; a
 // second interrupt stops it at once, and that delivery, like one a SIGKILL interrupts, is forwarded
 // again by the next listen: the receiver's sequence rule (an old sequence is a duplicate) absorbs it.
-// Events pruned past the cursor stop listen with exit status 5 rather than being skipped silently.
+// Events pruned past the cursor stop listen with exit status 5 rather than being skipped silently,
+// and so does a cursor ahead of the stream's newest event. Cursors live in a directory only the user
+// can write (created 0700), and the cursor, its lock and its temporary files are opened without
+// following links and must be the user's: a cursor planted by someone else, or a link to one, is
+// refused (exit status 2), since it would make listen skip events.
 //
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
 // and retries network errors, 409 and 5xx on that key through idempotency.Transport, so a command
 // run once does its work at most once; when the answer is lost, svc prints the key to send again.
+//
+// # Output
+//
+// svc prints what servers send (IDs, URLs, event types and data, problem details), and a server must
+// not reach the terminal through it. Every byte svc writes passes through one filter: only valid
+// UTF-8 of graphic characters, newlines and tabs gets through, and anything else — control
+// characters (ESC, BEL, CR, DEL), C1 controls such as CSI (U+009B) and OSC (U+009D), bytes that are
+// not UTF-8, bidi overrides (U+202E) and every other format character, line separators, private-use
+// and unassigned code points — is printed as U+FFFD. --json output is JSON with those characters
+// written as \u escapes inside its strings instead, so it passes unchanged and a program reading it
+// gets every value exactly as the server sent it (bytes that are not UTF-8 read as U+FFFD, as in any
+// JSON decoder); each value is on a line of its own.
 //
 // # Configuration
 //
@@ -48,10 +64,11 @@
 //	SVC_ENDPOINT        the default webhook endpoint, we_…               (config: endpoint; flag --endpoint)
 //	SVC_CONFIG          the config file, default $XDG_CONFIG_HOME/svc/config (~/.config/svc/config)
 //
-// The config file holds "name = value" lines and # comments. It must not be writable by other users
-// (whoever can change base_url can send the key to a server of theirs), and svc warns when others can
-// read it. Secrets are never taken from flags: a command line is visible to every user of the machine
-// (ps).
+// The config file holds "name = value" lines and # comments. It must be yours (or root's) and not be
+// writable by other users, as ssh requires of its config; svc warns when others can read it. Secrets
+// are never taken from flags: a command line is visible to every user of the machine (ps). A config
+// file another user owns, or may write, is refused (exit status 2): whoever can change base_url can
+// send the key to a server of theirs.
 //
 // # Exit codes
 //
@@ -61,6 +78,7 @@
 //	  2  usage: an unknown command or flag, a bad value, a missing credential or configuration
 //	  3  the server refused the request: a 4xx problem, shown with its detail and located violations
 //	  4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
-//	  5  listen: the events after the cursor were pruned (410); going on would skip them silently
+//	  5  listen: going on would skip events silently: the events after the cursor were pruned (410),
+//	     or the cursor is ahead of the stream's newest event (another server's, or planted)
 //	130  interrupted a second time: stopped at once, the delivery in flight is forwarded again next time
 package main

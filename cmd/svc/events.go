@@ -87,8 +87,7 @@ func printEvent(w io.Writer, ev *webhook.Event, jsonOut bool) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return printJSON(w, b)
 	}
 	_, err := fmt.Fprintf(w, "#%d  %s  %s  %s  %s\n", ev.Sequence, time.Unix(ev.Created, 0).UTC().Format(time.RFC3339),
 		clean(ev.Type), clean(ev.ID), clean(string(ev.Data)))

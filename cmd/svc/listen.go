@@ -34,6 +34,25 @@ func (e *lostError) Error() string {
 		gone, e.endpoint, e.first, e.first)
 }
 
+// aheadError: the cursor read from disk is past the stream's newest event — another server's or
+// stream's cursor, or one planted — so following it would skip every event up to it. Exit code 5.
+type aheadError struct {
+	endpoint, path string
+	cursor         uint64
+}
+
+func (e *aheadError) Error() string {
+	return fmt.Sprintf("the cursor %s is at sequence %d, but the newest event of %s is before it: a cursor of another server or stream, or one planted; "+
+		"following it would skip every event up to %d silently. Nothing was forwarded; move the cursor away to start afresh (--from), or pass --cursor with a file of its own",
+		e.path, e.cursor, e.endpoint, e.cursor)
+}
+
+// aheadAnswers is how many answers must find no event at the cursor's sequence, with none finding
+// it, before listen calls the cursor ahead of the stream. A range page's signature covers its body,
+// not the range asked for, so one empty page could be an old one replayed; listen refuses the
+// cursor only on the stream's word, repeated.
+const aheadAnswers = 3
+
 // errAbandoned: a second interrupt stopped listen in the middle of a delivery. Exit code 130.
 var errAbandoned = errors.New("interrupted again: the delivery in flight was abandoned; it is forwarded again next time")
 
@@ -62,6 +81,11 @@ type listener struct {
 	timing   listenTiming
 	// mismatches counts the range pages in a row whose signature did not verify.
 	mismatches int
+	// behind is true once the stream is known to reach the cursor: an event at or after it was seen,
+	// or the cursor is listen's own (none was read from disk). emptyAtCursor counts the answers that
+	// found no event at the cursor's sequence.
+	behind        bool
+	emptyAtCursor int
 }
 
 func runListen(_ context.Context, e env, args []string) error {
@@ -88,6 +112,9 @@ each delivery, so a listen stopped and started again resumes after it: nothing l
 twice. Ctrl-C (or SIGTERM) stops once the delivery in flight is answered; a second Ctrl-C stops at
 once, and that delivery is sent again next time (a process killed outright does the same, so a
 receiver should, as the platform's consumers do, ignore a sequence it has already processed).
+A cursor is refused when someone else could have planted it (a symbolic link, another user's file,
+a directory others may write: exit status 2) or when it is ahead of the stream's newest event
+(exit status 5): following either would skip events.
 
 The endpoint's sandbox faults (svc faults set) change its deliveries, never its stream: what
 listen forwards is every event once, in order, signed well.
@@ -96,7 +123,7 @@ listen forwards is every event once, in order, signed well.
 	cm.register(f.FlagSet)
 	f.StringVar(&endpoint, "endpoint", "", "the endpoint to follow, we_… (default $"+envEndpoint+")")
 	f.StringVar(&forwardTo, "forward-to", "", "the local URL to POST each event to (required)")
-	f.StringVar(&cursorPath, "cursor", "", "the cursor file (default $XDG_CONFIG_HOME/svc/cursors/<endpoint>.json)")
+	f.StringVar(&cursorPath, "cursor", "", "the cursor file, in a directory only you can write (default $XDG_CONFIG_HOME/svc/cursors/<endpoint>.json)")
 	f.Uint64Var(&from, "from", 1, "where to start when there is no cursor yet: the first sequence to forward")
 	f.BoolVar(&jsonOut, "json", false, "print one JSON object per delivery attempt")
 	f.DurationVar(&timing.poll, "poll", timing.poll, "how often to ask for new events once caught up")
@@ -129,7 +156,7 @@ listen forwards is every event once, in order, signed well.
 			return err
 		}
 	}
-	cur, err := openCursor(cursorPath, endpoint, cfg.BaseURL)
+	cur, err := openCursor(cursorPath, endpoint, cfg.BaseURL, e.uid)
 	if err != nil {
 		return err
 	}
@@ -144,7 +171,7 @@ listen forwards is every event once, in order, signed well.
 			from, cursorPath, cur.seq)
 	}
 	l := &listener{e: e, cfg: cfg, endpoint: endpoint, forward: forwardTo, secrets: cfg.Secrets, rc: rc, cursor: cur,
-		jsonOut: jsonOut, timing: timing, hc: &http.Client{
+		jsonOut: jsonOut, timing: timing, behind: !cur.exists || cur.seq == 0, hc: &http.Client{
 			Transport: localTransport(),
 			// The platform never follows a redirect; neither does its stand-in.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -202,6 +229,13 @@ func (l *listener) run(interrupts <-chan os.Signal) error {
 			continue
 		}
 		backoff, l.mismatches = l.timing.minBackoff, 0
+		if len(events) > 0 {
+			l.behind = true
+		} else if !l.behind {
+			if err := l.checkHead(soft); err != nil {
+				return err
+			}
+		}
 		for i := range events {
 			ev := &events[i]
 			if ev.Sequence != l.cursor.seq+1 { // the RangeClient checks this; a cursor never jumps
@@ -232,6 +266,28 @@ func (l *listener) run(interrupts <-chan os.Signal) error {
 		return errAbandoned
 	}
 	fmt.Fprintf(l.e.stderr, "svc listen: stopped; the cursor %s is at sequence %d\n", l.cursor.path, l.cursor.seq)
+	return nil
+}
+
+// checkHead asks for the event at the cursor's own sequence, once nothing follows it: a stream that
+// has it has reached the cursor (listen is caught up); one that answers, again and again, that it
+// has not is behind a cursor listen did not write, and listen stops rather than wait for sequences it
+// would then skip.
+func (l *listener) checkHead(ctx context.Context) error {
+	events, err := l.rc.FetchRange(ctx, l.endpoint, l.cursor.seq, l.cursor.seq)
+	var p *apierror.Error
+	switch {
+	case err == nil && len(events) > 0:
+		l.behind = true
+	case err == nil:
+		if l.emptyAtCursor++; l.emptyAtCursor >= aheadAnswers {
+			return &aheadError{endpoint: l.endpoint, path: l.cursor.path, cursor: l.cursor.seq}
+		}
+	case errors.As(err, &p) && p.Code == "events_pruned":
+		l.behind = true // the event at the cursor existed, and retention has since removed it
+	case ctx.Err() == nil:
+		return l.fetchFailed(err, l.cursor.seq)
+	}
 	return nil
 }
 
@@ -364,8 +420,9 @@ func (l *listener) report(ev *webhook.Event, attempt, status int, err error, lat
 		line.Error = err.Error()
 	}
 	if l.jsonOut {
-		b, _ := json.Marshal(line)
-		fmt.Fprintf(l.e.stdout, "%s\n", b)
+		if b, err := json.Marshal(line); err == nil {
+			_ = printJSON(l.e.stdout, b)
+		}
 		return
 	}
 	result := strconv.Itoa(status)

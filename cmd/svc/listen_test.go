@@ -400,7 +400,7 @@ func TestListenPruned(t *testing.T) {
 	require.Contains(t, l.stderr.String(), "the events before sequence 5 were pruned; starting at 5")
 
 	stale := filepath.Join(t.TempDir(), "stale.json")
-	c, err := openCursor(stale, testEP, api.URL)
+	c, err := openCursor(stale, testEP, api.URL, os.Geteuid())
 	require.NoError(t, err)
 	require.NoError(t, c.save(2))
 	c.close()

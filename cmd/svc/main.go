@@ -17,7 +17,7 @@ const (
 	exitUsage       = 2 // usage: an unknown command or flag, a bad value, a missing credential or configuration
 	exitRefused     = 3 // the server refused the request: a 4xx problem, shown with its detail and violations
 	exitUnavailable = 4 // the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
-	exitLost        = 5 // listen: the events after the cursor were pruned; going on would skip them
+	exitLost        = 5 // listen: going on would skip events: pruned after the cursor, or a cursor ahead of the stream
 	exitInterrupted = 130
 )
 
@@ -28,7 +28,8 @@ const exitCodesHelp = `Exit codes:
   2  usage: an unknown command or flag, a bad value, a missing credential or configuration
   3  the server refused the request: a 4xx problem, shown with its detail and located violations
   4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
-  5  listen: the events after the cursor were pruned (410); going on would skip them silently
+  5  listen: going on would skip events silently: the events after the cursor were pruned (410),
+     or the cursor is ahead of the stream's newest event (another server's, or planted)
 130  interrupted a second time: stopped at once, the delivery in flight is forwarded again next time
 `
 
@@ -38,6 +39,9 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// uid is the user svc runs as (the effective user ID; -1 where there is none): its config file and
+	// cursors must be theirs.
+	uid int
 	// interrupts delivers SIGINT and SIGTERM. listen stops after the delivery in flight at the first
 	// and at once at the second; every other command stops at once.
 	interrupts <-chan os.Signal
@@ -46,29 +50,8 @@ type env struct {
 func main() {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: terminalSafe{os.Stdout},
-		stderr: terminalSafe{os.Stderr}, interrupts: sig}))
-}
-
-// terminalSafe passes output on with its control characters — but newline and tab — replaced by
-// '?': svc prints what servers send (IDs, URLs, problem details), and a server must not be able to
-// send escape sequences to the developer's terminal through it.
-type terminalSafe struct{ w io.Writer }
-
-func (t terminalSafe) Write(p []byte) (int, error) {
-	clean := p
-	for i, c := range p {
-		if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
-			if &clean[0] == &p[0] {
-				clean = append([]byte(nil), p...)
-			}
-			clean[i] = '?'
-		}
-	}
-	if _, err := t.w.Write(clean); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	os.Exit(run(os.Args[1:], env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		uid: os.Geteuid(), interrupts: sig}))
 }
 
 // command is one of svc's commands (or a group of subcommands, such as faults).
@@ -101,8 +84,9 @@ var commands = []command{
 	{name: "version", summary: "print svc's version", run: runVersion},
 }
 
-// run runs svc with args and returns the exit code.
+// run runs svc with args and returns the exit code. Everything it prints passes through terminalSafe.
 func run(args []string, e env) int {
+	e.stdout, e.stderr = newTerminalSafe(e.stdout), newTerminalSafe(e.stderr)
 	if len(args) == 0 {
 		printHelp(e.stderr)
 		return exitUsage
@@ -220,6 +204,7 @@ func exitCode(err error, stderr io.Writer, ctx context.Context) int {
 		ie *invalidError
 		pe *problemError
 		le *lostError
+		ae *aheadError
 	)
 	switch {
 	case errors.Is(err, errHelpShown):
@@ -233,8 +218,8 @@ func exitCode(err error, stderr io.Writer, ctx context.Context) int {
 	case errors.As(err, &ie):
 		fmt.Fprintf(stderr, "svc: %s\n", ie.msg)
 		return exitInvalid
-	case errors.As(err, &le):
-		fmt.Fprintf(stderr, "svc: %s\n", le.Error())
+	case errors.As(err, &le), errors.As(err, &ae):
+		fmt.Fprintf(stderr, "svc: %v\n", err)
 		return exitLost
 	case errors.As(err, &pe):
 		pe.print(stderr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func testEnv(t testing.TB, vars map[string]string, stdin string) (env, *syncBuff
 	}
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	return env{getenv: func(k string) string { return all[k] }, stdin: strings.NewReader(stdin), stdout: out, stderr: errb,
-		interrupts: make(chan os.Signal)}, out, errb
+		uid: os.Geteuid(), interrupts: make(chan os.Signal)}, out, errb
 }
 
 func runSvc(t *testing.T, vars map[string]string, stdin string, args ...string) result {
@@ -176,6 +177,27 @@ func TestConfigFile(t *testing.T) {
 		_, _, err := load(t, map[string]string{envConfig: p}, common{})
 		require.ErrorContains(t, err, "writable by other users")
 	})
+	t.Run("a file another user owns is refused, whatever its mode: its base_url would receive the key", func(t *testing.T) {
+		p := write(t, "api_key = sk_sandbox_x\nbase_url = http://attacker.example\n", 0o644)
+		vars := map[string]string{envConfig: p}
+		e, _, _ := testEnv(t, vars, "")
+		owner := os.Geteuid()
+		if owner == 0 {
+			owner = 4242
+			require.NoError(t, os.Chown(p, owner, owner)) // a real file of another user
+		} else {
+			e.uid = owner + 1 // without root no file can be given away: svc is told it runs as another user
+		}
+		_, err := loadConfig(e, common{})
+		require.ErrorContains(t, err, fmt.Sprintf("config file %s is owned by user %d", p, owner))
+		require.ErrorContains(t, err, "chown")
+		if os.Geteuid() == 0 {
+			r := runSvc(t, vars, "", "endpoints", "list")
+			require.Equal(t, exitUsage, r.code)
+			require.Contains(t, r.stderr, p)
+			require.NotContains(t, r.stderr, "attacker.example")
+		}
+	})
 	t.Run("a file others may read is used, with a warning", func(t *testing.T) {
 		p := write(t, "api_key = sk_sandbox_x\n", 0o644)
 		cfg, warn, err := load(t, map[string]string{envConfig: p}, common{})
@@ -225,16 +247,4 @@ func TestDocMatchesHelp(t *testing.T) {
 	for _, c := range commands {
 		require.Contains(t, got, "svc "+c.name, "doc.go names every command")
 	}
-}
-
-// A server's text cannot reach the terminal as escape sequences.
-func TestTerminalSafe(t *testing.T) {
-	var b bytes.Buffer
-	in := []byte("ok\tline\n\x1b]0;owned\x07title \x1b[2J\x7f")
-	n, err := terminalSafe{&b}.Write(in)
-	require.NoError(t, err)
-	require.Equal(t, len(in), n)
-	require.Equal(t, "ok\tline\n?]0;owned?title ?[2J?", b.String())
-	require.Equal(t, byte(0x1b), in[8], "the caller's bytes are not changed")
-	require.Equal(t, "a\uFFFDb\uFFFDc", clean("a\u202Eb\x1bc"))
 }

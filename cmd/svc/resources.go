@@ -48,11 +48,6 @@ func (m *mutation) send(ctx context.Context, e env, c *client, method, path stri
 	return resp, err
 }
 
-// printJSON writes an answer's body as it came, on one line.
-func printJSON(w io.Writer, body []byte) {
-	fmt.Fprintf(w, "%s\n", strings.TrimSpace(string(body)))
-}
-
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
@@ -111,8 +106,7 @@ Sandbox keys only: a production key is answered like an unknown route.
 		return err
 	}
 	if m.jsonOut {
-		printJSON(e.stdout, resp.body)
-		return nil
+		return printJSON(e.stdout, resp.body)
 	}
 	var out struct {
 		Data []struct {
@@ -135,7 +129,7 @@ Sandbox keys only: a production key is answered like an unknown route.
 		if t.Event.Sequence == 0 {
 			seq = "sequence assigned when it commits"
 		}
-		fmt.Fprintf(e.stdout, "triggered %s %s on %s (%s)%s\n", t.Event.Type, t.Event.ID, t.Endpoint, seq, replayNote(resp))
+		fmt.Fprintf(e.stdout, "triggered %s %s on %s (%s)%s\n", clean(t.Event.Type), clean(t.Event.ID), clean(t.Endpoint), seq, replayNote(resp))
 	}
 	return nil
 }
@@ -180,8 +174,7 @@ so an endpoint that 'svc listen' follows needs no reachable URL at all.
 		return err
 	}
 	if m.jsonOut {
-		printJSON(e.stdout, resp.body)
-		return nil
+		return printJSON(e.stdout, resp.body)
 	}
 	var ep endpointJSON
 	if err := resp.decode(&ep); err != nil {
@@ -191,11 +184,11 @@ so an endpoint that 'svc listen' follows needs no reachable URL at all.
 		fmt.Fprintf(e.stdout, "export %s=%s\nexport %s=%s\n", envEndpoint, shellQuote(ep.ID), envSecret, shellQuote(ep.Secret))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "webhook endpoint %s created%s\n", ep.ID, replayNote(resp))
+	fmt.Fprintf(e.stdout, "webhook endpoint %s created%s\n", clean(ep.ID), replayNote(resp))
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  url\t%s\n  api version\t%s\n", ep.URL, ep.APIVersion)
+	fmt.Fprintf(tw, "  url\t%s\n  api version\t%s\n", clean(ep.URL), clean(ep.APIVersion))
 	if ep.Secret != "" {
-		fmt.Fprintf(tw, "  secret\t%s\t(shown once: keep it as %s)\n", ep.Secret, envSecret)
+		fmt.Fprintf(tw, "  secret\t%s\t(shown once: keep it as %s)\n", clean(ep.Secret), envSecret)
 	}
 	return tw.Flush()
 }
@@ -222,8 +215,7 @@ are not shown: each was shown once, when it was created.`)
 		return err
 	}
 	if jsonOut {
-		printJSON(e.stdout, resp.body)
-		return nil
+		return printJSON(e.stdout, resp.body)
 	}
 	var list struct {
 		Data []endpointJSON `json:"data"`
@@ -238,7 +230,7 @@ are not shown: each was shown once, when it was created.`)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAPI VERSION\tURL")
 	for _, ep := range list.Data {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ep.ID, ep.APIVersion, ep.URL)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", clean(ep.ID), clean(ep.APIVersion), clean(ep.URL))
 	}
 	return tw.Flush()
 }
@@ -292,8 +284,7 @@ each version; --data sends a body of your own instead.`)
 		return err
 	}
 	if m.jsonOut {
-		printJSON(e.stdout, resp.body)
-		return nil
+		return printJSON(e.stdout, resp.body)
 	}
 	var o map[string]any
 	if err := resp.decode(&o); err != nil {
@@ -303,7 +294,8 @@ each version; --data sends a body of your own instead.`)
 	if dir == nil {
 		dir = o["direction"]
 	}
-	fmt.Fprintf(e.stdout, "order %v created: %v %v, status %v%s\n", o["id"], dir, o["account"], o["status"], replayNote(resp))
+	str := func(v any) string { return clean(fmt.Sprint(v)) }
+	fmt.Fprintf(e.stdout, "order %s created: %s %s, status %s%s\n", str(o["id"]), str(dir), str(o["account"]), str(o["status"]), replayNote(resp))
 	fmt.Fprintf(e.stdout, "idempotency key %s (send it again with --idempotency-key to replay this answer)\n", m.key)
 	return nil
 }
@@ -387,19 +379,18 @@ type faultsJSON struct {
 
 func printFaults(w io.Writer, resp *response, jsonOut bool) error {
 	if jsonOut {
-		printJSON(w, resp.body)
-		return nil
+		return printJSON(w, resp.body)
 	}
 	var fl faultsJSON
 	if err := resp.decode(&fl); err != nil {
 		return err
 	}
 	if fl == (faultsJSON{Endpoint: fl.Endpoint}) {
-		fmt.Fprintf(w, "faults on %s: none\n", fl.Endpoint)
+		fmt.Fprintf(w, "faults on %s: none\n", clean(fl.Endpoint))
 		return nil
 	}
 	fmt.Fprintf(w, "faults on %s: drop %g, duplicate %g, reorder %g, bad signature %g, delay %g (%d ms)\n",
-		fl.Endpoint, fl.Drop, fl.Duplicate, fl.Reorder, fl.BadSignature, fl.Delay, fl.DelayMS)
+		clean(fl.Endpoint), fl.Drop, fl.Duplicate, fl.Reorder, fl.BadSignature, fl.Delay, fl.DelayMS)
 	return nil
 }
 
@@ -481,8 +472,7 @@ SVC_ADMIN_TOKEN (or admin_token in the config file).
 		return err
 	}
 	if m.jsonOut {
-		printJSON(e.stdout, resp.body)
-		return nil
+		return printJSON(e.stdout, resp.body)
 	}
 	var c struct {
 		APIKey    string `json:"api_key"`
@@ -498,9 +488,9 @@ SVC_ADMIN_TOKEN (or admin_token in the config file).
 		fmt.Fprintf(e.stdout, "export %s=%s\nexport %s=%s\n", envAPIKey, shellQuote(c.APIKey), envBaseURL, shellQuote(c.BaseURL))
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "sandbox credentials for licensee %s (key %s)%s\n", c.Licensee, c.KeyID, replayNote(resp))
+	fmt.Fprintf(e.stdout, "sandbox credentials for licensee %s (key %s)%s\n", clean(c.Licensee), clean(c.KeyID), replayNote(resp))
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  api key\t%s\t(shown once: keep it as %s)\n", c.APIKey, envAPIKey)
-	fmt.Fprintf(tw, "  base url\t%s\n  expires\t%s\n", c.BaseURL, time.Unix(c.ExpiresAt, 0).UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "  api key\t%s\t(shown once: keep it as %s)\n", clean(c.APIKey), envAPIKey)
+	fmt.Fprintf(tw, "  base url\t%s\n  expires\t%s\n", clean(c.BaseURL), time.Unix(c.ExpiresAt, 0).UTC().Format(time.RFC3339))
 	return tw.Flush()
 }

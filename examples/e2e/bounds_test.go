@@ -75,7 +75,7 @@ func loopbackGuard() *producer.AddressGuard {
 // kept: the same key with a smaller event runs.
 func TestEventTooLarge(t *testing.T) {
 	const most = 256 // an order's event, with an account of 64 characters, is over; a small trigger's is not
-	srv := startInProcess(t, server.Config{Webhooks: server.WebhookOptions{MaxEventBytes: most, Guard: loopbackGuard()}})
+	srv := startInProcess(t, server.Config{Webhooks: server.WebhookOptions{MaxEventBytes: most, SandboxGuard: loopbackGuard()}})
 	sk := bearer(srv.SandboxKey)
 	id, _ := registerEndpoint(t, srv.URL, srv.SandboxKey, unreachable)
 
@@ -117,7 +117,7 @@ func TestEventTooLarge(t *testing.T) {
 // 429 events_quota_exceeded on an order and a trigger, and 429 range_requests_in_flight.
 func TestEventBoundsOnPostgres(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	srv := startOrderServer(t, "orderserver-pg", "-postgres", dsn)
+	srv := startOrderServerEnv(t, "orderserver-pg", []string{loopbackAllow, postgresEnv(dsn)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)

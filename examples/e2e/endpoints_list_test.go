@@ -16,13 +16,13 @@ import (
 func TestListWebhookEndpoints(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		args func(t *testing.T) []string
+		env  func(t *testing.T) []string
 	}{
 		{"memory", func(*testing.T) []string { return nil }},
-		{"postgres", func(t *testing.T) []string { return []string{"-postgres", testenv.PostgresDSN(t)} }},
+		{"postgres", func(t *testing.T) []string { return []string{postgresEnv(testenv.PostgresDSN(t))} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := startOrderServer(t, "orderserver-"+tc.name, tc.args(t)...)
+			srv := startOrderServerEnv(t, "orderserver-"+tc.name, append([]string{loopbackAllow}, tc.env(t)...))
 			testListWebhookEndpoints(t, srv)
 		})
 	}

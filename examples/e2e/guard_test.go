@@ -105,7 +105,7 @@ func TestLoopbackRefusedWithoutAllowList(t *testing.T) {
 // receives nothing.
 func TestDeliveryBlockedAtDialTime(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	srv := startOrderServerEnv(t, "orderserver", noAllowList, "-postgres", dsn)
+	srv := startOrderServerEnv(t, "orderserver", append(noAllowList, postgresEnv(dsn)))
 	c := request{Method: "POST", URL: srv.URL + "/v1/sandbox/credentials", Auth: bearer(srv.AdminToken), Key: newKey()}.
 		do(t).expectJSON(t, http.StatusCreated)
 	key, licensee := c["api_key"].(string), c["licensee"].(string)

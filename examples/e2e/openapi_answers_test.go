@@ -200,7 +200,8 @@ func TestDocumentedAnswersUnderFaults(t *testing.T) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	require.NoError(t, err)
 	proxy := faultproxy.Start(t, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port))
-	srv := startOrderServer(t, "orderserver-pg", "-postgres", proxiedDSN(t, dsn, proxy), "-redis", redisURL, "-redis-prefix", prefix)
+	srv := startOrderServerEnv(t, "orderserver-pg", []string{loopbackAllow, postgresEnv(proxiedDSN(t, dsn, proxy)), redisEnv(redisURL)},
+		"-redis-prefix", prefix)
 	sk := bearer(srv.SandboxKey)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

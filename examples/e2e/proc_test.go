@@ -172,6 +172,11 @@ type orderServer struct {
 // there, and the guard refuses it by default.
 const loopbackAllow = "SVC_WEBHOOK_ALLOW=sandbox=127.0.0.0/8,::1/128,localhost"
 
+// The orderserver's secrets, as its environment carries them (never flags: they show in ps).
+func postgresEnv(dsn string) string     { return "SVC_POSTGRES_DSN=" + dsn }
+func redisEnv(url string) string        { return "SVC_REDIS_URL=" + url }
+func adminTokenEnv(token string) string { return "SVC_ADMIN_TOKEN=" + token }
+
 // startOrderServer starts an orderserver on a free loopback port, delivering to loopback.
 func startOrderServer(t *testing.T, name string, args ...string) *orderServer {
 	t.Helper()
@@ -182,6 +187,8 @@ func startOrderServer(t *testing.T, name string, args ...string) *orderServer {
 // entry "SVC_WEBHOOK_ALLOW=" gives the default guard: public addresses only.
 func startOrderServerEnv(t *testing.T, name string, env []string, args ...string) *orderServer {
 	t.Helper()
+	// None of the secrets of this process's own environment, only env's.
+	env = append([]string{postgresEnv(""), redisEnv(""), adminTokenEnv("")}, env...)
 	p := startEnv(t, name, orderserverBin, env, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	s := &orderServer{process: p}
 	s.URL = p.stdoutValue(t, "listening on ")

@@ -33,8 +33,8 @@ func countRows(t *testing.T, dsn, table string) int {
 // keeps its cursor in PostgreSQL resumes after a restart without processing anything twice.
 func TestPostgresReplicas(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
-	a := startOrderServer(t, "replica-a", "-postgres", dsn)
-	b := startOrderServer(t, "replica-b", "-postgres", dsn)
+	a := startOrderServerEnv(t, "replica-a", []string{loopbackAllow, postgresEnv(dsn)})
+	b := startOrderServerEnv(t, "replica-b", []string{loopbackAllow, postgresEnv(dsn)})
 
 	t.Run("each replica recognises the other's keys", func(t *testing.T) {
 		createOrder(t, b.URL, a.SandboxKey, orderBody)
@@ -128,7 +128,7 @@ func TestPostgresReplicas(t *testing.T) {
 	t.Run("a replica that restarts finds everything", func(t *testing.T) {
 		o := createOrder(t, a.URL, a.SandboxKey, orderBody)
 		a.stop(t)
-		a2 := startOrderServer(t, "replica-a-restarted", "-postgres", dsn)
+		a2 := startOrderServerEnv(t, "replica-a-restarted", []string{loopbackAllow, postgresEnv(dsn)})
 		got := request{Method: "GET", URL: a2.URL + "/v1/orders/" + o["id"].(string), Auth: bearer(a.SandboxKey)}.do(t)
 		require.Equal(t, o, got.expectJSON(t, http.StatusOK))
 	})
@@ -139,8 +139,8 @@ func TestPostgresReplicas(t *testing.T) {
 func TestPostgresAndRedis(t *testing.T) {
 	dsn := testenv.PostgresDSN(t)
 	redisURL, prefix := testenv.Redis(t)
-	a := startOrderServer(t, "replica-a", "-postgres", dsn, "-redis", redisURL, "-redis-prefix", prefix)
-	b := startOrderServer(t, "replica-b", "-postgres", dsn, "-redis", redisURL, "-redis-prefix", prefix)
+	a := startOrderServerEnv(t, "replica-a", []string{loopbackAllow, postgresEnv(dsn), redisEnv(redisURL)}, "-redis-prefix", prefix)
+	b := startOrderServerEnv(t, "replica-b", []string{loopbackAllow, postgresEnv(dsn), redisEnv(redisURL)}, "-redis-prefix", prefix)
 
 	key := newKey()
 	first := request{Method: "POST", URL: a.URL + "/v1/orders", Auth: bearer(a.SandboxKey), Key: key, Body: orderBody}.do(t)
@@ -164,7 +164,7 @@ func TestPostgresAndRedis(t *testing.T) {
 // TestRedisOnly keeps idempotency records in Redis and the rest in memory.
 func TestRedisOnly(t *testing.T) {
 	redisURL, prefix := testenv.Redis(t)
-	srv := startOrderServer(t, "orderserver", "-redis", redisURL, "-redis-prefix", prefix)
+	srv := startOrderServerEnv(t, "orderserver", []string{loopbackAllow, redisEnv(redisURL)}, "-redis-prefix", prefix)
 	rq := request{Method: "POST", URL: srv.URL + "/v1/orders", Auth: bearer(srv.SandboxKey), Key: newKey(), Body: orderBody}
 	first := rq.do(t)
 	first.expectJSON(t, http.StatusCreated)

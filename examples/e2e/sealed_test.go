@@ -24,8 +24,8 @@ func TestSealedReplicas(t *testing.T) {
 	require.NoError(t, err)
 	t.Setenv("SVC_SEAL_KEYS", k.Reveal())
 	admin := "adm_" + newKey()
-	a := startOrderServer(t, "replica-a", "-postgres", dsn, "-admin-token", admin)
-	b := startOrderServer(t, "replica-b", "-postgres", dsn, "-admin-token", admin)
+	a := startOrderServerEnv(t, "replica-a", []string{loopbackAllow, postgresEnv(dsn), adminTokenEnv(admin)})
+	b := startOrderServerEnv(t, "replica-b", []string{loopbackAllow, postgresEnv(dsn), adminTokenEnv(admin)})
 
 	key := newKey()
 	first := request{Method: "POST", URL: a.URL + "/v1/sandbox/credentials", Auth: bearer(admin), Key: key}.do(t)

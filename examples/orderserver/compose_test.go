@@ -43,7 +43,8 @@ func TestComposeFile(t *testing.T) {
 	vars := regexp.MustCompile(`(?m)^\s+(SVC_[A-Z_]+):`).FindAllStringSubmatch(server, -1)
 	require.NotEmpty(t, vars)
 	for _, v := range vars {
-		require.Contains(t, []string{EnvWebhookAllow, EnvSealKeys}, v[1], "compose.yaml sets %s, which orderserver does not read", v[1])
+		require.Contains(t, []string{EnvWebhookAllow, EnvSealKeys, EnvPostgresDSN, EnvRedisURL, EnvAdminToken}, v[1],
+			"compose.yaml sets %s, which orderserver does not read", v[1])
 	}
 
 	port := addr[strings.LastIndex(addr, ":")+1:]

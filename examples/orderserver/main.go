@@ -1,7 +1,8 @@
 // Command orderserver is the reference order server: the platform's conventions — idempotent
 // mutating requests, signed and sequenced webhooks with range retrieval, RFC 9457 problems, path
 // versioning pinned per licensee, and a sandbox told apart by its keys — wired together the way a
-// product team would. Everything lives in memory unless -postgres (and -redis) say otherwise.
+// product team would. Everything lives in memory unless SVC_POSTGRES_DSN (and SVC_REDIS_URL) say
+// otherwise.
 //
 //	go run ./examples/orderserver -addr 127.0.0.1:8080
 //
@@ -10,6 +11,14 @@
 // -env-file FILE also writes them as shell assignments (BASE, KEY, LIVE, ADMIN), so that another
 // shell can `. FILE` and run examples/README.md's curl session as written. The routes are listed in
 // the server package's documentation and in examples/README.md.
+//
+// Secrets come from the environment, never from flags, which every user of the machine can read
+// (/proc/<pid>/cmdline, ps): SVC_POSTGRES_DSN (credentials, orders, endpoints, events, pins and
+// idempotency records in PostgreSQL), SVC_REDIS_URL (idempotency records in Redis) and
+// SVC_ADMIN_TOKEN (or -admin-token-file FILE; neither: a fresh token). -postgres, -redis and
+// -admin-token are refused with where the value goes instead.
+//
+//	SVC_POSTGRES_DSN="$DSN" go run ./examples/orderserver
 //
 // Webhook deliveries connect only to public unicast addresses, checked at dial time after DNS
 // resolution, and registration refuses URLs that point elsewhere (loopback, private networks, cloud
@@ -95,17 +104,27 @@ func sealer(ring string, logger *slog.Logger) (*seal.Ring, error) {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orderserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of orderserver:")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), secretsHelp)
+	}
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
 	publicURL := fs.String("base-url", "", "the `URL` clients reach the server at, in issued credentials and the -env-file, when it is not http://<the address it listens on> (in a container, behind a proxy)")
-	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: credentials, orders, endpoints, events, pins and idempotency records live there, shared by every replica started with it; tables are created at start in the DSN's search_path")
-	redisURL := fs.String("redis", "", "Redis URL (redis://host:port/db): idempotency records live there instead of in memory or PostgreSQL")
-	redisPrefix := fs.String("redis-prefix", "svc:", "prefix of every Redis key the server writes")
-	adminToken := fs.String("admin-token", "", "token that authorises POST /v1/sandbox/credentials (default: a fresh one)")
+	redisPrefix := fs.String("redis-prefix", "svc:", "prefix of every Redis key the server writes ($"+EnvRedisURL+" names the Redis)")
+	adminTokenFile := fs.String("admin-token-file", "", "read the token that authorises POST /v1/sandbox/credentials from `file` (default: $"+EnvAdminToken+", else a fresh one)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (port 0 picks a free one): every convention's metrics, see the otelconv module")
 	otlp := fs.String("otlp", "", "send traces over OTLP/HTTP to `URL` (such as http://127.0.0.1:4318/v1/traces); the standard OTEL_EXPORTER_OTLP_* variables turn it on too")
 	envFile := fs.String("env-file", "", "also write what it prints at start as shell assignments (BASE, KEY, LIVE, ADMIN) to `file`, mode 0600, for '. file' in another shell")
+	if err := refuseSecretFlags(args); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sec, err := readSecrets(os.Getenv, *adminTokenFile)
+	if err != nil {
 		return err
 	}
 	if *publicURL != "" {
@@ -129,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, closeBackends, err := openBackends(ctx, *pgDSN, *redisURL, *redisPrefix, ring, logger)
+	cfg, closeBackends, err := openBackends(ctx, sec.postgresDSN, sec.redisURL, *redisPrefix, ring, logger)
 	if err != nil {
 		return err
 	}
@@ -163,7 +182,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *publicURL != "" {
 		baseURL = strings.TrimSuffix(*publicURL, "/")
 	}
-	cfg.AdminToken, cfg.BaseURL, cfg.Logger = *adminToken, baseURL, logger
+	cfg.AdminToken, cfg.BaseURL, cfg.Logger = sec.adminToken, baseURL, logger
 	srv, err := server.New(cfg)
 	if err != nil {
 		_ = ln.Close()
@@ -195,7 +214,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if u := tel.MetricsURL(); u != "" {
 		fmt.Fprintf(stdout, "metrics on %s\n", u)
 	}
-	logger.Info("orderserver started", "addr", listening, "base_url", baseURL, "storage", storageName(*pgDSN, *redisURL))
+	logger.Info("orderserver started", "addr", listening, "base_url", baseURL, "storage", storageName(sec.postgresDSN, sec.redisURL))
 
 	err = srv.Serve(ctx, ln)
 	logger.Info("orderserver stopped")

@@ -16,10 +16,10 @@ import (
 	"github.com/svcplatform/conventions/seal"
 )
 
-// openBackends connects the durable stores the flags name and returns a Config using them, with a
-// function that closes the connections. With neither flag everything stays in memory (the zero
-// Config). With -postgres every replica shares credentials, orders, endpoints, events and pins, and —
-// unless -redis moves them — idempotency records, so a retry that lands on another replica is
+// openBackends connects the durable stores the environment names and returns a Config using them,
+// with a function that closes the connections. With neither everything stays in memory (the zero
+// Config). With SVC_POSTGRES_DSN every replica shares credentials, orders, endpoints, events and pins,
+// and — unless SVC_REDIS_URL moves them — idempotency records, so a retry that lands on another replica is
 // recognised as one.
 //
 // Sandbox and production idempotency records are kept apart (their own table, or key prefix), so
@@ -42,7 +42,7 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 	if pgDSN != "" {
 		poolCfg, err := pgxpool.ParseConfig(pgDSN)
 		if err != nil {
-			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvPostgresDSN, err)
 		}
 		// In transactional mode each mutating request holds a connection while its handler runs;
 		// pgx's default (four on a small machine) would queue them. A DSN's pool_max_conns wins.
@@ -51,23 +51,23 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 		}
 		pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 		if err != nil {
-			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvPostgresDSN, err)
 		}
 		closers = append(closers, pool.Close)
 		if err := pool.Ping(ctx); err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvPostgresDSN, err)
 		}
 		// Migrations are idempotent and serialised by advisory locks: replicas starting together are fine.
 		if err := pgserver.Migrate(ctx, pool); err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvPostgresDSN, err)
 		}
 		// Transactional mode: the claim, the order with its events, and the stored response commit in
 		// one transaction, so a crash can never leave an order whose response a retry cannot replay.
 		if cfg, err = pgserver.Config(pool, ring); err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-postgres: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvPostgresDSN, err)
 		}
 		if ring != nil {
 			n, err := cfg.Store.(*pgserver.Store).Reseal(ctx)
@@ -89,13 +89,13 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 		opts, err := redis.ParseURL(redisURL)
 		if err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-redis: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvRedisURL, err)
 		}
 		client := redis.NewClient(opts)
 		closers = append(closers, func() { _ = client.Close() })
 		if err := client.Ping(ctx).Err(); err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-redis: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvRedisURL, err)
 		}
 		// Records in Redis cannot share a transaction with PostgreSQL: the ordinary mode (leases,
 		// fencing) applies, and the order's own transaction still keeps it and its events together.
@@ -104,14 +104,14 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 		idem, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: redisPrefix, MaxRecordsPerScope: 100_000})
 		if err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-redis: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvRedisURL, err)
 		}
 		// The sandbox's records under a prefix of their own: with a Redis shared by both, a sandbox
 		// flood fills the sandbox's quotas, never production's.
 		sbx, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: redisPrefix + "sandbox:", MaxRecordsPerScope: 100_000})
 		if err != nil {
 			closeAll()
-			return cfg, nil, fmt.Errorf("-redis: %w", err)
+			return cfg, nil, fmt.Errorf("%s: %w", EnvRedisURL, err)
 		}
 		cfg.Idempotency, cfg.SandboxIdempotency = idem, sbx
 		cfg.Transactor, cfg.SandboxTransactor = nil, nil
