@@ -1,14 +1,14 @@
 // Command consumer is the reference webhook consumer for the order server. It verifies every
 // delivery's X-SVC-Signature, tracks X-SVC-Sequence, fetches any gap through range retrieval before
-// going on, keeps its cursor in memory or in PostgreSQL (-postgres), and logs each processed event
-// once.
+// going on, keeps its cursor in memory or in PostgreSQL (SVC_POSTGRES_DSN), and logs each processed
+// event once.
 //
 //	SVC_WEBHOOK_SECRET=whsec_… SVC_API_KEY=sk_sandbox_… \
 //	    go run ./examples/consumer -addr 127.0.0.1:9090 -endpoint we_… -base-url http://127.0.0.1:8080
 //
 // The signing secret and the API key are read from the environment (SVC_WEBHOOK_SECRET, SVC_API_KEY)
-// or from files (-secret-file, -api-key-file), never from flags: a command line is visible to every
-// user of the machine in ps. -api-version is the version the API key's licensee is pinned to (v1 by
+// or from files (-secret-file, -api-key-file), and the PostgreSQL DSN, which may hold a password, from
+// SVC_POSTGRES_DSN; never from flags: a command line is visible to every user of the machine in ps. -api-version is the version the API key's licensee is pinned to (v1 by
 // default): missed events are fetched under it.
 //
 // Register http://127.0.0.1:9090/webhooks (any path works) with POST /v1/webhook_endpoints first: the
@@ -45,8 +45,9 @@ func main() {
 
 // Environment variables that carry the consumer's secrets.
 const (
-	EnvSecret = "SVC_WEBHOOK_SECRET"
-	EnvAPIKey = "SVC_API_KEY"
+	EnvSecret   = "SVC_WEBHOOK_SECRET"
+	EnvAPIKey   = "SVC_API_KEY"
+	EnvPostgres = "SVC_POSTGRES_DSN" // keep the cursor (and the processed events) in PostgreSQL
 )
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -62,7 +63,6 @@ func runEnv(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	baseURL := fs.String("base-url", "http://127.0.0.1:8080", "the order server, for range retrieval")
 	endpoint := fs.String("endpoint", "", "the webhook endpoint ID, we_… (required)")
 	apiVersion := fs.String("api-version", "v1", "the API version the key's licensee is pinned to: missed events are fetched under it")
-	pgDSN := fs.String("postgres", "", "PostgreSQL DSN: keep the cursor (and the processed events) there, so a restart resumes where it stopped")
 	catchUp := fs.Duration("catch-up", consumer.DefaultCatchUpInterval, "how often to ask for events after the cursor (0: never)")
 	if err := refuseSecretFlags(args); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -92,10 +92,10 @@ func runEnv(args []string, getenv func(string) string, stdout, stderr io.Writer)
 
 	cfg := consumer.Config{EndpointID: *endpoint, Secret: secret, BaseURL: *baseURL, APIKey: apiKey,
 		APIVersion: *apiVersion, CatchUpInterval: *catchUp, Logger: logger}
-	if *pgDSN != "" {
-		closeDB, err := usePostgres(ctx, *pgDSN, &cfg)
+	if dsn := getenv(EnvPostgres); dsn != "" {
+		closeDB, err := usePostgres(ctx, dsn, &cfg)
 		if err != nil {
-			return fmt.Errorf("-postgres: %w", err)
+			return fmt.Errorf("%s: %w", EnvPostgres, err)
 		}
 		defer closeDB()
 	}
@@ -127,9 +127,16 @@ func refuseSecretFlags(args []string) error {
 			return nil
 		}
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && (name == "secret" || name == "api-key") {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		switch name {
+		case "secret", "api-key":
 			return fmt.Errorf("-%s is no longer accepted: a command line is visible to every user of the machine (ps); "+
 				"set %s or %s, or pass -secret-file and -api-key-file", name, EnvSecret, EnvAPIKey)
+		case "postgres":
+			return fmt.Errorf("-postgres is no longer accepted: a DSN may hold a password, and a command line is "+
+				"visible to every user of the machine (ps); set %s", EnvPostgres)
 		}
 	}
 	return nil

@@ -24,6 +24,19 @@ func TestSecretFlagsAreRefused(t *testing.T) {
 		require.NotContains(t, stderr.String(), "whsec_x")
 		require.NotContains(t, stderr.String(), "sk_sandbox_x")
 	}
+	// A DSN may hold a password (issue 30): it comes from the environment, and the flag is refused
+	// without repeating it.
+	for _, args := range [][]string{
+		{"-endpoint", "we_1", "-postgres", "postgres://u:pw_secret_value@h/db"},
+		{"--postgres=postgres://u:pw_secret_value@h/db", "-endpoint", "we_1"},
+	} {
+		var stderr bytes.Buffer
+		err := runEnv(args, env(nil), &bytes.Buffer{}, &stderr)
+		require.ErrorContains(t, err, "no longer accepted")
+		require.ErrorContains(t, err, EnvPostgres)
+		require.NotContains(t, err.Error(), "pw_secret_value")
+		require.NotContains(t, stderr.String(), "pw_secret_value")
+	}
 }
 
 func TestSecretsFromEnvironmentOrFile(t *testing.T) {

@@ -219,6 +219,8 @@ func consumerEnv(secret, apiKey string) []string {
 // (consumerEnv) carrying its secrets.
 func startConsumer(t *testing.T, name, addr string, env []string, args ...string) *consumerProc {
 	t.Helper()
+	// No DSN of this process's own environment, only env's.
+	env = append([]string{postgresEnv("")}, env...)
 	p := startEnv(t, name, consumerBin, env, append([]string{"-addr", addr}, args...)...)
 	return &consumerProc{process: p, URL: p.stdoutValue(t, "listening on "), Env: env, Args: args}
 }

@@ -101,7 +101,7 @@ func TestPostgresReplicas(t *testing.T) {
 
 	t.Run("webhooks from both replicas, and a consumer that crashes", func(t *testing.T) {
 		key := issueCredentials(t, a)
-		w := startWebhookSetup(t, a, key, "-postgres", dsn)
+		w := startWebhookSetup(t, a, key, postgresEnv(dsn))
 		orders := createOrders(t, a.URL, key, 6, 2)
 		for id := range createOrders(t, b.URL, key, 6, 2) {
 			orders[id] = true

@@ -19,14 +19,14 @@ type webhookSetup struct {
 }
 
 // startWebhookSetup registers an endpoint for a consumer on a free port, then starts the consumer
-// with the endpoint's ID and secret. extra are further consumer flags.
-func startWebhookSetup(t *testing.T, srv *orderServer, apiKey string, extra ...string) *webhookSetup {
+// with the endpoint's ID and secret. env is more of the consumer's environment (postgresEnv).
+func startWebhookSetup(t *testing.T, srv *orderServer, apiKey string, env ...string) *webhookSetup {
 	t.Helper()
 	addr := freeAddr(t)
 	id, secret := registerEndpoint(t, srv.URL, apiKey, "http://"+addr+"/webhooks")
-	args := append([]string{"-endpoint", id, "-base-url", srv.URL, "-catch-up", "300ms"}, extra...)
+	args := []string{"-endpoint", id, "-base-url", srv.URL, "-catch-up", "300ms"}
 	return &webhookSetup{srv: srv, endpoint: id, apiKey: apiKey,
-		consumer: startConsumer(t, "consumer", addr, consumerEnv(secret, apiKey), args...)}
+		consumer: startConsumer(t, "consumer", addr, append(consumerEnv(secret, apiKey), env...), args...)}
 }
 
 // createOrders creates n orders with the given number of concurrent clients and returns their IDs.
