@@ -37,7 +37,7 @@
 // refused (exit status 2), since it would make listen skip events.
 //
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
-// and retries network errors, 409 and 5xx on that key through idempotency.Transport, so a command
+// and retries network errors, 409, 429 and 5xx on that key through idempotency.Transport, so a command
 // run once does its work at most once; when the answer is lost, svc prints the key to send again.
 //
 // # Output

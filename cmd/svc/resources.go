@@ -248,7 +248,7 @@ func runOrdersCreate(ctx context.Context, e env, args []string) error {
 	f := newFlags(e, "svc orders create", "--account ACCOUNT [--side buy|sell] [flags]", `
 Create an order on the reference order server. The request carries an Idempotency-Key, printed
 with the answer: a request whose answer was lost is retried on the same key (network errors, 409,
-5xx), and sending it again with --idempotency-key replays the first answer — never a second order.
+429, 5xx), and sending it again with --idempotency-key replays the first answer — never a second order.
 The side is sent as "side" under v1 and as "direction" under v2 and later, the member's name in
 each version; --data sends a body of your own instead.`)
 	cm.register(f.FlagSet)
