@@ -105,16 +105,21 @@ var genericWords = map[string]bool{
 	"went": true, "unexpected": true, "denied": true, "allowed": true, "permitted": true,
 }
 
-// statusWords are the words of every 4xx and 5xx status text ("not", "found", "too", "many", …).
+// statusWords are the words of every 4xx and 5xx status text ("not", "found", "too", "many", …), less
+// those that name one part of a request precisely (inputWords): a request has one method and one
+// version, so "method_not_allowed" and "version_unknown" do name their input.
 var statusWords = func() map[string]bool {
 	m := make(map[string]bool)
 	for code := 400; code <= 599; code++ {
 		for _, w := range strings.Fields(stockPhrase(http.StatusText(code))) {
-			m[w] = true
+			m[w] = !inputWords[w]
 		}
 	}
 	return m
 }()
+
+// inputWords are the words of status texts that name a part of the request with no other like it.
+var inputWords = map[string]bool{"method": true, "version": true, "length": true, "range": true, "media": true, "uri": true}
 
 // namesSomething reports whether s — a detail, or a code — holds a word beyond genericWords and the
 // words of status texts: a name ("order", "Authorization", "account"), an identifier ("ord_1",

@@ -150,6 +150,9 @@ func TestCheckRequiresTheFailingInputNamed(t *testing.T) {
 		{409, "order_conflict", "the order is already cancelled"},
 		{422, "endpoint_limit_reached", "this licensee has 10 webhook endpoints, the most it may have"},
 		{400, "currency_unsupported", "Währung nicht unterstützt"},
+		// Words of status texts that name the one part of a request they are about.
+		{405, "method_not_allowed", "DELETE is not allowed here; allowed: GET, POST"},
+		{404, "version_unknown", "the version v3 is unknown; supported: v1, v2"},
 	} {
 		require.NoError(t, apierror.Check(ok.status, problem, []byte(body(ok.status, ok.code, ok.detail))), ok.detail)
 	}
