@@ -628,19 +628,26 @@ func encodeResponse(fields []field, body []byte) ([]byte, int) {
 	}
 	b := make([]byte, 0, n+len(body))
 	if fields != nil {
-		b = binary.AppendUvarint(b, uint64(len(fields)))
-		for _, f := range fields {
-			b = binary.AppendUvarint(b, uint64(len(f.name)))
-			b = append(b, f.name...)
-			b = binary.AppendUvarint(b, uint64(len(f.vals)))
-			for _, v := range f.vals {
-				b = binary.AppendUvarint(b, uint64(len(v)))
-				b = append(b, v...)
-			}
-		}
+		b = appendFields(b, fields)
 	}
 	hdrLen := len(b)
 	return append(b, body...), hdrLen
+}
+
+// appendFields appends the count of fs, then each field's name and values, each length-prefixed
+// (uvarint): the header part of encodeResponse's buffer and of a sealed envelope.
+func appendFields(dst []byte, fs []field) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(fs)))
+	for _, f := range fs {
+		dst = binary.AppendUvarint(dst, uint64(len(f.name)))
+		dst = append(dst, f.name...)
+		dst = binary.AppendUvarint(dst, uint64(len(f.vals)))
+		for _, v := range f.vals {
+			dst = binary.AppendUvarint(dst, uint64(len(v)))
+			dst = append(dst, v...)
+		}
+	}
+	return dst
 }
 
 // decodeFields rebuilds the header encodeResponse encoded: one string holds every name and value,

@@ -55,17 +55,7 @@ const aadBufSize = len(sealContext) + 64 + 1 + 255 + 32
 // body, each length-prefixed (uvarint) except the body, which runs to the end.
 func appendEnvelope(dst []byte, status int, fs []field, body []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(status))
-	dst = binary.AppendUvarint(dst, uint64(len(fs)))
-	for _, f := range fs {
-		dst = binary.AppendUvarint(dst, uint64(len(f.name)))
-		dst = append(dst, f.name...)
-		dst = binary.AppendUvarint(dst, uint64(len(f.vals)))
-		for _, v := range f.vals {
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
-		}
-	}
-	return append(dst, body...)
+	return append(appendFields(dst, fs), body...)
 }
 
 var errEnvelope = errors.New("idempotency: sealed record is malformed")
