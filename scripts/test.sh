@@ -241,6 +241,41 @@ tidy_unchanged() {
 	(cd "$1" && GOWORK=off go mod tidy -diff)
 }
 
+# clean_tree fails when a tracked file is an executable binary (ELF, Mach-O, PE, WebAssembly, or a file
+# with an execute bit that is not a #! script) or larger than 1 MiB: a compiled demo was committed twice
+# through `git commit -a`. Build outputs are ignored by .gitignore instead.
+clean_tree() {
+	# Files allowed anyway, one path a line with the reason beside it. Empty today.
+	local -A allowed=(
+	)
+	local limit=$((1 << 20)) bad=0 entry f size magic mode
+	while IFS= read -r -d '' entry; do
+		f=${entry#*$'\t'} mode=${entry%% *}
+		[ -n "${allowed[$f]+x}" ] && continue
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		size=$(stat -c %s -- "$f")
+		if [ "$size" -gt "$limit" ]; then
+			echo "tracked file larger than 1 MiB: $f ($size bytes)"
+			bad=1
+		fi
+		magic=$(head -c 4 -- "$f" | od -An -tx1 | tr -d ' \n')
+		case $magic in
+		7f454c46 | feedface | feedfacf | cefaedfe | cffaedfe | cafebabe | 0061736d | 4d5a*)
+			echo "tracked file is an executable binary: $f"
+			bad=1
+			continue
+			;;
+		esac
+		if [ "$mode" = 100755 ] && [ "${magic:0:4}" != 2321 ]; then
+			echo "tracked file has an execute bit but is not a #! script: $f"
+			bad=1
+		fi
+	done < <(git ls-files -s -z)
+	[ "$bad" -eq 0 ] || echo "remove it (git rm --cached), ignore it in .gitignore, or add it to clean_tree's allowed list with why"
+	return "$bad"
+}
+step "tree: no binaries, nothing over 1 MiB" clean_tree
+
 for m in "${modules[@]}"; do
 	[ -f "$m/go.mod" ] || continue
 	step "$m: gofmt" gofmt_clean "$m"
