@@ -28,6 +28,10 @@ cd "$(dirname "$0")/.."
 
 modules=(. pgstore redisstore otelconv examples benchmarks)
 staticcheck_version=v0.8.2
+# The Go floor: every go.mod and go.work says `go 1.25.0`, the older of the two releases the README
+# supports, and the root module's tests run once more on this toolchain (the newest patch of that
+# release, which the module proxy serves as golang.org/toolchain), so that the floor is real.
+floor_toolchain=go1.25.14
 
 services_only=false
 for arg in "$@"; do
@@ -288,6 +292,17 @@ for m in "${modules[@]}"; do
 	[ "$m" = . ] && step "$m: allocation counts" bash -c "cd '$m' && go test -count=1 -run 'Alloc|CostsNothing' ./..."
 	step "$m: benchmarks once" bash -c "cd '$m' && go test -run '^\$' -bench . -benchtime 1x -count=1 -timeout 20m ./..."
 done
+
+# same_floor fails unless every go.mod and go.work declares the same go line, of floor_toolchain's release.
+same_floor() {
+	local want lines
+	want="go $(sed -E 's/^go([0-9]+\.[0-9]+)\..*/\1/' <<<"$floor_toolchain").0"
+	lines=$(grep -H '^go ' go.work $(git ls-files '*go.mod') | grep -v ":$want\$")
+	[ -z "$lines" ] || { echo "want \"$want\" (the floor, from floor_toolchain=$floor_toolchain) in every go.mod and go.work:"; echo "$lines"; return 1; }
+}
+step "go floor: one go line everywhere" same_floor
+step "go floor: root module tests on $floor_toolchain" bash -c "GOTOOLCHAIN=$floor_toolchain go test -count=1 -timeout 20m ./..."
+step "go floor: go vet of every module on $floor_toolchain" bash -c "for m in ${modules[*]}; do (cd \$m && GOTOOLCHAIN=$floor_toolchain go vet ./...) || exit 1; done"
 
 echo
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
