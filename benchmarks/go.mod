@@ -14,10 +14,11 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
-	github.com/svcplatform/conventions v0.0.0
-	github.com/svcplatform/conventions/examples v0.0.0
-	github.com/svcplatform/conventions/pgstore v0.0.0
-	github.com/svcplatform/conventions/redisstore v0.0.0
+	github.com/svcplatform/conventions v0.1.0
+	github.com/svcplatform/conventions/examples v0.1.0
+	github.com/svcplatform/conventions/internal/testkit v0.1.0
+	github.com/svcplatform/conventions/pgstore v0.1.0
+	github.com/svcplatform/conventions/redisstore v0.1.0
 	github.com/svix/svix-webhooks v1.44.0
 	github.com/valyala/fasthttp v1.69.0
 )
@@ -45,7 +46,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/sony/gobreaker v1.0.0 // indirect
-	github.com/svcplatform/conventions/otelconv v0.0.0 // indirect
+	github.com/svcplatform/conventions/otelconv v0.1.0 // indirect
 	github.com/tinylib/msgp v1.6.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -65,6 +66,7 @@ require (
 replace (
 	github.com/svcplatform/conventions => ../
 	github.com/svcplatform/conventions/examples => ../examples
+	github.com/svcplatform/conventions/internal/testkit => ../internal/testkit
 	github.com/svcplatform/conventions/otelconv => ../otelconv
 	github.com/svcplatform/conventions/pgstore => ../pgstore
 	github.com/svcplatform/conventions/redisstore => ../redisstore

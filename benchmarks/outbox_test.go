@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -122,7 +121,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 	defer func() { stop(); running.Wait() }()
 
 	data := json.RawMessage(eventPayload(0))
-	run := randid.New("")
+	run := randomID("")
 	order := func(_, i int) error {
 		id := fmt.Sprintf("ord_%s_%d", run, i)
 		ids, err := placeOrder(ctx, pool, pub, eps, id, data, inTx)
@@ -195,7 +194,7 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, pub *producer.Publisher
 	if inTx {
 		now := time.Now()
 		for _, ep := range eps {
-			evID := randid.New("evt_")
+			evID := randomID("evt_")
 			if _, err := tx.Exec(ctx, inTxAppend, ep.ID, evID, "order.created", now.Unix(), "v1", []byte(data), now); err != nil {
 				return nil, err
 			}

@@ -28,7 +28,6 @@ import (
 
 	orderserver "github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
-	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
@@ -133,7 +132,7 @@ func schemaPool(tb testing.TB, dsn string, maxConns int32, tracer any) *pgxpool.
 		tb.Fatalf("%s is set but PostgreSQL does not answer: %v", envPostgres, err)
 	}
 	defer admin.Close(ctx)
-	schema := randid.New("svcbench_")
+	schema := randomID("svcbench_")
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		tb.Fatalf("create schema: %v", err)
 	}
@@ -426,13 +425,13 @@ func benchOrders(b *testing.B, shared bool) {
 			b.Fatal(err)
 		}
 		keys[c] = creds.APIKey
-		rec := postJSON(srv.Handler(), "/v1/webhook_endpoints", keys[c], randid.New("idem_"),
+		rec := postJSON(srv.Handler(), "/v1/webhook_endpoints", keys[c], randomID("idem_"),
 			`{"url":"http://127.0.0.1:9/never-delivered"}`)
 		if rec.Code != http.StatusCreated {
 			b.Fatalf("create webhook endpoint: %d %s", rec.Code, rec.Body)
 		}
 	}
-	run := randid.New("")
+	run := randomID("")
 	order := func(client, i int) error {
 		rec := postJSON(srv.Handler(), "/v1/orders", keys[client], fmt.Sprintf("ord-%s-%d", run, i),
 			`{"account":"acct_bench","side":"buy"}`)
@@ -554,7 +553,7 @@ var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 func runPgbench(b *testing.B, pgbench, dsn string, clients, seconds int) float64 {
 	b.Helper()
 	ctx := context.Background()
-	db := randid.New("svc_bench_pgbench_")
+	db := randomID("svc_bench_pgbench_")
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)

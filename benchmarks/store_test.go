@@ -13,8 +13,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/storetest"
-	"github.com/svcplatform/conventions/internal/randid"
-	"github.com/svcplatform/conventions/internal/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/redisstore"
 )
@@ -98,7 +97,7 @@ func redisClient(tb testing.TB) (*redis.Client, string) {
 		_ = client.Close()
 		tb.Fatalf("%s is set but Redis does not answer: %v", envRedis, err)
 	}
-	prefix := randid.New("svcbench_") + ":"
+	prefix := randomID("svcbench_") + ":"
 	tb.Cleanup(func() {
 		defer client.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -143,7 +142,7 @@ func postgresPool(tb testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		tb.Fatalf("%s: %v", envPostgres, err)
 	}
-	schema := randid.New("svcbench_")
+	schema := randomID("svcbench_")
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		pool.Close()
 		tb.Fatalf("%s is set but PostgreSQL does not answer: %v", envPostgres, err)

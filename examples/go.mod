@@ -8,9 +8,10 @@ require (
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
-	github.com/svcplatform/conventions v0.0.0
-	github.com/svcplatform/conventions/pgstore v0.0.0
-	github.com/svcplatform/conventions/redisstore v0.0.0
+	github.com/svcplatform/conventions v0.1.0
+	github.com/svcplatform/conventions/internal/testkit v0.1.0
+	github.com/svcplatform/conventions/pgstore v0.1.0
+	github.com/svcplatform/conventions/redisstore v0.1.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.46.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.68.0
@@ -52,7 +53,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/svcplatform/conventions/otelconv v0.0.0
+	github.com/svcplatform/conventions/otelconv v0.1.0
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
@@ -61,6 +62,7 @@ require (
 
 replace (
 	github.com/svcplatform/conventions => ../
+	github.com/svcplatform/conventions/internal/testkit => ../internal/testkit
 	github.com/svcplatform/conventions/pgstore => ../pgstore
 	github.com/svcplatform/conventions/redisstore => ../redisstore
 )

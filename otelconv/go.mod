@@ -3,7 +3,7 @@ module github.com/svcplatform/conventions/otelconv
 go 1.25.0
 
 require (
-	github.com/svcplatform/conventions v0.0.0
+	github.com/svcplatform/conventions v0.1.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
 	go.opentelemetry.io/otel/sdk v1.46.0

@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/svcplatform/conventions/internal/testclock"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -45,7 +44,7 @@ type received struct {
 // an httptest server whose /ok answers 200 and /fail 500.
 type producerRig struct {
 	h   *harness
-	clk *testclock.Clock
+	clk *clock
 	eps *producer.MemoryEndpoints
 	log *producer.MemoryLog
 	pub *producer.Publisher
@@ -57,7 +56,7 @@ type producerRig struct {
 
 func newProducerRig(t *testing.T, opts *Options) *producerRig {
 	t.Helper()
-	r := &producerRig{h: newHarness(t, opts), clk: testclock.New(prodT0), log: producer.NewMemoryLog()}
+	r := &producerRig{h: newHarness(t, opts), clk: &clock{now: prodT0}, log: producer.NewMemoryLog()}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		var ev webhook.Event
@@ -351,7 +350,7 @@ func BenchmarkDeliveryObserved(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			clk := testclock.New(prodT0)
+			clk := &clock{now: prodT0}
 			l := producer.NewMemoryLog()
 			pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now, Observer: obs})
 			if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -293,7 +292,7 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 		return webhook.Event{}, err
 	}
 	if ev.ID == "" {
-		ev.ID = randid.New("evt_")
+		ev.ID = newRandomID("evt_")
 	}
 	tc := producer.TraceContextFrom(ctx)
 	args := []any{stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data), tc.TraceParent, tc.TraceState}
@@ -335,7 +334,7 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 	for i, se := range events {
 		ev := se.Event
 		if ev.ID == "" {
-			ev.ID = randid.New("evt_")
+			ev.ID = newRandomID("evt_")
 		}
 		ev.Sequence = 0
 		ev.Data = slices.Clone(ev.Data)
@@ -772,7 +771,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error
 		responses = append(responses, evlogText(a.Response, producer.MaxResponseSnippet))
 		// A random ID, not the table's counter, which would tell each tenant the others' volume. A
 		// collision fails the statement, and the dispatcher records again under new IDs.
-		attempts = append(attempts, int64(randid.Uint63()))
+		attempts = append(attempts, int64(randomUint63()))
 		index = append(index, i)
 	}
 	if len(index) == 0 {

@@ -15,10 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
-
-	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // evlogLoopback lets the dispatchers' default client reach the tests' loopback endpoints.
@@ -92,7 +91,7 @@ func TestEventLogDispatcherReplicas(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	clk := testclock.New(evlogT0)
+	clk := pgtest.NewClock(evlogT0)
 	var dispatchers []*producer.Dispatcher
 	for i := range 4 {
 		d, err := producer.NewDispatcher(logs[i%2], eps, &producer.DispatcherOptions{Now: clk.Now, BatchSize: 9, Guard: evlogLoopback,
@@ -155,7 +154,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 	defer srv.Close()
 	eps := &producer.MemoryEndpoints{}
 	require.NoError(t, eps.Put(producer.Endpoint{ID: "we_a", URL: srv.URL + "/we_a", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
-	clk := testclock.New(evlogT0)
+	clk := pgtest.NewClock(evlogT0)
 	dopts := &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Lease: time.Minute, Schedule: []time.Duration{time.Hour, 2 * time.Hour},
 		Guard: evlogLoopback}
 

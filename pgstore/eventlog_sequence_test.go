@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -44,7 +43,7 @@ func TestEventLogSequencingUnderFaults(t *testing.T) {
 	// logs[2] runs as production does — the numbering statement as its own transaction — and a killer
 	// terminates its connections at random moments, mid-statement or between statements; logs[1] is
 	// left alone.
-	chaosName := randid.New("svc-seq-chaos-")
+	chaosName := pgtest.RandomName("svc-seq-chaos-")
 	logs := []*pgstore.EventLog{must(pgstore.NewEventLog(fastCommitPool(t), opts)), must(pgstore.NewEventLog(fastCommitPool(t), opts)),
 		must(pgstore.NewEventLog(namedPool(t, chaosName), opts))}
 

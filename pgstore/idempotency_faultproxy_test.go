@@ -18,7 +18,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/storetest"
-	"github.com/svcplatform/conventions/internal/faultproxy"
+	"github.com/svcplatform/conventions/internal/testkit/faultproxy"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )

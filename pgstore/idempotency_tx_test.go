@@ -21,11 +21,8 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
-	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
-
-	"github.com/svcplatform/conventions/internal/testclock"
 )
 
 // idemTxEnv is one transactional-mode test: a schema with the idempotency table and the handler's
@@ -40,8 +37,8 @@ type idemTxEnv struct {
 	body   string
 }
 
-// idemClock is the shared injectable test clock.
-type idemClock = testclock.Clock
+// idemClock is pgtest's injectable test clock.
+type idemClock = pgtest.Clock
 
 func newIdemTxEnv(t *testing.T) *idemTxEnv {
 	pool, schema := pgtest.Pool(t)
@@ -51,7 +48,7 @@ func newIdemTxEnv(t *testing.T) *idemTxEnv {
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL,
 		CONSTRAINT orders_key_unique UNIQUE (key) DEFERRABLE INITIALLY DEFERRED)`)
 	require.NoError(t, err)
-	return &idemTxEnv{t: t, pool: pool, opts: opts, clock: testclock.New(time.Now().UTC()), status: http.StatusCreated, body: `{"id":"ord_1"}`}
+	return &idemTxEnv{t: t, pool: pool, opts: opts, clock: pgtest.NewClock(time.Now().UTC()), status: http.StatusCreated, body: `{"id":"ord_1"}`}
 }
 
 // middleware returns a transactional middleware on the env's pool; tweak adjusts its options.
@@ -655,11 +652,11 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 		})
 	}
 	b.Run("ClaimCompleteParallel", func(b *testing.B) {
-		scope := randid.New("bench_")
+		scope := pgtest.RandomName("bench_")
 		run(b, idempotency.Claimed, func(i int64) idempotency.Key { return idempotency.Key{Scope: scope, Key: fmt.Sprint(i)} })
 	})
 	b.Run("ReplayParallel", func(b *testing.B) {
-		scope := randid.New("bench_")
+		scope := pgtest.RandomName("bench_")
 		for i := range 16 {
 			st, err := once(idempotency.Key{Scope: scope, Key: fmt.Sprint(i)})
 			require.NoError(b, err)

@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/idempotency"
-	"github.com/svcplatform/conventions/internal/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )

@@ -5,7 +5,8 @@ go 1.25.0
 require (
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
-	github.com/svcplatform/conventions v0.0.0
+	github.com/svcplatform/conventions v0.1.0
+	github.com/svcplatform/conventions/internal/testkit v0.1.0
 )
 
 require (
@@ -17,4 +18,7 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 )
 
-replace github.com/svcplatform/conventions => ../
+replace (
+	github.com/svcplatform/conventions => ../
+	github.com/svcplatform/conventions/internal/testkit => ../internal/testkit
+)

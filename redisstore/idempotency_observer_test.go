@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/internal/idemobserve"
+	"github.com/svcplatform/conventions/internal/testkit/idemobserve"
 )
 
 // An observer of a middleware on Redis sees its store calls as the redis backend's.

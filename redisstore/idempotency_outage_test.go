@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/svcplatform/conventions/idempotency/storetest"
-	"github.com/svcplatform/conventions/internal/faultproxy"
+	"github.com/svcplatform/conventions/internal/testkit/faultproxy"
 	"github.com/svcplatform/conventions/redisstore"
 	"github.com/svcplatform/conventions/redisstore/internal/redistest"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/examples/internal/testenv"
-	"github.com/svcplatform/conventions/internal/faultproxy"
+	"github.com/svcplatform/conventions/internal/testkit/faultproxy"
 )
 
 // The tests in this file drive the answers of the server's OpenAPI documents that the other

@@ -1,6 +1,7 @@
 // Package docscheck holds the repository's checks on itself: every relative link in a Markdown file
 // resolves and nothing points outside the repository; every exported type documents its zero value;
-// no constructor panics; and no non-test file imports testify.
+// no constructor panics; no non-test file imports testify; and no nested module imports the root
+// module's internal/.
 package docscheck
 
 import (

@@ -2,8 +2,9 @@
 // SVC_TEST_POSTGRES_DSN and SVC_TEST_REDIS_URL. Each test gets a schema (PostgreSQL) or key prefix
 // (Redis) of its own, removed when it ends. Tests skip when a variable is unset and fail when it is set
 // but the server does not answer, so CI, which sets both, never skips silently. Whether a server answers
-// is probed once per test binary, within seconds (internal/serviceprobe), so that a variable that
-// names a dead address fails every test that needs it at once, naming the variable and the address.
+// is probed once per test binary, within seconds (internal/testkit/serviceprobe), so that a variable
+// that names a dead address fails every test that needs it at once, naming the variable and the
+// address.
 package testenv
 
 import (
@@ -21,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/svcplatform/conventions/internal/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
 )
 
 // The variables that name the test servers.

@@ -1,12 +1,14 @@
 // Package pgtest gives each test its own schema on the real PostgreSQL named by SVC_TEST_POSTGRES_DSN.
 // Tests skip when the variable is unset and fail when it is set but the server does not answer, so that
 // CI (which sets it) never skips silently. Whether it answers is probed once per test binary, within
-// seconds (internal/serviceprobe): a variable that names a dead address fails every test that
+// seconds (internal/testkit/serviceprobe): a variable that names a dead address fails every test that
 // needs it at once, with a message that names the variable and the address.
 package pgtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"os"
 	"testing"
 	"time"
@@ -15,8 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svcplatform/conventions/internal/randid"
-	"github.com/svcplatform/conventions/internal/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
 )
 
 // EnvDSN is the variable that names the test database.
@@ -43,13 +44,25 @@ func DSN(tb testing.TB) string {
 	return dsn
 }
 
+// nameEncoding is lowercase base32 without padding: PostgreSQL folds an unquoted identifier to lower
+// case, so a lowercase name means the same schema quoted (pgx.Identifier) or not (search_path).
+var nameEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// RandomName returns prefix followed by 128 random bits from crypto/rand (26 lowercase characters):
+// a schema, database or application name that no other test, run or machine picks.
+func RandomName(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+): it crashes the program instead.
+	return prefix + nameEncoding.EncodeToString(b[:])
+}
+
 // Pool connects to the test database and creates a fresh schema that is dropped when the test ends.
 // It returns the pool (closed at the end of the test) and the schema's name. The pool's search_path is
 // the new schema, so unqualified names land there too.
 func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
 	dsn := DSN(tb)
-	schema := randid.New("t_")
+	schema := RandomName("t_")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

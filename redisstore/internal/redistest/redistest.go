@@ -1,9 +1,9 @@
 // Package redistest connects tests to the real Redis named by SVC_TEST_REDIS_URL, with a key prefix of
 // their own that is deleted when the test ends. Tests skip when the variable is unset and fail when it
 // is set but the server does not answer, so that CI (which sets it) never skips silently. Whether it
-// answers is probed once per test binary, within seconds (internal/serviceprobe): a variable that
-// names a dead address fails every test that needs it at once, with a message that names the variable
-// and the address, instead of each test waiting out go-redis's dial retries.
+// answers is probed once per test binary, within seconds (internal/testkit/serviceprobe): a variable
+// that names a dead address fails every test that needs it at once, with a message that names the
+// variable and the address, instead of each test waiting out go-redis's dial retries.
 //
 // StartServer and StartCluster start redis-server processes of a test's own, for settings the shared
 // server must not be given; they follow the same rule, failing when the variable is set and
@@ -12,18 +12,31 @@ package redistest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/svcplatform/conventions/internal/randid"
-	"github.com/svcplatform/conventions/internal/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
 )
 
 // EnvURL is the variable that names the test Redis.
 const EnvURL = "SVC_TEST_REDIS_URL"
+
+// nameEncoding is lowercase base32 without padding: 16 random bytes become 26 characters that need no
+// escaping in a key pattern (SCAN MATCH).
+var nameEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// randomName returns prefix followed by 128 random bits from crypto/rand: a key prefix that no other
+// test, run or machine sharing the server picks.
+func randomName(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+): it crashes the program instead.
+	return prefix + nameEncoding.EncodeToString(b[:])
+}
 
 // Client returns a client for the test Redis and a fresh key prefix ("t_…:"); every key under the
 // prefix is deleted and the client closed when the test ends.
@@ -53,7 +66,7 @@ func Client(tb testing.TB) (*redis.Client, string) {
 		_ = client.Close()
 		tb.Fatalf("redistest: %s is set but Redis does not answer: %v", EnvURL, err)
 	}
-	prefix := randid.New("t_") + ":"
+	prefix := randomName("t_") + ":"
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -2,6 +2,10 @@
 // (PostgreSQL, Redis): it cuts every connection, as a crashed server or a failover does, or stalls
 // them, as a partition does. It listens on a free loopback port and stops, closing everything, when
 // the test ends.
+//
+// It is part of this repository's shared test infrastructure, internal/testkit, published as a
+// module of its own so that the nested modules' tests (pgstore, redisstore, examples, benchmarks)
+// never import the root module's internal/: that would tie each of them to one commit of the root.
 package faultproxy
 
 import (

@@ -1,6 +1,10 @@
 // Package idemobserve serves requests through an idempotency middleware on a given store and writes
 // down the store calls its Observer sees: the check, shared by pgstore and redisstore, that each store
 // names its backend to observers.
+//
+// It is part of this repository's shared test infrastructure, internal/testkit, published as a
+// module of its own so that the nested modules' tests (pgstore, redisstore, examples, benchmarks)
+// never import the root module's internal/: that would tie each of them to one commit of the root.
 package idemobserve
 
 import (

@@ -10,6 +10,10 @@
 // answers an inline PING (an error reply such as NOAUTH counts: a server is there), PostgreSQL answers
 // an SSLRequest with one byte. A port that accepts but never answers costs the probe's deadline
 // (Timeout), once.
+//
+// It is part of this repository's shared test infrastructure, internal/testkit, published as a
+// module of its own so that the nested modules' tests (pgstore, redisstore, examples, benchmarks)
+// never import the root module's internal/: that would tie each of them to one commit of the root.
 package serviceprobe
 
 import (
