@@ -26,7 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-modules=(. pgstore redisstore otelconv examples benchmarks)
+modules=(. pgstore redisstore otelconv examples benchmarks internal/testkit tools)
 staticcheck_version=v0.8.2
 # The Go floor: every go.mod and go.work says `go 1.25.0`, the older of the two releases the README
 # supports, and the root module's tests run once more on this toolchain (the newest patch of that
@@ -303,6 +303,15 @@ same_floor() {
 step "go floor: one go line everywhere" same_floor
 step "go floor: root module tests on $floor_toolchain" bash -c "GOTOOLCHAIN=$floor_toolchain go test -count=1 -timeout 20m ./..."
 step "go floor: go vet of every module on $floor_toolchain" bash -c "for m in ${modules[*]}; do (cd \$m && GOTOOLCHAIN=$floor_toolchain go vet ./...) || exit 1; done"
+
+# The install test (tools/installcheck; RELEASING.md): every public module at the release version from
+# a module proxy made of the working tree, into a module outside the repository, and the README's first
+# service built there and run against the real PostgreSQL and Redis.
+if [ -n "${SVC_TEST_POSTGRES_DSN:-}" ] && [ -n "${SVC_TEST_REDIS_URL:-}" ]; then
+	step "install: go get every module from a module proxy, run the README's first service" go run ./tools/installcheck
+else
+	echo "--- install: skipped, it needs both PostgreSQL and Redis (SVC_TEST_SERVICES=$services)"
+fi
 
 echo
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
