@@ -227,11 +227,14 @@ step() { # step NAME COMMAND...
 	local name=$1
 	shift
 	echo "--- $name"
+	local t0=$SECONDS
 	if "$@"; then
 		passed=$((passed + 1))
+		echo "    ok ($((SECONDS - t0)) s)"
 	else
 		failed=$((failed + 1))
 		failures+=("$name")
+		echo "    FAILED ($((SECONDS - t0)) s)"
 	fi
 }
 
