@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -121,7 +122,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 	defer func() { stop(); running.Wait() }()
 
 	data := json.RawMessage(eventPayload(0))
-	run := randomID("")
+	run := testid.New("")
 	order := func(_, i int) error {
 		id := fmt.Sprintf("ord_%s_%d", run, i)
 		ids, err := placeOrder(ctx, pool, pub, eps, id, data, inTx)
@@ -194,7 +195,7 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, pub *producer.Publisher
 	if inTx {
 		now := time.Now()
 		for _, ep := range eps {
-			evID := randomID("evt_")
+			evID := testid.New("evt_")
 			if _, err := tx.Exec(ctx, inTxAppend, ep.ID, evID, "order.created", now.Unix(), "v1", []byte(data), now); err != nil {
 				return nil, err
 			}

@@ -28,6 +28,7 @@ import (
 
 	orderserver "github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
@@ -132,7 +133,7 @@ func schemaPool(tb testing.TB, dsn string, maxConns int32, tracer any) *pgxpool.
 		tb.Fatalf("%s is set but PostgreSQL does not answer: %v", envPostgres, err)
 	}
 	defer admin.Close(ctx)
-	schema := randomID("svcbench_")
+	schema := testid.New("svcbench_")
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		tb.Fatalf("create schema: %v", err)
 	}
@@ -425,13 +426,13 @@ func benchOrders(b *testing.B, shared bool) {
 			b.Fatal(err)
 		}
 		keys[c] = creds.APIKey
-		rec := postJSON(srv.Handler(), "/v1/webhook_endpoints", keys[c], randomID("idem_"),
+		rec := postJSON(srv.Handler(), "/v1/webhook_endpoints", keys[c], testid.New("idem_"),
 			`{"url":"http://127.0.0.1:9/never-delivered"}`)
 		if rec.Code != http.StatusCreated {
 			b.Fatalf("create webhook endpoint: %d %s", rec.Code, rec.Body)
 		}
 	}
-	run := randomID("")
+	run := testid.New("")
 	order := func(client, i int) error {
 		rec := postJSON(srv.Handler(), "/v1/orders", keys[client], fmt.Sprintf("ord-%s-%d", run, i),
 			`{"account":"acct_bench","side":"buy"}`)
@@ -553,7 +554,7 @@ var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 func runPgbench(b *testing.B, pgbench, dsn string, clients, seconds int) float64 {
 	b.Helper()
 	ctx := context.Background()
-	db := randomID("svc_bench_pgbench_")
+	db := testid.New("svc_bench_pgbench_")
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/redisstore"
 )
@@ -97,7 +98,7 @@ func redisClient(tb testing.TB) (*redis.Client, string) {
 		_ = client.Close()
 		tb.Fatalf("%s is set but Redis does not answer: %v", envRedis, err)
 	}
-	prefix := randomID("svcbench_") + ":"
+	prefix := testid.New("svcbench_") + ":"
 	tb.Cleanup(func() {
 		defer client.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -142,7 +143,7 @@ func postgresPool(tb testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		tb.Fatalf("%s: %v", envPostgres, err)
 	}
-	schema := randomID("svcbench_")
+	schema := testid.New("svcbench_")
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		pool.Close()
 		tb.Fatalf("%s is set but PostgreSQL does not answer: %v", envPostgres, err)

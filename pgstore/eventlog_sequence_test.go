@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -43,7 +44,7 @@ func TestEventLogSequencingUnderFaults(t *testing.T) {
 	// logs[2] runs as production does — the numbering statement as its own transaction — and a killer
 	// terminates its connections at random moments, mid-statement or between statements; logs[1] is
 	// left alone.
-	chaosName := pgtest.RandomName("svc-seq-chaos-")
+	chaosName := testid.New("svc-seq-chaos-")
 	logs := []*pgstore.EventLog{must(pgstore.NewEventLog(fastCommitPool(t), opts)), must(pgstore.NewEventLog(fastCommitPool(t), opts)),
 		must(pgstore.NewEventLog(namedPool(t, chaosName), opts))}
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
@@ -652,11 +653,11 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 		})
 	}
 	b.Run("ClaimCompleteParallel", func(b *testing.B) {
-		scope := pgtest.RandomName("bench_")
+		scope := testid.New("bench_")
 		run(b, idempotency.Claimed, func(i int64) idempotency.Key { return idempotency.Key{Scope: scope, Key: fmt.Sprint(i)} })
 	})
 	b.Run("ReplayParallel", func(b *testing.B) {
-		scope := pgtest.RandomName("bench_")
+		scope := testid.New("bench_")
 		for i := range 16 {
 			st, err := once(idempotency.Key{Scope: scope, Key: fmt.Sprint(i)})
 			require.NoError(b, err)

@@ -7,8 +7,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"os"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 )
 
 // EnvDSN is the variable that names the test database.
@@ -44,25 +43,13 @@ func DSN(tb testing.TB) string {
 	return dsn
 }
 
-// nameEncoding is lowercase base32 without padding: PostgreSQL folds an unquoted identifier to lower
-// case, so a lowercase name means the same schema quoted (pgx.Identifier) or not (search_path).
-var nameEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// RandomName returns prefix followed by 128 random bits from crypto/rand (26 lowercase characters):
-// a schema, database or application name that no other test, run or machine picks.
-func RandomName(prefix string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+): it crashes the program instead.
-	return prefix + nameEncoding.EncodeToString(b[:])
-}
-
 // Pool connects to the test database and creates a fresh schema that is dropped when the test ends.
 // It returns the pool (closed at the end of the test) and the schema's name. The pool's search_path is
 // the new schema, so unqualified names land there too.
 func Pool(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
 	dsn := DSN(tb)
-	schema := RandomName("t_")
+	schema := testid.New("t_")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

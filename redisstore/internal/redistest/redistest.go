@@ -12,8 +12,6 @@ package redistest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"os"
 	"testing"
 	"time"
@@ -21,22 +19,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
+	"github.com/svcplatform/conventions/internal/testkit/testid"
 )
 
 // EnvURL is the variable that names the test Redis.
 const EnvURL = "SVC_TEST_REDIS_URL"
-
-// nameEncoding is lowercase base32 without padding: 16 random bytes become 26 characters that need no
-// escaping in a key pattern (SCAN MATCH).
-var nameEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// randomName returns prefix followed by 128 random bits from crypto/rand: a key prefix that no other
-// test, run or machine sharing the server picks.
-func randomName(prefix string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+): it crashes the program instead.
-	return prefix + nameEncoding.EncodeToString(b[:])
-}
 
 // Client returns a client for the test Redis and a fresh key prefix ("t_…:"); every key under the
 // prefix is deleted and the client closed when the test ends.
@@ -66,7 +53,7 @@ func Client(tb testing.TB) (*redis.Client, string) {
 		_ = client.Close()
 		tb.Fatalf("redistest: %s is set but Redis does not answer: %v", EnvURL, err)
 	}
-	prefix := randomName("t_") + ":"
+	prefix := testid.New("t_") + ":"
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
