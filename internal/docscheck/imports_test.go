@@ -20,16 +20,7 @@ func TestNoTestifyOutsideTests(t *testing.T) {
 	root := repoRoot(t)
 	fset := token.NewFileSet()
 	checked := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); name == "testdata" || (strings.HasPrefix(name, ".") && path != root) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkFiles(root, func(path string) error {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
@@ -69,6 +60,23 @@ func TestNoTestifyOutsideTests(t *testing.T) {
 	}
 }
 
+// walkFiles calls fn with every file below root, in every module of the workspace, leaving out
+// testdata and hidden directories (.git).
+func walkFiles(root string, fn func(file string) error) error {
+	return filepath.WalkDir(root, func(file string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "testdata" || (strings.HasPrefix(name, ".") && file != root) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(file)
+	})
+}
+
 // rootModule is the root module's path: its internal/ packages are the ones no nested module imports.
 const rootModule = "github.com/svcplatform/conventions"
 
@@ -100,17 +108,8 @@ func TestNestedModulesDoNotImportRootInternal(t *testing.T) {
 	root := repoRoot(t)
 	// The modules, by directory relative to root ("." for the root module) and by module path.
 	modDirs := map[string]string{}
-	err := filepath.WalkDir(root, func(file string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); name == "testdata" || (strings.HasPrefix(name, ".") && file != root) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.Name() == "go.mod" {
+	err := walkFiles(root, func(file string) error {
+		if filepath.Base(file) == "go.mod" {
 			rel, _ := filepath.Rel(root, filepath.Dir(file))
 			modDirs[filepath.ToSlash(rel)] = modulePath(t, file)
 		}
@@ -145,16 +144,7 @@ func TestNestedModulesDoNotImportRootInternal(t *testing.T) {
 	fset := token.NewFileSet()
 	checked := map[string]int{}   // module directory -> files checked
 	exempted := map[string]bool{} // the imports of other modules' packages under internal/ that the rule lets through
-	err = filepath.WalkDir(root, func(file string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); name == "testdata" || (strings.HasPrefix(name, ".") && file != root) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err = walkFiles(root, func(file string) error {
 		if !strings.HasSuffix(file, ".go") {
 			return nil
 		}
