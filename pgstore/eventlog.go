@@ -16,9 +16,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/svcplatform/conventions/ids"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
+
+// eventIDs names the events Append stores without an ID: "evt_" and 128 random bits, as the producer's
+// own in-memory logs name theirs.
+var eventIDs = ids.MustPrefix("evt")
 
 // EventLog is a producer.Log on PostgreSQL: webhook events, their gap-free per-stream sequences and
 // their delivery state, in the tables EventLogMigration creates. Events and delivery state survive
@@ -292,7 +297,7 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 		return webhook.Event{}, err
 	}
 	if ev.ID == "" {
-		ev.ID = newRandomID("evt_")
+		ev.ID = eventIDs.New()
 	}
 	tc := producer.TraceContextFrom(ctx)
 	args := []any{stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data), tc.TraceParent, tc.TraceState}
@@ -334,7 +339,7 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 	for i, se := range events {
 		ev := se.Event
 		if ev.ID == "" {
-			ev.ID = newRandomID("evt_")
+			ev.ID = eventIDs.New()
 		}
 		ev.Sequence = 0
 		ev.Data = slices.Clone(ev.Data)

@@ -1,22 +1,10 @@
 package pgstore
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
-
-func TestNewRandomID(t *testing.T) {
-	seen := map[string]bool{}
-	for range 1000 {
-		id := newRandomID("evt_")
-		require.True(t, strings.HasPrefix(id, "evt_") && len(id) == 4+26, "malformed id %q", id)
-		require.Equal(t, strings.ToLower(id), id, "id %q is not lowercase", id)
-		require.False(t, seen[id], "duplicate id %q", id)
-		seen[id] = true
-	}
-}
 
 func TestRandomUint63(t *testing.T) {
 	seen := map[uint64]bool{}
