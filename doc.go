@@ -47,7 +47,7 @@
 //     field, never a silent no-op.
 //   - Concurrency. Every exported type says whether it is safe for concurrent use.
 //   - Storage. Each store interface has a conformance suite that needs only the standard library
-//     (idempotency/storetest, webhook/cursortest, webhook/producer/logtest and endpointtest,
+//     (idempotency/storetest, webhook/cursortest, webhook/producer/driver/drivertest,
 //     versioning/pintest, sandbox/credentialtest), run by the memory stores, pgstore and redisstore.
 //   - Observers. Every package that decides something takes an Observer in its options
 //     (idempotency.Options, webhook's Verify, Receiver, Tracker and RangeClient options,

@@ -15,6 +15,7 @@ import (
 	"github.com/svcplatform/conventions/ids"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // paymentIDs makes the service's payment IDs: "pay_" and 26 random characters.
@@ -104,12 +105,12 @@ func (s *payments) get(w http.ResponseWriter, r *http.Request) {
 // 405 are problems, successes are written by WriteJSON, IDs come from package ids, the rate limit
 // counts by the team's own user, and one call publishes to all of a user's webhook endpoints.
 func Example_service() {
-	endpoints := &producer.MemoryEndpoints{}
+	endpoints := &memstore.Endpoints{}
 	for _, id := range []string{"we_1", "we_2"} {
 		_ = endpoints.Put(producer.Endpoint{ID: id, URL: "https://ann.example/hooks/" + id, Owner: "ann",
 			Secrets: []string{"whsec_example"}})
 	}
-	log := producer.NewMemoryLog()
+	log := memstore.NewLog()
 	pub, err := producer.NewPublisher(log, endpoints, nil)
 	if err != nil {
 		fmt.Println(err)

@@ -15,6 +15,8 @@ import (
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // BenchmarkPGOutbox measures issue 20's case: one busy licensee. SVC_BENCH_CLIENTS clients place
@@ -80,7 +82,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 		eps[i] = producer.Endpoint{ID: fmt.Sprintf("we_busy_%d", i), URL: "https://consumer.example/hooks",
 			Owner: "lic_busy", Secrets: []string{webhook.NewSecret()}}
 	}
-	registry, err := producer.NewMemoryEndpoints(eps...)
+	registry, err := memstore.NewEndpoints(eps...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 		numbered  = map[string]time.Time{}
 		committed = map[string]time.Time{}
 	)
-	seq, err := producer.NewSequencer(log, &producer.SequencerOptions{OnSequenced: func(runs []producer.SequencedRun) {
+	seq, err := producer.NewSequencer(log, &producer.SequencerOptions{OnSequenced: func(runs []driver.SequencedRun) {
 		at := time.Now()
 		mu.Lock()
 		defer mu.Unlock()

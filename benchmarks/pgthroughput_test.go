@@ -33,6 +33,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // The knobs of BenchmarkPGThroughput. The defaults keep CI's single pass (-benchtime 1x) to a few
@@ -650,7 +651,7 @@ func benchEventsOurs(b *testing.B) {
 		eps[i] = producer.Endpoint{ID: ids[i], URL: cons.URL + "/hooks/" + ids[i], Owner: "lic_bench",
 			Secrets: []string{webhook.NewSecret()}}
 	}
-	endpoints, err := producer.NewMemoryEndpoints(eps...)
+	endpoints, err := memstore.NewEndpoints(eps...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // Names of the webhook producer's instruments, span and attributes (see METRICS-producer.md).
@@ -307,9 +308,9 @@ func (p *producerObserver) AttemptEnd(ctx context.Context, r producer.AttemptRes
 	res := resultReleased
 	switch {
 	case r.Released:
-	case r.Outcome == producer.OutcomeDelivered:
+	case r.Outcome == driver.OutcomeDelivered:
 		res = resultDelivered
-	case r.Outcome == producer.OutcomeFailed:
+	case r.Outcome == driver.OutcomeFailed:
 		res = resultFailed
 	default:
 		res = resultAbandoned

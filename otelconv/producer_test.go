@@ -22,6 +22,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 var prodT0 = time.Unix(1767225600, 0).UTC()
@@ -40,13 +42,13 @@ type received struct {
 	traceparent string
 }
 
-// producerRig is a real Publisher, MemoryLog and Dispatcher with the otelconv observer, delivering to
+// producerRig is a real Publisher, memstore.Log and Dispatcher with the otelconv observer, delivering to
 // an httptest server whose /ok answers 200 and /fail 500.
 type producerRig struct {
 	h   *harness
 	clk *clock
-	eps *producer.MemoryEndpoints
-	log *producer.MemoryLog
+	eps *memstore.Endpoints
+	log *memstore.Log
 	pub *producer.Publisher
 	d   *producer.Dispatcher
 
@@ -56,7 +58,7 @@ type producerRig struct {
 
 func newProducerRig(t *testing.T, opts *Options) *producerRig {
 	t.Helper()
-	r := &producerRig{h: newHarness(t, opts), clk: &clock{now: prodT0}, log: producer.NewMemoryLog()}
+	r := &producerRig{h: newHarness(t, opts), clk: &clock{now: prodT0}, log: memstore.NewLog()}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		var ev webhook.Event
@@ -70,7 +72,7 @@ func newProducerRig(t *testing.T, opts *Options) *producerRig {
 	}))
 	t.Cleanup(srv.Close)
 	var err error
-	r.eps, err = producer.NewMemoryEndpoints(
+	r.eps, err = memstore.NewEndpoints(
 		producer.Endpoint{ID: "we_ok", URL: srv.URL + "/ok", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_fail", URL: srv.URL + "/fail", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_gone", URL: srv.URL + "/gone", Owner: "lic_2", Secrets: []string{webhook.NewSecret()}})
@@ -346,12 +348,12 @@ func BenchmarkDeliveryObserved(b *testing.B) {
 			if observed {
 				obs = h.tel.Producer()
 			}
-			eps, err := producer.NewMemoryEndpoints(producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+			eps, err := memstore.NewEndpoints(producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			clk := &clock{now: prodT0}
-			l := producer.NewMemoryLog()
+			l := memstore.NewLog()
 			pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now, Observer: obs})
 			if err != nil {
 				b.Fatal(err)
@@ -385,7 +387,7 @@ func BenchmarkProducerAttemptMetrics(b *testing.B) {
 	p.tracer = noop.NewTracerProvider().Tracer("")
 	ctx := context.Background()
 	info := producer.AttemptInfo{Endpoint: "we_a", EventID: "evt_1", EventType: "order.created", Sequence: 7, Attempt: 1}
-	res := producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: producer.OutcomeDelivered, Sent: true,
+	res := producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: driver.OutcomeDelivered, Sent: true,
 		StatusCode: 200, Duration: 30 * time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -9,11 +9,11 @@
 //     handler's own writes (TxFromContext) and the stored response in one transaction, which a
 //     client's disconnect does not stop; a duplicate that arrives meanwhile gets 409 for the same
 //     payload and 422 for another at once.
-//   - EventLog (producer.Log): per-endpoint streams with gap-free sequences, delivery leases shared by
+//   - EventLog (driver.Log): per-endpoint streams with gap-free sequences, delivery leases shared by
 //     every replica's Dispatcher, range reads; Append (and AppendBatch, one statement for many) joins
 //     the caller's transaction as an outbox and locks no shared row: events are numbered after they
 //     commit, by the Dispatcher's Sequencer, so one busy licensee's orders commit in parallel.
-//   - EndpointStore (producer.Endpoints and producer.EndpointLister): webhook endpoints with an
+//   - EndpointStore (driver.Endpoints and driver.EndpointLister): webhook endpoints with an
 //     (owner, id) index, so Publisher.PublishToOwner lists a licensee's endpoints in one indexed read,
 //     in the caller's transaction when built on it. Signing secrets are sealed at rest with a key
 //     ring (EndpointStoreOptions.Sealer, package seal) and sealed again under a new key by Reseal;

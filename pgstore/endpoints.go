@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // DefaultEndpointTable is the table an EndpointStore uses when EndpointStoreOptions.Table is empty.
@@ -138,11 +139,11 @@ func MigrateEndpointStore(ctx context.Context, db DB, opts *EndpointStoreOptions
 	return migrate(ctx, db, "endpoint store", "pgstore.endpoints.migrate\x00"+o.table, sql)
 }
 
-// EndpointStore is a webhook endpoint registry on PostgreSQL — a producer.Endpoints and
-// producer.EndpointLister — in the table EndpointStoreMigration creates, shared by every replica. Put
+// EndpointStore is a webhook endpoint registry on PostgreSQL — a driver.Endpoints and
+// driver.EndpointLister — in the table EndpointStoreMigration creates, shared by every replica. Put
 // is one upsert, Lookup one read by primary key, ListEndpoints one read of the (owner, id) index, so
 // Publisher.PublishToOwner lists a licensee's endpoints without an owner index of the team's own.
-// IDs and owners are ordered and compared byte by byte (the "C" collation), as MemoryEndpoints does,
+// IDs and owners are ordered and compared byte by byte (the "C" collation), as memstore.Endpoints does,
 // whatever the database's locale.
 //
 // Secrets are the HMAC keys that sign deliveries, so the producer needs them back and cannot keep a
@@ -172,8 +173,8 @@ type EndpointStore struct {
 }
 
 var (
-	_ producer.Endpoints      = (*EndpointStore)(nil)
-	_ producer.EndpointLister = (*EndpointStore)(nil)
+	_ driver.Endpoints      = (*EndpointStore)(nil)
+	_ driver.EndpointLister = (*EndpointStore)(nil)
 )
 
 type endpointSQL struct {
@@ -276,7 +277,7 @@ func (s *EndpointStore) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Lookup implements producer.Endpoints.
+// Lookup implements driver.Endpoints.
 func (s *EndpointStore) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
 	if s == nil || s.db == nil {
 		return producer.Endpoint{}, errZeroEndpointStore
@@ -306,14 +307,11 @@ func (s *EndpointStore) Lookup(ctx context.Context, id string) (producer.Endpoin
 	return ep, nil
 }
 
-// ListEndpoints implements producer.EndpointLister: one read of the (owner, id) index, at most
+// ListEndpoints implements driver.EndpointLister: one read of the (owner, id) index, at most
 // q.Limit+1 rows (the one past the page says whether more follow).
-func (s *EndpointStore) ListEndpoints(ctx context.Context, q producer.EndpointQuery) ([]producer.Endpoint, bool, error) {
+func (s *EndpointStore) ListEndpoints(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
 	if s == nil || s.db == nil {
 		return nil, false, errZeroEndpointStore
-	}
-	if err := producer.CheckEndpointQuery(q); err != nil {
-		return nil, false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, false, err

@@ -15,7 +15,8 @@ import (
 	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
-	"github.com/svcplatform/conventions/webhook/producer/endpointtest"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/driver/drivertest"
 )
 
 func sealKey(t *testing.T, id uint32) seal.Key {
@@ -56,7 +57,7 @@ func requireDumpHoldsNoSecret(t *testing.T, pool *pgxpool.Pool, schema string, s
 
 func TestSealedEndpointStoreConformance(t *testing.T) {
 	k := sealKey(t, 1)
-	endpointtest.Run(t, func(t *testing.T) endpointtest.Registry {
+	drivertest.RunEndpoints(t, func(t *testing.T) drivertest.Registry {
 		pool, schema := pgtest.Pool(t)
 		require.NoError(t, pgstore.MigrateEndpointStore(context.Background(), pool, &pgstore.EndpointStoreOptions{Schema: schema}))
 		return sealedEndpointStore(t, pool, schema, k)
@@ -80,7 +81,7 @@ func TestEndpointSecretsSealedAtRest(t *testing.T) {
 	ep, err := s.Lookup(ctx, "we_b")
 	require.NoError(t, err)
 	require.Equal(t, secrets[2:], ep.Secrets)
-	eps, _, err := s.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", Limit: 10})
+	eps, _, err := s.ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_1", Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, secrets[:2], eps[0].Secrets)
 	require.Equal(t, secrets[2:], eps[1].Secrets)
@@ -116,7 +117,7 @@ WHERE t.id = 'we_v' AND d.id = 'we_d'`},
 			require.NotErrorIs(t, err, producer.ErrUnknownEndpoint)
 			require.ErrorContains(t, err, "we_v")
 			for _, owner := range []string{"lic_1", "lic_evil"} {
-				_, _, lerr := s.ListEndpoints(ctx, producer.EndpointQuery{Owner: owner, Limit: 10})
+				_, _, lerr := s.ListEndpoints(ctx, driver.EndpointQuery{Owner: owner, Limit: 10})
 				if owner == "lic_1" && tc.name == "moved to another owner" {
 					require.NoError(t, lerr) // we_v is not lic_1's any more
 					continue

@@ -18,7 +18,8 @@ import (
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
-	"github.com/svcplatform/conventions/webhook/producer/endpointtest"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/driver/drivertest"
 )
 
 // newEndpointStore migrates a fresh schema and returns an endpoint store on it.
@@ -33,7 +34,7 @@ func newEndpointStore(t testing.TB) (*pgstore.EndpointStore, *pgxpool.Pool, *pgs
 }
 
 func TestEndpointStoreConformance(t *testing.T) {
-	endpointtest.Run(t, func(t *testing.T) endpointtest.Registry {
+	drivertest.RunEndpoints(t, func(t *testing.T) drivertest.Registry {
 		s, _, _ := newEndpointStore(t)
 		return s
 	})
@@ -92,11 +93,11 @@ CREATE INDEX legacy_owner_idx ON legacy (owner, id)`)
 	for _, id := range []string{"we_b", "we_B", "we_a"} {
 		require.NoError(t, legacy.Put(ctx, producer.Endpoint{ID: id, URL: "https://a.example/", Owner: "lic_1", Secrets: []string{"whsec_x"}}))
 	}
-	eps, more, err := legacy.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", Limit: 10})
+	eps, more, err := legacy.ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_1", Limit: 10})
 	require.NoError(t, err)
 	require.False(t, more)
 	require.Equal(t, []string{"we_B", "we_a", "we_b"}, endpointIDs(eps))
-	eps, _, err = legacy.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", After: "we_B", Limit: 10})
+	eps, _, err = legacy.ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_1", After: "we_B", Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{"we_a", "we_b"}, endpointIDs(eps))
 }
@@ -115,11 +116,11 @@ func TestEndpointStoreUnstorable(t *testing.T) {
 	_, err = s.Lookup(ctx, "we_\x00")
 	require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
 	require.NoError(t, s.Delete(ctx, "we_\x00"))
-	eps, more, err := s.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_\xff", Limit: 1})
+	eps, more, err := s.ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_\xff", Limit: 1})
 	require.NoError(t, err)
 	require.Empty(t, eps)
 	require.False(t, more)
-	_, _, err = s.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", After: "\x00", Limit: 1})
+	_, _, err = s.ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_1", After: "\x00", Limit: 1})
 	require.ErrorIs(t, err, producer.ErrInvalidRange)
 }
 

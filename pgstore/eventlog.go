@@ -18,18 +18,18 @@ import (
 
 	"github.com/svcplatform/conventions/ids"
 	"github.com/svcplatform/conventions/webhook"
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // eventIDs names the events Append stores without an ID: "evt_" and 128 random bits, as the producer's
 // own in-memory logs name theirs.
 var eventIDs = ids.MustPrefix("evt")
 
-// EventLog is a producer.Log on PostgreSQL: webhook events, their gap-free per-stream sequences and
+// EventLog is a driver.Log on PostgreSQL: webhook events, their gap-free per-stream sequences and
 // their delivery state, in the tables EventLogMigration creates. Events and delivery state survive
 // restarts, and any number of Dispatcher replicas can share one EventLog.
 //
-// It numbers events after they commit (producer.Sequencing). Append is one INSERT into the pending
+// It numbers events after they commit (driver.Sequencing). Append is one INSERT into the pending
 // table and locks no shared row, so the appends of one stream — every order of a busy licensee —
 // commit in parallel instead of one after the other; it returns the event with Sequence 0. Sequence
 // then numbers committed pending events, oldest first, in one short statement: it takes the streams'
@@ -44,9 +44,9 @@ var eventIDs = ids.MustPrefix("evt")
 // no statement) and the event commits or rolls back with the business change that caused it, and is
 // numbered only once it has committed.
 //
-// Each event keeps the trace context of the context it was appended in (producer.TraceContextFrom:
-// the Publisher puts the publishing request's there when it has an Observer), in the nullable
-// traceparent and tracestate columns, and Claim hands it back in Delivery.Trace, so that a delivery
+// Each event keeps the trace context it was appended with (driver.StreamEvent's: the Publisher
+// gives the publishing request's when it has an Observer), in the nullable traceparent and
+// tracestate columns, and Claim hands it back in the Delivery, so that a delivery
 // attempt on any replica, days later, links to the request that published the event. Backlog
 // reports the undelivered events per stream, for a gauge.
 //
@@ -66,16 +66,16 @@ type EventLog struct {
 	sql evlogSQL
 	// beforeCommit, when set (by tests), runs inside Sequence's transaction after the numbering
 	// statement and before the commit, with the runs the statement numbered.
-	beforeCommit func(ctx context.Context, tx pgx.Tx, runs []producer.SequencedRun) error
+	beforeCommit func(ctx context.Context, tx pgx.Tx, runs []driver.SequencedRun) error
 }
 
 var (
-	_ producer.Log           = (*EventLog)(nil)
-	_ producer.Settler       = (*EventLog)(nil)
-	_ producer.Sequencing    = (*EventLog)(nil)
-	_ producer.BatchAppender = (*EventLog)(nil)
-	_ producer.Backlogger    = (*EventLog)(nil)
-	_ producer.ByteRanger    = (*EventLog)(nil)
+	_ driver.Log           = (*EventLog)(nil)
+	_ driver.Settler       = (*EventLog)(nil)
+	_ driver.Sequencing    = (*EventLog)(nil)
+	_ driver.BatchAppender = (*EventLog)(nil)
+	_ driver.Backlogger    = (*EventLog)(nil)
+	_ driver.ByteRanger    = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, built once per table name.
@@ -87,6 +87,10 @@ type evlogSQL struct {
 // sequenceLockClass is the first key of the numbering locks (pg_try_advisory_xact_lock(class,
 // hashtext(events table, stream))). Two streams whose keys collide merely take turns.
 const sequenceLockClass = 0x73657173 // "seqs"
+
+// maxResponseSnippet bounds a stored attempt's response, as the driver contract says of
+// driver.Attempt.Response.
+const maxResponseSnippet = 256
 
 // NewEventLog returns an EventLog on db with the tables named by opts (nil means the defaults). Run
 // MigrateEventLog once first.
@@ -105,9 +109,9 @@ VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''))`,
 		// The batch in its order (pos follows the rows as the SELECT yields them, ordered by n).
 		// One trace context for the whole batch, as it comes from the context of the call.
 		appendBatch: `INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
-SELECT stream, id, type, created, api_version, data, NULLIF($7, ''), NULLIF($8, '')
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[])
-     WITH ORDINALITY AS b(stream, id, type, created, api_version, data, n)
+SELECT stream, id, type, created, api_version, data, NULLIF(tp, ''), NULLIF(ts, '')
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::text[], $8::text[])
+     WITH ORDINALITY AS b(stream, id, type, created, api_version, data, tp, ts, n)
 ORDER BY n`,
 		// One statement numbers a batch. picked: the oldest pending events. held: their streams whose
 		// numbering lock this transaction got (tried, never waited for: a stream another sequencer holds
@@ -259,11 +263,11 @@ ORDER BY w.seq`,
 SELECT $1::text, $2::text, $3::text, $4::bigint, $5::text, $6::bytea, NULLIF($7::text, ''), NULLIF($8::text, '')
 WHERE ` + held("$1::text") + ` < $9::bigint`
 		l.sql.appendBatch = `WITH b AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[])
-        WITH ORDINALITY AS b(stream, id, type, created, api_version, data, n)),
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::text[], $8::text[])
+        WITH ORDINALITY AS b(stream, id, type, created, api_version, data, tp, ts, n)),
 k AS (SELECT stream, count(*) AS k FROM b GROUP BY stream)
 INSERT INTO ` + o.pending + ` (stream, id, type, created, api_version, data, traceparent, tracestate)
-SELECT stream, id, type, created, api_version, data, NULLIF($7, ''), NULLIF($8, '')
+SELECT stream, id, type, created, api_version, data, NULLIF(tp, ''), NULLIF(ts, '')
 FROM b
 WHERE NOT EXISTS (SELECT 1 FROM k WHERE ` + held("k.stream") + ` + k.k > $9::bigint)
 ORDER BY n`
@@ -287,20 +291,17 @@ func (l *EventLog) WithDB(db DB) *EventLog {
 	return &cp
 }
 
-// Append implements producer.Log: it stores the event unnumbered and returns it with Sequence 0
+// Append implements driver.Log: it stores the event unnumbered and returns it with Sequence 0
 // (Sequence numbers it once it has committed). On a pgx.Tx it joins the caller's transaction.
-func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
+func (l *EventLog) Append(ctx context.Context, e driver.StreamEvent) (webhook.Event, error) {
 	if l == nil || l.db == nil {
 		return webhook.Event{}, errZeroEventLog
 	}
-	if err := producer.CheckEvent(stream, ev); err != nil {
-		return webhook.Event{}, err
-	}
+	stream, ev := e.Stream, e.Event
 	if ev.ID == "" {
 		ev.ID = eventIDs.New()
 	}
-	tc := producer.TraceContextFrom(ctx)
-	args := []any{stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data), tc.TraceParent, tc.TraceState}
+	args := []any{stream, ev.ID, ev.Type, ev.Created, ev.APIVersion, []byte(ev.Data), e.TraceParent, e.TraceState}
 	if l.cfg.MaxStreamEvents > 0 {
 		args = append(args, int64(l.cfg.MaxStreamEvents))
 	}
@@ -310,22 +311,19 @@ func (l *EventLog) Append(ctx context.Context, stream string, ev webhook.Event) 
 	}
 	if tag.RowsAffected() == 0 {
 		return webhook.Event{}, fmt.Errorf("pgstore: event log append: %w: stream %q keeps at most %d (EventLogOptions.MaxStreamEvents)",
-			producer.ErrStreamFull, stream, l.cfg.MaxStreamEvents)
+			driver.ErrStreamFull, stream, l.cfg.MaxStreamEvents)
 	}
 	ev.Sequence = 0
 	ev.Data = slices.Clone(ev.Data)
 	return ev, nil
 }
 
-// AppendBatch implements producer.BatchAppender: one statement stores every event unnumbered, all or
+// AppendBatch implements driver.BatchAppender: one statement stores every event unnumbered, all or
 // none, and returns them with Sequence 0. Sequence numbers them in the batch's order. On a pgx.Tx it
 // joins the caller's transaction.
-func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEvent) ([]webhook.Event, error) {
+func (l *EventLog) AppendBatch(ctx context.Context, events []driver.StreamEvent) ([]webhook.Event, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
-	}
-	if err := producer.CheckBatch(events); err != nil {
-		return nil, err
 	}
 	if len(events) == 0 {
 		return nil, ctx.Err()
@@ -335,6 +333,7 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 		streams, ids, types, vers = make([]string, len(events)), make([]string, len(events)), make([]string, len(events)), make([]string, len(events))
 		created                   = make([]int64, len(events))
 		datas                     = make([][]byte, len(events))
+		parents, states           = make([]string, len(events)), make([]string, len(events))
 	)
 	for i, se := range events {
 		ev := se.Event
@@ -345,16 +344,16 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 		ev.Data = slices.Clone(ev.Data)
 		out[i] = ev
 		streams[i], ids[i], types[i], vers[i], created[i], datas[i] = se.Stream, ev.ID, ev.Type, ev.APIVersion, ev.Created, ev.Data
+		parents[i], states[i] = se.TraceParent, se.TraceState
 	}
-	tc := producer.TraceContextFrom(ctx)
-	args := []any{streams, ids, types, created, vers, datas, tc.TraceParent, tc.TraceState}
+	args := []any{streams, ids, types, created, vers, datas, parents, states}
 	if l.cfg.MaxStreamEvents > 0 {
 		args = append(args, int64(l.cfg.MaxStreamEvents))
 	}
 	tag, err := l.db.Exec(ctx, l.sql.appendBatch, args...)
 	if err == nil && tag.RowsAffected() != int64(len(events)) {
 		return nil, fmt.Errorf("pgstore: event log append: %w: a stream of the batch keeps at most %d (EventLogOptions.MaxStreamEvents)",
-			producer.ErrStreamFull, l.cfg.MaxStreamEvents)
+			driver.ErrStreamFull, l.cfg.MaxStreamEvents)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log append: %w", err)
@@ -362,12 +361,12 @@ func (l *EventLog) AppendBatch(ctx context.Context, events []producer.StreamEven
 	return out, nil
 }
 
-// Sequence implements producer.Sequencing: one statement, its own transaction, that numbers at most
+// Sequence implements driver.Sequencing: one statement, its own transaction, that numbers at most
 // limit of the oldest committed pending events, of the streams no other sequencer is numbering at the
 // moment. The runs come back ordered by stream. Call it on a log built on a pool (the Dispatcher's
 // Sequencer does); on a pgx.Tx the statement runs inside that transaction, whose commit then decides,
 // and the streams stay locked until it ends.
-func (l *EventLog) Sequence(ctx context.Context, limit int) ([]producer.SequencedRun, error) {
+func (l *EventLog) Sequence(ctx context.Context, limit int) ([]driver.SequencedRun, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
 	}
@@ -432,17 +431,17 @@ type evlogNumbered struct {
 }
 
 // evlogRuns groups numbered events into runs, ordered by stream and then sequence; nil for none.
-func evlogRuns(got []evlogNumbered) []producer.SequencedRun {
+func evlogRuns(got []evlogNumbered) []driver.SequencedRun {
 	if len(got) == 0 {
 		return nil
 	}
 	slices.SortFunc(got, func(a, b evlogNumbered) int {
 		return cmp.Or(cmp.Compare(a.stream, b.stream), cmp.Compare(a.seq, b.seq))
 	})
-	var runs []producer.SequencedRun
+	var runs []driver.SequencedRun
 	for i, n := range got {
 		if i == 0 || n.stream != got[i-1].stream {
-			runs = append(runs, producer.SequencedRun{Stream: n.stream, First: uint64(n.seq)})
+			runs = append(runs, driver.SequencedRun{Stream: n.stream, First: uint64(n.seq)})
 		}
 		r := &runs[len(runs)-1]
 		r.IDs = append(r.IDs, n.id)
@@ -464,9 +463,9 @@ func (l *EventLog) Unsequenced(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-// Backlog implements producer.Backlogger: one aggregate statement over the pending deliveries and
+// Backlog implements driver.Backlogger: one aggregate statement over the pending deliveries and
 // the unnumbered events. It reads every undelivered row, so call it at a metrics collector's pace.
-func (l *EventLog) Backlog(ctx context.Context) ([]producer.StreamBacklog, error) {
+func (l *EventLog) Backlog(ctx context.Context) ([]driver.Backlog, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
 	}
@@ -475,10 +474,10 @@ func (l *EventLog) Backlog(ctx context.Context) ([]producer.StreamBacklog, error
 		return nil, fmt.Errorf("pgstore: event log backlog: %w", err)
 	}
 	defer rows.Close()
-	var out []producer.StreamBacklog
+	var out []driver.Backlog
 	for rows.Next() {
 		var (
-			b          producer.StreamBacklog
+			b          driver.Backlog
 			n, created int64
 		)
 		if err := rows.Scan(&b.Stream, &n, &created); err != nil {
@@ -496,15 +495,12 @@ func (l *EventLog) Backlog(ctx context.Context) ([]producer.StreamBacklog, error
 // evlogInt clamps a sequence to bigint: sequences never reach 2⁶³, but a client's "to" may.
 func evlogInt(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
 
-// Range implements producer.Log. Rows are decoded from their raw values into two buffers (one for
+// Range implements driver.Log. Rows are decoded from their raw values into two buffers (one for
 // the IDs, chunks for the data), with type and API version interned, so that a page of a thousand
 // events costs a handful of allocations instead of several per event.
 func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
 	if l == nil || l.db == nil {
 		return nil, false, errZeroEventLog
-	}
-	if err := producer.CheckRange(from, to, limit); err != nil {
-		return nil, false, err
 	}
 	if from > math.MaxInt64 {
 		return nil, false, ctx.Err()
@@ -512,14 +508,11 @@ func (l *EventLog) Range(ctx context.Context, stream string, from, to uint64, li
 	return l.readRange(ctx, l.sql.rangeQ, stream, from, to, limit, int64(limit)+1)
 }
 
-// RangeBytes implements producer.ByteRanger: one statement, like Range, that reads the data of the
+// RangeBytes implements driver.ByteRanger: one statement, like Range, that reads the data of the
 // events it returns only, adding their lengths up in the database.
 func (l *EventLog) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
 	if l == nil || l.db == nil {
 		return nil, false, errZeroEventLog
-	}
-	if err := producer.CheckRangeBytes(from, to, limit, maxBytes); err != nil {
-		return nil, false, err
 	}
 	if from > math.MaxInt64 {
 		return nil, false, ctx.Err()
@@ -588,7 +581,7 @@ func (l *EventLog) readRange(ctx context.Context, sql, stream string, from, to u
 		return nil, false, fmt.Errorf("pgstore: event log range: %w", err)
 	}
 	if from <= uint64(pruned) {
-		return nil, false, &producer.PrunedError{Stream: stream, FirstRetained: uint64(pruned) + 1}
+		return nil, false, &driver.PrunedError{Stream: stream, FirstRetained: uint64(pruned) + 1}
 	}
 	all, start := string(ids), 0
 	for i, end := range idEnds {
@@ -642,8 +635,8 @@ func (a *evlogArena) bytea(b []byte, format int16) ([]byte, error) {
 	return a.buf[start:len(a.buf):len(a.buf)], nil
 }
 
-// Claim implements producer.Log.
-func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]producer.Delivery, error) {
+// Claim implements driver.Log.
+func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Delivery, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
 	}
@@ -663,7 +656,7 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
 	type claimed struct {
-		d    producer.Delivery
+		d    driver.Delivery
 		next time.Time
 	}
 	var got []claimed
@@ -676,7 +669,7 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 		)
 		if err := rows.Scan(&c.d.Stream, &seq, &token, &attempts, &c.next,
 			&c.d.Event.ID, &c.d.Event.Type, &c.d.Event.Created, &c.d.Event.APIVersion, &data,
-			&c.d.Trace.TraceParent, &c.d.Trace.TraceState); err != nil {
+			&c.d.TraceParent, &c.d.TraceState); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 		}
@@ -699,7 +692,7 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 		}
 		return cmp.Compare(a.d.Sequence, b.d.Sequence)
 	})
-	out := make([]producer.Delivery, len(got))
+	out := make([]driver.Delivery, len(got))
 	for i, c := range got {
 		out[i] = c.d
 	}
@@ -707,33 +700,33 @@ func (l *EventLog) Claim(ctx context.Context, req producer.ClaimRequest) ([]prod
 }
 
 // settleOne runs one fenced UPDATE and maps "no row" to ErrLeaseLost.
-func (l *EventLog) settleOne(ctx context.Context, op, sql string, lease producer.Lease, args ...any) error {
+func (l *EventLog) settleOne(ctx context.Context, op, sql string, lease driver.Lease, args ...any) error {
 	if lease.Sequence > math.MaxInt64 || lease.Token > math.MaxInt64 {
-		return producer.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	tag, err := l.db.Exec(ctx, sql, append([]any{lease.Stream, int64(lease.Sequence), int64(lease.Token)}, args...)...)
 	if err != nil {
 		return fmt.Errorf("pgstore: event log %s: %w", op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return producer.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Delivered implements producer.Log.
-func (l *EventLog) Delivered(ctx context.Context, lease producer.Lease, a producer.Attempt) error {
-	return l.Settle(ctx, []producer.Settlement{{Lease: lease, Delivered: true, Attempt: a}})[0]
+// Delivered implements driver.Log.
+func (l *EventLog) Delivered(ctx context.Context, lease driver.Lease, a driver.Attempt) error {
+	return l.Settle(ctx, []driver.Settlement{{Lease: lease, Delivered: true, Attempt: a}})[0]
 }
 
-// Failed implements producer.Log.
-func (l *EventLog) Failed(ctx context.Context, lease producer.Lease, a producer.Attempt) error {
-	return l.Settle(ctx, []producer.Settlement{{Lease: lease, Attempt: a}})[0]
+// Failed implements driver.Log.
+func (l *EventLog) Failed(ctx context.Context, lease driver.Lease, a driver.Attempt) error {
+	return l.Settle(ctx, []driver.Settlement{{Lease: lease, Attempt: a}})[0]
 }
 
-// Settle implements producer.Settler: every settlement's state update and history row in one
+// Settle implements driver.Settler: every settlement's state update and history row in one
 // statement, one round trip and one commit.
-func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error {
+func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	if l == nil || l.db == nil {
 		errs := make([]error, len(ss))
 		for i := range errs {
@@ -759,7 +752,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error
 		index     = make([]int, 0, n) // ordinal-1 → position in ss
 	)
 	for i, s := range ss {
-		errs[i] = producer.ErrLeaseLost
+		errs[i] = driver.ErrLeaseLost
 		if s.Lease.Sequence > math.MaxInt64 || s.Lease.Token > math.MaxInt64 || s.Lease.Token == 0 {
 			continue
 		}
@@ -773,7 +766,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []producer.Settlement) []error
 		oks, ats, retries = append(oks, s.Delivered), append(ats, a.At), append(retries, retry)
 		latencies, codes = append(latencies, a.Latency.Microseconds()), append(codes, int32(min(max(a.StatusCode, 0), math.MaxInt32)))
 		classes, reasons = append(classes, evlogText(a.Class, 64)), append(reasons, evlogText(a.Reason, 1024))
-		responses = append(responses, evlogText(a.Response, producer.MaxResponseSnippet))
+		responses = append(responses, evlogText(a.Response, maxResponseSnippet))
 		// A random ID, not the table's counter, which would tell each tenant the others' volume. A
 		// collision fails the statement, and the dispatcher records again under new IDs.
 		attempts = append(attempts, int64(randomUint63()))
@@ -823,13 +816,10 @@ func evlogText(s string, max int) string {
 	return s[:cut]
 }
 
-// Attempts implements producer.Log.
-func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]producer.AttemptRecord, bool, error) {
+// Attempts implements driver.Log.
+func (l *EventLog) Attempts(ctx context.Context, q driver.AttemptQuery) ([]driver.AttemptRecord, bool, error) {
 	if l == nil || l.db == nil {
 		return nil, false, errZeroEventLog
-	}
-	if err := producer.CheckAttemptQuery(q); err != nil {
-		return nil, false, err
 	}
 	if q.Sequence > math.MaxInt64 {
 		return nil, false, ctx.Err()
@@ -840,10 +830,10 @@ func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]pro
 		return nil, false, fmt.Errorf("pgstore: event log attempts: %w", err)
 	}
 	defer rows.Close()
-	var out []producer.AttemptRecord
+	var out []driver.AttemptRecord
 	for rows.Next() {
 		var (
-			r                  producer.AttemptRecord
+			r                  driver.AttemptRecord
 			id, seq, latencyUS int64
 			number, code       int32
 			outcome            int16
@@ -854,7 +844,7 @@ func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]pro
 			return nil, false, fmt.Errorf("pgstore: event log attempts: %w", err)
 		}
 		r.ID, r.Stream, r.Sequence, r.Number = uint64(id), q.Stream, uint64(seq), int(number)
-		r.Outcome, r.Latency, r.StatusCode = producer.Outcome(outcome), time.Duration(latencyUS)*time.Microsecond, int(code)
+		r.Outcome, r.Latency, r.StatusCode = driver.Outcome(outcome), time.Duration(latencyUS)*time.Microsecond, int(code)
 		r.RetryAt = evlogTime(retry)
 		out = append(out, r)
 	}
@@ -868,24 +858,24 @@ func (l *EventLog) Attempts(ctx context.Context, q producer.AttemptQuery) ([]pro
 	return out, more, nil
 }
 
-// Release implements producer.Log.
-func (l *EventLog) Release(ctx context.Context, lease producer.Lease, retryAt time.Time) error {
+// Release implements driver.Log.
+func (l *EventLog) Release(ctx context.Context, lease driver.Lease, retryAt time.Time) error {
 	if l == nil || l.db == nil {
 		return errZeroEventLog
 	}
 	return l.settleOne(ctx, "release", l.sql.release, lease, retryAt)
 }
 
-// Status implements producer.Log.
-func (l *EventLog) Status(ctx context.Context, stream string, seq uint64) (producer.DeliveryStatus, error) {
+// Status implements driver.Log.
+func (l *EventLog) Status(ctx context.Context, stream string, seq uint64) (driver.DeliveryStatus, error) {
 	if l == nil || l.db == nil {
-		return producer.DeliveryStatus{}, errZeroEventLog
+		return driver.DeliveryStatus{}, errZeroEventLog
 	}
 	if seq > math.MaxInt64 {
-		return producer.DeliveryStatus{}, producer.ErrNotFound
+		return driver.DeliveryStatus{}, driver.ErrNotFound
 	}
 	var (
-		st                                    producer.DeliveryStatus
+		st                                    driver.DeliveryStatus
 		state                                 int16
 		attempts                              int32
 		next, lease, lastAttempt, deliveredAt *time.Time
@@ -893,12 +883,12 @@ func (l *EventLog) Status(ctx context.Context, stream string, seq uint64) (produ
 	err := l.db.QueryRow(ctx, l.sql.status, stream, int64(seq)).
 		Scan(&state, &attempts, &next, &lease, &lastAttempt, &st.LastError, &deliveredAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return producer.DeliveryStatus{}, producer.ErrNotFound
+		return driver.DeliveryStatus{}, driver.ErrNotFound
 	}
 	if err != nil {
-		return producer.DeliveryStatus{}, fmt.Errorf("pgstore: event log status: %w", err)
+		return driver.DeliveryStatus{}, fmt.Errorf("pgstore: event log status: %w", err)
 	}
-	st.State, st.Attempts = producer.State(state), int(attempts)
+	st.State, st.Attempts = driver.State(state), int(attempts)
 	st.NextAttempt, st.LeaseUntil = evlogTime(next), evlogTime(lease)
 	st.LastAttempt, st.DeliveredAt = evlogTime(lastAttempt), evlogTime(deliveredAt)
 	return st, nil
@@ -912,7 +902,7 @@ func evlogTime(t *time.Time) time.Time {
 	return *t
 }
 
-// Cleanup implements producer.Log. Cleanups of one log run one at a time (an advisory lock): they are
+// Cleanup implements driver.Log. Cleanups of one log run one at a time (an advisory lock): they are
 // background work, and serialising them keeps two from deadlocking over each other's stragglers.
 func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
 	if l == nil || l.db == nil {
@@ -929,7 +919,7 @@ func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (in
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(evlogLockName("cleanup", l.cfg))); err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
-	rows, err := tx.Query(ctx, l.sql.cleanupPick, producer.CutoffUnix(before), int64(limit))
+	rows, err := tx.Query(ctx, l.sql.cleanupPick, before.Unix(), int64(limit))
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}

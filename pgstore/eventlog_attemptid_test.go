@@ -10,13 +10,13 @@ import (
 
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // evlogAttempts makes n attempts on stream "we_mine" and, after each, others attempts on
 // "we_theirs", one millisecond apart, and returns every attempt of each stream by paging the history
 // through its cursor, newest first.
-func evlogAttempts(t *testing.T, l *pgstore.EventLog, n, others int) (mine, theirs []producer.AttemptRecord) {
+func evlogAttempts(t *testing.T, l *pgstore.EventLog, n, others int) (mine, theirs []driver.AttemptRecord) {
 	t.Helper()
 	ctx := context.Background()
 	for _, s := range []struct {
@@ -24,18 +24,18 @@ func evlogAttempts(t *testing.T, l *pgstore.EventLog, n, others int) (mine, thei
 		n      int
 	}{{"we_mine", n}, {"we_theirs", n * others}} {
 		for range s.n {
-			_, err := l.Append(ctx, s.stream, evlogEvent("order.created"))
+			_, err := l.Append(ctx, driver.StreamEvent{Stream: s.stream, Event: evlogEvent("order.created")})
 			require.NoError(t, err)
 		}
 	}
 	numberAll(t, l)
 	at := evlogT0
 	settle := func(stream, other string) {
-		ds, err := l.Claim(ctx, producer.ClaimRequest{Now: at, LeaseUntil: at.Add(time.Minute), Limit: 1, PerStream: 1,
+		ds, err := l.Claim(ctx, driver.ClaimRequest{Now: at, LeaseUntil: at.Add(time.Minute), Limit: 1, PerStream: 1,
 			Skip: []string{other}})
 		require.NoError(t, err)
 		require.Len(t, ds, 1)
-		require.NoError(t, l.Delivered(ctx, ds[0].Lease, producer.Attempt{At: at, StatusCode: 204}))
+		require.NoError(t, l.Delivered(ctx, ds[0].Lease, driver.Attempt{At: at, StatusCode: 204}))
 		at = at.Add(time.Millisecond)
 	}
 	for range n {
@@ -44,11 +44,11 @@ func evlogAttempts(t *testing.T, l *pgstore.EventLog, n, others int) (mine, thei
 			settle("we_theirs", "we_mine")
 		}
 	}
-	all := func(stream string) []producer.AttemptRecord {
-		var out []producer.AttemptRecord
+	all := func(stream string) []driver.AttemptRecord {
+		var out []driver.AttemptRecord
 		var before uint64
 		for {
-			page, more, err := l.Attempts(ctx, producer.AttemptQuery{Stream: stream, Limit: 7, Before: before})
+			page, more, err := l.Attempts(ctx, driver.AttemptQuery{Stream: stream, Limit: 7, Before: before})
 			require.NoError(t, err)
 			out = append(out, page...)
 			if !more {
@@ -63,10 +63,10 @@ func evlogAttempts(t *testing.T, l *pgstore.EventLog, n, others int) (mine, thei
 // checkRandomAttemptIDs checks what issue 30 asks of attempt IDs: unique, in [1, 2^63), in no order
 // that follows the attempts (a counter's would tell one tenant the others' volume), while the history
 // itself is newest first by time.
-func checkRandomAttemptIDs(t *testing.T, mine, theirs []producer.AttemptRecord) {
+func checkRandomAttemptIDs(t *testing.T, mine, theirs []driver.AttemptRecord) {
 	t.Helper()
 	seen := map[uint64]bool{}
-	for _, recs := range [][]producer.AttemptRecord{mine, theirs} {
+	for _, recs := range [][]driver.AttemptRecord{mine, theirs} {
 		for i, r := range recs {
 			require.True(t, r.ID >= 1 && r.ID < 1<<63, "ID %d", r.ID)
 			require.False(t, seen[r.ID], "attempt IDs are unique")
@@ -98,7 +98,7 @@ func TestEventLogAttemptIDsRandom(t *testing.T) {
 	checkRandomAttemptIDs(t, mine, theirs)
 
 	// A cursor the log no longer holds ends the listing.
-	got, more, err := l.Attempts(context.Background(), producer.AttemptQuery{Stream: "we_mine", Limit: 10, Before: 12345})
+	got, more, err := l.Attempts(context.Background(), driver.AttemptQuery{Stream: "we_mine", Limit: 10, Before: 12345})
 	require.NoError(t, err)
 	require.False(t, more)
 	require.Empty(t, got)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 var evlogBenchData = json.RawMessage(`{"id":"ord_2x7kq","account":"acc_91","side":"buy","qty":"12.5000","price":"101.25","currency":"EUR"}`)
@@ -29,7 +30,7 @@ func BenchmarkEventLogAppend(b *testing.B) {
 				stream := fmt.Sprintf("we_%d", next.Add(1)%int64(streams))
 				ctx := context.Background()
 				for pb.Next() {
-					if _, err := l.Append(ctx, stream, ev); err != nil {
+					if _, err := l.Append(ctx, driver.StreamEvent{Stream: stream, Event: ev}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -45,7 +46,7 @@ func BenchmarkEventLogRange1000(b *testing.B) {
 	ctx := context.Background()
 	ev := webhook.Event{Type: "order.created", Created: evlogT0.Unix(), APIVersion: "v1", Data: evlogBenchData}
 	for range 3000 {
-		if _, err := l.Append(ctx, "we_a", ev); err != nil {
+		if _, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: ev}); err != nil {
 			b.Fatal(err)
 		}
 	}

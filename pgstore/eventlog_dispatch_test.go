@@ -18,6 +18,8 @@ import (
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // evlogLoopback lets the dispatchers' default client reach the tests' loopback endpoints.
@@ -82,12 +84,12 @@ func TestEventLogDispatcherReplicas(t *testing.T) {
 	defer srv.Close()
 
 	const endpoints, events = 5, 40
-	eps := &producer.MemoryEndpoints{}
+	eps := &memstore.Endpoints{}
 	for i := range endpoints {
 		id := fmt.Sprintf("we_%d", i)
 		require.NoError(t, eps.Put(producer.Endpoint{ID: id, URL: srv.URL + "/" + id, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
 		for range events {
-			_, err := logs[i%2].Append(ctx, id, evlogEvent("order.created"))
+			_, err := logs[i%2].Append(ctx, driver.StreamEvent{Stream: id, Event: evlogEvent("order.created")})
 			require.NoError(t, err)
 		}
 	}
@@ -138,7 +140,7 @@ func TestEventLogDispatcherReplicas(t *testing.T) {
 			require.Equal(t, want, sink.attempts[key], key)
 			st, err := logs[0].Status(ctx, fmt.Sprintf("we_%d", i), seq)
 			require.NoError(t, err)
-			require.Equal(t, producer.Delivered, st.State)
+			require.Equal(t, driver.Delivered, st.State)
 			require.Equal(t, want-1, st.Attempts)
 		}
 	}
@@ -152,7 +154,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 	sink := newEvlogEndpoint(func(seq uint64, attempt int) bool { return seq == 2 && attempt == 0 })
 	srv := httptest.NewServer(sink)
 	defer srv.Close()
-	eps := &producer.MemoryEndpoints{}
+	eps := &memstore.Endpoints{}
 	require.NoError(t, eps.Put(producer.Endpoint{ID: "we_a", URL: srv.URL + "/we_a", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
 	clk := pgtest.NewClock(evlogT0)
 	dopts := &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Lease: time.Minute, Schedule: []time.Duration{time.Hour, 2 * time.Hour},
@@ -161,11 +163,11 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 	// First process: event 1 is claimed by a dispatcher that then crashes.
 	first := must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	for range 2 {
-		_, err := first.Append(ctx, "we_a", evlogEvent("order.created"))
+		_, err := first.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, numberAll(t, first))
-	crashed, err := first.Claim(ctx, producer.ClaimRequest{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Limit: 1})
+	crashed, err := first.Claim(ctx, driver.ClaimRequest{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, crashed, 1)
 	d1, err := producer.NewDispatcher(first, eps, dopts)
@@ -179,7 +181,7 @@ func TestEventLogDeliveryStateSurvivesRestart(t *testing.T) {
 	st, err = d1.DeliverDue(ctx)
 	require.NoError(t, err)
 	require.Equal(t, producer.Stats{Claimed: 2, Delivered: 1, Failed: 1}, st)
-	require.ErrorIs(t, first.Delivered(ctx, crashed[0].Lease, producer.Attempt{At: clk.Now()}), producer.ErrLeaseLost,
+	require.ErrorIs(t, first.Delivered(ctx, crashed[0].Lease, driver.Attempt{At: clk.Now()}), driver.ErrLeaseLost,
 		"the crashed holder cannot settle any more")
 
 	// Second process, new pool, new log, new dispatcher: it honours the retry the first one scheduled.

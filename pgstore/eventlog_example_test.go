@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // The transactional outbox: the order and its webhook event commit together, or neither does. The
@@ -26,7 +27,7 @@ func ExampleNewEventLog() {
 	if err := pgstore.MigrateEventLog(ctx, pool, opts); err != nil {
 		log.Fatal(err)
 	}
-	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
+	eps, _ := memstore.NewEndpoints(producer.Endpoint{
 		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{os.Getenv("WEBHOOK_SECRET")},
 	})
 	events, err := pgstore.NewEventLog(pool, opts) // shared by the Dispatcher and the RangeHandler

@@ -20,6 +20,7 @@ import (
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // TestEventLogSequencingUnderFaults is issue 20's proof on real PostgreSQL: 8 writers append 1,000
@@ -49,7 +50,7 @@ func TestEventLogSequencingUnderFaults(t *testing.T) {
 		must(pgstore.NewEventLog(namedPool(t, chaosName), opts))}
 
 	var calls, kills, aborts atomic.Int64
-	pgstore.SetSequenceHook(logs[0], func(ctx context.Context, tx pgx.Tx, runs []producer.SequencedRun) error {
+	pgstore.SetSequenceHook(logs[0], func(ctx context.Context, tx pgx.Tx, runs []driver.SequencedRun) error {
 		switch n := calls.Add(1); {
 		case len(runs) > 0 && n%5 == 0:
 			// A crash mid-batch: the server ends the connection, the transaction rolls back.
@@ -233,7 +234,7 @@ func appendInTx(ctx context.Context, db pgstore.DB, opts *pgstore.EventLogOption
 	l := must(pgstore.NewEventLog(tx, opts))
 	ids := make([]string, 0, n)
 	for range n {
-		e, err := l.Append(ctx, stream, evlogEvent("order.created"))
+		e, err := l.Append(ctx, driver.StreamEvent{Stream: stream, Event: evlogEvent("order.created")})
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +246,7 @@ func appendInTx(ctx context.Context, db pgstore.DB, opts *pgstore.EventLogOption
 	return ids, tx.Commit(ctx)
 }
 
-func rangeAllEvents(t *testing.T, l producer.Log, stream string) []producerEvent {
+func rangeAllEvents(t *testing.T, l driver.Log, stream string) []producerEvent {
 	t.Helper()
 	var out []producerEvent
 	for from := uint64(1); ; {
@@ -273,11 +274,11 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	ctx := context.Background()
 	_, _, opts := newEventLog(t)
 	a, b := must(pgstore.NewEventLog(fastCommitPool(t), opts)), must(pgstore.NewEventLog(fastCommitPool(t), opts))
-	inside, release := make(chan []producer.SequencedRun), make(chan struct{})
+	inside, release := make(chan []driver.SequencedRun), make(chan struct{})
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(free) // a failing test must not leave a stuck in its transaction
-	pgstore.SetSequenceHook(a, func(_ context.Context, _ pgx.Tx, runs []producer.SequencedRun) error {
+	pgstore.SetSequenceHook(a, func(_ context.Context, _ pgx.Tx, runs []driver.SequencedRun) error {
 		inside <- runs
 		<-release
 		return nil
@@ -285,7 +286,7 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	appendN := func(stream string, n int) []string {
 		ids := make([]string, n)
 		for i := range ids {
-			e, err := a.Append(ctx, stream, evlogEvent("order.created"))
+			e, err := a.Append(ctx, driver.StreamEvent{Stream: stream, Event: evlogEvent("order.created")})
 			require.NoError(t, err)
 			ids[i] = e.ID
 		}
@@ -295,7 +296,7 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	b1 := appendN("we_b", 3)
 
 	type result struct {
-		runs []producer.SequencedRun
+		runs []driver.SequencedRun
 		err  error
 	}
 	aDone := make(chan result, 1)
@@ -303,7 +304,7 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 		runs, err := a.Sequence(ctx, 5) // the five oldest: we_a's
 		aDone <- result{runs, err}
 	}()
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 1, IDs: a1}}, <-inside)
+	require.Equal(t, []driver.SequencedRun{{Stream: "we_a", First: 1, IDs: a1}}, <-inside)
 
 	// a holds we_a's numbering lock until it commits. b must not wait for it: a b that did would block
 	// on a's rows until this deadline.
@@ -311,7 +312,7 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	defer cancel()
 	runs, err := b.Sequence(bctx, 100)
 	require.NoError(t, err)
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_b", First: 1, IDs: b1}}, runs, "b numbers we_b, not we_a")
+	require.Equal(t, []driver.SequencedRun{{Stream: "we_b", First: 1, IDs: b1}}, runs, "b numbers we_b, not we_a")
 	a2 := appendN("we_a", 3)
 	runs, err = b.Sequence(bctx, 100)
 	require.NoError(t, err)
@@ -320,10 +321,10 @@ func TestEventLogSequencingReplicasTakeTurns(t *testing.T) {
 	free()
 	got := <-aDone
 	require.NoError(t, got.err)
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 1, IDs: a1}}, got.runs)
+	require.Equal(t, []driver.SequencedRun{{Stream: "we_a", First: 1, IDs: a1}}, got.runs)
 	runs, err = b.Sequence(ctx, 100)
 	require.NoError(t, err)
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 6, IDs: a2}}, runs, "b goes on where a left off")
+	require.Equal(t, []driver.SequencedRun{{Stream: "we_a", First: 6, IDs: a2}}, runs, "b goes on where a left off")
 	require.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, evlogSeqs(t, b, "we_a"))
 	require.True(t, slices.Equal([]uint64{1, 2, 3}, evlogSeqs(t, b, "we_b")))
 }

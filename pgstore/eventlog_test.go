@@ -17,7 +17,9 @@ import (
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
-	"github.com/svcplatform/conventions/webhook/producer/logtest"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/driver/drivertest"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 var evlogT0 = time.Unix(1767225600, 0).UTC()
@@ -32,7 +34,7 @@ func newEventLog(t testing.TB) (*pgstore.EventLog, *pgxpool.Pool, *pgstore.Event
 }
 
 func TestEventLogConformance(t *testing.T) {
-	logtest.Run(t, func(t *testing.T) producer.Log {
+	drivertest.Run(t, func(t *testing.T) driver.Log {
 		_, _, opts := newEventLog(t)
 		return must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	})
@@ -58,7 +60,7 @@ func evlogEvent(typ string) webhook.Event {
 	return webhook.Event{Type: typ, Created: evlogT0.Unix(), APIVersion: "v1", Data: json.RawMessage(`{}`)}
 }
 
-func evlogSeqs(t *testing.T, l producer.Log, stream string) []uint64 {
+func evlogSeqs(t *testing.T, l driver.Log, stream string) []uint64 {
 	t.Helper()
 	evs, _, err := l.Range(context.Background(), stream, 1, math.MaxUint64, producer.MaxRangeLimit)
 	require.NoError(t, err)
@@ -92,7 +94,7 @@ func TestEventLogTransactions(t *testing.T) {
 		l, pool, opts := newEventLog(t)
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		e, err := must(pgstore.NewEventLog(tx, opts)).Append(ctx, "we_a", evlogEvent("order.created"))
+		e, err := must(pgstore.NewEventLog(tx, opts)).Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 		require.NoError(t, err)
 		require.Zero(t, e.Sequence, "numbered after the commit, not at Append")
 		require.NotEmpty(t, e.ID)
@@ -100,7 +102,7 @@ func TestEventLogTransactions(t *testing.T) {
 		require.Zero(t, numberAll(t, l))
 
 		for range 2 {
-			_, err = l.Append(ctx, "we_a", evlogEvent("order.created"))
+			_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 			require.NoError(t, err)
 		}
 		require.Equal(t, 2, numberAll(t, l))
@@ -112,14 +114,14 @@ func TestEventLogTransactions(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		first, err := must(pgstore.NewEventLog(tx, opts)).Append(ctx, "we_a", evlogEvent("order.created"))
+		first, err := must(pgstore.NewEventLog(tx, opts)).Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 		require.NoError(t, err)
 
 		// The first transaction is still open: the second append neither waits for it nor is numbered
 		// behind it. Before issue 20 this append queued on the stream's counter row.
 		short, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		second, err := l.Append(short, "we_a", evlogEvent("order.shipped"))
+		second, err := l.Append(short, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.shipped")})
 		require.NoError(t, err)
 		require.Equal(t, 1, numberAll(t, l), "only the committed event is numbered")
 		evs, _, err := l.Range(ctx, "we_a", 1, math.MaxUint64, 10)
@@ -143,7 +145,7 @@ func TestEventLogTransactions(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		tl := must(pgstore.NewEventLog(tx, opts))
-		_, err = tl.Append(ctx, "we_a", evlogEvent("order.created"))
+		_, err = tl.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 		require.NoError(t, err)
 		n, err := tl.Unsequenced(ctx)
 		require.NoError(t, err)
@@ -161,7 +163,7 @@ func TestEventLogOutbox(t *testing.T) {
 	l, pool, opts := newEventLog(t)
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY)`)
 	require.NoError(t, err)
-	eps, err := producer.NewMemoryEndpoints(producer.Endpoint{ID: "we_a", URL: "https://example.com/hook",
+	eps, err := memstore.NewEndpoints(producer.Endpoint{ID: "we_a", URL: "https://example.com/hook",
 		Secrets: []string{webhook.NewSecret()}, Owner: "lic_1"})
 	require.NoError(t, err)
 	pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }})
@@ -214,7 +216,7 @@ func TestEventLogMigration(t *testing.T) {
 		require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
 	}
 	l := must(pgstore.NewEventLog(pool, opts))
-	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
+	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+opts.Schema+`"."hooks_pending"`).Scan(&n))
@@ -238,7 +240,7 @@ func TestEventLogDefaultsToSearchPath(t *testing.T) {
 	pool, _ := pgtest.Pool(t) // search_path is the test's schema
 	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, nil))
 	l := must(pgstore.NewEventLog(pool, nil))
-	_, err := l.Append(ctx, "we_a", evlogEvent("order.created"))
+	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 	require.NoError(t, err)
 	require.Equal(t, 1, numberAll(t, l))
 	var n int
@@ -261,8 +263,8 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 
 	datas := []string{`{}`, `{"note":"café ☕ \u0000 \\ \"q\"","n":-1.5e3}`, `[1, 2,   3]`, `"` + strings.Repeat("x", 70<<10) + `"`}
 	for i, d := range datas {
-		e, err := l.Append(ctx, "we_a", webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created", Created: evlogT0.Unix(),
-			APIVersion: "2026-01-01", Data: json.RawMessage(d)})
+		e, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created", Created: evlogT0.Unix(),
+			APIVersion: "2026-01-01", Data: json.RawMessage(d)}})
 		require.NoError(t, err)
 		require.Equal(t, fmt.Sprintf("evt_%d", i), e.ID)
 	}
@@ -278,11 +280,11 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 		require.Equal(t, "2026-01-01", e.APIVersion)
 		require.Equal(t, datas[i], string(e.Data), "byte for byte")
 	}
-	ds, err := l.Claim(ctx, producer.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 10})
+	ds, err := l.Claim(ctx, driver.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, ds, len(datas))
 	require.Equal(t, datas[1], string(ds[1].Event.Data))
-	require.NoError(t, l.Failed(ctx, ds[0].Lease, producer.Attempt{At: evlogT0, RetryAt: evlogT0.Add(time.Hour), Reason: "status 500"}))
+	require.NoError(t, l.Failed(ctx, ds[0].Lease, driver.Attempt{At: evlogT0, RetryAt: evlogT0.Add(time.Hour), Reason: "status 500"}))
 	st, err := l.Status(ctx, "we_a", 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Attempts)
@@ -291,7 +293,7 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	_, _, err = l.Range(ctx, "we_a", 1, 10, 10)
-	var pe *producer.PrunedError
+	var pe *driver.PrunedError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, uint64(3), pe.FirstRetained)
 }
@@ -299,10 +301,10 @@ func TestEventLogSimpleProtocol(t *testing.T) {
 func TestEventLogStreamQuota(t *testing.T) {
 	// Racing appenders each check committed state: a stream can pass its bound by one event per
 	// appender in flight at once (EventLogOptions.MaxStreamEvents).
-	logtest.RunStreamQuota(t, func(t *testing.T, max int) producer.Log {
+	drivertest.RunStreamQuota(t, func(t *testing.T, max int) driver.Log {
 		pool, schema := pgtest.Pool(t)
 		opts := &pgstore.EventLogOptions{Schema: schema, MaxStreamEvents: max}
 		require.NoError(t, pgstore.MigrateEventLog(context.Background(), pool, opts))
 		return must(pgstore.NewEventLog(fastCommitPool(t), opts))
-	}, logtest.QuotaRacers-1)
+	}, drivertest.QuotaRacers-1)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 var evlogTrace = producer.TraceContext{
@@ -60,7 +62,7 @@ func TestEventLogTraceThroughOutbox(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
-	eps := must(producer.NewMemoryEndpoints(producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
+	eps := must(memstore.NewEndpoints(producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_b", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
 	obs := &traceObserver{}
 	pub := must(producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }, Observer: obs}))
@@ -72,7 +74,7 @@ func TestEventLogTraceThroughOutbox(t *testing.T) {
 	_, err = pub.WithLog(l.WithDB(tx)).PublishToOwner(ctx, "lic_1", "order.filled", map[string]int{"n": 2})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
-	_, err = l.Append(ctx, "we_a", webhook.Event{Type: "order.created", Created: evlogT0.Unix(), APIVersion: "v1", Data: []byte(`{}`)})
+	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: webhook.Event{Type: "order.created", Created: evlogT0.Unix(), APIVersion: "v1", Data: []byte(`{}`)}})
 	require.NoError(t, err, "an append without a trace context")
 
 	d := must(producer.NewDispatcher(l, eps, &producer.DispatcherOptions{Guard: evlogLoopback, Observer: obs,
@@ -123,10 +125,11 @@ VALUES ('we_old', 'evt_old2', 'order.created', 1767225600, 'v1', '{}')`)
 		require.Equal(t, 2, n, "%s has both nullable columns", table)
 	}
 	l := must(pgstore.NewEventLog(pool, opts))
-	_, err = l.Append(producer.WithTraceContext(ctx, evlogTrace), "we_old", evlogEvent("order.created"))
+	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_old", Event: evlogEvent("order.created"),
+		TraceParent: evlogTrace.TraceParent, TraceState: evlogTrace.TraceState})
 	require.NoError(t, err)
 	require.Equal(t, 2, numberAll(t, l))
-	ds, err := l.Claim(ctx, producer.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 10})
+	ds, err := l.Claim(ctx, driver.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, ds, 3)
 	for _, dl := range ds {
@@ -134,7 +137,7 @@ VALUES ('we_old', 'evt_old2', 'order.created', 1767225600, 'v1', '{}')`)
 		if dl.Sequence == 3 {
 			want = evlogTrace
 		}
-		require.Equal(t, want, dl.Trace, "event %d", dl.Sequence)
+		require.Equal(t, want, producer.TraceContext{TraceParent: dl.TraceParent, TraceState: dl.TraceState}, "event %d", dl.Sequence)
 	}
 
 	// An outbox transaction holds the pending table while its handler runs; a replica starting now
@@ -142,7 +145,7 @@ VALUES ('we_old', 'evt_old2', 'order.created', 1767225600, 'v1', '{}')`)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = l.WithDB(tx).Append(ctx, "we_old", evlogEvent("order.created"))
+	_, err = l.WithDB(tx).Append(ctx, driver.StreamEvent{Stream: "we_old", Event: evlogEvent("order.created")})
 	require.NoError(t, err)
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // TestZeroValues: a store nobody built has no DB. Every method with an error result returns an error
@@ -24,8 +25,8 @@ func TestZeroValues(t *testing.T) {
 	now := time.Unix(1767225600, 0)
 	key := idempotency.Key{Scope: "s", Key: "k1"}
 	ev := webhook.Event{Type: "order.created", Data: []byte(`{}`)}
-	lease := producer.Lease{Stream: "we_1", Sequence: 1, Token: 1}
-	claim := producer.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10}
+	lease := driver.Lease{Stream: "we_1", Sequence: 1, Token: 1}
+	claim := driver.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10}
 	cred := sandbox.Credential{ID: "key_1", Hash: sandbox.HashKey("sk_sandbox_x"), Licensee: "lic_1", Environment: sandbox.Sandbox, CreatedAt: now}
 	log := &pgstore.EventLog{}
 	for _, tc := range []struct {
@@ -54,23 +55,23 @@ func TestZeroValues(t *testing.T) {
 		{"EndpointStore.Delete", func() error { return (&pgstore.EndpointStore{}).Delete(ctx, "we_1") }},
 		{"EndpointStore.Lookup", func() error { _, err := (&pgstore.EndpointStore{}).Lookup(ctx, "we_1"); return err }},
 		{"EndpointStore.ListEndpoints", func() error {
-			_, _, err := (&pgstore.EndpointStore{}).ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", Limit: 10})
+			_, _, err := (&pgstore.EndpointStore{}).ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_1", Limit: 10})
 			return err
 		}},
-		{"EventLog.Append", func() error { _, err := log.Append(ctx, "we_1", ev); return err }},
+		{"EventLog.Append", func() error { _, err := log.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: ev}); return err }},
 		{"EventLog.AppendBatch", func() error {
-			_, err := log.AppendBatch(ctx, []producer.StreamEvent{{Stream: "we_1", Event: ev}})
+			_, err := log.AppendBatch(ctx, []driver.StreamEvent{{Stream: "we_1", Event: ev}})
 			return err
 		}},
 		{"EventLog.Sequence", func() error { _, err := log.Sequence(ctx, 10); return err }},
 		{"EventLog.Unsequenced", func() error { _, err := log.Unsequenced(ctx); return err }},
 		{"EventLog.Range", func() error { _, _, err := log.Range(ctx, "we_1", 1, 10, 10); return err }},
 		{"EventLog.Claim", func() error { _, err := log.Claim(ctx, claim); return err }},
-		{"EventLog.Delivered", func() error { return log.Delivered(ctx, lease, producer.Attempt{At: now}) }},
-		{"EventLog.Failed", func() error { return log.Failed(ctx, lease, producer.Attempt{At: now}) }},
-		{"EventLog.Settle", func() error { return log.Settle(ctx, []producer.Settlement{{Lease: lease, Delivered: true}})[0] }},
+		{"EventLog.Delivered", func() error { return log.Delivered(ctx, lease, driver.Attempt{At: now}) }},
+		{"EventLog.Failed", func() error { return log.Failed(ctx, lease, driver.Attempt{At: now}) }},
+		{"EventLog.Settle", func() error { return log.Settle(ctx, []driver.Settlement{{Lease: lease, Delivered: true}})[0] }},
 		{"EventLog.Attempts", func() error {
-			_, _, err := log.Attempts(ctx, producer.AttemptQuery{Stream: "we_1", Limit: 10})
+			_, _, err := log.Attempts(ctx, driver.AttemptQuery{Stream: "we_1", Limit: 10})
 			return err
 		}},
 		{"EventLog.Release", func() error { return log.Release(ctx, lease, now) }},

@@ -18,6 +18,7 @@ import (
 	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // twoVersions is a registry whose v2 renames an order's side to direction: a breaking change for
@@ -72,9 +73,9 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	}
 
 	secrets := map[string]string{"we_v1": webhook.NewSecret(), "we_v2": webhook.NewSecret()}
-	log := producer.NewMemoryLog()
+	log := memstore.NewLog()
 	// The producer's API: range retrieval behind the versioning router, rendered at the pin.
-	var eps *producer.MemoryEndpoints
+	var eps *memstore.Endpoints
 	mux := http.NewServeMux()
 	api := httptest.NewServer(apierror.WithRequestID(router.Handler(mux)))
 	defer api.Close()
@@ -106,7 +107,7 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 		return srv.URL
 	}
 	var err error
-	eps, err = producer.NewMemoryEndpoints(
+	eps, err = memstore.NewEndpoints(
 		producer.Endpoint{ID: "we_v1", Owner: "lic_v1", Secrets: []string{secrets["we_v1"]},
 			URL: newConsumer("we_v1", "sk_v1", "", false)},
 		producer.Endpoint{ID: "we_v2", Owner: "lic_v2", Secrets: []string{secrets["we_v2"]},

@@ -19,6 +19,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // Defaults of Options.
@@ -87,7 +88,7 @@ type Producer struct {
 	Licensee string
 
 	srv       *httptest.Server
-	log       *producer.MemoryLog
+	log       *memstore.Log
 	pub       *producer.Publisher
 	disp      *producer.Dispatcher
 	faults    *sandbox.FaultTable
@@ -125,7 +126,7 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	p := &Producer{Licensee: o.Licensee, EndpointID: randid.New("we_"), log: producer.NewMemoryLog(),
+	p := &Producer{Licensee: o.Licensee, EndpointID: randid.New("we_"), log: memstore.NewLog(),
 		faults: &sandbox.FaultTable{}, now: o.Now}
 	if err := p.faults.Set(p.EndpointID, o.Faults); err != nil {
 		t.Fatalf("sandboxtest: invalid Options.Faults: %v", err)
@@ -150,7 +151,7 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 	}
 	p.APIKey, p.Secret = creds.APIKey, creds.WebhookSecret
 
-	endpoints, err := producer.NewMemoryEndpoints(producer.Endpoint{
+	endpoints, err := memstore.NewEndpoints(producer.Endpoint{
 		ID: p.EndpointID, URL: consumerURL, Secrets: []string{p.Secret}, Owner: o.Licensee})
 	if err != nil {
 		p.srv.Close()

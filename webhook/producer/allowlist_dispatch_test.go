@@ -13,6 +13,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // Issue 30: a sandbox key read an internal loopback service's secret from the response snippet of
@@ -28,7 +30,7 @@ func TestNoSnippetFromAllowListedDestination(t *testing.T) {
 	t.Cleanup(internal.Close)
 	eps := mustEndpoints(t,
 		producer.Endpoint{ID: "we_a", URL: internal.URL + "/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	clk := newClock()
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Guard: loopback,
@@ -37,7 +39,7 @@ func TestNoSnippetFromAllowListedDestination(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Failed)
 
-	recs, _, err := l.Attempts(context.Background(), producer.AttemptQuery{Stream: "we_a", Limit: 10})
+	recs, _, err := l.Attempts(context.Background(), driver.AttemptQuery{Stream: "we_a", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, http.StatusForbidden, recs[0].StatusCode, "the status is recorded")
@@ -64,7 +66,7 @@ func TestClientForPerEnvironment(t *testing.T) {
 	eps := mustEndpoints(t,
 		producer.Endpoint{ID: "we_sbx", URL: srv.URL + "/s", Owner: "sandbox:lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_live", URL: srv.URL + "/l", Owner: "live:lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_sbx", 1, t0)
 	publishN(t, l, "we_live", 1, t0)
 	sandboxClient, liveClient := producer.NewDeliveryClient(loopback), producer.NewDeliveryClient(nil)
@@ -81,7 +83,7 @@ func TestClientForPerEnvironment(t *testing.T) {
 	require.Equal(t, 1, st.Delivered)
 	require.Equal(t, 1, st.Failed)
 	require.Len(t, sk.deliveries(), 1)
-	live, _, err := l.Attempts(context.Background(), producer.AttemptQuery{Stream: "we_live", Limit: 10})
+	live, _, err := l.Attempts(context.Background(), driver.AttemptQuery{Stream: "we_live", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, live, 1)
 	require.Equal(t, producer.ClassBlockedAddress, live[0].Class)

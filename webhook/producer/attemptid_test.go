@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // TestAttemptIDsRevealNoVolume (issue 30): attempt IDs came from one counter for the whole log, so a
@@ -22,18 +24,18 @@ import (
 // other's attempts. The history is still ordered newest first, by time, and pages by them.
 func TestAttemptIDsRevealNoVolume(t *testing.T) {
 	ctx := context.Background()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	const n = 200
 	publishN(t, l, "we_mine", n, t0)
 	publishN(t, l, "we_theirs", 5*n, t0)
 	at := t0
 	settle := func(stream string) {
 		t.Helper()
-		dls, err := l.Claim(ctx, producer.ClaimRequest{Now: at, LeaseUntil: at.Add(time.Minute), Limit: 1, PerStream: 1,
+		dls, err := l.Claim(ctx, driver.ClaimRequest{Now: at, LeaseUntil: at.Add(time.Minute), Limit: 1, PerStream: 1,
 			Skip: []string{map[string]string{"we_mine": "we_theirs", "we_theirs": "we_mine"}[stream]}})
 		require.NoError(t, err)
 		require.Len(t, dls, 1)
-		require.NoError(t, l.Delivered(ctx, dls[0].Lease, producer.Attempt{At: at, StatusCode: 204}))
+		require.NoError(t, l.Delivered(ctx, dls[0].Lease, driver.Attempt{At: at, StatusCode: 204}))
 		at = at.Add(time.Millisecond)
 	}
 	for range n {
@@ -46,10 +48,10 @@ func TestAttemptIDsRevealNoVolume(t *testing.T) {
 	var mine []uint64
 	seen := map[uint64]bool{}
 	for _, stream := range []string{"we_mine", "we_theirs"} {
-		var recs []producer.AttemptRecord
+		var recs []driver.AttemptRecord
 		var before uint64
 		for {
-			page, more, err := l.Attempts(ctx, producer.AttemptQuery{Stream: stream, Limit: 37, Before: before})
+			page, more, err := l.Attempts(ctx, driver.AttemptQuery{Stream: stream, Limit: 37, Before: before})
 			require.NoError(t, err)
 			recs = append(recs, page...)
 			if !more {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 var benchData = json.RawMessage(`{"id":"ord_2x7kq","account":"acc_91","side":"buy","qty":"12.5000","price":"101.25","currency":"EUR"}`)
@@ -22,7 +24,7 @@ func benchEvent() webhook.Event {
 func BenchmarkMemoryLogAppend(b *testing.B) {
 	for _, streams := range []int{1, 8} {
 		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
-			l := producer.NewMemoryLog()
+			l := memstore.NewLog()
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.SetParallelism(4)
@@ -30,7 +32,7 @@ func BenchmarkMemoryLogAppend(b *testing.B) {
 				stream := fmt.Sprintf("we_%d", next.Add(1)%int64(streams))
 				ctx := context.Background()
 				for pb.Next() {
-					if _, err := l.Append(ctx, stream, benchEvent()); err != nil {
+					if _, err := l.Append(ctx, driver.StreamEvent{Stream: stream, Event: benchEvent()}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -41,7 +43,7 @@ func BenchmarkMemoryLogAppend(b *testing.B) {
 }
 
 func BenchmarkMemoryLogRange1000(b *testing.B) {
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(b, l, "we_a", 5000, t0)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -55,9 +57,9 @@ func BenchmarkMemoryLogRange1000(b *testing.B) {
 
 // BenchmarkRangeHandler1000 is a whole range request: parameters, ownership, read, JSON and signature.
 func BenchmarkRangeHandler1000(b *testing.B) {
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	for range 1000 {
-		if _, err := l.Append(context.Background(), "we_a", benchEvent()); err != nil {
+		if _, err := l.Append(context.Background(), driver.StreamEvent{Stream: "we_a", Event: benchEvent()}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -81,12 +83,12 @@ func BenchmarkRangeHandler1000(b *testing.B) {
 func BenchmarkDispatcherDeliver(b *testing.B) {
 	eps := mustEndpoints(b, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) { return respond(r, http.StatusOK), nil })}
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	d := mustDispatcher(b, l, eps, &producer.DispatcherOptions{Client: client, Now: newClock().Now, BatchSize: 100})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.Append(ctx, "we_a", benchEvent()); err != nil {
+		if _, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: benchEvent()}); err != nil {
 			b.Fatal(err)
 		}
 		if st, err := d.DeliverDue(ctx); err != nil || st.Delivered != 1 {
@@ -100,12 +102,12 @@ func BenchmarkDispatcherDeliverHTTP(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer srv.Close()
 	eps := mustEndpoints(b, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	d := mustDispatcher(b, l, eps, &producer.DispatcherOptions{Now: newClock().Now})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.Append(ctx, "we_a", benchEvent()); err != nil {
+		if _, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: benchEvent()}); err != nil {
 			b.Fatal(err)
 		}
 		if st, err := d.DeliverDue(ctx); err != nil || st.Delivered != 1 {
@@ -117,7 +119,7 @@ func BenchmarkDispatcherDeliverHTTP(b *testing.B) {
 // BenchmarkPublish is one Publish to the in-memory log: lookup, marshal, stamp, append.
 func BenchmarkPublish(b *testing.B) {
 	eps := mustEndpoints(b, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	pub := mustPublisher(b, producer.NewMemoryLog(), eps, &producer.PublisherOptions{Now: newClock().Now})
+	pub := mustPublisher(b, memstore.NewLog(), eps, &producer.PublisherOptions{Now: newClock().Now})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

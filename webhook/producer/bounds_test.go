@@ -18,6 +18,8 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // bigData returns JSON data of exactly n bytes: a string member padded with 'x'.
@@ -35,10 +37,10 @@ func TestPublisherRefusesEventsOverTheMaximum(t *testing.T) {
 		producer.Endpoint{ID: "we_b", URL: "https://b.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	for _, lc := range []struct {
 		name string
-		log  func() producer.Log
+		log  func() driver.Log
 	}{
-		{"MemoryLog", func() producer.Log { return producer.NewMemoryLog() }},
-		{"Append only", func() producer.Log { return appendOnly{producer.NewMemoryLog()} }},
+		{"MemoryLog", func() driver.Log { return memstore.NewLog() }},
+		{"Append only", func() driver.Log { return appendOnly{memstore.NewLog()} }},
 	} {
 		t.Run(lc.name, func(t *testing.T) {
 			l := lc.log()
@@ -76,7 +78,7 @@ func TestPublisherRefusesEventsOverTheMaximum(t *testing.T) {
 		})
 	}
 	t.Run("configurable", func(t *testing.T) {
-		pub := mustPublisher(t, producer.NewMemoryLog(), eps, &producer.PublisherOptions{MaxEventBytes: 1024})
+		pub := mustPublisher(t, memstore.NewLog(), eps, &producer.PublisherOptions{MaxEventBytes: 1024})
 		_, err := pub.Publish(ctx, "we_a", "order.created", bigData(1024))
 		require.ErrorIs(t, err, producer.ErrEventTooLarge)
 		_, err = pub.Publish(ctx, "we_a", "order.created", bigData(512))
@@ -84,26 +86,26 @@ func TestPublisherRefusesEventsOverTheMaximum(t *testing.T) {
 		// A type that JSON escapes counts at its escaped size.
 		_, err = pub.Publish(ctx, "we_a", strings.Repeat("<", 160), bigData(512))
 		require.ErrorIs(t, err, producer.ErrEventTooLarge)
-		_, err = producer.NewPublisher(producer.NewMemoryLog(), eps, &producer.PublisherOptions{MaxEventBytes: -1})
+		_, err = producer.NewPublisher(memstore.NewLog(), eps, &producer.PublisherOptions{MaxEventBytes: -1})
 		require.Error(t, err)
 	})
 }
 
 // publishBig appends n events of size bytes of data each to stream, bypassing the Publisher's
 // maximum (events stored before it existed, or by another producer).
-func publishBig(t testing.TB, l producer.Log, stream string, n, size int) {
+func publishBig(t testing.TB, l driver.Log, stream string, n, size int) {
 	t.Helper()
 	data := bigData(size)
 	for range n {
-		_, err := l.Append(context.Background(), stream, webhook.Event{Type: "order.created", Created: t0.Unix(),
-			APIVersion: "v1", Data: data})
+		_, err := l.Append(context.Background(), driver.StreamEvent{Stream: stream, Event: webhook.Event{Type: "order.created", Created: t0.Unix(),
+			APIVersion: "v1", Data: data}})
 		require.NoError(t, err)
 	}
 }
 
 // countingLog records the data bytes each read of the log returned.
 type countingLog struct {
-	producer.Log
+	driver.Log
 	mu       sync.Mutex
 	maxBytes int // the most data bytes one read returned
 }
@@ -128,7 +130,7 @@ func (c *countingLog) Range(ctx context.Context, stream string, from, to uint64,
 type countingBytes struct{ *countingLog }
 
 func (c countingBytes) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
-	evs, more, err := c.Log.(producer.ByteRanger).RangeBytes(ctx, stream, from, to, limit, maxBytes)
+	evs, more, err := c.Log.(driver.ByteRanger).RangeBytes(ctx, stream, from, to, limit, maxBytes)
 	c.note(evs)
 	return evs, more, err
 }
@@ -139,7 +141,7 @@ func TestRangePageByteBudget(t *testing.T) {
 	const size = 64 << 10
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1",
 		Secrets: []string{webhook.NewSecret()}})
-	mem := producer.NewMemoryLog()
+	mem := memstore.NewLog()
 	publishBig(t, mem, "we_a", 200, size)
 	publishBig(t, mem, "we_a", 1, 5<<20) // one event larger than the whole budget
 	publishBig(t, mem, "we_a", 3, size)
@@ -154,8 +156,8 @@ func TestRangePageByteBudget(t *testing.T) {
 		{"plain Log", &countingLog{Log: plainLog{mem}}, (producer.RangeChunk-1)*size + 5<<20 + 128},
 	} {
 		t.Run(lc.name, func(t *testing.T) {
-			var l producer.Log = lc.log
-			if _, ok := lc.log.Log.(producer.ByteRanger); ok {
+			var l driver.Log = lc.log
+			if _, ok := lc.log.Log.(driver.ByteRanger); ok {
 				l = countingBytes{lc.log}
 			}
 			h := must(producer.NewRangeHandler(l, eps, testLicensee, nil))
@@ -193,8 +195,8 @@ func TestRangePageByteBudget(t *testing.T) {
 	}
 }
 
-// plainLog hides every optional interface of a log, leaving only producer.Log.
-type plainLog struct{ producer.Log }
+// plainLog hides every optional interface of a log, leaving only driver.Log.
+type plainLog struct{ driver.Log }
 
 // gatedWriter holds every handler's Write until all of them have reached it, so that a test can
 // measure the memory of that many pages held at once.
@@ -229,7 +231,7 @@ func TestRangeConcurrentMaximalPagesStayBounded(t *testing.T) {
 		pages = 16
 		size  = 64 << 10
 	)
-	mem := producer.NewMemoryLog()
+	mem := memstore.NewLog()
 	publishBig(t, mem, "we_shared", 1000, size)
 	var list []producer.Endpoint
 	for i := range pages {
@@ -274,19 +276,19 @@ func TestRangeConcurrentMaximalPagesStayBounded(t *testing.T) {
 
 // sharedStream serves every endpoint's range from one stream, so that 16 licensees read maximal pages
 // without 16 copies of the events in the heap.
-type sharedStream struct{ *producer.MemoryLog }
+type sharedStream struct{ *memstore.Log }
 
 func (s sharedStream) Range(ctx context.Context, _ string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
-	return s.MemoryLog.Range(ctx, "we_shared", from, to, limit)
+	return s.Log.Range(ctx, "we_shared", from, to, limit)
 }
 
 func (s sharedStream) RangeBytes(ctx context.Context, _ string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
-	return s.MemoryLog.RangeBytes(ctx, "we_shared", from, to, limit, maxBytes)
+	return s.Log.RangeBytes(ctx, "we_shared", from, to, limit, maxBytes)
 }
 
 // blockingLog holds every range read of stream we_a until release is closed, telling arrived.
 type blockingLog struct {
-	*producer.MemoryLog
+	*memstore.Log
 	arrived chan struct{}
 	release chan struct{}
 }
@@ -296,7 +298,7 @@ func (b blockingLog) RangeBytes(ctx context.Context, stream string, from, to uin
 		b.arrived <- struct{}{}
 		<-b.release
 	}
-	return b.MemoryLog.RangeBytes(ctx, stream, from, to, limit, maxBytes)
+	return b.Log.RangeBytes(ctx, stream, from, to, limit, maxBytes)
 }
 
 // TestRangeInFlightPerLicensee: a licensee has at most MaxInFlight range requests served at once; one
@@ -305,10 +307,10 @@ func TestRangeInFlightPerLicensee(t *testing.T) {
 	eps := mustEndpoints(t,
 		producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_b", URL: "https://b.example/", Owner: "lic_2", Secrets: []string{webhook.NewSecret()}})
-	mem := producer.NewMemoryLog()
+	mem := memstore.NewLog()
 	publishN(t, mem, "we_a", 3, t0)
 	publishN(t, mem, "we_b", 3, t0)
-	bl := blockingLog{MemoryLog: mem, arrived: make(chan struct{}), release: make(chan struct{})}
+	bl := blockingLog{Log: mem, arrived: make(chan struct{}), release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(producer.RangePattern, must(producer.NewRangeHandler(bl, eps, testLicensee, nil)))
 	get := func(licensee, id string) *httptest.ResponseRecorder {

@@ -7,10 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 func TestHandlerConstructorsRefuseMissingArguments(t *testing.T) {
-	log, eps := producer.NewMemoryLog(), &producer.MemoryEndpoints{}
+	log, eps := memstore.NewLog(), &memstore.Endpoints{}
 	lic := func(*http.Request) (string, error) { return "lic_1", nil }
 	tests := []struct {
 		name string

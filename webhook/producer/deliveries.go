@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+
 	"github.com/svcplatform/conventions/apierror"
 )
 
@@ -76,8 +78,8 @@ type DeliveriesOptions struct {
 // A DeliveriesHandler is safe for concurrent use. Build one with NewDeliveriesHandler; the zero value
 // is not usable: it answers every request with the opaque 500 (ErrNotBuilt).
 type DeliveriesHandler struct {
-	log        Log
-	endpoints  Endpoints
+	log        driver.Log
+	endpoints  driver.Endpoints
 	licensee   LicenseeFunc
 	endpointID func(r *http.Request) string
 	errs       apierror.Writer
@@ -86,7 +88,7 @@ type DeliveriesHandler struct {
 // NewDeliveriesHandler returns the delivery history handler for the attempts in log of the endpoints
 // in endpoints; licensee maps each request to the licensee it is authenticated as, as for
 // NewRangeHandler. A nil log, endpoints or licensee is an error.
-func NewDeliveriesHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *DeliveriesOptions) (*DeliveriesHandler, error) {
+func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *DeliveriesOptions) (*DeliveriesHandler, error) {
 	if err := handlerDeps("NewDeliveriesHandler", log, endpoints, licensee); err != nil {
 		return nil, err
 	}
@@ -106,8 +108,8 @@ func NewDeliveriesHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, o
 
 // ParseDeliveriesQuery reads sequence, outcome, limit and starting_after into an AttemptQuery for
 // stream, returning a 400 *apierror.Error that lists every bad parameter, each located at its name.
-func ParseDeliveriesQuery(stream string, q url.Values) (AttemptQuery, error) {
-	aq := AttemptQuery{Stream: stream, Limit: DefaultDeliveriesLimit}
+func ParseDeliveriesQuery(stream string, q url.Values) (driver.AttemptQuery, error) {
+	aq := driver.AttemptQuery{Stream: stream, Limit: DefaultDeliveriesLimit}
 	var c apierror.Collector
 	if seq, st := queryUint(&c, q, "sequence"); st == paramSet {
 		if c.Check(seq >= 1, apierror.Query("sequence", CodeOutOfRange, "must be at least 1")) {
@@ -123,11 +125,11 @@ func ParseDeliveriesQuery(stream string, q url.Values) (AttemptQuery, error) {
 	if v, st := queryString(&c, q, "outcome"); st == paramSet {
 		switch v {
 		case "delivered":
-			aq.Outcome = OutcomeDelivered
+			aq.Outcome = driver.OutcomeDelivered
 		case "failed":
-			aq.Outcome = OutcomeFailed
+			aq.Outcome = driver.OutcomeFailed
 		case "abandoned":
-			aq.Outcome = OutcomeAbandoned
+			aq.Outcome = driver.OutcomeAbandoned
 		default:
 			c.Add(apierror.Query("outcome", CodeInvalidOutcome, "must be delivered, failed or abandoned"))
 		}
@@ -140,7 +142,7 @@ func ParseDeliveriesQuery(stream string, q url.Values) (AttemptQuery, error) {
 		}
 	}
 	if err := c.Err(); err != nil {
-		return AttemptQuery{}, err
+		return driver.AttemptQuery{}, err
 	}
 	return aq, nil
 }
@@ -182,7 +184,7 @@ type attemptList struct {
 	HasMore bool          `json:"has_more"`
 }
 
-func attemptView(a AttemptRecord) attemptJSON {
+func attemptView(a driver.AttemptRecord) attemptJSON {
 	v := attemptJSON{
 		ID: AttemptIDPrefix + strconv.FormatUint(a.ID, 10), Object: "webhook_delivery_attempt",
 		Endpoint: a.Stream, Event: a.EventID, Sequence: a.Sequence, Attempt: a.Number,
@@ -195,7 +197,7 @@ func attemptView(a AttemptRecord) attemptJSON {
 	if a.Class != "" {
 		v.ErrorClass, v.Error = &a.Class, &a.Reason
 	}
-	if a.Outcome == OutcomeFailed && !a.RetryAt.IsZero() {
+	if a.Outcome == driver.OutcomeFailed && !a.RetryAt.IsZero() {
 		t := a.RetryAt.Unix()
 		v.NextAttemptAt = &t
 	}
@@ -220,6 +222,10 @@ func (h *DeliveriesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := ParseDeliveriesQuery(ep.ID, query)
 	if err != nil {
+		h.errs.Write(w, r, err)
+		return
+	}
+	if err := checkAttemptQuery(q); err != nil {
 		h.errs.Write(w, r, err)
 		return
 	}

@@ -21,6 +21,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -153,7 +155,7 @@ type DispatcherOptions struct {
 	// CleanupInterval is how often Run applies the retention; 0 means DefaultCleanupInterval.
 	CleanupInterval time.Duration
 	// Sequencer configures the Sequencer the Dispatcher runs when its Log is a Sequencing one
-	// (pgstore.EventLog, DeferredMemoryLog): events appended there are numbered after they commit,
+	// (pgstore.EventLog, memstore.DeferredLog): events appended there are numbered after they commit,
 	// and the Dispatcher's Run numbers them in the background, waking its own claim loop after each
 	// batch. nil means the defaults. It is ignored for a Log that numbers at Append.
 	Sequencer *SequencerOptions
@@ -188,8 +190,8 @@ type DispatcherOptions struct {
 // Cleanup return an error that wraps ErrNotBuilt, and its Wake has nothing to wake. Build one with
 // NewDispatcher.
 type Dispatcher struct {
-	log         Log
-	endpoints   Endpoints
+	log         driver.Log
+	endpoints   driver.Endpoints
 	client      *http.Client
 	clientFor   func(Endpoint) *http.Client // nil: client for every endpoint
 	timeout     time.Duration
@@ -225,7 +227,7 @@ type Dispatcher struct {
 
 // NewDispatcher returns a Dispatcher for the deliveries of log to the endpoints in endpoints. It fails
 // when an option is out of range.
-func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Dispatcher, error) {
+func NewDispatcher(log driver.Log, endpoints driver.Endpoints, opts *DispatcherOptions) (*Dispatcher, error) {
 	if opts == nil {
 		opts = &DispatcherOptions{}
 	}
@@ -300,7 +302,7 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
-	if sq, ok := log.(Sequencing); ok {
+	if sq, ok := log.(driver.Sequencing); ok {
 		var so SequencerOptions
 		if opts.Sequencer != nil {
 			so = *opts.Sequencer
@@ -309,7 +311,7 @@ func NewDispatcher(log Log, endpoints Endpoints, opts *DispatcherOptions) (*Disp
 			so.Logger = d.logger
 		}
 		user := so.OnSequenced
-		so.OnSequenced = func(runs []SequencedRun) {
+		so.OnSequenced = func(runs []driver.SequencedRun) {
 			if user != nil {
 				user(runs)
 			}
@@ -416,7 +418,7 @@ func (d *Dispatcher) Cleanup(ctx context.Context) (int, error) {
 	if d.retention <= 0 {
 		return 0, nil
 	}
-	before := d.now().Add(-d.retention)
+	before := cutoff(d.now().Add(-d.retention))
 	total := 0
 	for {
 		n, err := d.log.Cleanup(ctx, before, CleanupBatch)
@@ -486,7 +488,7 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup, report func(
 	}
 	limit := min(d.batch, free*d.streamBatch)
 	now := d.now()
-	batch, err := d.log.Claim(ctx, ClaimRequest{Now: now, LeaseUntil: now.Add(d.lease), Limit: limit,
+	batch, err := d.log.Claim(ctx, driver.ClaimRequest{Now: now, LeaseUntil: now.Add(d.lease), Limit: limit,
 		PerStream: d.streamBatch, Skip: skip})
 	if err != nil {
 		return false, fmt.Errorf("producer: claim deliveries: %w", err)
@@ -524,9 +526,9 @@ func (d *Dispatcher) claim(ctx context.Context, wg *sync.WaitGroup, report func(
 
 // groupByStream splits a claimed batch per stream, each group in sequence order, the groups in the
 // order their first delivery was claimed.
-func groupByStream(batch []Delivery) [][]Delivery {
+func groupByStream(batch []driver.Delivery) [][]driver.Delivery {
 	idx := make(map[string]int)
-	var groups [][]Delivery
+	var groups [][]driver.Delivery
 	for _, dl := range batch {
 		i, ok := idx[dl.Stream]
 		if !ok {
@@ -537,7 +539,7 @@ func groupByStream(batch []Delivery) [][]Delivery {
 		groups[i] = append(groups[i], dl)
 	}
 	for _, g := range groups {
-		slices.SortFunc(g, func(a, b Delivery) int { return cmp.Compare(a.Sequence, b.Sequence) })
+		slices.SortFunc(g, func(a, b driver.Delivery) int { return cmp.Compare(a.Sequence, b.Sequence) })
 	}
 	return groups
 }
@@ -545,7 +547,7 @@ func groupByStream(batch []Delivery) [][]Delivery {
 // work is one endpoint's worker: it holds one request slot (reserved by claim) and the endpoint's
 // busy mark, looks the endpoint up, takes up to PerEndpoint slots within the licensee's PerOwner, and
 // delivers the group. It gives everything back when done and wakes Run if Run was short of capacity.
-func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
+func (d *Dispatcher) work(ctx context.Context, group []driver.Delivery) (st Stats) {
 	stream := group[0].Stream
 	slots := 1 // reserved by claim
 	owner, haveOwner := "", false
@@ -581,10 +583,10 @@ func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 		for _, dl := range group {
 			if o := d.observer; o != nil {
 				actx := o.AttemptStart(ctx, attemptInfo(dl))
-				o.AttemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: OutcomeAbandoned,
+				o.AttemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: driver.OutcomeAbandoned,
 					Class: ClassEndpointDeleted})
 			}
-			d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})
+			d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: driver.Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})
 		}
 		return Stats{Abandoned: len(group)}
 	case err != nil:
@@ -634,7 +636,7 @@ func (d *Dispatcher) work(ctx context.Context, group []Delivery) (st Stats) {
 // A success is recorded while the next request goes out (the endpoint's order is the order of the
 // requests, which recording does not change), and the worker waits for every record before it
 // returns; a failure is recorded before anything else happens, because it decides when the rest go.
-func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Delivery, window int) Stats {
+func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []driver.Delivery, window int) Stats {
 	var st Stats
 	var records sync.WaitGroup
 	defer records.Wait()
@@ -678,7 +680,7 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []Del
 		for k := range prepared {
 			dl, r := group[i+k], &results[k]
 			if r.Class == "" {
-				records.Go(func() { d.record(ctx, dl, Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt}) })
+				records.Go(func() { d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt}) })
 				st.Delivered++
 				continue
 			}
@@ -717,7 +719,7 @@ func (d *Dispatcher) retryAt(attempt int, at time.Time) time.Time {
 	return at.Add(max(delay, 0))
 }
 
-func (d *Dispatcher) release(ctx context.Context, group []Delivery, retryAt time.Time) int {
+func (d *Dispatcher) release(ctx context.Context, group []driver.Delivery, retryAt time.Time) int {
 	for _, dl := range group {
 		d.settleErr(ctx, dl, "release", d.log.Release(ctx, dl.Lease, retryAt))
 	}
@@ -727,16 +729,16 @@ func (d *Dispatcher) release(ctx context.Context, group []Delivery, retryAt time
 // settleWindowTail records the outcomes of requests that went out together with one that failed: the
 // deliveries that succeeded are delivered, the failed ones wait for their own retry, the cancelled
 // ones are handed back.
-func (d *Dispatcher) settleWindowTail(ctx context.Context, group []Delivery, results []result) Stats {
+func (d *Dispatcher) settleWindowTail(ctx context.Context, group []driver.Delivery, results []result) Stats {
 	var st Stats
 	for k, dl := range group {
 		r := &results[k]
 		switch {
 		case r.Class == "":
-			d.record(ctx, dl, Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt})
+			d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt})
 			st.Delivered++
 		case r.cancelled:
-			st.Released += d.release(context.WithoutCancel(ctx), []Delivery{dl}, r.At)
+			st.Released += d.release(context.WithoutCancel(ctx), []driver.Delivery{dl}, r.At)
 		default:
 			st.add(d.recordFailure(ctx, dl, r))
 		}
@@ -746,11 +748,11 @@ func (d *Dispatcher) settleWindowTail(ctx context.Context, group []Delivery, res
 
 // recordFailure schedules the failed attempt r's retry (zero when the schedule is exhausted), logs it
 // and records it, and counts it as Failed or Abandoned.
-func (d *Dispatcher) recordFailure(ctx context.Context, dl Delivery, r *result) Stats {
+func (d *Dispatcher) recordFailure(ctx context.Context, dl driver.Delivery, r *result) Stats {
 	r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
 	d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", dl.Stream, "sequence", dl.Sequence,
 		"attempt", dl.Attempts+1, "reason", r.Reason, "retry_at", r.RetryAt)
-	d.record(ctx, dl, Settlement{Lease: dl.Lease, Attempt: r.Attempt})
+	d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: r.Attempt})
 	if r.RetryAt.IsZero() {
 		return Stats{Abandoned: 1}
 	}
@@ -762,14 +764,14 @@ func (d *Dispatcher) recordFailure(ctx context.Context, dl Delivery, r *result) 
 // so failures are retried with backoff for as long as the dispatcher runs; once it is stopping, until
 // the delivery's lease ends (after which another dispatcher may claim it anyway, and the consumer's
 // duplicate check takes over).
-func (d *Dispatcher) record(ctx context.Context, dl Delivery, s Settlement) {
-	what := AttemptOutcome(s.Delivered, s.Attempt).String()
+func (d *Dispatcher) record(ctx context.Context, dl driver.Delivery, s driver.Settlement) {
+	what := outcomeOf(s.Delivered, s.Attempt).String()
 	wait := recordBackoffMin
 	for try := 1; ; try++ {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		err := d.settleOne(c, s)
 		cancel()
-		if err == nil || errors.Is(err, ErrLeaseLost) {
+		if err == nil || errors.Is(err, driver.ErrLeaseLost) {
 			d.settleErr(ctx, dl, what, err)
 			return
 		}
@@ -788,8 +790,8 @@ func (d *Dispatcher) record(ctx context.Context, dl Delivery, s Settlement) {
 
 // settleOne records one outcome: through the group commit when the Log is a Settler, else by
 // Delivered or Failed.
-func (d *Dispatcher) settleOne(ctx context.Context, s Settlement) error {
-	if st, ok := d.log.(Settler); ok {
+func (d *Dispatcher) settleOne(ctx context.Context, s driver.Settlement) error {
+	if st, ok := d.log.(driver.Settler); ok {
 		return d.group.do(ctx, st, s)
 	}
 	if s.Delivered {
@@ -813,13 +815,13 @@ type groupCommit struct {
 const maxSettleBatch = 500
 
 type pendingSettle struct {
-	s    Settlement
+	s    driver.Settlement
 	ctx  context.Context
 	err  error
 	done chan struct{}
 }
 
-func (g *groupCommit) do(ctx context.Context, st Settler, s Settlement) error {
+func (g *groupCommit) do(ctx context.Context, st driver.Settler, s driver.Settlement) error {
 	p := &pendingSettle{s: s, ctx: ctx, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, p)
@@ -843,7 +845,7 @@ func (g *groupCommit) do(ctx context.Context, st Settler, s Settlement) error {
 // drain makes Settle calls for the queue until mine is answered (nil: until the queue is empty). A
 // caller that became the leader leaves as soon as its own settlement is done, handing what queued up
 // meanwhile to a goroutine, so that a steady stream of others' settlements never holds its endpoint up.
-func (g *groupCommit) drain(st Settler, mine *pendingSettle) {
+func (g *groupCommit) drain(st driver.Settler, mine *pendingSettle) {
 	for {
 		g.mu.Lock()
 		if len(g.queue) == 0 {
@@ -875,8 +877,8 @@ func isDone(p *pendingSettle) bool {
 
 // run makes one Settle call under the deadline of its latest-ending caller, so that no caller's
 // budget is cut short by another's.
-func (g *groupCommit) run(st Settler, batch []*pendingSettle) {
-	ss := make([]Settlement, len(batch))
+func (g *groupCommit) run(st driver.Settler, batch []*pendingSettle) {
+	ss := make([]driver.Settlement, len(batch))
 	deadline, bounded := time.Time{}, true
 	for i, p := range batch {
 		ss[i] = p.s
@@ -903,10 +905,10 @@ func (g *groupCommit) run(st Settler, batch []*pendingSettle) {
 	}
 }
 
-func (d *Dispatcher) settleErr(ctx context.Context, dl Delivery, what string, err error) {
+func (d *Dispatcher) settleErr(ctx context.Context, dl driver.Delivery, what string, err error) {
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, driver.ErrLeaseLost):
 		// Another dispatcher re-claimed the delivery after our lease ran out; its outcome wins.
 		d.logger.WarnContext(ctx, "producer: delivery lease lost", "endpoint", dl.Stream, "sequence", dl.Sequence, "outcome", what)
 	default:
@@ -922,29 +924,29 @@ type result struct {
 	sig       string
 	cancelled bool // cut short by the dispatcher's own shutdown: no attempt counts
 	sent      bool // the request was handed to the client
-	Attempt
+	driver.Attempt
 }
 
 // prepare renders and signs one delivery: the body and its X-SVC-Signature, or, as a failed Attempt,
 // why it cannot be sent.
-func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl Delivery) (body []byte, sig string, fail Attempt) {
+func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl driver.Delivery) (body []byte, sig string, fail driver.Attempt) {
 	body, err := encodeEvent(ctx, d.render, ep, dl.Event)
 	if err != nil {
 		d.logger.ErrorContext(ctx, "producer: cannot render event", "endpoint", ep.ID, "sequence", dl.Sequence, "error", err)
-		return nil, "", Attempt{Class: ClassRender, Reason: "render failed"}
+		return nil, "", driver.Attempt{Class: ClassRender, Reason: "render failed"}
 	}
 	signer, err := d.signers.get(ep)
 	if err == nil {
 		sig, err = signer.Sign(body, d.now())
 	}
 	if err != nil {
-		return nil, "", Attempt{Class: ClassNoSecret, Reason: "no signing secret"}
+		return nil, "", driver.Attempt{Class: ClassNoSecret, Reason: "no signing secret"}
 	}
-	return body, sig, Attempt{}
+	return body, sig, driver.Attempt{}
 }
 
 // attempt makes one delivery request (unless prepare already failed it) and fills in r's Attempt.
-func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl Delivery, r *result) {
+func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl driver.Delivery, r *result) {
 	o := d.observer
 	if o != nil {
 		ctx = o.AttemptStart(ctx, attemptInfo(dl))
@@ -962,37 +964,37 @@ func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl Delivery, r *r
 }
 
 // attemptInfo describes dl's next attempt for the Observer.
-func attemptInfo(dl Delivery) AttemptInfo {
+func attemptInfo(dl driver.Delivery) AttemptInfo {
 	return AttemptInfo{Endpoint: dl.Stream, EventID: dl.Event.ID, EventType: dl.Event.Type, Sequence: dl.Sequence,
-		Attempt: dl.Attempts + 1, Trace: dl.Trace}
+		Attempt: dl.Attempts + 1, Trace: TraceContext{TraceParent: dl.TraceParent, TraceState: dl.TraceState}}
 }
 
 // attemptResult describes r for the Observer. The outcome is decided here as deliverStream will
 // record it: a failure is retried unless it exhausted the schedule (retryAt's rule).
-func (d *Dispatcher) attemptResult(dl Delivery, r *result) AttemptResult {
+func (d *Dispatcher) attemptResult(dl driver.Delivery, r *result) AttemptResult {
 	res := AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Sent: r.sent, StatusCode: r.StatusCode,
 		Class: r.Class, Duration: r.Latency}
 	switch {
 	case r.cancelled:
 		res.Released = true
 	case r.Class == "":
-		res.Outcome = OutcomeDelivered
+		res.Outcome = driver.OutcomeDelivered
 	case dl.Attempts+1 > len(d.schedule):
-		res.Outcome = OutcomeAbandoned
+		res.Outcome = driver.OutcomeAbandoned
 	default:
-		res.Outcome = OutcomeFailed
+		res.Outcome = driver.OutcomeFailed
 	}
 	return res
 }
 
 // send makes one delivery request and describes its outcome; Class is empty on success. sent reports
 // whether the request reached the client.
-func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []byte, sig string) (a Attempt, sent bool) {
+func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, body []byte, sig string) (a driver.Attempt, sent bool) {
 	rctx, cancel := context.WithTimeout(WithEndpointID(ctx, ep.ID), d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}, false
+		return driver.Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}, false
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -1022,14 +1024,14 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []
 	if err != nil {
 		return transportFailure(rctx, err), true
 	}
-	var snip [MaxResponseSnippet]byte
+	var snip [maxResponseSnippet]byte
 	n, _ := io.ReadFull(resp.Body, snip[:])
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
 	if internal.Load() {
 		n = 0 // its status only: see Dispatcher
 	}
-	a = Attempt{StatusCode: resp.StatusCode, Response: snippet(snip[:n])}
+	a = driver.Attempt{StatusCode: resp.StatusCode, Response: snippet(snip[:n])}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.Class, a.Reason = ClassStatus, "status "+strconv.Itoa(resp.StatusCode)
 	}
@@ -1039,7 +1041,7 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl Delivery, body []
 // snippet returns b as a string cut to whole UTF-8 characters, with invalid bytes replaced, so that the
 // history stores text whatever the endpoint sent.
 func snippet(b []byte) string {
-	if len(b) == MaxResponseSnippet {
+	if len(b) == maxResponseSnippet {
 		// The cut may have split a character: drop its leading bytes.
 		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
 			if utf8.RuneStart(b[i]) {
@@ -1054,9 +1056,9 @@ func snippet(b []byte) string {
 }
 
 // transportFailure describes a failed request without the URL, which may carry a token in its query.
-func transportFailure(rctx context.Context, err error) Attempt {
+func transportFailure(rctx context.Context, err error) driver.Attempt {
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return Attempt{Class: ClassTimeout, Reason: "timeout"}
+		return driver.Attempt{Class: ClassTimeout, Reason: "timeout"}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -1069,13 +1071,13 @@ func transportFailure(rctx context.Context, err error) Attempt {
 	switch {
 	case errors.As(err, &be):
 		// Only the class: the resolved address would tell the endpoint's owner about our network.
-		return Attempt{Class: ClassBlockedAddress, Reason: "request refused: " + be.Error()}
+		return driver.Attempt{Class: ClassBlockedAddress, Reason: "request refused: " + be.Error()}
 	case errors.Is(err, ErrBlockedAddress):
-		return Attempt{Class: ClassBlockedAddress, Reason: "request refused: blocked address"}
+		return driver.Attempt{Class: ClassBlockedAddress, Reason: "request refused: blocked address"}
 	case errors.As(err, &ne) && ne.Timeout():
-		return Attempt{Class: ClassTimeout, Reason: "timeout"}
+		return driver.Attempt{Class: ClassTimeout, Reason: "timeout"}
 	}
-	return Attempt{Class: ClassConnection, Reason: "request failed: " + err.Error()}
+	return driver.Attempt{Class: ClassConnection, Reason: "request failed: " + err.Error()}
 }
 
 type endpointIDKey struct{}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 func TestDispatcherDeliversSignedEvents(t *testing.T) {
@@ -29,7 +31,7 @@ func TestDispatcherDeliversSignedEvents(t *testing.T) {
 	oldSecret, newSecret := webhook.NewSecret(), webhook.NewSecret()
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL + "/a", Owner: "lic_1", Secrets: []string{newSecret, oldSecret}})
 	clk := newClock()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now})
 	for i := range 3 {
 		_, err := pub.Publish(ctx, "we_a", "order.created", map[string]int{"n": i})
@@ -58,7 +60,7 @@ func TestDispatcherDeliversSignedEvents(t *testing.T) {
 		// During a rotation both secrets sign, so the consumer may hold either.
 		checkSignature(t, dl.Signature, dl.Body, t0.Add(2*time.Second), newSecret, oldSecret)
 		s := status(t, l, "we_a", seq)
-		require.Equal(t, producer.Delivered, s.State)
+		require.Equal(t, driver.Delivered, s.State)
 		require.True(t, s.DeliveredAt.Equal(t0.Add(2*time.Second)))
 	}
 	st, err = d.DeliverDue(ctx)
@@ -89,7 +91,7 @@ func TestDispatcherSuccessStatuses(t *testing.T) {
 			_, srv := startSink(t, nil)
 			srv.Config.Handler = mux
 			eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL + "/hook", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-			l := producer.NewMemoryLog()
+			l := memstore.NewLog()
 			publishN(t, l, "we_a", 1, t0)
 			clk := newClock()
 			d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1})
@@ -98,11 +100,11 @@ func TestDispatcherSuccessStatuses(t *testing.T) {
 			s := status(t, l, "we_a", 1)
 			if tc.ok {
 				require.Equal(t, 1, st.Delivered)
-				require.Equal(t, producer.Delivered, s.State)
+				require.Equal(t, driver.Delivered, s.State)
 				return
 			}
 			require.Equal(t, 1, st.Failed)
-			require.Equal(t, producer.Pending, s.State)
+			require.Equal(t, driver.Pending, s.State)
 			require.Equal(t, 1, s.Attempts)
 			require.Equal(t, "status "+strconv.Itoa(tc.status), s.LastError)
 			require.True(t, s.NextAttempt.Equal(t0.Add(time.Minute)), "first retry after the schedule's first delay")
@@ -120,7 +122,7 @@ func TestDispatcherRetriesOnSchedule(t *testing.T) {
 		return http.StatusOK
 	})
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	clk := newClock()
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1,
@@ -144,7 +146,7 @@ func TestDispatcherRetriesOnSchedule(t *testing.T) {
 
 	clk.Set(t0.Add(6 * time.Minute))
 	require.Equal(t, producer.Stats{Claimed: 1, Delivered: 1}, pass())
-	require.Equal(t, producer.Delivered, status(t, l, "we_a", 1).State)
+	require.Equal(t, driver.Delivered, status(t, l, "we_a", 1).State)
 	require.Len(t, sk.deliveries(), 3)
 }
 
@@ -152,7 +154,7 @@ func TestDispatcherAbandonsAfterSchedule(t *testing.T) {
 	ctx := context.Background()
 	sk, srv := startSink(t, func(webhook.Event, int) int { return http.StatusInternalServerError })
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	clk := newClock()
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1,
@@ -168,7 +170,7 @@ func TestDispatcherAbandonsAfterSchedule(t *testing.T) {
 	}
 	require.Equal(t, producer.Stats{Claimed: 3, Failed: 2, Abandoned: 1}, total, "1 attempt + 2 retries")
 	s := status(t, l, "we_a", 1)
-	require.Equal(t, producer.Abandoned, s.State)
+	require.Equal(t, driver.Abandoned, s.State)
 	require.Equal(t, 3, s.Attempts)
 	require.Len(t, sk.deliveries(), 3)
 }
@@ -189,7 +191,7 @@ func TestDispatcherJitter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := startSink(t, func(webhook.Event, int) int { return http.StatusBadGateway })
 			eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-			l := producer.NewMemoryLog()
+			l := memstore.NewLog()
 			publishN(t, l, "we_a", 1, t0)
 			d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now, Jitter: tc.jitter,
 				Rand: func() float64 { return tc.rand }, Schedule: []time.Duration{100 * time.Second}})
@@ -210,7 +212,7 @@ func TestDispatcherKeepsOrderBehindAFailure(t *testing.T) {
 		return http.StatusOK
 	})
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 4, t0)
 	clk := newClock()
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Schedule: []time.Duration{time.Minute}})
@@ -251,7 +253,7 @@ func TestDispatcherDeliversEndpointsInParallel(t *testing.T) {
 	_, srv := startSink(t, nil)
 	srv.Config.Handler = mux
 	var eps []producer.Endpoint
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	for i := range endpoints {
 		id := fmt.Sprintf("we_%d", i)
 		eps = append(eps, producer.Endpoint{ID: id, URL: srv.URL + "/" + id, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
@@ -268,7 +270,7 @@ func TestDispatcherRender(t *testing.T) {
 	sk, srv := startSink(t, nil)
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", APIVersion: "2025-01-01",
 		Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 2, t0)
 	fail := true
 	render := func(_ context.Context, ep producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
@@ -318,7 +320,7 @@ func TestDispatcherEndpointIDInRequestContext(t *testing.T) {
 	eps := mustEndpoints(t,
 		producer.Endpoint{ID: "we_a", URL: "https://a.example/hook", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_b", URL: "https://b.example/hook", Owner: "lic_2", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	publishN(t, l, "we_b", 1, t0)
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Now: newClock().Now})
@@ -344,7 +346,7 @@ func TestDispatcherTimeout(t *testing.T) {
 			return nil, r.Context().Err()
 		})}
 		eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/hook", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_a", 1, start)
 		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Timeout: 7 * time.Second, Jitter: -1})
 		st, err := d.DeliverDue(context.Background())
@@ -371,7 +373,7 @@ func TestDispatcherTimeoutOverHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(stop) }) // runs first: Close waits for the handler, which waits for this
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now, Timeout: 50 * time.Millisecond})
 	st, err := d.DeliverDue(context.Background())
@@ -387,7 +389,7 @@ func TestDispatcherConnectionRefused(t *testing.T) {
 	var logs bytes.Buffer
 	secret := webhook.NewSecret()
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: url, Owner: "lic_1", Secrets: []string{secret}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -404,14 +406,14 @@ func TestDispatcherConnectionRefused(t *testing.T) {
 }
 
 func TestDispatcherUnknownEndpointAbandons(t *testing.T) {
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_gone", 2, t0)
 	d := mustDispatcher(t, l, mustEndpoints(t), &producer.DispatcherOptions{Now: newClock().Now})
 	st, err := d.DeliverDue(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, producer.Stats{Claimed: 2, Abandoned: 2}, st)
 	s := status(t, l, "we_gone", 1)
-	require.Equal(t, producer.Abandoned, s.State)
+	require.Equal(t, driver.Abandoned, s.State)
 	require.Equal(t, "endpoint not found", s.LastError)
 }
 
@@ -422,7 +424,7 @@ func (failingEndpoints) Lookup(context.Context, string) (producer.Endpoint, erro
 }
 
 func TestDispatcherEndpointLookupFailureRetries(t *testing.T) {
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 2, t0)
 	d := mustDispatcher(t, l, failingEndpoints{}, &producer.DispatcherOptions{Now: newClock().Now,
 		Schedule: []time.Duration{30 * time.Second}})
@@ -430,7 +432,7 @@ func TestDispatcherEndpointLookupFailureRetries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, producer.Stats{Claimed: 2, Released: 2}, st)
 	s := status(t, l, "we_a", 1)
-	require.Equal(t, producer.Pending, s.State)
+	require.Equal(t, driver.Pending, s.State)
 	require.Zero(t, s.Attempts, "our own outage is not the endpoint's failed attempt")
 	require.True(t, s.NextAttempt.Equal(t0.Add(30*time.Second)))
 }
@@ -442,7 +444,7 @@ func TestDispatcherReleasesWhenLeaseRunsOut(t *testing.T) {
 		return respond(r, http.StatusOK), nil
 	})}
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 3, t0)
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Now: clk.Now,
 		Timeout: time.Second, Lease: 3 * time.Second})
@@ -476,7 +478,7 @@ func TestDispatcherRunStopsCleanly(t *testing.T) {
 			return respond(r, http.StatusOK), nil
 		})}
 		eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_a", 2, time.Now())
 		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, PollInterval: 5 * time.Second})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -491,7 +493,7 @@ func TestDispatcherRunStopsCleanly(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 		s := status(t, l, "we_a", 3)
-		require.Equal(t, producer.Pending, s.State)
+		require.Equal(t, driver.Pending, s.State)
 		require.Zero(t, s.Attempts, "a request cut short by shutdown is not a failed attempt")
 		require.True(t, s.LeaseUntil.IsZero(), "handed back at once for another replica")
 	})
@@ -505,7 +507,7 @@ func TestDispatcherRunLoopsWhileBatchesAreFull(t *testing.T) {
 			return respond(r, http.StatusOK), nil
 		})}
 		eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_a", 25, time.Now())
 		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, BatchSize: 10, PollInterval: time.Hour})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -522,7 +524,7 @@ func TestDispatchersShareAMemoryLog(t *testing.T) {
 	ctx := context.Background()
 	sk, srv := startSink(t, nil)
 	var eps []producer.Endpoint
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	for i := range 5 {
 		id := fmt.Sprintf("we_%d", i)
 		eps = append(eps, producer.Endpoint{ID: id, URL: srv.URL + "/" + id, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
@@ -553,7 +555,7 @@ func TestDispatchersShareAMemoryLog(t *testing.T) {
 }
 
 func TestNewDispatcherValidates(t *testing.T) {
-	l, eps := producer.NewMemoryLog(), mustEndpoints(t)
+	l, eps := memstore.NewLog(), mustEndpoints(t)
 	for _, tc := range []struct {
 		name string
 		opts producer.DispatcherOptions
@@ -600,7 +602,7 @@ func TestSchedules(t *testing.T) {
 
 func TestDispatcherRetention(t *testing.T) {
 	ctx := context.Background()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	eps := mustEndpoints(t)
 	publishN(t, l, "we_a", 2500, t0)                   // old
 	publishN(t, l, "we_a", 3, t0.Add(20*24*time.Hour)) // recent
@@ -617,7 +619,7 @@ func TestDispatcherRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2500, n, "everything older than 30 days, in batches")
 	_, _, err = l.Range(ctx, "we_a", 1, 10, 10)
-	var pe *producer.PrunedError
+	var pe *driver.PrunedError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, uint64(2501), pe.FirstRetained)
 	evs, _, err := l.Range(ctx, "we_a", 2501, 2503, 10)
@@ -627,7 +629,7 @@ func TestDispatcherRetention(t *testing.T) {
 
 func TestDispatcherRunAppliesRetention(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_gone", 3, time.Now().Add(-40*24*time.Hour))
 		d := mustDispatcher(t, l, mustEndpoints(t), nil)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -635,7 +637,7 @@ func TestDispatcherRunAppliesRetention(t *testing.T) {
 		go func() { done <- d.Run(ctx) }()
 		synctest.Wait()
 		_, _, err := l.Range(context.Background(), "we_gone", 1, 3, 10)
-		require.ErrorIs(t, err, producer.ErrPruned)
+		require.ErrorIs(t, err, driver.ErrPruned)
 		cancel()
 		require.NoError(t, <-done)
 	})
@@ -644,7 +646,7 @@ func TestDispatcherRunAppliesRetention(t *testing.T) {
 func TestDispatcherEndpointLookupFailureWithoutRetries(t *testing.T) {
 	// An empty Schedule means "no retries", not "the default": an endpoint registry outage must still
 	// hand the deliveries back (without counting an attempt) instead of crashing a worker.
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	d := mustDispatcher(t, l, failingEndpoints{}, &producer.DispatcherOptions{Now: newClock().Now,
 		Schedule: []time.Duration{}, PollInterval: 5 * time.Second})
@@ -652,7 +654,7 @@ func TestDispatcherEndpointLookupFailureWithoutRetries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, producer.Stats{Claimed: 1, Released: 1}, st)
 	s := status(t, l, "we_a", 1)
-	require.Equal(t, producer.Pending, s.State)
+	require.Equal(t, driver.Pending, s.State)
 	require.Zero(t, s.Attempts)
 	require.True(t, s.NextAttempt.Equal(t0.Add(5*time.Second)), "retried after a poll interval, not at once")
 }
@@ -663,7 +665,7 @@ func TestDispatcherSlowRenderNeverOutlivesTheLease(t *testing.T) {
 	// the same attempt twice at once.
 	clk := newClock()
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 
 	var inFlight, maxInFlight, sent atomic.Int32
@@ -710,7 +712,7 @@ func TestDispatcherRotatedSecretTakesEffectOnNextDelivery(t *testing.T) {
 	ep := producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{oldSecret}}
 	eps := mustEndpoints(t, ep)
 	clk := newClock()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now})
 	deliver := func(secrets ...string) {
 		t.Helper()

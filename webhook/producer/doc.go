@@ -5,14 +5,18 @@
 //
 // # The pieces
 //
-//   - Log stores the events of one stream per webhook endpoint, numbered 1, 2, 3, … with no gaps and no
-//     reuse, and the delivery state of each. MemoryLog is the default; pgstore.EventLog keeps events
-//     and delivery state in PostgreSQL, survives restarts, is shared by replicas, and can append inside
-//     the caller's transaction (the transactional outbox). logtest.Run is the conformance suite.
-//   - Endpoints looks up an endpoint: URL, signing secrets, owning licensee, pinned API version; an
-//     EndpointLister also lists a licensee's endpoints. MemoryEndpoints is an in-memory registry and
-//     pgstore.EndpointStore a PostgreSQL one, both listers; endpointtest.Run is their conformance
-//     suite.
+//   - A log (driver.Log) stores the events of one stream per webhook endpoint, numbered 1, 2, 3, …
+//     with no gaps and no reuse, and the delivery state of each. memstore.NewLog is the in-memory one;
+//     pgstore.EventLog keeps events and delivery state in PostgreSQL, survives restarts, is shared by
+//     replicas, and can append inside the caller's transaction (the transactional outbox).
+//   - An endpoint registry (driver.Endpoints) looks up an Endpoint: URL, signing secrets, owning
+//     licensee, pinned API version; a driver.EndpointLister also lists a licensee's endpoints.
+//     memstore.NewEndpoints is an in-memory registry and pgstore.EndpointStore a PostgreSQL one.
+//
+// Package driver specifies what a log and a registry must do, package memstore holds the in-memory
+// ones and package drivertest is the conformance suite every implementation runs; a team that only
+// publishes and delivers never imports driver or drivertest.
+//
 //   - Publisher stamps and appends an event: Publish(ctx, endpointID, "order.created", order), or
 //     PublishToOwner(ctx, licensee, …) for every endpoint of a licensee at once (see below), or
 //     PublishToEach for endpoints the caller already holds.
@@ -26,7 +30,7 @@
 // One licensee cannot exhaust what every licensee shares. The Publisher refuses an event whose
 // envelope would exceed PublisherOptions.MaxEventBytes (default 256 KiB, a quarter of a consumer's
 // 1 MiB cap) with ErrEventTooLarge, before anything is appended. A Log may keep at most a number of
-// events per stream (MemoryLog.MaxStreamEvents, pgstore.EventLogOptions.MaxStreamEvents): an append
+// events per stream (memstore.Log.MaxStreamEvents, pgstore.EventLogOptions.MaxStreamEvents): an append
 // past it fails with ErrStreamFull and appends nothing, and retention frees the room of the events
 // it removes. With the endpoints per licensee bounded at registration, that bounds what one licensee
 // stores: endpoints × MaxStreamEvents × MaxEventBytes. Range pages are bounded as described under
@@ -82,7 +86,7 @@
 // transaction that sends NOTIFY takes a database-wide lock at commit (PostgreSQL queues notifications
 // in commit order), which would serialize every order's commit again. A replica that appends without
 // calling Wake is covered by the poll, and by any sequencer that is busy: one that numbered something
-// looks again at once. DeferredMemoryLog numbers the same way in memory, for tests of code that must
+// looks again at once. memstore.DeferredLog numbers the same way in memory, for tests of code that must
 // work with Sequence 0 at Append.
 //
 // # Delivery
@@ -133,7 +137,7 @@
 // PublisherOptions.Observer, DispatcherOptions.Observer and RangeOptions.Observer take an Observer
 // (package otelconv has one on OpenTelemetry); nil costs nothing, not one allocation. The Publisher asks it for the
 // publishing request's trace context (W3C traceparent and tracestate) and the Log stores that with
-// each event — MemoryLog in memory, pgstore.EventLog in two nullable columns — so that every delivery
+// each event — memstore.Log in memory, pgstore.EventLog in two nullable columns — so that every delivery
 // attempt, minutes or days later and on any replica, can link its span to the request that published
 // the event. Each attempt is bracketed by AttemptStart and AttemptEnd (delivered, failed with a retry
 // scheduled, abandoned, or released by a shutdown; the status code, the failure's class and the
@@ -197,11 +201,11 @@
 //
 // # A complete producer
 //
-//	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
+//	eps, _ := memstore.NewEndpoints(producer.Endpoint{
 //		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1",
 //		Secrets: []string{secret}, APIVersion: "v1",
 //	})
-//	events, err := pgstore.NewEventLog(pool, nil) // or producer.NewMemoryLog()
+//	events, err := pgstore.NewEventLog(pool, nil) // or memstore.NewLog()
 //	if err != nil { … }
 //	pub, err := producer.NewPublisher(events, eps, nil)
 //	if err != nil { … }

@@ -10,7 +10,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
-	"github.com/svcplatform/conventions/webhook/producer/endpointtest"
+	"github.com/svcplatform/conventions/webhook/producer/driver/drivertest"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 func TestEndpointValidate(t *testing.T) {
@@ -42,7 +43,7 @@ func TestEndpointValidate(t *testing.T) {
 
 func TestMemoryEndpoints(t *testing.T) {
 	ctx := context.Background()
-	var m producer.MemoryEndpoints // the zero value is ready
+	var m memstore.Endpoints // the zero value is ready
 	secrets := []string{webhook.NewSecret()}
 	require.NoError(t, m.Put(producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: secrets}))
 	secrets[0] = "mutated by the caller"
@@ -66,7 +67,7 @@ func TestMemoryEndpoints(t *testing.T) {
 	_, err = m.Lookup(ctx, "we_a")
 	require.ErrorIs(t, err, producer.ErrUnknownEndpoint)
 
-	_, err = producer.NewMemoryEndpoints(producer.Endpoint{ID: "x"})
+	_, err = memstore.NewEndpoints(producer.Endpoint{ID: "x"})
 	require.ErrorIs(t, err, producer.ErrInvalidEndpoint)
 }
 
@@ -93,17 +94,17 @@ func TestMemoryEndpointsConcurrent(t *testing.T) {
 }
 
 func TestMemoryEndpointsConformance(t *testing.T) {
-	endpointtest.Run(t, func(t *testing.T) endpointtest.Registry { return memoryRegistry{&producer.MemoryEndpoints{}} })
+	drivertest.RunEndpoints(t, func(t *testing.T) drivertest.Registry { return memoryRegistry{&memstore.Endpoints{}} })
 }
 
-// memoryRegistry gives MemoryEndpoints' Put and Delete the context the suite's Registry passes.
-type memoryRegistry struct{ *producer.MemoryEndpoints }
+// memoryRegistry gives memstore.Endpoints' Put and Delete the context the suite's Registry passes.
+type memoryRegistry struct{ *memstore.Endpoints }
 
 func (m memoryRegistry) Put(_ context.Context, ep producer.Endpoint) error {
-	return m.MemoryEndpoints.Put(ep)
+	return m.Endpoints.Put(ep)
 }
 
 func (m memoryRegistry) Delete(_ context.Context, id string) error {
-	m.MemoryEndpoints.Delete(id)
+	m.Endpoints.Delete(id)
 	return nil
 }

@@ -3,7 +3,6 @@ package producer_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // A producer with the in-memory log delivers three events to a consumer that verifies each signature.
@@ -40,13 +41,13 @@ func Example() {
 	defer consumer.Close()
 
 	// The producer.
-	eps, err := producer.NewMemoryEndpoints(producer.Endpoint{
+	eps, err := memstore.NewEndpoints(producer.Endpoint{
 		ID: "we_123", URL: consumer.URL, Owner: "lic_1", Secrets: []string{secret},
 	})
 	if err != nil {
 		panic(err)
 	}
-	log := producer.NewMemoryLog()
+	log := memstore.NewLog()
 	pub, err := producer.NewPublisher(log, eps, nil)
 	if err != nil {
 		panic(err)
@@ -83,13 +84,13 @@ func Example() {
 func ExampleRangeHandler() {
 	ctx := context.Background()
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	eps, _ := producer.NewMemoryEndpoints(producer.Endpoint{
+	eps, _ := memstore.NewEndpoints(producer.Endpoint{
 		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()},
 	})
-	log := producer.NewMemoryLog()
+	log := memstore.NewLog()
 	for i := 1; i <= 5; i++ {
-		_, _ = log.Append(ctx, "we_123", webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created",
-			Created: created.Add(time.Duration(i) * time.Hour).Unix(), APIVersion: "v1", Data: json.RawMessage(`{}`)})
+		_, _ = log.Append(ctx, driver.StreamEvent{Stream: "we_123", Event: webhook.Event{ID: fmt.Sprintf("evt_%d", i), Type: "order.created",
+			Created: created.Add(time.Duration(i) * time.Hour).Unix(), APIVersion: "v1", Data: json.RawMessage(`{}`)}})
 	}
 	// Retention removes the events created before 02:30: sequences 1 and 2.
 	_, _ = log.Cleanup(ctx, created.Add(150*time.Minute), 100)
@@ -130,29 +131,6 @@ func ExampleRangeHandler() {
 	// events 1–2 of webhook endpoint "we_123" are past the retention window and gone; the first retained sequence is 3
 }
 
-// A range below the retained window fails with a *PrunedError that names the first retained event.
-func ExampleMemoryLog_Range() {
-	ctx := context.Background()
-	log := producer.NewMemoryLog()
-	var seqs []uint64
-	for i := range 4 {
-		ev, _ := log.Append(ctx, "we_123", webhook.Event{Type: "order.created", Created: int64(1000 + i), Data: json.RawMessage(`{}`)})
-		seqs = append(seqs, ev.Sequence)
-	}
-	fmt.Println(seqs)
-	events, more, _ := log.Range(ctx, "we_123", 2, 4, 2)
-	fmt.Println(len(events), events[0].Sequence, events[1].Sequence, more)
-
-	_, _ = log.Cleanup(ctx, time.Unix(1002, 0), 100) // events created before second 1002
-	_, _, err := log.Range(ctx, "we_123", 1, 4, 10)
-	var pruned *producer.PrunedError
-	fmt.Println(errors.Is(err, producer.ErrPruned), errors.As(err, &pruned) && pruned.FirstRetained == 3)
-	// Output:
-	// [1 2 3 4]
-	// 2 2 3 true
-	// true true
-}
-
 func ExampleExponentialSchedule() {
 	fmt.Println(producer.ExponentialSchedule(time.Second, 10*time.Second, time.Minute))
 	var total time.Duration
@@ -169,7 +147,7 @@ func ExampleExponentialSchedule() {
 // numbers its copy on its own.
 func ExamplePublisher_PublishToOwner() {
 	ctx := context.Background()
-	eps, err := producer.NewMemoryEndpoints(
+	eps, err := memstore.NewEndpoints(
 		producer.Endpoint{ID: "we_erp", URL: "https://erp.example/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_crm", URL: "https://crm.example/hooks", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_other", URL: "https://other.example/hooks", Owner: "lic_2", Secrets: []string{webhook.NewSecret()}},
@@ -177,7 +155,7 @@ func ExamplePublisher_PublishToOwner() {
 	if err != nil {
 		panic(err)
 	}
-	log := producer.NewMemoryLog()
+	log := memstore.NewLog()
 	pub, err := producer.NewPublisher(log, eps, nil)
 	if err != nil {
 		panic(err)

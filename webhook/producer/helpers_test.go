@@ -20,6 +20,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 
 	"github.com/svcplatform/conventions/internal/testclock"
 )
@@ -91,13 +93,13 @@ func startSink(t *testing.T, respond func(ev webhook.Event, n int) int) (*sink, 
 	return s, srv
 }
 
-func mustEndpoints(t testing.TB, eps ...producer.Endpoint) *producer.MemoryEndpoints {
-	m, err := producer.NewMemoryEndpoints(eps...)
+func mustEndpoints(t testing.TB, eps ...producer.Endpoint) *memstore.Endpoints {
+	m, err := memstore.NewEndpoints(eps...)
 	require.NoError(t, err)
 	return m
 }
 
-func mustPublisher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *producer.PublisherOptions) *producer.Publisher {
+func mustPublisher(t testing.TB, l driver.Log, eps driver.Endpoints, opts *producer.PublisherOptions) *producer.Publisher {
 	t.Helper()
 	p, err := producer.NewPublisher(l, eps, opts)
 	require.NoError(t, err)
@@ -108,7 +110,7 @@ func mustPublisher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *p
 var loopback = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 
 // mustDispatcher builds a dispatcher whose default client may dial loopback (and nothing else private).
-func mustDispatcher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *producer.DispatcherOptions) *producer.Dispatcher {
+func mustDispatcher(t testing.TB, l driver.Log, eps driver.Endpoints, opts *producer.DispatcherOptions) *producer.Dispatcher {
 	if opts == nil {
 		opts = &producer.DispatcherOptions{}
 	}
@@ -122,10 +124,10 @@ func mustDispatcher(t testing.TB, l producer.Log, eps producer.Endpoints, opts *
 	return d
 }
 
-func publishN(t testing.TB, l producer.Log, stream string, n int, created time.Time) {
+func publishN(t testing.TB, l driver.Log, stream string, n int, created time.Time) {
 	for i := range n {
-		_, err := l.Append(context.Background(), stream, webhook.Event{Type: "order.created", Created: created.Unix(),
-			APIVersion: "v1", Data: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)})
+		_, err := l.Append(context.Background(), driver.StreamEvent{Stream: stream, Event: webhook.Event{Type: "order.created", Created: created.Unix(),
+			APIVersion: "v1", Data: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)}})
 		require.NoError(t, err)
 	}
 }
@@ -145,7 +147,7 @@ func checkSignature(t *testing.T, header string, body []byte, at time.Time, secr
 	}
 }
 
-func status(t *testing.T, l producer.Log, stream string, seq uint64) producer.DeliveryStatus {
+func status(t *testing.T, l driver.Log, stream string, seq uint64) driver.DeliveryStatus {
 	t.Helper()
 	st, err := l.Status(context.Background(), stream, seq)
 	require.NoError(t, err)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // slowNet is an in-process network: each endpoint host answers after its own delay, and the test can
@@ -83,7 +85,7 @@ func TestSlowEndpointsDelayOnlyTheirOwnLicensee(t *testing.T) {
 			return "lic_fast"
 		})
 		var eps []producer.Endpoint
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		for i := range slow {
 			id := fmt.Sprintf("we_slow%d", i)
 			eps = append(eps, producer.Endpoint{ID: id, URL: fmt.Sprintf("https://slow%d.example/", i), Owner: "lic_slow",
@@ -127,7 +129,7 @@ func TestSlowEndpointsDelayOnlyTheirOwnLicensee(t *testing.T) {
 func TestBacklogDoesNotStarveOtherEndpoints(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := newSlowNet(func(string) time.Duration { return 10 * time.Millisecond }, func(string) string { return "lic_1" })
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_big", 500, time.Now().Add(-time.Hour)) // older, so due first
 		publishN(t, l, "we_small", 1, time.Now())
 		eps := mustEndpoints(t,
@@ -151,14 +153,14 @@ func TestBacklogDoesNotStarveOtherEndpoints(t *testing.T) {
 
 // flakyLog fails the first n outcome records, as a store that times out or drops the connection would.
 type flakyLog struct {
-	*producer.MemoryLog
+	*memstore.Log
 	mu    sync.Mutex
 	fails int
 	calls int
 	stall time.Duration // the first call blocks this long (or until its context ends)
 }
 
-func (f *flakyLog) Delivered(ctx context.Context, l producer.Lease, a producer.Attempt) error {
+func (f *flakyLog) Delivered(ctx context.Context, l driver.Lease, a driver.Attempt) error {
 	f.mu.Lock()
 	f.calls++
 	call, fail := f.calls, f.fails > 0
@@ -176,7 +178,7 @@ func (f *flakyLog) Delivered(ctx context.Context, l producer.Lease, a producer.A
 	if fail {
 		return errors.New("connection reset by peer")
 	}
-	return f.MemoryLog.Delivered(ctx, l, a)
+	return f.Log.Delivered(ctx, l, a)
 }
 
 // A delivery the consumer acknowledged is recorded as delivered even when the store fails the first
@@ -189,7 +191,7 @@ func TestOutcomeRecordIsRetriedNotDropped(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fl.MemoryLog = producer.NewMemoryLog()
+				fl.Log = memstore.NewLog()
 				var hits atomic.Int64
 				client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					hits.Add(1)
@@ -202,7 +204,7 @@ func TestOutcomeRecordIsRetriedNotDropped(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, producer.Stats{Claimed: 2, Delivered: 2}, st)
 				for seq := uint64(1); seq <= 2; seq++ {
-					require.Equal(t, producer.Delivered, status(t, fl, "we_a", seq).State)
+					require.Equal(t, driver.Delivered, status(t, fl, "we_a", seq).State)
 				}
 				time.Sleep(24 * time.Hour)
 				st, err = d.DeliverDue(context.Background())
@@ -216,13 +218,13 @@ func TestOutcomeRecordIsRetriedNotDropped(t *testing.T) {
 
 // countingSettler records the size of every Settle call.
 type countingSettler struct {
-	*producer.MemoryLog
+	*memstore.Log
 	gate  chan struct{}
 	mu    sync.Mutex
 	sizes []int
 }
 
-func (c *countingSettler) Settle(ctx context.Context, ss []producer.Settlement) []error {
+func (c *countingSettler) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	c.mu.Lock()
 	first := len(c.sizes) == 0
 	c.sizes = append(c.sizes, len(ss))
@@ -230,14 +232,14 @@ func (c *countingSettler) Settle(ctx context.Context, ss []producer.Settlement) 
 	if first {
 		<-c.gate
 	}
-	return c.MemoryLog.Settle(ctx, ss)
+	return c.Log.Settle(ctx, ss)
 }
 
 // Outcomes ready at the same moment go to the store in one Settle call (one commit on PostgreSQL).
 func TestOutcomesAreGroupCommitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const endpoints = 20
-		cs := &countingSettler{MemoryLog: producer.NewMemoryLog(), gate: make(chan struct{})}
+		cs := &countingSettler{Log: memstore.NewLog(), gate: make(chan struct{})}
 		client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return respond(r, http.StatusOK), nil
 		})}
@@ -261,7 +263,7 @@ func TestOutcomesAreGroupCommitted(t *testing.T) {
 		require.Equal(t, endpoints, st.Delivered)
 		require.Equal(t, []int{1, endpoints - 1}, cs.sizes)
 		for i := range endpoints {
-			require.Equal(t, producer.Delivered, status(t, cs, fmt.Sprintf("we_%d", i), 1).State)
+			require.Equal(t, driver.Delivered, status(t, cs, fmt.Sprintf("we_%d", i), 1).State)
 		}
 	})
 }
@@ -272,7 +274,7 @@ func TestDefaultClientRefusesLoopback(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	defer srv.Close()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: srv.URL + "/internal", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	d, err := producer.NewDispatcher(l, eps, &producer.DispatcherOptions{Now: newClock().Now})
@@ -281,7 +283,7 @@ func TestDefaultClientRefusesLoopback(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Failed)
 	require.Zero(t, hits.Load())
-	got, _, err := l.Attempts(context.Background(), producer.AttemptQuery{Stream: "we_a", Limit: 10})
+	got, _, err := l.Attempts(context.Background(), driver.AttemptQuery{Stream: "we_a", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, producer.ClassBlockedAddress, got[0].Class)
@@ -313,7 +315,7 @@ func TestDeliveryHistory(t *testing.T) {
 	})
 	eps := mustEndpoints(t,
 		producer.Endpoint{ID: "we_a", URL: srv.URL + "/a", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 3, t0)
 	// A client of the test's own, as for an endpoint on the public internet: through an allow-listed
 	// guard, loopback's answers are recorded by status only (TestNoSnippetFromAllowListedDestination).
@@ -352,7 +354,7 @@ func TestDeliveryHistory(t *testing.T) {
 	require.EqualValues(t, 30, oldest["latency_ms"])
 	require.Equal(t, "http_status", oldest["error_class"])
 	require.Equal(t, "status 503", oldest["error"])
-	require.Len(t, oldest["response"], producer.MaxResponseSnippet)
+	require.Len(t, oldest["response"], 256, "the response snippet's bound")
 	require.True(t, strings.HasPrefix(oldest["response"].(string), `{"error":"busy"}`))
 	require.EqualValues(t, t0.Add(30*time.Millisecond+time.Minute).Unix(), oldest["next_attempt_at"])
 	newest := data[0].(map[string]any)

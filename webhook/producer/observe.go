@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -66,7 +68,7 @@ type RangeResult struct {
 
 // TraceContext is the trace context of the request that published an event, in W3C Trace Context
 // form (https://www.w3.org/TR/trace-context/): the traceparent and tracestate header values. Logs keep
-// it with the event (MemoryLog, DeferredMemoryLog, pgstore.EventLog) and hand it back in
+// it with the event (memstore.Log, memstore.DeferredLog, pgstore.EventLog) and hand it back in
 // Delivery.Trace. It is a plain value; the zero value is "no trace context".
 type TraceContext struct {
 	TraceParent string
@@ -76,8 +78,8 @@ type TraceContext struct {
 // Bounds of a stored TraceContext, in bytes. A version-00 traceparent is 55 bytes; W3C asks that at
 // least 512 bytes of tracestate be propagated.
 const (
-	MaxTraceParent = 128
-	MaxTraceState  = 512
+	maxTraceParent = 128
+	maxTraceState  = 512
 )
 
 // IsZero reports whether tc holds no trace context.
@@ -87,10 +89,10 @@ func (tc TraceContext) IsZero() bool { return tc.TraceParent == "" }
 // drops the whole context; a tracestate that is too long or not printable ASCII is dropped alone.
 // Logs store nothing else, whatever an Observer returned.
 func (tc TraceContext) Sanitized() TraceContext {
-	if len(tc.TraceParent) > MaxTraceParent || !printableASCII(tc.TraceParent, '!') {
+	if len(tc.TraceParent) > maxTraceParent || !printableASCII(tc.TraceParent, '!') {
 		return TraceContext{}
 	}
-	if len(tc.TraceState) > MaxTraceState || !printableASCII(tc.TraceState, ' ') {
+	if len(tc.TraceState) > maxTraceState || !printableASCII(tc.TraceState, ' ') {
 		tc.TraceState = ""
 	}
 	if tc.TraceParent == "" {
@@ -107,23 +109,6 @@ func printableASCII(s string, lowest byte) bool {
 		}
 	}
 	return true
-}
-
-type traceContextKey struct{}
-
-// WithTraceContext returns a context carrying tc: the trace context a Log stores with the events
-// appended in that context. Publisher does this itself when it has an Observer; call it to give
-// events appended directly to a Log a trace context.
-func WithTraceContext(ctx context.Context, tc TraceContext) context.Context {
-	return context.WithValue(ctx, traceContextKey{}, tc)
-}
-
-// TraceContextFrom returns the trace context WithTraceContext put in ctx, sanitized (see
-// Sanitized); the zero TraceContext when there is none. Log implementations call it in Append and
-// AppendBatch.
-func TraceContextFrom(ctx context.Context) TraceContext {
-	tc, _ := ctx.Value(traceContextKey{}).(TraceContext)
-	return tc.Sanitized()
 }
 
 // AppendInfo describes events a Publisher appended. It is a plain value; the zero value is no event.
@@ -158,7 +143,7 @@ type AttemptResult struct {
 	EventType string
 	// Outcome is OutcomeDelivered, OutcomeFailed (another attempt is scheduled) or OutcomeAbandoned
 	// (no other will be made), as the delivery history records it; 0 when Released.
-	Outcome Outcome
+	Outcome driver.Outcome
 	// Released: the request was cut short by the dispatcher's own shutdown; the delivery is handed
 	// back without counting an attempt.
 	Released bool
@@ -172,25 +157,6 @@ type AttemptResult struct {
 	// Duration is how long the request took, until the response head (or the failure), by the
 	// Dispatcher's clock.
 	Duration time.Duration
-}
-
-// Backlogger is implemented by Logs that can report what waits to be delivered (MemoryLog,
-// DeferredMemoryLog, pgstore.EventLog); Dispatcher.Backlog uses it.
-type Backlogger interface {
-	// Backlog returns, for every stream with undelivered events, how many there are and when the
-	// oldest was created, ordered by stream. Undelivered means pending, whether due now, waiting for a
-	// retry, or not yet numbered by a Sequencing log; delivered and abandoned events are not counted.
-	Backlog(ctx context.Context) ([]StreamBacklog, error)
-}
-
-// StreamBacklog is one stream's undelivered events. It is a plain value; the zero value is an empty
-// backlog of no stream.
-type StreamBacklog struct {
-	Stream string
-	// Events counts the undelivered events.
-	Events int
-	// Oldest is the creation time of the oldest one (Event.Created, to the second).
-	Oldest time.Time
 }
 
 // EndpointBacklog is one endpoint's undelivered events as Dispatcher.Backlog reports them. It is a
@@ -215,7 +181,7 @@ func (d *Dispatcher) Backlog(ctx context.Context) ([]EndpointBacklog, error) {
 	if d == nil || d.log == nil {
 		return nil, errZeroDispatcher
 	}
-	b, ok := d.log.(Backlogger)
+	b, ok := d.log.(driver.Backlogger)
 	if !ok {
 		return nil, ErrNoBacklog
 	}

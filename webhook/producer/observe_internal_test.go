@@ -10,13 +10,15 @@ import (
 
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // appendOnlyLog keeps nothing: Append returns the event, so that what is measured is the caller's.
-type appendOnlyLog struct{ Log }
+type appendOnlyLog struct{ driver.Log }
 
-func (appendOnlyLog) Append(_ context.Context, _ string, ev webhook.Event) (webhook.Event, error) {
-	return ev, nil
+func (appendOnlyLog) Append(_ context.Context, e driver.StreamEvent) (webhook.Event, error) {
+	return e.Event, nil
 }
 
 type answerAt200 struct{ resp *http.Response }
@@ -32,7 +34,7 @@ func TestNilObserverAddsNoAllocations(t *testing.T) {
 	}
 	ctx := context.Background()
 	data := json.RawMessage(`{"id":"ord_1"}`)
-	eps, err := NewMemoryEndpoints(Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+	eps, err := memstore.NewEndpoints(Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,19 +45,19 @@ func TestNilObserverAddsNoAllocations(t *testing.T) {
 	var boxed any = data // as callers pass it
 	publish := testing.AllocsPerRun(200, func() { _, _ = p.publish(ctx, "we_a", "order.created", boxed) })
 	bare := testing.AllocsPerRun(200, func() {
-		_, _ = p.log.Append(ctx, "we_a", webhook.Event{ID: randid.New("evt_"), Type: "order.created", Created: time.Now().Unix(), Data: data})
+		_, _ = p.log.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: webhook.Event{ID: randid.New("evt_"), Type: "order.created", Created: time.Now().Unix(), Data: data}})
 	})
 	if publish != bare {
 		t.Errorf("publish allocates %v, its ID and Append %v", publish, bare)
 	}
 
 	resp := &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}
-	d, err := NewDispatcher(NewMemoryLog(), eps, &DispatcherOptions{Client: &http.Client{Transport: answerAt200{resp}}})
+	d, err := NewDispatcher(memstore.NewLog(), eps, &DispatcherOptions{Client: &http.Client{Transport: answerAt200{resp}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep, _ := eps.Lookup(ctx, "we_a")
-	dl := Delivery{Lease: Lease{Stream: "we_a", Sequence: 1, Token: 1}, Event: webhook.Event{ID: "evt_1", Type: "order.created"}}
+	dl := driver.Delivery{Lease: driver.Lease{Stream: "we_a", Sequence: 1, Token: 1}, Event: webhook.Event{ID: "evt_1", Type: "order.created"}}
 	body, sig := []byte(`{}`), "t=1,v1=00"
 	attempt := testing.AllocsPerRun(200, func() {
 		r := result{body: body, sig: sig}
@@ -66,8 +68,8 @@ func TestNilObserverAddsNoAllocations(t *testing.T) {
 		t.Errorf("an attempt allocates %v, its request %v", attempt, send)
 	}
 
-	l := NewMemoryLog()
-	if _, err := l.Append(ctx, "we_a", webhook.Event{Type: "order.created", Data: data}); err != nil {
+	l := memstore.NewLog()
+	if _, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: webhook.Event{Type: "order.created", Data: data}}); err != nil {
 		t.Fatal(err)
 	}
 	rh, err := NewRangeHandler(l, eps, func(*http.Request) (string, error) { return "lic_1", nil },

@@ -15,6 +15,8 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // pubTrace is what the fake observer says the publishing request's trace context is.
@@ -124,11 +126,11 @@ func TestDispatcherObserverPerAttempt(t *testing.T) {
 		end     producer.AttemptResult // Duration checked apart
 		attempt int
 	}
-	delivered := producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: producer.OutcomeDelivered, Sent: true, StatusCode: 200}
-	failed500 := producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: producer.OutcomeFailed, Sent: true,
+	delivered := producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: driver.OutcomeDelivered, Sent: true, StatusCode: 200}
+	failed500 := producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: driver.OutcomeFailed, Sent: true,
 		StatusCode: 500, Class: producer.ClassStatus}
 	abandoned500 := failed500
-	abandoned500.Outcome = producer.OutcomeAbandoned
+	abandoned500.Outcome = driver.OutcomeAbandoned
 	sent := []string{"AttemptStart", "InjectTrace", "AttemptEnd"}
 
 	for _, tc := range []struct {
@@ -151,10 +153,10 @@ func TestDispatcherObserverPerAttempt(t *testing.T) {
 		{name: "no retries: the first failure abandons", answer: func(int) int { return 503 },
 			schedule: []time.Duration{},
 			passes: []pass{{calls: sent, end: producer.AttemptResult{Endpoint: "we_a", EventType: "order.created",
-				Outcome: producer.OutcomeAbandoned, Sent: true, StatusCode: 503, Class: producer.ClassStatus}, attempt: 1}}},
+				Outcome: driver.OutcomeAbandoned, Sent: true, StatusCode: 503, Class: producer.ClassStatus}, attempt: 1}}},
 		{name: "deleted endpoint abandoned without a request", deleted: true,
 			passes: []pass{{calls: []string{"AttemptStart", "AttemptEnd"}, end: producer.AttemptResult{Endpoint: "we_a",
-				EventType: "order.created", Outcome: producer.OutcomeAbandoned, Class: producer.ClassEndpointDeleted}, attempt: 1}}},
+				EventType: "order.created", Outcome: driver.OutcomeAbandoned, Class: producer.ClassEndpointDeleted}, attempt: 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -172,7 +174,7 @@ func TestDispatcherObserverPerAttempt(t *testing.T) {
 			eps := mustEndpoints(t, ep)
 			obs := &recorder{trace: pubTrace}
 			clk := newClock()
-			l := producer.NewMemoryLog()
+			l := memstore.NewLog()
 			pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now, Observer: obs})
 			_, err := pub.Publish(ctx, "we_a", "order.created", map[string]int{"n": 1})
 			require.NoError(t, err)
@@ -214,7 +216,7 @@ func TestDispatcherObserverTimeout(t *testing.T) {
 			return nil, r.Context().Err()
 		})}
 		eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/hook", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_a", 1, time.Now())
 		obs := &recorder{}
 		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Timeout: 7 * time.Second, Jitter: -1, Observer: obs})
@@ -223,7 +225,7 @@ func TestDispatcherObserverTimeout(t *testing.T) {
 		require.Equal(t, 1, st.Failed)
 		require.Equal(t, []string{"AttemptStart", "InjectTrace", "AttemptEnd"}, obs.calls)
 		require.Equal(t, producer.TraceContext{}, obs.starts[0].Trace, "appended without a trace context")
-		require.Equal(t, producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: producer.OutcomeFailed,
+		require.Equal(t, producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: driver.OutcomeFailed,
 			Sent: true, Class: producer.ClassTimeout, Duration: 7 * time.Second}, obs.ends[0])
 	})
 }
@@ -239,7 +241,7 @@ func TestDispatcherObserverReleased(t *testing.T) {
 			return nil, r.Context().Err()
 		})}
 		eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		publishN(t, l, "we_a", 1, time.Now())
 		obs := &recorder{}
 		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Observer: obs})
@@ -261,7 +263,7 @@ func TestDispatcherObserverReleased(t *testing.T) {
 // nothing, and no header was injected.
 func TestDispatcherObserverUnsent(t *testing.T) {
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	obs := &recorder{}
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now, Observer: obs,
@@ -271,7 +273,7 @@ func TestDispatcherObserverUnsent(t *testing.T) {
 	_, err := d.DeliverDue(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []string{"AttemptStart", "AttemptEnd"}, obs.calls)
-	require.Equal(t, producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: producer.OutcomeFailed,
+	require.Equal(t, producer.AttemptResult{Endpoint: "we_a", EventType: "order.created", Outcome: driver.OutcomeFailed,
 		Class: producer.ClassRender}, obs.ends[0])
 }
 
@@ -284,7 +286,7 @@ func TestPublisherObserver(t *testing.T) {
 		producer.Endpoint{ID: "we_b", URL: "https://b.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	for _, tc := range []struct {
 		name    string
-		log     producer.Log
+		log     driver.Log
 		publish func(p *producer.Publisher) error
 		appends []producer.AppendInfo
 		calls   []string
@@ -297,7 +299,7 @@ func TestPublisherObserver(t *testing.T) {
 			_, err := p.PublishToOwner(ctx, "lic_1", "order.filled", 1)
 			return err
 		}, appends: []producer.AppendInfo{{Type: "order.filled", Events: 2}}, calls: []string{"EventTrace", "EventsAppended"}},
-		{name: "PublishToOwner on a Log without batches", log: bareLog{producer.NewMemoryLog()}, publish: func(p *producer.Publisher) error {
+		{name: "PublishToOwner on a Log without batches", log: bareLog{memstore.NewLog()}, publish: func(p *producer.Publisher) error {
 			_, err := p.PublishToOwner(ctx, "lic_1", "order.filled", 1)
 			return err
 		}, appends: []producer.AppendInfo{{Type: "order.filled", Events: 2}}, calls: []string{"EventTrace", "EventsAppended"}},
@@ -308,12 +310,12 @@ func TestPublisherObserver(t *testing.T) {
 		{name: "invalid event", publish: func(p *producer.Publisher) error {
 			_, err := p.Publish(ctx, "we_a", "", 1)
 			return err
-		}, calls: []string{"EventTrace"}},
+		}}, // refused before the trace is read
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.log
 			if l == nil {
-				l = producer.NewMemoryLog()
+				l = memstore.NewLog()
 			}
 			obs := &recorder{trace: pubTrace}
 			err := tc.publish(mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now, Observer: obs}))
@@ -323,23 +325,32 @@ func TestPublisherObserver(t *testing.T) {
 			if err != nil {
 				return
 			}
-			ds, err := l.Claim(ctx, producer.ClaimRequest{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 10})
+			ds, err := l.Claim(ctx, driver.ClaimRequest{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 10})
 			require.NoError(t, err)
 			require.NotEmpty(t, ds)
 			for _, dl := range ds {
-				require.Equal(t, pubTrace, dl.Trace, "stored with every event of the call")
+				require.Equal(t, pubTrace, traceOf(dl), "stored with every event of the call")
 			}
 		})
 	}
 }
 
 // bareLog is a Log with nothing more: no AppendBatch, no Backlog, no Settle.
-type bareLog struct{ producer.Log }
+type bareLog struct{ driver.Log }
 
-// TestTraceContextStored: the trace context goes through both memory logs, numbered at Append or
-// later, and what is not fit to store is dropped.
+// traceOf is the trace context a delivery carries.
+func traceOf(dl driver.Delivery) producer.TraceContext {
+	return producer.TraceContext{TraceParent: dl.TraceParent, TraceState: dl.TraceState}
+}
+
+// TestTraceContextStored: the trace context the Observer gives goes through both memory logs,
+// numbered at Append or later, for one event and a fan-out, and what is not fit to store is dropped.
 func TestTraceContextStored(t *testing.T) {
-	long := "00-" + strings.Repeat("a", producer.MaxTraceParent)
+	ctx := context.Background()
+	eps := mustEndpoints(t,
+		producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
+		producer.Endpoint{ID: "we_b", URL: "https://b.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+	long := "00-" + strings.Repeat("a", 128) // a traceparent is at most 128 bytes
 	for _, tc := range []struct {
 		name      string
 		in, want  producer.TraceContext
@@ -355,35 +366,34 @@ func TestTraceContextStored(t *testing.T) {
 		{name: "traceparent with a newline", in: producer.TraceContext{TraceParent: pubTrace.TraceParent + "\r\nX-Evil: 1"}},
 		{name: "traceparent with a space", in: producer.TraceContext{TraceParent: "00 x"}},
 		{name: "tracestate alone", in: producer.TraceContext{TraceState: "a=b"}},
-		{name: "tracestate too long", in: producer.TraceContext{TraceParent: pubTrace.TraceParent, TraceState: strings.Repeat("a", producer.MaxTraceState+1)},
+		{name: "tracestate too long", in: producer.TraceContext{TraceParent: pubTrace.TraceParent, TraceState: strings.Repeat("a", 512+1)},
 			want: producer.TraceContext{TraceParent: pubTrace.TraceParent}},
 		{name: "tracestate not ASCII", in: producer.TraceContext{TraceParent: pubTrace.TraceParent, TraceState: "a=é"},
 			want: producer.TraceContext{TraceParent: pubTrace.TraceParent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := producer.WithTraceContext(context.Background(), tc.in)
-			require.Equal(t, tc.want, producer.TraceContextFrom(ctx))
-			var l producer.Log = producer.NewMemoryLog()
+			require.Equal(t, tc.want, tc.in.Sanitized())
+			var l driver.Log = memstore.NewLog()
 			if tc.sequenced {
-				l = producer.NewDeferredMemoryLog()
+				l = memstore.NewDeferredLog()
 			}
-			ev := webhook.Event{Type: "order.created", Created: t0.Unix(), APIVersion: "v1", Data: []byte(`{}`)}
+			p := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now, Observer: &recorder{trace: tc.in}})
 			var err error
 			if tc.batch {
-				_, err = l.(producer.BatchAppender).AppendBatch(ctx, []producer.StreamEvent{{Stream: "we_a", Event: ev}, {Stream: "we_b", Event: ev}})
+				_, err = p.PublishToOwner(ctx, "lic_1", "order.created", 1)
 			} else {
-				_, err = l.Append(ctx, "we_a", ev)
+				_, err = p.Publish(ctx, "we_a", "order.created", 1)
 			}
 			require.NoError(t, err)
-			if sq, ok := l.(producer.Sequencing); ok {
-				_, err := sq.Sequence(context.Background(), 10)
+			if sq, ok := l.(driver.Sequencing); ok {
+				_, err := sq.Sequence(ctx, 10)
 				require.NoError(t, err)
 			}
-			ds, err := l.Claim(context.Background(), producer.ClaimRequest{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 10})
+			ds, err := l.Claim(ctx, driver.ClaimRequest{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 10})
 			require.NoError(t, err)
-			require.NotEmpty(t, ds)
+			require.Len(t, ds, map[bool]int{false: 1, true: 2}[tc.batch])
 			for _, dl := range ds {
-				require.Equal(t, tc.want, dl.Trace)
+				require.Equal(t, tc.want, traceOf(dl))
 			}
 		})
 	}
@@ -393,9 +403,9 @@ func TestDispatcherBacklog(t *testing.T) {
 	ctx := context.Background()
 	for _, deferred := range []bool{false, true} {
 		t.Run(map[bool]string{false: "MemoryLog", true: "DeferredMemoryLog"}[deferred], func(t *testing.T) {
-			var l producer.Log = producer.NewMemoryLog()
+			var l driver.Log = memstore.NewLog()
 			if deferred {
-				l = producer.NewDeferredMemoryLog()
+				l = memstore.NewDeferredLog()
 			}
 			eps := mustEndpoints(t,
 				producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
@@ -429,7 +439,7 @@ func TestDispatcherBacklog(t *testing.T) {
 				"delivered events leave the backlog, failed ones waiting for their retry stay")
 		})
 	}
-	d := mustDispatcher(t, bareLog{producer.NewMemoryLog()}, mustEndpoints(t), nil)
+	d := mustDispatcher(t, bareLog{memstore.NewLog()}, mustEndpoints(t), nil)
 	_, err := d.Backlog(ctx)
 	require.ErrorIs(t, err, producer.ErrNoBacklog)
 	_, err = (&producer.Dispatcher{}).Backlog(ctx)
@@ -439,7 +449,7 @@ func TestDispatcherBacklog(t *testing.T) {
 // TestRangeHandlerObserver: one RangeStart and one RangeEnd per request, with the request's header,
 // the status and the number of events; the handler serves in RangeStart's context.
 func TestRangeHandlerObserver(t *testing.T) {
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	publishN(t, l, "we_a", 3, t0)
 	n, err := l.Cleanup(context.Background(), t0.Add(time.Second), 1)
 	require.NoError(t, err)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/webhook"
 )
@@ -70,8 +72,8 @@ type PublisherOptions struct {
 // with NewPublisher: the zero value has no Log, and every publish on it returns an error that wraps
 // ErrNotBuilt.
 type Publisher struct {
-	log        Log
-	endpoints  Endpoints
+	log        driver.Log
+	endpoints  driver.Endpoints
 	apiVersion string
 	now        func() time.Time
 	maxFanOut  int
@@ -81,7 +83,7 @@ type Publisher struct {
 
 // NewPublisher returns a Publisher appending to log for the endpoints in endpoints. It fails when log
 // or endpoints is nil, or an option is out of range.
-func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) (*Publisher, error) {
+func NewPublisher(log driver.Log, endpoints driver.Endpoints, opts *PublisherOptions) (*Publisher, error) {
 	var o PublisherOptions
 	if opts != nil {
 		o = *opts
@@ -106,7 +108,7 @@ func NewPublisher(log Log, endpoints Endpoints, opts *PublisherOptions) (*Publis
 // WithLog returns a copy of the Publisher that appends to log instead: the transactional outbox, where
 // log is a pgstore.EventLog on the caller's pgx.Tx so that the event commits (or rolls back) with the
 // business change that caused it. A nil log makes every publish of the copy fail.
-func (p *Publisher) WithLog(log Log) *Publisher {
+func (p *Publisher) WithLog(log driver.Log) *Publisher {
 	cp := *p
 	cp.log = log
 	return &cp
@@ -116,7 +118,7 @@ func (p *Publisher) WithLog(log Log) *Publisher {
 // with WithLog, the outbox whose endpoint read shares the transaction of the append, where endpoints
 // is a pgstore.EndpointStore on the caller's pgx.Tx. A nil endpoints makes Publish and
 // PublishToOwner of the copy fail.
-func (p *Publisher) WithEndpoints(endpoints Endpoints) *Publisher {
+func (p *Publisher) WithEndpoints(endpoints driver.Endpoints) *Publisher {
 	cp := *p
 	cp.endpoints = endpoints
 	return &cp
@@ -164,7 +166,7 @@ func (p *Publisher) PublishTo(ctx context.Context, ep Endpoint, eventType string
 // PublishToEach publishes one business event to each of the endpoints the caller holds — a
 // licensee's endpoints, read in the same transaction as the append — marshalling data once. Each
 // endpoint gets an event of its own (its own ID, and its own place in that endpoint's stream). On a
-// BatchAppender log (pgstore.EventLog, MemoryLog) all the events go in one call, all or none; on
+// BatchAppender log (pgstore.EventLog, memstore.Log) all the events go in one call, all or none; on
 // another, one Append each, in order, stopping at the first failure. The events come back in the order
 // of eps. No endpoints publishes nothing.
 func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType string, data any) ([]webhook.Event, error) {
@@ -210,15 +212,15 @@ func (p *Publisher) PublishToOwner(ctx context.Context, owner, eventType string,
 	if err != nil {
 		return nil, err
 	}
-	// The event's own checks, before anything is read: CheckEvent with the owner as a stand-in stream.
-	if err := CheckEvent(owner, webhook.Event{Type: eventType, Data: raw}); err != nil {
+	// The event's own checks, before anything is read.
+	if err := checkPayload(eventType, raw); err != nil {
 		return nil, err
 	}
-	lister, ok := p.endpoints.(EndpointLister)
+	lister, ok := p.endpoints.(driver.EndpointLister)
 	if !ok {
 		return nil, fmt.Errorf("%w (%T)", ErrNoListing, p.endpoints)
 	}
-	eps, more, err := lister.ListEndpoints(ctx, EndpointQuery{Owner: owner, Limit: p.maxFanOut})
+	eps, more, err := lister.ListEndpoints(ctx, driver.EndpointQuery{Owner: owner, Limit: p.maxFanOut})
 	if err != nil {
 		return nil, fmt.Errorf("producer: publish to the endpoints of %s: %w", owner, err)
 	}
@@ -238,23 +240,27 @@ func (p *Publisher) PublishToOwner(ctx context.Context, owner, eventType string,
 // appendEach appends one event with raw as its data to each endpoint's stream, in one AppendBatch when
 // the Log has it.
 func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType string, raw []byte) ([]webhook.Event, error) {
-	batch := make([]StreamEvent, len(eps))
+	if err := checkPayload(eventType, raw); err != nil {
+		return nil, err
+	}
+	batch := make([]driver.StreamEvent, len(eps))
 	created := p.now().Unix()
+	var parent, state string
+	o := p.observer
+	if o != nil {
+		parent, state = traceOf(ctx, o)
+	}
 	for i, ep := range eps {
 		if ep.ID == "" {
 			return nil, fmt.Errorf("producer: publish to endpoint %d: %w", i, ErrUnknownEndpoint)
 		}
-		batch[i] = StreamEvent{Stream: ep.ID, Event: webhook.Event{ID: randid.New("evt_"), Type: eventType,
-			Created: created, APIVersion: p.apiVersion, Data: raw}}
+		batch[i] = driver.StreamEvent{Stream: ep.ID, Event: webhook.Event{ID: randid.New("evt_"), Type: eventType,
+			Created: created, APIVersion: p.apiVersion, Data: raw}, TraceParent: parent, TraceState: state}
 		if err := p.checkSize(ep.ID, &batch[i].Event); err != nil {
 			return nil, err
 		}
 	}
-	o := p.observer
-	if o != nil {
-		ctx = p.traced(ctx, o)
-	}
-	if ba, ok := p.log.(BatchAppender); ok {
+	if ba, ok := p.log.(driver.BatchAppender); ok {
 		out, err := ba.AppendBatch(ctx, batch)
 		if err == nil && o != nil {
 			o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
@@ -264,7 +270,7 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 	out := make([]webhook.Event, len(batch))
 	for i, se := range batch {
 		var err error
-		if out[i], err = p.log.Append(ctx, se.Stream, se.Event); err != nil {
+		if out[i], err = p.log.Append(ctx, se); err != nil {
 			if o != nil && i > 0 {
 				o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: i})
 			}
@@ -277,13 +283,11 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 	return out, nil
 }
 
-// traced returns ctx carrying the trace context the observer reads from it, for the Log to store
-// with the events; ctx itself when there is none.
-func (p *Publisher) traced(ctx context.Context, o Observer) context.Context {
-	if tc := o.EventTrace(ctx).Sanitized(); !tc.IsZero() {
-		return WithTraceContext(ctx, tc)
-	}
-	return ctx
+// traceOf returns the trace context the observer reads from ctx, sanitized, for the Log to store
+// with the events.
+func traceOf(ctx context.Context, o Observer) (parent, state string) {
+	tc := o.EventTrace(ctx).Sanitized()
+	return tc.TraceParent, tc.TraceState
 }
 
 // marshalData returns an event's data as JSON: json.RawMessage and []byte as they are, anything else
@@ -314,15 +318,19 @@ func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, d
 		APIVersion: p.apiVersion,
 		Data:       raw,
 	}
+	if err := checkEvent(endpointID, ev); err != nil {
+		return webhook.Event{}, err
+	}
 	if err := p.checkSize(endpointID, &ev); err != nil {
 		return webhook.Event{}, err
 	}
+	se := driver.StreamEvent{Stream: endpointID, Event: ev}
 	o := p.observer
 	if o == nil {
-		return p.log.Append(ctx, endpointID, ev)
+		return p.log.Append(ctx, se)
 	}
-	ctx = p.traced(ctx, o)
-	out, err := p.log.Append(ctx, endpointID, ev)
+	se.TraceParent, se.TraceState = traceOf(ctx, o)
+	out, err := p.log.Append(ctx, se)
 	if err == nil {
 		o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: 1})
 	}

@@ -13,10 +13,12 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // ownerEndpoints registers we_a1, we_a2, we_a3 for lic_a and we_b1 for lic_b.
-func ownerEndpoints(t testing.TB) *producer.MemoryEndpoints {
+func ownerEndpoints(t testing.TB) *memstore.Endpoints {
 	ep := func(id, owner string) producer.Endpoint {
 		return producer.Endpoint{ID: id, URL: "https://consumer.example/" + id, Owner: owner, Secrets: []string{webhook.NewSecret()}}
 	}
@@ -24,7 +26,7 @@ func ownerEndpoints(t testing.TB) *producer.MemoryEndpoints {
 	return mustEndpoints(t, ep("we_a3", "lic_a"), ep("we_b1", "lic_b"), ep("we_a1", "lic_a"), ep("we_a2", "lic_a"))
 }
 
-func streamSeqs(t testing.TB, l producer.Log, stream string) []uint64 {
+func streamSeqs(t testing.TB, l driver.Log, stream string) []uint64 {
 	t.Helper()
 	evs, _, err := l.Range(context.Background(), stream, 1, math.MaxUint64, producer.MaxRangeLimit)
 	require.NoError(t, err)
@@ -39,7 +41,7 @@ func streamSeqs(t testing.TB, l producer.Log, stream string) []uint64 {
 // stream; other owners' streams are untouched.
 func TestPublishToOwner(t *testing.T) {
 	ctx := context.Background()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	pub := mustPublisher(t, l, ownerEndpoints(t), &producer.PublisherOptions{Now: newClock().Now})
 
 	for n := uint64(1); n <= 2; n++ {
@@ -78,14 +80,14 @@ func TestPublishToOwnerEdges(t *testing.T) {
 	eps := ownerEndpoints(t)
 
 	t.Run("an owner without endpoints publishes nothing, without error", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		evs, err := mustPublisher(t, l, eps, nil).PublishToOwner(ctx, "lic_nobody", "order.created", 1)
 		require.NoError(t, err)
 		require.NotNil(t, evs)
 		require.Empty(t, evs)
 	})
 	t.Run("refusals", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		pub := mustPublisher(t, l, eps, nil)
 		_, err := pub.PublishToOwner(ctx, "", "order.created", 1)
 		require.ErrorIs(t, err, producer.ErrInvalidEvent)
@@ -101,14 +103,14 @@ func TestPublishToOwnerEdges(t *testing.T) {
 		require.Empty(t, streamSeqs(t, l, "we_a1"))
 	})
 	t.Run("an Endpoints that cannot list is an error", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		pub := mustPublisher(t, l, countingEndpoints{lookups: new(atomic.Int64)}, nil)
 		evs, err := pub.PublishToOwner(ctx, "lic_a", "order.created", 1)
 		require.ErrorIs(t, err, producer.ErrNoListing)
 		require.Nil(t, evs)
 	})
 	t.Run("a listing that fails publishes nothing", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		boom := errors.New("registry down")
 		pub := mustPublisher(t, l, failingLister{eps, boom}, nil)
 		_, err := pub.PublishToOwner(ctx, "lic_a", "order.created", 1)
@@ -116,7 +118,7 @@ func TestPublishToOwnerEdges(t *testing.T) {
 		require.Empty(t, streamSeqs(t, l, "we_a1"))
 	})
 	t.Run("more endpoints than MaxFanOut publishes nothing", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		_, err := mustPublisher(t, l, eps, &producer.PublisherOptions{MaxFanOut: 2}).PublishToOwner(ctx, "lic_a", "order.created", 1)
 		require.ErrorIs(t, err, producer.ErrFanOutLimit)
 		for _, s := range []string{"we_a1", "we_a2", "we_a3"} {
@@ -127,8 +129,8 @@ func TestPublishToOwnerEdges(t *testing.T) {
 		require.Len(t, evs, 3, "exactly MaxFanOut is allowed")
 	})
 	t.Run("a failing AppendBatch publishes none, and is not retried one by one", func(t *testing.T) {
-		inner := producer.NewMemoryLog()
-		l := &failingBatchLog{MemoryLog: inner, err: errors.New("disk full")}
+		inner := memstore.NewLog()
+		l := &failingBatchLog{Log: inner, err: errors.New("disk full")}
 		_, err := mustPublisher(t, l, eps, nil).PublishToOwner(ctx, "lic_a", "order.created", 1)
 		require.ErrorIs(t, err, l.err)
 		require.Equal(t, int64(1), l.batches.Load(), "one batch call")
@@ -138,7 +140,7 @@ func TestPublishToOwnerEdges(t *testing.T) {
 		}
 	})
 	t.Run("a log without AppendBatch gets one Append per endpoint", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		evs, err := mustPublisher(t, appendOnly{l}, eps, nil).PublishToOwner(ctx, "lic_a", "order.created", 1)
 		require.NoError(t, err)
 		require.Len(t, evs, 3)
@@ -147,7 +149,7 @@ func TestPublishToOwnerEdges(t *testing.T) {
 		}
 	})
 	t.Run("a log numbered after the commit", func(t *testing.T) {
-		l := producer.NewDeferredMemoryLog()
+		l := memstore.NewDeferredLog()
 		pub := mustPublisher(t, l, eps, nil)
 		for range 2 {
 			evs, err := pub.PublishToOwner(ctx, "lic_a", "order.created", 1)
@@ -163,7 +165,7 @@ func TestPublishToOwnerEdges(t *testing.T) {
 		}
 	})
 	t.Run("the Publisher's registry can be swapped, as for a transaction", func(t *testing.T) {
-		l := producer.NewMemoryLog()
+		l := memstore.NewLog()
 		pub := mustPublisher(t, l, countingEndpoints{lookups: new(atomic.Int64)}, nil)
 		evs, err := pub.WithEndpoints(eps).PublishToOwner(ctx, "lic_b", "order.created", 1)
 		require.NoError(t, err)
@@ -172,11 +174,11 @@ func TestPublishToOwnerEdges(t *testing.T) {
 }
 
 // TestPublishToOwnerConcurrent: racing publications to one owner leave each of its streams numbered
-// 1..n, and on a MemoryLog (one lock per batch) in the same order on every stream.
+// 1..n, and on a memstore.Log (one lock per batch) in the same order on every stream.
 func TestPublishToOwnerConcurrent(t *testing.T) {
 	const racers, each = 8, 50
 	ctx := context.Background()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	pub := mustPublisher(t, l, ownerEndpoints(t), nil)
 	var wg sync.WaitGroup
 	for g := range racers {
@@ -210,13 +212,13 @@ func TestPublishToOwnerConcurrent(t *testing.T) {
 func TestNewPublisherRefusals(t *testing.T) {
 	eps := ownerEndpoints(t)
 	for name, tc := range map[string]struct {
-		log  producer.Log
-		eps  producer.Endpoints
+		log  driver.Log
+		eps  driver.Endpoints
 		opts *producer.PublisherOptions
 	}{
 		"nil Log":            {nil, eps, nil},
-		"nil Endpoints":      {producer.NewMemoryLog(), nil, nil},
-		"negative MaxFanOut": {producer.NewMemoryLog(), eps, &producer.PublisherOptions{MaxFanOut: -1}},
+		"nil Endpoints":      {memstore.NewLog(), nil, nil},
+		"negative MaxFanOut": {memstore.NewLog(), eps, &producer.PublisherOptions{MaxFanOut: -1}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := producer.NewPublisher(tc.log, tc.eps, tc.opts)
@@ -235,7 +237,7 @@ func TestNewPublisherRefusals(t *testing.T) {
 	require.Error(t, err)
 	_, err = zero.PublishToEach(ctx, []producer.Endpoint{{ID: "we_a1"}}, "order.created", 1)
 	require.Error(t, err)
-	pub := mustPublisher(t, producer.NewMemoryLog(), eps, nil)
+	pub := mustPublisher(t, memstore.NewLog(), eps, nil)
 	_, err = pub.WithLog(nil).PublishTo(ctx, producer.Endpoint{ID: "we_a1"}, "order.created", 1)
 	require.Error(t, err)
 	_, err = pub.WithEndpoints(nil).PublishToOwner(ctx, "lic_a", "order.created", 1)
@@ -244,32 +246,32 @@ func TestNewPublisherRefusals(t *testing.T) {
 
 // failingLister is a registry whose listing fails.
 type failingLister struct {
-	producer.Endpoints
+	driver.Endpoints
 	err error
 }
 
-func (f failingLister) ListEndpoints(context.Context, producer.EndpointQuery) ([]producer.Endpoint, bool, error) {
+func (f failingLister) ListEndpoints(context.Context, driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
 	return nil, false, f.err
 }
 
-// failingBatchLog is a MemoryLog whose AppendBatch fails; it counts the appends it is asked for.
+// failingBatchLog is a memstore.Log whose AppendBatch fails; it counts the appends it is asked for.
 type failingBatchLog struct {
-	*producer.MemoryLog
+	*memstore.Log
 	err              error
 	batches, appends atomic.Int64
 }
 
-func (f *failingBatchLog) AppendBatch(context.Context, []producer.StreamEvent) ([]webhook.Event, error) {
+func (f *failingBatchLog) AppendBatch(context.Context, []driver.StreamEvent) ([]webhook.Event, error) {
 	f.batches.Add(1)
 	return nil, f.err
 }
 
-func (f *failingBatchLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
+func (f *failingBatchLog) Append(ctx context.Context, e driver.StreamEvent) (webhook.Event, error) {
 	f.appends.Add(1)
-	return f.MemoryLog.Append(ctx, stream, ev)
+	return f.Log.Append(ctx, e)
 }
 
-// BenchmarkPublishToOwner publishes one business event to a licensee's 8 endpoints on a MemoryLog:
+// BenchmarkPublishToOwner publishes one business event to a licensee's 8 endpoints on a memstore.Log:
 // the listing, one marshal and one batch of 8 appends.
 func BenchmarkPublishToOwner(b *testing.B) {
 	eps := make([]producer.Endpoint, 8)
@@ -282,7 +284,7 @@ func BenchmarkPublishToOwner(b *testing.B) {
 		eps = append(eps, producer.Endpoint{ID: fmt.Sprintf("we_other_%d", i), URL: "https://consumer.example/hooks",
 			Owner: fmt.Sprintf("lic_%d", i), Secrets: []string{webhook.NewSecret()}})
 	}
-	pub := mustPublisher(b, producer.NewMemoryLog(), mustEndpoints(b, eps...), nil)
+	pub := mustPublisher(b, memstore.NewLog(), mustEndpoints(b, eps...), nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -11,13 +11,15 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 func TestPublisher(t *testing.T) {
 	ctx := context.Background()
 	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	clk := newClock()
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now})
 
 	t.Run("stamps the envelope", func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestPublisher(t *testing.T) {
 		require.ErrorIs(t, err, producer.ErrInvalidEvent)
 	})
 	t.Run("API version and another log", func(t *testing.T) {
-		other := producer.NewMemoryLog()
+		other := memstore.NewLog()
 		p2 := mustPublisher(t, l, eps, &producer.PublisherOptions{APIVersion: "2026-01-01", Now: clk.Now}).WithLog(other)
 		clk.Advance(time.Hour)
 		ev, err := p2.Publish(ctx, "we_a", "order.filled", map[string]string{})
@@ -65,14 +67,14 @@ func TestPublisher(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Run("defaults", func(t *testing.T) {
-		ev, err := mustPublisher(t, producer.NewMemoryLog(), eps, nil).Publish(ctx, "we_a", "order.created", 1)
+		ev, err := mustPublisher(t, memstore.NewLog(), eps, nil).Publish(ctx, "we_a", "order.created", 1)
 		require.NoError(t, err)
 		require.InDelta(t, time.Now().Unix(), ev.Created, 5)
 	})
 }
 
 func TestPublishToSkipsTheLookup(t *testing.T) {
-	l := producer.NewMemoryLog()
+	l := memstore.NewLog()
 	var lookups atomic.Int64
 	eps := countingEndpoints{lookups: &lookups}
 	pub := mustPublisher(t, l, eps, nil)
@@ -100,9 +102,9 @@ func (c countingEndpoints) Lookup(context.Context, string) (producer.Endpoint, e
 func TestPublishToEach(t *testing.T) {
 	ctx := context.Background()
 	eps := []producer.Endpoint{{ID: "we_a"}, {ID: "we_b"}, {ID: "we_c"}}
-	for name, l := range map[string]producer.Log{
-		"batch":    producer.NewMemoryLog(),
-		"one each": appendOnly{producer.NewMemoryLog()},
+	for name, l := range map[string]driver.Log{
+		"batch":    memstore.NewLog(),
+		"one each": appendOnly{memstore.NewLog()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pub := mustPublisher(t, l, countingEndpoints{lookups: new(atomic.Int64)}, &producer.PublisherOptions{Now: newClock().Now})
@@ -138,4 +140,4 @@ func TestPublishToEach(t *testing.T) {
 }
 
 // appendOnly hides a log's BatchAppender.
-type appendOnly struct{ producer.Log }
+type appendOnly struct{ driver.Log }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/webhook"
 )
@@ -120,8 +122,8 @@ type RangeOptions struct {
 // A RangeHandler is safe for concurrent use. The zero value is not usable: it answers every request
 // with the opaque 500 (ErrNotBuilt). Build one with NewRangeHandler.
 type RangeHandler struct {
-	log        Log
-	endpoints  Endpoints
+	log        driver.Log
+	endpoints  driver.Endpoints
 	licensee   LicenseeFunc
 	endpointID func(r *http.Request) string
 	render     RenderFunc
@@ -138,7 +140,7 @@ type RangeHandler struct {
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
 // endpoints. licensee is required: it maps each request to the licensee it is authenticated as, and
 // only that licensee's endpoints are visible. A nil log, endpoints or licensee is an error.
-func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *RangeOptions) (*RangeHandler, error) {
+func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *RangeOptions) (*RangeHandler, error) {
 	if err := handlerDeps("NewRangeHandler", log, endpoints, licensee); err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func NewRangeHandler(log Log, endpoints Endpoints, licensee LicenseeFunc, opts *
 }
 
 // handlerDeps checks the arguments every handler constructor requires.
-func handlerDeps(ctor string, log Log, endpoints Endpoints, licensee LicenseeFunc) error {
+func handlerDeps(ctor string, log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc) error {
 	switch {
 	case log == nil:
 		return fmt.Errorf("producer: %s needs a Log", ctor)
@@ -333,7 +335,7 @@ func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 	// The events' data may take the budget less the list's own frame and each event's envelope;
 	// what rendering adds is checked as the body is built.
 	events, more, err := h.read(ctx, ep.ID, rq, max(1, h.maxPage-listFrame))
-	var pe *PrunedError
+	var pe *driver.PrunedError
 	switch {
 	case errors.As(err, &pe):
 		h.errs.Write(w, r, pruned(ep.ID, rq, pe.FirstRetained))
@@ -401,7 +403,10 @@ const listFrame = len(`{"object":"list","data":[],"has_more":false}`)
 // read reads a page's events within maxBytes of data: in one call from a ByteRanger, else through
 // Range in chunks of RangeChunk events, stopping at the budget.
 func (h *RangeHandler) read(ctx context.Context, stream string, rq RangeQuery, maxBytes int) ([]webhook.Event, bool, error) {
-	if br, ok := h.log.(ByteRanger); ok {
+	if err := checkRangeBytes(rq.From, rq.To, rq.Limit, maxBytes); err != nil {
+		return nil, false, err // the driver contract: ParseRangeQuery and the options keep to it
+	}
+	if br, ok := h.log.(driver.ByteRanger); ok {
 		return br.RangeBytes(ctx, stream, rq.From, rq.To, rq.Limit, maxBytes)
 	}
 	var (
@@ -411,7 +416,7 @@ func (h *RangeHandler) read(ctx context.Context, stream string, rq RangeQuery, m
 	for from := rq.From; ; {
 		evs, more, err := h.log.Range(ctx, stream, from, rq.To, min(rq.Limit-len(out), RangeChunk))
 		if err != nil {
-			if len(out) > 0 && errors.Is(err, ErrPruned) {
+			if len(out) > 0 && errors.Is(err, driver.ErrPruned) {
 				return out, true, nil // retention ran between two reads: the next page says so
 			}
 			return nil, false, err
@@ -466,7 +471,7 @@ func (h *RangeHandler) encodePage(ctx context.Context, ep Endpoint, events []web
 // ownEndpoint is the prologue of the per-endpoint GET handlers: only GET and HEAD, and the endpoint
 // named id must be the authenticated licensee's. Otherwise it writes the problem and reports false;
 // another licensee's endpoint reads exactly like one that does not exist.
-func ownEndpoint(w http.ResponseWriter, r *http.Request, errs *apierror.Writer, endpoints Endpoints,
+func ownEndpoint(w http.ResponseWriter, r *http.Request, errs *apierror.Writer, endpoints driver.Endpoints,
 	licenseeOf LicenseeFunc, id string) (Endpoint, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		errs.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodGet, http.MethodHead))

@@ -17,6 +17,8 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 const licenseeHeader = "X-Test-Licensee" // stands in for the platform's authentication
@@ -29,15 +31,15 @@ func testLicensee(r *http.Request) (string, error) {
 }
 
 type rangeFixture struct {
-	log     *producer.MemoryLog
-	eps     *producer.MemoryEndpoints
+	log     *memstore.Log
+	eps     *memstore.Endpoints
 	secrets []string
 	mux     *http.ServeMux
 	clk     *clock
 }
 
 func newRangeFixture(t *testing.T, opts *producer.RangeOptions) *rangeFixture {
-	f := &rangeFixture{log: producer.NewMemoryLog(), secrets: []string{webhook.NewSecret(), webhook.NewSecret()}, clk: newClock()}
+	f := &rangeFixture{log: memstore.NewLog(), secrets: []string{webhook.NewSecret(), webhook.NewSecret()}, clk: newClock()}
 	f.eps = mustEndpoints(t,
 		producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: f.secrets, APIVersion: "v1"},
 		producer.Endpoint{ID: "we_big", URL: "https://a.example/", Owner: "lic_1", Secrets: f.secrets[:1]},
@@ -340,7 +342,7 @@ func TestRangeHandlerMethods(t *testing.T) {
 	require.NotEmpty(t, w.Header().Get(webhook.HeaderSignature))
 }
 
-type brokenLog struct{ producer.Log }
+type brokenLog struct{ driver.Log }
 
 func (brokenLog) Range(context.Context, string, uint64, uint64, int) ([]webhook.Event, bool, error) {
 	return nil, false, errors.New("connection reset by peer 10.0.0.7:5432")

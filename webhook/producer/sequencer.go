@@ -5,42 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
-
-// Sequencing is implemented by a Log whose Append does not number the event: the event is stored
-// without a sequence (in the caller's transaction, for the outbox), and Sequence numbers it later, after
-// it has committed. pgstore.EventLog works this way, so that an order's transaction never waits on
-// the stream's counter for the previous order's commit; DeferredMemoryLog does the same in memory.
-//
-// Until Sequence numbers it, an event is invisible: Range, Claim and Status do not see it, and
-// Append returned it with Sequence 0. Sequence keeps every promise of Log: a stream's events are
-// numbered 1, 2, 3, … with no gap and no reuse, each event once. Within a stream it numbers events in
-// the order they were appended (among those committed when it looks), so events appended one after
-// the other — by one goroutine, or causally ordered across transactions — keep their order.
-//
-// A Sequencer runs Sequence in the background; a Dispatcher on a Sequencing log starts one itself.
-type Sequencing interface {
-	Log
-	// Sequence numbers at most limit committed, unnumbered events, oldest first, and returns them as
-	// runs: per stream, the consecutive sequences it assigned. It returns nil when there was nothing to
-	// number. Concurrent calls — in one process or in replicas sharing a database — never number the
-	// same event twice, and never both number events of one stream at the same moment. limit < 1
-	// numbers nothing. A call that fails numbered nothing — except when the store committed and the
-	// answer was lost on the way back (a connection cut at that instant): the events are then numbered
-	// and visible like any other, only not reported.
-	Sequence(ctx context.Context, limit int) ([]SequencedRun, error)
-}
-
-// SequencedRun is a run of events of one stream that one Sequence call numbered: IDs[i] has sequence
-// First+i. It is a plain value; the zero value is a run of no event.
-type SequencedRun struct {
-	Stream string
-	First  uint64
-	IDs    []string
-}
-
-// Last is the sequence of the run's last event.
-func (r SequencedRun) Last() uint64 { return r.First + uint64(len(r.IDs)) - 1 }
 
 // Defaults of SequencerOptions.
 const (
@@ -68,7 +35,7 @@ type SequencerOptions struct {
 	Logger *slog.Logger
 	// OnSequenced, when set, receives the runs of every call that numbered events, on Run's
 	// goroutine, after they are committed. It must not block for long.
-	OnSequenced func(runs []SequencedRun)
+	OnSequenced func(runs []driver.SequencedRun)
 }
 
 // Sequencer numbers the events of a Sequencing log in the background: Run calls Sequence at once when
@@ -80,16 +47,16 @@ type SequencerOptions struct {
 // A Sequencer is safe for concurrent use. The zero value is not usable: its Run and Drain return an
 // error that wraps ErrNotBuilt, and its Wake has nothing to wake. Build one with NewSequencer.
 type Sequencer struct {
-	log         Sequencing
+	log         driver.Sequencing
 	batch       int
 	poll        time.Duration
 	logger      *slog.Logger
-	onSequenced func([]SequencedRun)
+	onSequenced func([]driver.SequencedRun)
 	wake        chan struct{}
 }
 
 // NewSequencer returns a Sequencer for log. It fails when an option is negative.
-func NewSequencer(log Sequencing, opts *SequencerOptions) (*Sequencer, error) {
+func NewSequencer(log driver.Sequencing, opts *SequencerOptions) (*Sequencer, error) {
 	if log == nil {
 		return nil, errors.New("producer: NewSequencer needs a Sequencing log")
 	}

@@ -16,9 +16,11 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
-func rangeSeqs(t *testing.T, l producer.Log, stream string) []uint64 {
+func rangeSeqs(t *testing.T, l driver.Log, stream string) []uint64 {
 	t.Helper()
 	evs, _, err := l.Range(context.Background(), stream, 1, math.MaxUint64, producer.MaxRangeLimit)
 	require.NoError(t, err)
@@ -29,17 +31,17 @@ func rangeSeqs(t *testing.T, l producer.Log, stream string) []uint64 {
 	return out
 }
 
-func appendIDs(t *testing.T, l producer.Log, stream string, n int) []string {
+func appendIDs(t *testing.T, l driver.Log, stream string, n int) []string {
 	t.Helper()
 	return appendAt(t, l, stream, n, t0)
 }
 
-func appendAt(t *testing.T, l producer.Log, stream string, n int, created time.Time) []string {
+func appendAt(t *testing.T, l driver.Log, stream string, n int, created time.Time) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		e, err := l.Append(context.Background(), stream, webhook.Event{Type: "order.created", Created: created.Unix(),
-			APIVersion: "v1", Data: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+		e, err := l.Append(context.Background(), driver.StreamEvent{Stream: stream, Event: webhook.Event{Type: "order.created", Created: created.Unix(),
+			APIVersion: "v1", Data: []byte(fmt.Sprintf(`{"n":%d}`, i))}})
 		require.NoError(t, err)
 		require.Zero(t, e.Sequence, "a deferred log numbers after the append")
 		ids[i] = e.ID
@@ -49,22 +51,22 @@ func appendAt(t *testing.T, l producer.Log, stream string, n int, created time.T
 
 func TestDeferredMemoryLogNumbersOnlyWhenSequenced(t *testing.T) {
 	ctx := context.Background()
-	l := producer.NewDeferredMemoryLog()
+	l := memstore.NewDeferredLog()
 	a := appendIDs(t, l, "we_a", 3)
 	b := appendIDs(t, l, "we_b", 1)
 	a = append(a, appendIDs(t, l, "we_a", 1)...)
 	require.Equal(t, 5, l.Unsequenced())
 
 	require.Empty(t, rangeSeqs(t, l, "we_a"), "unnumbered events are invisible to Range")
-	got, err := l.Claim(ctx, producer.ClaimRequest{Now: t0.Add(time.Hour), LeaseUntil: t0.Add(2 * time.Hour), Limit: 10})
+	got, err := l.Claim(ctx, driver.ClaimRequest{Now: t0.Add(time.Hour), LeaseUntil: t0.Add(2 * time.Hour), Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got, "and to Claim")
 	_, err = l.Status(ctx, "we_a", 1)
-	require.ErrorIs(t, err, producer.ErrNotFound, "and to Status")
+	require.ErrorIs(t, err, driver.ErrNotFound, "and to Status")
 
 	runs, err := l.Sequence(ctx, 4)
 	require.NoError(t, err)
-	require.Equal(t, []producer.SequencedRun{
+	require.Equal(t, []driver.SequencedRun{
 		{Stream: "we_a", First: 1, IDs: a[:3]},
 		{Stream: "we_b", First: 1, IDs: b},
 	}, runs, "the oldest 4, by stream, in append order")
@@ -73,7 +75,7 @@ func TestDeferredMemoryLogNumbersOnlyWhenSequenced(t *testing.T) {
 
 	runs, err = l.Sequence(ctx, 4)
 	require.NoError(t, err)
-	require.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 4, IDs: a[3:]}}, runs)
+	require.Equal(t, []driver.SequencedRun{{Stream: "we_a", First: 4, IDs: a[3:]}}, runs)
 	runs, err = l.Sequence(ctx, 4)
 	require.NoError(t, err)
 	require.Nil(t, runs, "nothing left")
@@ -86,10 +88,10 @@ func TestDeferredMemoryLogNumbersOnlyWhenSequenced(t *testing.T) {
 
 func TestSequencerWakesAndPolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := producer.NewDeferredMemoryLog()
+		l := memstore.NewDeferredLog()
 		var seen atomic.Int64
 		s, err := producer.NewSequencer(l, &producer.SequencerOptions{PollInterval: time.Minute,
-			OnSequenced: func(runs []producer.SequencedRun) {
+			OnSequenced: func(runs []driver.SequencedRun) {
 				for _, r := range runs {
 					seen.Add(int64(len(r.IDs)))
 				}
@@ -123,11 +125,11 @@ func TestSequencerWakesAndPolls(t *testing.T) {
 
 func TestSequencerRunsBackToBackWhileThereIsWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := producer.NewDeferredMemoryLog()
+		l := memstore.NewDeferredLog()
 		appendIDs(t, l, "we_a", 25)
 		var calls atomic.Int64
 		s, err := producer.NewSequencer(l, &producer.SequencerOptions{Batch: 10, PollInterval: time.Hour,
-			OnSequenced: func([]producer.SequencedRun) { calls.Add(1) }})
+			OnSequenced: func([]driver.SequencedRun) { calls.Add(1) }})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -144,13 +146,13 @@ func TestSequencerRunsBackToBackWhileThereIsWork(t *testing.T) {
 
 // flakySequencing fails the Sequence calls its fail function picks, recording when each call came.
 type flakySequencing struct {
-	*producer.DeferredMemoryLog
+	*memstore.DeferredLog
 	mu    sync.Mutex
 	calls []time.Time
 	fail  func(n int) bool
 }
 
-func (f *flakySequencing) Sequence(ctx context.Context, limit int) ([]producer.SequencedRun, error) {
+func (f *flakySequencing) Sequence(ctx context.Context, limit int) ([]driver.SequencedRun, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, time.Now())
 	n := len(f.calls)
@@ -158,12 +160,12 @@ func (f *flakySequencing) Sequence(ctx context.Context, limit int) ([]producer.S
 	if f.fail(n) {
 		return nil, errors.New("connection reset by peer")
 	}
-	return f.DeferredMemoryLog.Sequence(ctx, limit)
+	return f.DeferredLog.Sequence(ctx, limit)
 }
 
 func TestSequencerBacksOffOnErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakySequencing{DeferredMemoryLog: producer.NewDeferredMemoryLog(), fail: func(n int) bool { return n <= 4 }}
+		f := &flakySequencing{DeferredLog: memstore.NewDeferredLog(), fail: func(n int) bool { return n <= 4 }}
 		appendIDs(t, f, "we_a", 2)
 		s, err := producer.NewSequencer(f, &producer.SequencerOptions{PollInterval: time.Second})
 		require.NoError(t, err)
@@ -192,11 +194,11 @@ func TestSequencerBacksOffOnErrors(t *testing.T) {
 func TestSequencerOptions(t *testing.T) {
 	_, err := producer.NewSequencer(nil, nil)
 	require.Error(t, err)
-	_, err = producer.NewSequencer(producer.NewDeferredMemoryLog(), &producer.SequencerOptions{Batch: -1})
+	_, err = producer.NewSequencer(memstore.NewDeferredLog(), &producer.SequencerOptions{Batch: -1})
 	require.Error(t, err)
-	_, err = producer.NewSequencer(producer.NewDeferredMemoryLog(), &producer.SequencerOptions{PollInterval: -1})
+	_, err = producer.NewSequencer(memstore.NewDeferredLog(), &producer.SequencerOptions{PollInterval: -1})
 	require.Error(t, err)
-	_, err = producer.NewDispatcher(producer.NewDeferredMemoryLog(), mustEndpoints(t),
+	_, err = producer.NewDispatcher(memstore.NewDeferredLog(), mustEndpoints(t),
 		&producer.DispatcherOptions{Sequencer: &producer.SequencerOptions{Batch: -1}})
 	require.Error(t, err, "the dispatcher checks its sequencer's options")
 }
@@ -209,10 +211,10 @@ func TestDispatcherNumbersADeferredLog(t *testing.T) {
 			return respond(r, http.StatusOK), nil
 		})}
 		eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
-		l := producer.NewDeferredMemoryLog()
+		l := memstore.NewDeferredLog()
 		var numbered atomic.Int64
 		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, PollInterval: time.Hour,
-			Sequencer: &producer.SequencerOptions{PollInterval: time.Hour, OnSequenced: func(runs []producer.SequencedRun) {
+			Sequencer: &producer.SequencerOptions{PollInterval: time.Hour, OnSequenced: func(runs []driver.SequencedRun) {
 				numbered.Add(int64(len(runs[0].IDs)))
 			}}})
 
@@ -233,7 +235,7 @@ func TestDispatcherNumbersADeferredLog(t *testing.T) {
 		require.Equal(t, int64(5), delivered.Load())
 		require.Equal(t, int64(5), numbered.Load(), "the user's OnSequenced still runs")
 		require.Equal(t, start, time.Now())
-		require.Equal(t, producer.Delivered, status(t, l, "we_a", 5).State)
+		require.Equal(t, driver.Delivered, status(t, l, "we_a", 5).State)
 		cancel()
 		require.NoError(t, <-done)
 	})

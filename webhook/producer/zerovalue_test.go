@@ -4,11 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -17,11 +15,6 @@ import (
 // would otherwise be served — never a panic, and never a silent "nothing to do".
 func TestZeroValues(t *testing.T) {
 	ctx := t.Context()
-	now := time.Unix(1767225600, 0)
-	ev := webhook.Event{Type: "order.created", Data: []byte(`{}`)}
-	lease := producer.Lease{Stream: "we_1", Sequence: 1, Token: 1}
-	claim := producer.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10}
-	deferred := &producer.DeferredMemoryLog{}
 	for _, tc := range []struct {
 		name string
 		call func() error
@@ -38,30 +31,8 @@ func TestZeroValues(t *testing.T) {
 		{"Sequencer.Drain", func() error { _, err := (&producer.Sequencer{}).Drain(ctx); return err }},
 		{"Sequencer.Run", func() error { return (&producer.Sequencer{}).Run(ctx) }},
 		{"nil Sequencer.Run", func() error { return (*producer.Sequencer)(nil).Run(ctx) }},
-		{"DeferredMemoryLog.Append", func() error { _, err := deferred.Append(ctx, "we_1", ev); return err }},
-		{"DeferredMemoryLog.AppendBatch", func() error {
-			_, err := deferred.AppendBatch(ctx, []producer.StreamEvent{{Stream: "we_1", Event: ev}})
-			return err
-		}},
-		{"DeferredMemoryLog.Sequence", func() error { _, err := deferred.Sequence(ctx, 10); return err }},
-		{"DeferredMemoryLog.Range", func() error { _, _, err := deferred.Range(ctx, "we_1", 1, 10, 10); return err }},
-		{"DeferredMemoryLog.Claim", func() error { _, err := deferred.Claim(ctx, claim); return err }},
-		{"DeferredMemoryLog.Delivered", func() error { return deferred.Delivered(ctx, lease, producer.Attempt{At: now}) }},
-		{"DeferredMemoryLog.Failed", func() error { return deferred.Failed(ctx, lease, producer.Attempt{At: now}) }},
-		{"DeferredMemoryLog.Settle", func() error {
-			return deferred.Settle(ctx, []producer.Settlement{{Lease: lease, Delivered: true}})[0]
-		}},
-		{"DeferredMemoryLog.Attempts", func() error {
-			_, _, err := deferred.Attempts(ctx, producer.AttemptQuery{Stream: "we_1", Limit: 10})
-			return err
-		}},
-		{"DeferredMemoryLog.Release", func() error { return deferred.Release(ctx, lease, now) }},
-		{"DeferredMemoryLog.Status", func() error { _, err := deferred.Status(ctx, "we_1", 1); return err }},
-		{"DeferredMemoryLog.Cleanup", func() error { _, err := deferred.Cleanup(ctx, now, 10); return err }},
 		{"Dispatcher.Backlog", func() error { _, err := (&producer.Dispatcher{}).Backlog(ctx); return err }},
 		{"nil Dispatcher.Backlog", func() error { _, err := (*producer.Dispatcher)(nil).Backlog(ctx); return err }},
-		{"DeferredMemoryLog.Backlog", func() error { _, err := deferred.Backlog(ctx); return err }},
-		{"nil DeferredMemoryLog.Claim", func() error { _, err := (*producer.DeferredMemoryLog)(nil).Claim(ctx, claim); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
@@ -75,7 +46,6 @@ func TestZeroValues(t *testing.T) {
 		(&producer.Sequencer{}).Wake()
 		(*producer.Sequencer)(nil).Wake()
 	})
-	require.Zero(t, deferred.Unsequenced())
 }
 
 // The zero handlers answer the opaque 500 rather than panic.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // TestAllowListPerEnvironment (issue 30): with the loopback allow-list given to the sandbox only, a
@@ -40,14 +41,14 @@ func TestAllowListPerEnvironment(t *testing.T) {
 
 	_, err := ts.DeliverDue(ctx)
 	require.NoError(t, err)
-	atts, _, err := ts.store.Log().Attempts(ctx, producer.AttemptQuery{Stream: liveEP.ID, Limit: 10})
+	atts, _, err := ts.store.Log().Attempts(ctx, driver.AttemptQuery{Stream: liveEP.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, atts, 1)
 	require.Equal(t, producer.ClassBlockedAddress, atts[0].Class, "production is checked against its own (empty) list at dial time")
-	atts, _, err = ts.store.Log().Attempts(ctx, producer.AttemptQuery{Stream: sbxEP.ID, Limit: 10})
+	atts, _, err = ts.store.Log().Attempts(ctx, driver.AttemptQuery{Stream: sbxEP.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, atts, 1)
-	require.Equal(t, producer.OutcomeDelivered, atts[0].Outcome)
+	require.Equal(t, driver.OutcomeDelivered, atts[0].Outcome)
 	require.Equal(t, http.StatusNoContent, atts[0].StatusCode)
 	require.EqualValues(t, 1, rc.requests.Load(), "only the sandbox's delivery reached loopback")
 }

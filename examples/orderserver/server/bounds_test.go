@@ -15,6 +15,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // endpointOf registers an endpoint for the test server's key and returns its ID.
@@ -57,7 +58,7 @@ func TestTriggerEventTooLarge(t *testing.T) {
 // the order is not created and its key is released, so the same request may succeed later.
 func TestEventsPerEndpointBounded(t *testing.T) {
 	store := NewMemoryStore()
-	store.log.(*producer.MemoryLog).MaxStreamEvents = 3
+	store.log.(*memstore.Log).MaxStreamEvents = 3
 	s, err := New(Config{Store: store, Now: newTestClock().Now})
 	require.NoError(t, err)
 	sk, err := s.IssueCredentials(context.Background(), "sandbox")
@@ -86,7 +87,7 @@ func TestEventsPerEndpointBounded(t *testing.T) {
 // TestReferenceServerBoundsEvents: the reference server's stores keep DefaultMaxStreamEvents per
 // endpoint.
 func TestReferenceServerBoundsEvents(t *testing.T) {
-	require.Equal(t, DefaultMaxStreamEvents, NewMemoryStore().log.(*producer.MemoryLog).MaxStreamEvents)
+	require.Equal(t, DefaultMaxStreamEvents, NewMemoryStore().log.(*memstore.Log).MaxStreamEvents)
 }
 
 // boundedServer is an in-memory server whose log keeps at most perStream events per endpoint, on an
@@ -95,7 +96,7 @@ func boundedServer(t *testing.T, perStream int, wh WebhookOptions) (*testServer,
 	t.Helper()
 	clock := newTestClock()
 	store := NewMemoryStore()
-	store.log.(*producer.MemoryLog).MaxStreamEvents = perStream
+	store.log.(*memstore.Log).MaxStreamEvents = perStream
 	s, err := New(Config{Store: store, Now: clock.Now, Webhooks: wh})
 	require.NoError(t, err)
 	sk, err := s.IssueCredentials(context.Background(), "sandbox")

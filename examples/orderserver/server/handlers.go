@@ -15,6 +15,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // EventOrderCreated is the type of the event every new order emits.
@@ -93,7 +94,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	// The order and its events commit together (see Store.CreateOrder): a consumer can never miss the
 	// event of an order that exists, nor receive one for an order that does not.
-	err = s.store.CreateOrder(r.Context(), scope, o, func(ctx context.Context, log producer.Log, ids []string) error {
+	err = s.store.CreateOrder(r.Context(), scope, o, func(ctx context.Context, log driver.Log, ids []string) error {
 		// The store read these endpoints in this unit of work: no need to look each up again. One
 		// append for all of them (one statement on PostgreSQL), each endpoint its own event.
 		eps := make([]producer.Endpoint, len(ids))

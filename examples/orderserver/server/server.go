@@ -44,7 +44,7 @@ const (
 	DefaultPerOwner    = 8
 	DefaultPerEndpoint = 1
 	// DefaultMaxStreamEvents is how many events the stores' event logs keep per webhook endpoint
-	// (producer.MemoryLog.MaxStreamEvents, pgstore.EventLogOptions.MaxStreamEvents): with
+	// (memstore.Log.MaxStreamEvents, pgstore.EventLogOptions.MaxStreamEvents): with
 	// DefaultMaxEndpoints endpoints, one licensee keeps at most 160,000 events per environment in
 	// the 30 days of retention, and at most 40 GiB at the publisher's largest event (256 KiB; an
 	// order's event is about 300 bytes, a sandbox trigger's data at most 64 KiB). An order or a

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // ErrNotFound is returned by a Store for an order that does not exist in the caller's scope.
@@ -20,7 +22,7 @@ var ErrEndpointLimit = errors.New("server: webhook endpoint limit reached")
 // Store calls it inside the unit of work that stores the order, so the order and its events are kept
 // or lost together: the transactional outbox. Without it, a crash between "order saved" and "event
 // appended" would lose the event for good, and no range fetch could ever bring it back.
-type OutboxFunc func(ctx context.Context, log producer.Log, endpointIDs []string) error
+type OutboxFunc func(ctx context.Context, log driver.Log, endpointIDs []string) error
 
 // Store keeps the server's own records: orders and webhook endpoints. Every record belongs to a scope,
 // the principal's "<environment>:<licensee>" (sandbox.Principal.Scope), and is invisible from any
@@ -44,42 +46,42 @@ type Store interface {
 	// DeleteOrders removes every order of scope and reports how many (the sandbox's reset).
 	DeleteOrders(ctx context.Context, scope string) (int, error)
 	// Endpoints looks an endpoint up by ID, for the Dispatcher and the range handler.
-	producer.Endpoints
+	driver.Endpoints
 	// Log is the event log every order's events go to, outside any transaction: the Dispatcher
 	// delivers from it and the range handler reads it.
-	Log() producer.Log
+	Log() driver.Log
 	// RequestLog is the event log for events a request appends by itself (the sandbox's trigger):
 	// inside the request's transaction when it has one, so the events and the request's stored
 	// response commit together.
-	RequestLog(ctx context.Context) producer.Log
+	RequestLog(ctx context.Context) driver.Log
 }
 
 // MemoryStore is the in-memory Store, the server's zero-config default: everything is lost when the
 // process ends, which is what a sandbox on a laptop wants. It is safe for concurrent use; build one
 // with NewMemoryStore.
 type MemoryStore struct {
-	log producer.Log
+	log driver.Log
 
 	mu        sync.Mutex // held across an order and its events, so both appear together
 	orders    map[string]map[string]Order
-	endpoints producer.MemoryEndpoints
+	endpoints memstore.Endpoints
 	byScope   map[string][]string
 }
 
 var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryStore returns an empty store whose events go to a fresh producer.MemoryLog that keeps at
+// NewMemoryStore returns an empty store whose events go to a fresh memstore.Log that keeps at
 // most DefaultMaxStreamEvents events per webhook endpoint.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{log: &producer.MemoryLog{MaxStreamEvents: DefaultMaxStreamEvents}, orders: make(map[string]map[string]Order),
+	return &MemoryStore{log: &memstore.Log{MaxStreamEvents: DefaultMaxStreamEvents}, orders: make(map[string]map[string]Order),
 		byScope: make(map[string][]string)}
 }
 
 // Log implements Store.
-func (m *MemoryStore) Log() producer.Log { return m.log }
+func (m *MemoryStore) Log() driver.Log { return m.log }
 
 // RequestLog implements Store: memory has no transactions.
-func (m *MemoryStore) RequestLog(context.Context) producer.Log { return m.log }
+func (m *MemoryStore) RequestLog(context.Context) driver.Log { return m.log }
 
 // CreateOrder implements Store. Memory cannot roll an append back, so a failing outbox after a partial
 // append leaves those events in place; with the in-memory log an append fails only on a cancelled
@@ -138,7 +140,7 @@ func (m *MemoryStore) EndpointIDs(ctx context.Context, scope string) ([]string, 
 	return slices.Clone(m.byScope[scope]), nil
 }
 
-// Lookup implements producer.Endpoints.
+// Lookup implements driver.Endpoints.
 func (m *MemoryStore) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
 	return m.endpoints.Lookup(ctx, id)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // loopbackGuard allows what tests on one machine need: loopback, and the name localhost.
@@ -277,10 +278,10 @@ func TestDeliveryGuardedAtDialTime(t *testing.T) {
 
 	_, err := ts.DeliverDue(ctx)
 	require.NoError(t, err)
-	atts, _, err := ts.store.Log().Attempts(ctx, producer.AttemptQuery{Stream: ep.ID, Limit: 10})
+	atts, _, err := ts.store.Log().Attempts(ctx, driver.AttemptQuery{Stream: ep.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, atts, 1)
-	require.Equal(t, producer.OutcomeFailed, atts[0].Outcome)
+	require.Equal(t, driver.OutcomeFailed, atts[0].Outcome)
 	require.Equal(t, producer.ClassBlockedAddress, atts[0].Class)
 	require.NotContains(t, atts[0].Reason, "127.0.0.1", "the failure names the class, never our address")
 	require.Zero(t, rc.requests.Load(), "the consumer on loopback received nothing")
@@ -296,7 +297,7 @@ func TestDeliveryGuardedAtDialTime(t *testing.T) {
 	clock.Advance(time.Hour)
 	_, err = ts.DeliverDue(ctx)
 	require.NoError(t, err)
-	atts, _, err = ts.store.Log().Attempts(ctx, producer.AttemptQuery{Stream: ep.ID, Limit: 10})
+	atts, _, err = ts.store.Log().Attempts(ctx, driver.AttemptQuery{Stream: ep.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, atts, 2)
 	require.Equal(t, producer.ClassBlockedAddress, atts[0].Class)

@@ -11,6 +11,7 @@ import (
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // ordersMigration creates the server's own tables. The webhook endpoint table is the one
@@ -131,10 +132,10 @@ func (s *Store) endpoints(db pgstore.DB) *pgstore.EndpointStore {
 func (s *Store) Reseal(ctx context.Context) (int, error) { return s.eps.Reseal(ctx) }
 
 // Log implements server.Store.
-func (s *Store) Log() producer.Log { return s.log }
+func (s *Store) Log() driver.Log { return s.log }
 
 // RequestLog implements server.Store.
-func (s *Store) RequestLog(ctx context.Context) producer.Log {
+func (s *Store) RequestLog(ctx context.Context) driver.Log {
 	if tx, ok := pgstore.TxFromContext(ctx); ok {
 		return s.log.WithDB(tx)
 	}
@@ -261,7 +262,7 @@ func endpointIDs(ctx context.Context, db pgstore.DB, scope string) ([]string, er
 	return ids, nil
 }
 
-// Lookup implements producer.Endpoints, through pgstore's endpoint store: secrets sealed at rest are
+// Lookup implements driver.Endpoints, through pgstore's endpoint store: secrets sealed at rest are
 // opened, and a row that is not sealed, or does not open, under a ring is an error.
 func (s *Store) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
 	return s.endpoints(s.dbFor(ctx)).Lookup(ctx, id)

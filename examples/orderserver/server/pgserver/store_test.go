@@ -21,6 +21,7 @@ import (
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // TestStore runs the Store conformance suite on PostgreSQL, with the checks only a transaction
@@ -103,7 +104,7 @@ func TestStoreInRequestTransaction(t *testing.T) {
 		o := storetest.NewOrder("acc_1")
 		boom := errors.New("boom")
 		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {
-			err := s.CreateOrder(ctx, scope, o, func(ctx context.Context, log producer.Log, ids []string) error {
+			err := s.CreateOrder(ctx, scope, o, func(ctx context.Context, log driver.Log, ids []string) error {
 				if err := storetest.Outbox(o)(ctx, log, ids); err != nil {
 					return err
 				}

@@ -27,6 +27,7 @@ import (
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // Options describe what the store under test promises beyond the interface. A nil *Options and the
@@ -54,11 +55,11 @@ func NewOrder(account string) server.Order {
 // Outbox is the server's outbox reduced to what the suite needs: one order.created event whose data is
 // {"id":<the order's ID>} for each endpoint.
 func Outbox(o server.Order) server.OutboxFunc {
-	return func(ctx context.Context, log producer.Log, ids []string) error {
+	return func(ctx context.Context, log driver.Log, ids []string) error {
 		data := fmt.Appendf(nil, `{"id":%q}`, o.ID)
 		for _, id := range ids {
 			ev := webhook.Event{Type: "order.created", Created: o.Created, APIVersion: "v1", Data: data}
-			if _, err := log.Append(ctx, id, ev); err != nil {
+			if _, err := log.Append(ctx, driver.StreamEvent{Stream: id, Event: ev}); err != nil {
 				return err
 			}
 		}
@@ -67,11 +68,11 @@ func Outbox(o server.Order) server.OutboxFunc {
 }
 
 // NumberEvents numbers the store's committed events when its log numbers them after the commit
-// (producer.Sequencing, as pgstore.EventLog does), as the server's dispatcher does in the background.
+// (driver.Sequencing, as pgstore.EventLog does), as the server's dispatcher does in the background.
 // With a log that numbers events as they are appended it does nothing.
 func NumberEvents(t testing.TB, s server.Store) {
 	t.Helper()
-	sq, ok := s.Log().(producer.Sequencing)
+	sq, ok := s.Log().(driver.Sequencing)
 	if !ok {
 		return
 	}
@@ -206,7 +207,7 @@ func Run(t *testing.T, newStore func(t *testing.T) server.Store, opts *Options) 
 		must(t, s.CreateEndpoint(ctx, ep, 0), "create endpoint")
 		o := NewOrder("acc_1")
 		boom := errors.New("boom")
-		err := s.CreateOrder(ctx, scopeA, o, func(ctx context.Context, log producer.Log, ids []string) error {
+		err := s.CreateOrder(ctx, scopeA, o, func(ctx context.Context, log driver.Log, ids []string) error {
 			if err := Outbox(o)(ctx, log, ids); err != nil {
 				return err
 			}

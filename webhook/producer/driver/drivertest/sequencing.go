@@ -1,4 +1,4 @@
-package logtest
+package drivertest
 
 import (
 	"context"
@@ -13,13 +13,14 @@ import (
 	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // SequencerRacers is how many goroutines call Sequence at once in the racing subtest, while Racers
 // goroutines append PerRacer events each.
 const SequencerRacers = 3
 
-func runSequencing(t *testing.T, newLog func(t *testing.T) producer.Sequencing) {
+func runSequencing(t *testing.T, newLog func(t *testing.T) driver.Sequencing) {
 	t.Run("Sequencing/UnnumberedEventsAreInvisible", func(t *testing.T) { testUnnumberedInvisible(t, newLog(t)) })
 	t.Run("Sequencing/OldestFirstWithinLimit", func(t *testing.T) { testSequenceOrder(t, newLog(t)) })
 	t.Run("Sequencing/RacingAppendersAndSequencers", func(t *testing.T) { testRacingSequencers(t, newLog(t)) })
@@ -28,11 +29,11 @@ func runSequencing(t *testing.T, newLog func(t *testing.T) producer.Sequencing) 
 }
 
 // appendRaw appends without numbering and returns the IDs, checking that Append left the sequence 0.
-func appendRaw(t *testing.T, l producer.Log, stream string, n int, created time.Time) []string {
+func appendRaw(t *testing.T, l driver.Log, stream string, n int, created time.Time) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		e, err := l.Append(context.Background(), stream, ev("order.created", created, fmt.Sprintf(`{"n":%d}`, i)))
+		e, err := l.Append(context.Background(), driver.StreamEvent{Stream: stream, Event: ev("order.created", created, fmt.Sprintf(`{"n":%d}`, i))})
 		check.NoError(t, err)
 		check.Equal(t, 0, e.Sequence, "a Sequencing log's Append does not number")
 		check.True(t, e.ID != "", "Append returned an event without an ID")
@@ -41,12 +42,12 @@ func appendRaw(t *testing.T, l producer.Log, stream string, n int, created time.
 	return ids
 }
 
-func rangeAll(t *testing.T, l producer.Log, stream string) []webhook.Event {
+func rangeAll(t *testing.T, l driver.Log, stream string) []webhook.Event {
 	t.Helper()
 	var out []webhook.Event
 	for from := uint64(1); ; {
 		page, more, err := l.Range(context.Background(), stream, from, math.MaxUint64, producer.MaxRangeLimit)
-		var pe *producer.PrunedError
+		var pe *driver.PrunedError
 		if errors.As(err, &pe) {
 			from = pe.FirstRetained
 			continue
@@ -68,7 +69,7 @@ func ids(evs []webhook.Event) []string {
 	return out
 }
 
-func testUnnumberedInvisible(t *testing.T, l producer.Sequencing) {
+func testUnnumberedInvisible(t *testing.T, l driver.Sequencing) {
 	ctx := context.Background()
 	a := appendRaw(t, l, "we_a", 3, t0())
 	check.Len(t, rangeAll(t, l, "we_a"), 0, "Range does not see unnumbered events")
@@ -76,11 +77,11 @@ func testUnnumberedInvisible(t *testing.T, l producer.Sequencing) {
 	check.NoError(t, err)
 	check.Len(t, got, 0, "Claim does not see them")
 	_, err = l.Status(ctx, "we_a", 1)
-	check.ErrorIs(t, err, producer.ErrNotFound, "Status does not see them")
+	check.ErrorIs(t, err, driver.ErrNotFound, "Status does not see them")
 
 	runs, err := l.Sequence(ctx, 10)
 	check.NoError(t, err)
-	check.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 1, IDs: a}}, runs)
+	check.Equal(t, []driver.SequencedRun{{Stream: "we_a", First: 1, IDs: a}}, runs)
 	evs := rangeAll(t, l, "we_a")
 	check.Equal(t, span(1, 3), seqs(evs, evSeq))
 	check.Equal(t, a, ids(evs), "numbered in append order")
@@ -96,7 +97,7 @@ func testUnnumberedInvisible(t *testing.T, l producer.Sequencing) {
 	check.Len(t, runs, 0, "limit 0 numbers nothing")
 }
 
-func testSequenceOrder(t *testing.T, l producer.Sequencing) {
+func testSequenceOrder(t *testing.T, l driver.Sequencing) {
 	ctx := context.Background()
 	a1 := appendRaw(t, l, "we_a", 2, t0())
 	b1 := appendRaw(t, l, "we_b", 1, t0())
@@ -105,16 +106,16 @@ func testSequenceOrder(t *testing.T, l producer.Sequencing) {
 
 	runs, err := l.Sequence(ctx, 4) // the four oldest: a1, b1 and the first of a2
 	check.NoError(t, err)
-	slices.SortFunc(runs, func(x, y producer.SequencedRun) int { return cmpString(x.Stream, y.Stream) })
-	check.Equal(t, []producer.SequencedRun{
+	slices.SortFunc(runs, func(x, y driver.SequencedRun) int { return cmpString(x.Stream, y.Stream) })
+	check.Equal(t, []driver.SequencedRun{
 		{Stream: "we_a", First: 1, IDs: append(slices.Clone(a1), a2[0])},
 		{Stream: "we_b", First: 1, IDs: b1},
 	}, runs)
 
 	runs, err = l.Sequence(ctx, 100)
 	check.NoError(t, err)
-	slices.SortFunc(runs, func(x, y producer.SequencedRun) int { return cmpString(x.Stream, y.Stream) })
-	check.Equal(t, []producer.SequencedRun{
+	slices.SortFunc(runs, func(x, y driver.SequencedRun) int { return cmpString(x.Stream, y.Stream) })
+	check.Equal(t, []driver.SequencedRun{
 		{Stream: "we_a", First: 4, IDs: a2[1:]},
 		{Stream: "we_b", First: 2, IDs: b2},
 	}, runs, "the next call continues each stream's numbering")
@@ -139,7 +140,7 @@ func cmpString(a, b string) int {
 // SequencerRacers goroutines call Sequence with a small limit: every event is numbered exactly once
 // (no call reports a number or an event another did), each stream holds exactly 1..n, and each
 // appender's events keep the order it appended them in.
-func testRacingSequencers(t *testing.T, l producer.Sequencing) {
+func testRacingSequencers(t *testing.T, l driver.Sequencing) {
 	ctx := context.Background()
 	var (
 		mu       sync.Mutex
@@ -147,7 +148,7 @@ func testRacingSequencers(t *testing.T, l producer.Sequencing) {
 		bySeq    = map[string]map[uint64]string{}
 		appended = make([][]string, Racers)
 	)
-	record := func(runs []producer.SequencedRun) error {
+	record := func(runs []driver.SequencedRun) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range runs {
@@ -201,7 +202,7 @@ func testRacingSequencers(t *testing.T, l producer.Sequencing) {
 		appenders.Go(func() {
 			stream := fmt.Sprintf("we_%d", g%2)
 			for i := range PerRacer {
-				e, err := l.Append(ctx, stream, ev("order.created", t0(), fmt.Sprintf(`{"g":%d,"i":%d}`, g, i)))
+				e, err := l.Append(ctx, driver.StreamEvent{Stream: stream, Event: ev("order.created", t0(), fmt.Sprintf(`{"g":%d,"i":%d}`, g, i))})
 				if err != nil {
 					errs <- err
 					return
@@ -234,7 +235,7 @@ func testRacingSequencers(t *testing.T, l producer.Sequencing) {
 	}
 }
 
-func testSequenceAfterRetention(t *testing.T, l producer.Sequencing) {
+func testSequenceAfterRetention(t *testing.T, l driver.Sequencing) {
 	ctx := context.Background()
 	appendRaw(t, l, "we_a", 3, t0())
 	_, err := l.Sequence(ctx, 10)
@@ -249,16 +250,16 @@ func testSequenceAfterRetention(t *testing.T, l producer.Sequencing) {
 	}
 	runs, err := l.Sequence(ctx, 10)
 	check.NoError(t, err)
-	check.Equal(t, []producer.SequencedRun{{Stream: "we_a", First: 4, IDs: late}}, runs, "retention removed 1..3 and never takes an unnumbered event; numbering goes on after 3")
-	var pe *producer.PrunedError
+	check.Equal(t, []driver.SequencedRun{{Stream: "we_a", First: 4, IDs: late}}, runs, "retention removed 1..3 and never takes an unnumbered event; numbering goes on after 3")
+	var pe *driver.PrunedError
 	_, _, err = l.Range(ctx, "we_a", 1, 10, 10)
 	if !errors.As(err, &pe) {
-		t.Fatalf("got error %v, want a *producer.PrunedError", err)
+		t.Fatalf("got error %v, want a *driver.PrunedError", err)
 	}
 	check.Equal(t, uint64(4), pe.FirstRetained)
 }
 
-func testSequenceCancelled(t *testing.T, l producer.Sequencing) {
+func testSequenceCancelled(t *testing.T, l driver.Sequencing) {
 	appendRaw(t, l, "we_a", 2, t0())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -275,17 +276,17 @@ func testSequenceCancelled(t *testing.T, l producer.Sequencing) {
 // appended event has its number (a concurrent Append's Sequence call may have numbered it, which is
 // why the numbers all calls report are kept).
 type numbered struct {
-	producer.Sequencing
+	driver.Sequencing
 	mu    sync.Mutex
 	seqOf map[string]uint64
 }
 
-func newNumbered(l producer.Sequencing) *numbered {
+func newNumbered(l driver.Sequencing) *numbered {
 	return &numbered{Sequencing: l, seqOf: map[string]uint64{}}
 }
 
-func (n *numbered) Append(ctx context.Context, stream string, e webhook.Event) (webhook.Event, error) {
-	out, err := n.Sequencing.Append(ctx, stream, e)
+func (n *numbered) Append(ctx context.Context, e driver.StreamEvent) (webhook.Event, error) {
+	out, err := n.Sequencing.Append(ctx, e)
 	if err != nil {
 		return out, err
 	}

@@ -1,17 +1,4 @@
-// Package endpointtest is the conformance suite for webhook endpoint registries: every producer.Endpoints
-// that is also a producer.EndpointLister runs it, under -race, and so keeps the promises
-// Publisher.PublishToOwner, the Dispatcher and the RangeHandler rely on — a lookup returns what was
-// registered, an unknown ID is ErrUnknownEndpoint, an owner's endpoints list in byte order of ID and
-// page without a gap or a repeat, an endpoint registered again under another owner moves, a deleted one
-// is gone from both, an invalid registration stores nothing, and racing registrations leave every
-// endpoint listed under exactly the owner Lookup reports.
-//
-// It uses the standard testing package only, so any module can run it:
-//
-//	func TestMyRegistry(t *testing.T) {
-//		endpointtest.Run(t, func(t *testing.T) endpointtest.Registry { return myregistry.New(…) })
-//	}
-package endpointtest
+package drivertest
 
 import (
 	"context"
@@ -22,54 +9,57 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // Registry is what the suite exercises: lookup and listing, and the two writes every registry offers
-// in some form. pgstore.EndpointStore is one as it is; MemoryEndpoints, whose Put and Delete take no
-// context, needs a three-line adapter.
+// in some form. pgstore.EndpointStore is one as it is; memstore.Endpoints, whose Put and Delete take
+// no context, needs a three-line adapter.
 type Registry interface {
-	producer.Endpoints
-	producer.EndpointLister
+	driver.Endpoints
+	driver.EndpointLister
 	// Put registers ep, or replaces the endpoint with its ID; an invalid ep is an error wrapping
-	// producer.ErrInvalidEndpoint and stores nothing.
-	Put(ctx context.Context, ep producer.Endpoint) error
+	// driver.ErrInvalidEndpoint and stores nothing.
+	Put(ctx context.Context, ep driver.Endpoint) error
 	// Delete removes the endpoint; an ID that is not registered is not an error.
 	Delete(ctx context.Context, id string) error
 }
 
-// Racers and PerRacer size the concurrent registration test: Racers goroutines register PerRacer
+// EndpointRacers and EndpointsPerRacer size the concurrent registration test: EndpointRacers goroutines register EndpointsPerRacer
 // endpoints each, while all of them move one shared endpoint from owner to owner.
 const (
-	Racers   = 8
-	PerRacer = 25
+	EndpointRacers    = 8
+	EndpointsPerRacer = 25
 )
 
-// Run runs the suite. newRegistry must return an empty registry for each call; each subtest gets its
+// RunEndpoints runs the suite of endpoint registries: a lookup returns what was registered, an
+// unknown ID is ErrUnknownEndpoint, an owner's endpoints list in byte order of ID and page without a
+// gap or a repeat, an endpoint registered again under another owner moves, a deleted one is gone from
+// both, an invalid registration stores nothing, and racing registrations leave every endpoint listed
+// under exactly the owner Lookup reports. newRegistry must return an empty registry for each call; each subtest gets its
 // own.
-func Run(t *testing.T, newRegistry func(t *testing.T) Registry) {
+func RunEndpoints(t *testing.T, newRegistry func(t *testing.T) Registry) {
 	t.Run("LookupReturnsWhatWasPut", func(t *testing.T) { testLookup(t, newRegistry(t)) })
 	t.Run("UnknownEndpoint", func(t *testing.T) { testUnknown(t, newRegistry(t)) })
 	t.Run("ListByOwnerInOrder", func(t *testing.T) { testList(t, newRegistry(t)) })
 	t.Run("ListPages", func(t *testing.T) { testListPages(t, newRegistry(t)) })
-	t.Run("ListRejectsInvalid", func(t *testing.T) { testListInvalid(t, newRegistry(t)) })
 	t.Run("PutReplaces", func(t *testing.T) { testReplace(t, newRegistry(t)) })
 	t.Run("PutMovesOwner", func(t *testing.T) { testMove(t, newRegistry(t)) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, newRegistry(t)) })
 	t.Run("PutRejectsInvalid", func(t *testing.T) { testInvalid(t, newRegistry(t)) })
 	t.Run("ConcurrentPuts", func(t *testing.T) { testConcurrent(t, newRegistry(t)) })
-	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, newRegistry(t)) })
+	t.Run("CancelledContext", func(t *testing.T) { testEndpointsCancelled(t, newRegistry(t)) })
 }
 
 // secret is a signing secret of the suite's own; the real format does not matter to a registry.
 func secret(n int) string { return fmt.Sprintf("whsec_endpointtest_%02d", n) }
 
-func endpoint(id, owner string) producer.Endpoint {
-	return producer.Endpoint{ID: id, URL: "https://consumer.example/hooks/" + id, Owner: owner,
+func endpoint(id, owner string) driver.Endpoint {
+	return driver.Endpoint{ID: id, URL: "https://consumer.example/hooks/" + id, Owner: owner,
 		Secrets: []string{secret(1)}, APIVersion: "v1"}
 }
 
-func put(t *testing.T, r Registry, eps ...producer.Endpoint) {
+func put(t *testing.T, r Registry, eps ...driver.Endpoint) {
 	t.Helper()
 	for _, ep := range eps {
 		if err := r.Put(context.Background(), ep); err != nil {
@@ -78,7 +68,7 @@ func put(t *testing.T, r Registry, eps ...producer.Endpoint) {
 	}
 }
 
-func lookup(t *testing.T, r Registry, id string) producer.Endpoint {
+func lookup(t *testing.T, r Registry, id string) driver.Endpoint {
 	t.Helper()
 	ep, err := r.Lookup(context.Background(), id)
 	if err != nil {
@@ -88,9 +78,9 @@ func lookup(t *testing.T, r Registry, id string) producer.Endpoint {
 }
 
 // listAll lists every endpoint of owner in one call and fails when more are said to follow.
-func listAll(t *testing.T, r Registry, owner string) []producer.Endpoint {
+func listAll(t *testing.T, r Registry, owner string) []driver.Endpoint {
 	t.Helper()
-	eps, more, err := r.ListEndpoints(context.Background(), producer.EndpointQuery{Owner: owner, Limit: 1000})
+	eps, more, err := r.ListEndpoints(context.Background(), driver.EndpointQuery{Owner: owner, Limit: 1000})
 	if err != nil {
 		t.Fatalf("ListEndpoints(%s): %v", owner, err)
 	}
@@ -100,7 +90,7 @@ func listAll(t *testing.T, r Registry, owner string) []producer.Endpoint {
 	return eps
 }
 
-func ids(eps []producer.Endpoint) []string {
+func endpointIDs(eps []driver.Endpoint) []string {
 	out := make([]string, len(eps))
 	for i, ep := range eps {
 		out[i] = ep.ID
@@ -108,18 +98,18 @@ func ids(eps []producer.Endpoint) []string {
 	return out
 }
 
-func equal(a, b producer.Endpoint) bool {
+func equal(a, b driver.Endpoint) bool {
 	return a.ID == b.ID && a.URL == b.URL && a.Owner == b.Owner && a.APIVersion == b.APIVersion &&
 		slices.Equal(a.Secrets, b.Secrets)
 }
 
 // show prints an endpoint without its secrets' values.
-func show(ep producer.Endpoint) string {
+func show(ep driver.Endpoint) string {
 	return fmt.Sprintf("{ID:%s URL:%s Owner:%s APIVersion:%s Secrets:%d}", ep.ID, ep.URL, ep.Owner, ep.APIVersion, len(ep.Secrets))
 }
 
 func testLookup(t *testing.T, r Registry) {
-	want := producer.Endpoint{ID: "we_a", URL: "https://consumer.example/hooks?x=1", Owner: "lic_1",
+	want := driver.Endpoint{ID: "we_a", URL: "https://consumer.example/hooks?x=1", Owner: "lic_1",
 		Secrets: []string{secret(2), secret(1)}, APIVersion: "2026-01-01"}
 	put(t, r, want)
 	got := lookup(t, r, "we_a")
@@ -135,20 +125,20 @@ func testLookup(t *testing.T, r Registry) {
 	}
 	listed := listAll(t, r, "lic_1")
 	if len(listed) != 1 || !equal(listed[0], want) {
-		t.Fatalf("ListEndpoints = %v, want the endpoint as it was put", ids(listed))
+		t.Fatalf("ListEndpoints = %v, want the endpoint as it was put", endpointIDs(listed))
 	}
 }
 
 func testUnknown(t *testing.T, r Registry) {
 	put(t, r, endpoint("we_a", "lic_1"))
 	for _, id := range []string{"we_nope", "WE_A", "we_a ", ""} {
-		if _, err := r.Lookup(context.Background(), id); !errors.Is(err, producer.ErrUnknownEndpoint) {
+		if _, err := r.Lookup(context.Background(), id); !errors.Is(err, driver.ErrUnknownEndpoint) {
 			t.Errorf("Lookup(%q) error = %v, want ErrUnknownEndpoint", id, err)
 		}
 	}
-	eps, more, err := r.ListEndpoints(context.Background(), producer.EndpointQuery{Owner: "lic_nobody", Limit: 10})
+	eps, more, err := r.ListEndpoints(context.Background(), driver.EndpointQuery{Owner: "lic_nobody", Limit: 10})
 	if err != nil || len(eps) != 0 || more {
-		t.Fatalf("ListEndpoints(unknown owner) = %v, %v, %v; want empty, false, nil", ids(eps), more, err)
+		t.Fatalf("ListEndpoints(unknown owner) = %v, %v, %v; want empty, false, nil", endpointIDs(eps), more, err)
 	}
 }
 
@@ -159,10 +149,10 @@ func testList(t *testing.T, r Registry) {
 		put(t, r, endpoint(want[i], "lic_1"))
 	}
 	put(t, r, endpoint("we_0", "lic_2"), endpoint("we_c", "lic_2"), endpoint("we_x", "lic_10"))
-	if got := ids(listAll(t, r, "lic_1")); !slices.Equal(got, want) {
+	if got := endpointIDs(listAll(t, r, "lic_1")); !slices.Equal(got, want) {
 		t.Fatalf("ListEndpoints(lic_1) = %v, want %v", got, want)
 	}
-	if got := ids(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_0", "we_c"}) {
+	if got := endpointIDs(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_0", "we_c"}) {
 		t.Fatalf("ListEndpoints(lic_2) = %v, want [we_0 we_c]", got)
 	}
 	for _, ep := range listAll(t, r, "lic_1") {
@@ -171,7 +161,7 @@ func testList(t *testing.T, r Registry) {
 		}
 	}
 	if got := listAll(t, r, "lic_"); len(got) != 0 {
-		t.Fatalf("ListEndpoints(lic_) = %v: an owner is matched exactly, not as a prefix", ids(got))
+		t.Fatalf("ListEndpoints(lic_) = %v: an owner is matched exactly, not as a prefix", endpointIDs(got))
 	}
 }
 
@@ -189,14 +179,14 @@ func testListPages(t *testing.T, r Registry) {
 		if pages > 4 {
 			t.Fatal("paging does not end")
 		}
-		eps, more, err := r.ListEndpoints(context.Background(), producer.EndpointQuery{Owner: "lic_1", After: after, Limit: 3})
+		eps, more, err := r.ListEndpoints(context.Background(), driver.EndpointQuery{Owner: "lic_1", After: after, Limit: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(eps) > 3 {
 			t.Fatalf("a page of %d endpoints, limit 3", len(eps))
 		}
-		got = append(got, ids(eps)...)
+		got = append(got, endpointIDs(eps)...)
 		if !more {
 			break
 		}
@@ -221,22 +211,9 @@ func testListPages(t *testing.T, r Registry) {
 		{"we_06", 5, nil, false},
 		{"we_", 1, []string{"we_00"}, true},
 	} {
-		eps, more, err := r.ListEndpoints(context.Background(), producer.EndpointQuery{Owner: "lic_1", After: tc.after, Limit: tc.limit})
-		if err != nil || !slices.Equal(ids(eps), tc.want) || more != tc.more {
-			t.Errorf("After %q Limit %d = %v, %v, %v; want %v, %v", tc.after, tc.limit, ids(eps), more, err, tc.want, tc.more)
-		}
-	}
-}
-
-func testListInvalid(t *testing.T, r Registry) {
-	put(t, r, endpoint("we_a", "lic_1"))
-	for _, q := range []producer.EndpointQuery{
-		{Owner: "", Limit: 10},
-		{Owner: "lic_1", Limit: 0},
-		{Owner: "lic_1", Limit: -1},
-	} {
-		if _, _, err := r.ListEndpoints(context.Background(), q); !errors.Is(err, producer.ErrInvalidRange) {
-			t.Errorf("ListEndpoints(%+v) error = %v, want ErrInvalidRange", q, err)
+		eps, more, err := r.ListEndpoints(context.Background(), driver.EndpointQuery{Owner: "lic_1", After: tc.after, Limit: tc.limit})
+		if err != nil || !slices.Equal(endpointIDs(eps), tc.want) || more != tc.more {
+			t.Errorf("After %q Limit %d = %v, %v, %v; want %v, %v", tc.after, tc.limit, endpointIDs(eps), more, err, tc.want, tc.more)
 		}
 	}
 }
@@ -260,7 +237,7 @@ func testReplace(t *testing.T, r Registry) {
 		t.Fatalf("after the third Put, Lookup = %s, want %s", show(got), show(rotated))
 	}
 	if got := listAll(t, r, "lic_1"); len(got) != 1 || !equal(got[0], rotated) {
-		t.Fatalf("ListEndpoints = %v: the endpoint is listed once, as last put", ids(got))
+		t.Fatalf("ListEndpoints = %v: the endpoint is listed once, as last put", endpointIDs(got))
 	}
 }
 
@@ -270,16 +247,16 @@ func testMove(t *testing.T, r Registry) {
 	if got := lookup(t, r, "we_a").Owner; got != "lic_2" {
 		t.Fatalf("Lookup(we_a).Owner = %s, want lic_2", got)
 	}
-	if got := ids(listAll(t, r, "lic_1")); !slices.Equal(got, []string{"we_b"}) {
+	if got := endpointIDs(listAll(t, r, "lic_1")); !slices.Equal(got, []string{"we_b"}) {
 		t.Fatalf("ListEndpoints(lic_1) = %v, want [we_b]: the endpoint left its old owner", got)
 	}
-	if got := ids(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_a", "we_c"}) {
+	if got := endpointIDs(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_a", "we_c"}) {
 		t.Fatalf("ListEndpoints(lic_2) = %v, want [we_a we_c]", got)
 	}
 	// The last endpoint of an owner moves away: the owner lists empty.
 	put(t, r, endpoint("we_b", "lic_3"))
 	if got := listAll(t, r, "lic_1"); len(got) != 0 {
-		t.Fatalf("ListEndpoints(lic_1) = %v, want empty", ids(got))
+		t.Fatalf("ListEndpoints(lic_1) = %v, want empty", endpointIDs(got))
 	}
 }
 
@@ -289,10 +266,10 @@ func testDelete(t *testing.T, r Registry) {
 	if err := r.Delete(ctx, "we_a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Lookup(ctx, "we_a"); !errors.Is(err, producer.ErrUnknownEndpoint) {
+	if _, err := r.Lookup(ctx, "we_a"); !errors.Is(err, driver.ErrUnknownEndpoint) {
 		t.Fatalf("Lookup after Delete error = %v, want ErrUnknownEndpoint", err)
 	}
-	if got := ids(listAll(t, r, "lic_1")); !slices.Equal(got, []string{"we_b"}) {
+	if got := endpointIDs(listAll(t, r, "lic_1")); !slices.Equal(got, []string{"we_b"}) {
 		t.Fatalf("ListEndpoints(lic_1) = %v, want [we_b]", got)
 	}
 	if err := r.Delete(ctx, "we_a"); err != nil {
@@ -305,14 +282,14 @@ func testDelete(t *testing.T, r Registry) {
 		t.Fatal(err)
 	}
 	if got := listAll(t, r, "lic_1"); len(got) != 0 {
-		t.Fatalf("ListEndpoints(lic_1) = %v, want empty", ids(got))
+		t.Fatalf("ListEndpoints(lic_1) = %v, want empty", endpointIDs(got))
 	}
-	if got := ids(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_c"}) {
+	if got := endpointIDs(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_c"}) {
 		t.Fatalf("ListEndpoints(lic_2) = %v: another owner's endpoint went too", got)
 	}
 	// A deleted ID can be registered again.
 	put(t, r, endpoint("we_a", "lic_2"))
-	if got := ids(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_a", "we_c"}) {
+	if got := endpointIDs(listAll(t, r, "lic_2")); !slices.Equal(got, []string{"we_a", "we_c"}) {
 		t.Fatalf("ListEndpoints(lic_2) = %v, want [we_a we_c]", got)
 	}
 }
@@ -321,19 +298,19 @@ func testInvalid(t *testing.T, r Registry) {
 	good := endpoint("we_a", "lic_1")
 	put(t, r, good)
 	secretValue := "whsec_must_never_be_echoed"
-	for name, edit := range map[string]func(*producer.Endpoint){
-		"no ID":           func(e *producer.Endpoint) { e.ID = "" },
-		"no owner":        func(e *producer.Endpoint) { e.Owner = "" },
-		"no secret":       func(e *producer.Endpoint) { e.Secrets = nil },
-		"an empty secret": func(e *producer.Endpoint) { e.Secrets = []string{secretValue, ""} },
-		"relative URL":    func(e *producer.Endpoint) { e.URL = "/hooks" },
+	for name, edit := range map[string]func(*driver.Endpoint){
+		"no ID":           func(e *driver.Endpoint) { e.ID = "" },
+		"no owner":        func(e *driver.Endpoint) { e.Owner = "" },
+		"no secret":       func(e *driver.Endpoint) { e.Secrets = nil },
+		"an empty secret": func(e *driver.Endpoint) { e.Secrets = []string{secretValue, ""} },
+		"relative URL":    func(e *driver.Endpoint) { e.URL = "/hooks" },
 	} {
 		for _, id := range []string{"we_new", "we_a"} {
 			ep := endpoint(id, "lic_2")
 			ep.Secrets = []string{secretValue}
 			edit(&ep)
 			err := r.Put(context.Background(), ep)
-			if !errors.Is(err, producer.ErrInvalidEndpoint) {
+			if !errors.Is(err, driver.ErrInvalidEndpoint) {
 				t.Errorf("%s (%s): Put error = %v, want ErrInvalidEndpoint", name, id, err)
 			}
 			if err != nil && strings.Contains(err.Error(), secretValue) {
@@ -341,14 +318,14 @@ func testInvalid(t *testing.T, r Registry) {
 			}
 		}
 	}
-	if _, err := r.Lookup(context.Background(), "we_new"); !errors.Is(err, producer.ErrUnknownEndpoint) {
+	if _, err := r.Lookup(context.Background(), "we_new"); !errors.Is(err, driver.ErrUnknownEndpoint) {
 		t.Errorf("an invalid registration was stored (Lookup error %v)", err)
 	}
 	if got := lookup(t, r, "we_a"); !equal(got, good) {
 		t.Errorf("an invalid registration replaced a good one: %s", show(got))
 	}
 	if got := listAll(t, r, "lic_2"); len(got) != 0 {
-		t.Errorf("ListEndpoints(lic_2) = %v: an invalid registration was listed", ids(got))
+		t.Errorf("ListEndpoints(lic_2) = %v: an invalid registration was listed", endpointIDs(got))
 	}
 }
 
@@ -359,9 +336,9 @@ func testConcurrent(t *testing.T, r Registry) {
 	ctx := context.Background()
 	owner := func(g int) string { return fmt.Sprintf("lic_%d", g) }
 	var wg sync.WaitGroup
-	for g := range Racers {
+	for g := range EndpointRacers {
 		wg.Go(func() {
-			for i := range PerRacer {
+			for i := range EndpointsPerRacer {
 				if err := r.Put(ctx, endpoint(fmt.Sprintf("we_%d_%03d", g, i), owner(g))); err != nil {
 					t.Error(err)
 					return
@@ -370,7 +347,7 @@ func testConcurrent(t *testing.T, r Registry) {
 					t.Error(err)
 					return
 				}
-				eps, _, err := r.ListEndpoints(ctx, producer.EndpointQuery{Owner: owner(g), Limit: PerRacer + 1})
+				eps, _, err := r.ListEndpoints(ctx, driver.EndpointQuery{Owner: owner(g), Limit: EndpointsPerRacer + 1})
 				if err != nil {
 					t.Error(err)
 					return
@@ -390,10 +367,10 @@ func testConcurrent(t *testing.T, r Registry) {
 	}
 	shared := lookup(t, r, "we_shared")
 	seen := 0
-	for g := range Racers {
-		got := ids(listAll(t, r, owner(g)))
+	for g := range EndpointRacers {
+		got := endpointIDs(listAll(t, r, owner(g)))
 		var want []string
-		for i := range PerRacer {
+		for i := range EndpointsPerRacer {
 			want = append(want, fmt.Sprintf("we_%d_%03d", g, i))
 		}
 		if owner(g) == shared.Owner {
@@ -411,14 +388,14 @@ func testConcurrent(t *testing.T, r Registry) {
 	}
 }
 
-func testCancelled(t *testing.T, r Registry) {
+func testEndpointsCancelled(t *testing.T, r Registry) {
 	put(t, r, endpoint("we_a", "lic_1"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := r.Lookup(ctx, "we_a"); err == nil {
 		t.Error("Lookup on a cancelled context succeeded")
 	}
-	if _, _, err := r.ListEndpoints(ctx, producer.EndpointQuery{Owner: "lic_1", Limit: 10}); err == nil {
+	if _, _, err := r.ListEndpoints(ctx, driver.EndpointQuery{Owner: "lic_1", Limit: 10}); err == nil {
 		t.Error("ListEndpoints on a cancelled context succeeded")
 	}
 }

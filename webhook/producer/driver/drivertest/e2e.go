@@ -1,4 +1,4 @@
-package logtest
+package drivertest
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"github.com/svcplatform/conventions/internal/testclock"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // E2E sizes the end-to-end test: E2EStreams endpoints receive E2EEvents events each.
@@ -33,7 +35,7 @@ const (
 // that drops, duplicates, delays and reorders deliveries and drops range requests. The consumer must
 // process every event of every stream exactly once, in sequence order, and every delivery must end up
 // recorded as delivered.
-func RunEndToEnd(t *testing.T, l producer.Log) {
+func RunEndToEnd(t *testing.T, l driver.Log) {
 	ctx := context.Background()
 	clk := testclock.New(t0())
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -58,7 +60,7 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 
 	// --- producer -------------------------------------------------------------------------------
 	const apiKey = "sk_sandbox_e2e"
-	eps := &producer.MemoryEndpoints{}
+	eps := &memstore.Endpoints{}
 	producerMux := http.NewServeMux()
 	producerSrv := httptest.NewServer(producerMux)
 	defer producerSrv.Close()
@@ -170,7 +172,7 @@ func RunEndToEnd(t *testing.T, l producer.Log) {
 			want[i] = uint64(i + 1)
 			st, err := l.Status(ctx, s, uint64(i+1))
 			check.NoError(t, err)
-			check.Equal(t, producer.Delivered, st.State, "%s #%d", s, i+1)
+			check.Equal(t, driver.Delivered, st.State, "%s #%d", s, i+1)
 		}
 		check.Equal(t, want, done.seqs[s], "stream %s: every event processed exactly once, in order", s)
 	}
@@ -223,7 +225,7 @@ func (n *faultyNetwork) faults() map[string]int {
 
 func (n *faultyNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 	if _, ok := producer.EndpointIDFromContext(req.Context()); !ok {
-		return nil, errors.New("logtest: delivery request without an endpoint ID in its context")
+		return nil, errors.New("drivertest: delivery request without an endpoint ID in its context")
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -234,13 +236,13 @@ func (n *faultyNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch r := n.roll(); {
 	case r < 0.15:
 		n.count("dropped")
-		return nil, errors.New("logtest: injected connection reset")
+		return nil, errors.New("drivertest: injected connection reset")
 	case r < 0.25:
 		n.count("lost response")
 		if resp, err := n.send(req.Context(), d); err == nil {
 			_ = resp.Body.Close()
 		}
-		return nil, errors.New("logtest: injected connection reset after delivery")
+		return nil, errors.New("drivertest: injected connection reset after delivery")
 	case r < 0.35:
 		n.count("duplicated")
 		if resp, err := n.send(req.Context(), d); err == nil {
@@ -310,7 +312,7 @@ func (n *faultyNetwork) send(ctx context.Context, d heldDelivery) (*http.Respons
 			n.count("duplicate acknowledged")
 		}
 	} else if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-		return nil, fmt.Errorf("logtest: consumer answered %d without a problem", resp.StatusCode)
+		return nil, fmt.Errorf("drivertest: consumer answered %d without a problem", resp.StatusCode)
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
@@ -327,7 +329,7 @@ type droppingTransport struct {
 func (d *droppingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if d.roll() < 0.2 {
 		d.dropped.Add(1)
-		return nil, errors.New("logtest: injected range request failure")
+		return nil, errors.New("drivertest: injected range request failure")
 	}
 	return d.next.RoundTrip(req)
 }

@@ -1,4 +1,4 @@
-package producer
+package memstore
 
 import (
 	"cmp"
@@ -11,17 +11,18 @@ import (
 
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
-// MemoryLog is the in-memory Log, the zero-configuration default: right for a single process, for
+// Log is the in-memory driver.Log, the zero-configuration default: right for a single process, for
 // tests and for the sandbox, and lost when the process exits (use pgstore.EventLog to keep events and
 // delivery state across restarts and replicas).
 //
-// The zero value is an empty log ready to use, keeping any number of events. A MemoryLog is safe for
+// The zero value is an empty log ready to use, keeping any number of events. A Log is safe for
 // concurrent use; it must not be copied after first use.
-type MemoryLog struct {
+type Log struct {
 	// MaxStreamEvents bounds the events one stream holds: an Append or AppendBatch that would take a
-	// stream past it fails with ErrStreamFull and appends nothing; Cleanup frees room. It is exact,
+	// stream past it fails with driver.ErrStreamFull and appends nothing; Cleanup frees room. It is exact,
 	// racing appenders included (they hold one lock). Set it before first use; 0 means no bound.
 	MaxStreamEvents int
 
@@ -30,55 +31,52 @@ type MemoryLog struct {
 }
 
 var (
-	_ Log           = (*MemoryLog)(nil)
-	_ Settler       = (*MemoryLog)(nil)
-	_ BatchAppender = (*MemoryLog)(nil)
-	_ Backlogger    = (*MemoryLog)(nil)
-	_ ByteRanger    = (*MemoryLog)(nil)
+	_ driver.Log           = (*Log)(nil)
+	_ driver.Settler       = (*Log)(nil)
+	_ driver.BatchAppender = (*Log)(nil)
+	_ driver.Backlogger    = (*Log)(nil)
+	_ driver.ByteRanger    = (*Log)(nil)
 )
 
-// NewMemoryLog returns an empty MemoryLog.
-func NewMemoryLog() *MemoryLog { return &MemoryLog{} }
+// NewLog returns an empty Log.
+func NewLog() *Log { return &Log{} }
 
 type memStream struct {
 	// events[i] has sequence first+i; everything below first was removed by Cleanup.
 	events []memEvent
 	first  uint64
 	last   uint64
-	// due is a lower bound of the index of the first Pending event, so that Claim skips the settled
+	// due is a lower bound of the index of the first driver.Pending event, so that Claim skips the settled
 	// prefix of a long stream.
 	due int
 	// attempts is the stream's delivery history, oldest first in the history's order (attemptOrder).
-	attempts []AttemptRecord
+	attempts []driver.AttemptRecord
 }
 
 type memEvent struct {
 	ev     webhook.Event
-	status DeliveryStatus
+	status driver.DeliveryStatus
 	token  uint64
-	trace  TraceContext
+	// traceParent and traceState are the trace context stored with the event.
+	traceParent, traceState string
 }
 
-// Append implements Log.
-func (m *MemoryLog) Append(ctx context.Context, stream string, ev webhook.Event) (webhook.Event, error) {
-	if err := CheckEvent(stream, ev); err != nil {
-		return webhook.Event{}, err
-	}
+// Append implements driver.Log.
+func (m *Log) Append(ctx context.Context, e driver.StreamEvent) (webhook.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return webhook.Event{}, err
 	}
-	tc := TraceContextFrom(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.roomLocked(map[string]int{stream: 1}, nil); err != nil {
+	if err := m.roomLocked(map[string]int{e.Stream: 1}, nil); err != nil {
 		return webhook.Event{}, err
 	}
-	return m.appendLocked(stream, ev, tc), nil
+	return m.appendLocked(e), nil
 }
 
 // roomLocked checks that every stream of adding can take that many more events, besides the extra
-// ones (a DeferredMemoryLog's unnumbered events), under MaxStreamEvents. The caller holds m.mu.
-func (m *MemoryLog) roomLocked(adding, extra map[string]int) error {
+// ones (a DeferredLog's unnumbered events), under MaxStreamEvents. The caller holds m.mu.
+func (m *Log) roomLocked(adding, extra map[string]int) error {
 	if m.MaxStreamEvents <= 0 {
 		return nil
 	}
@@ -88,14 +86,14 @@ func (m *MemoryLog) roomLocked(adding, extra map[string]int) error {
 			held += len(s.events)
 		}
 		if held+n > m.MaxStreamEvents {
-			return fmt.Errorf("%w: stream %q holds %d of its %d", ErrStreamFull, stream, held, m.MaxStreamEvents)
+			return fmt.Errorf("%w: stream %q holds %d of its %d", driver.ErrStreamFull, stream, held, m.MaxStreamEvents)
 		}
 	}
 	return nil
 }
 
 // perStream counts a batch's events by stream.
-func perStream(events []StreamEvent) map[string]int {
+func perStream(events []driver.StreamEvent) map[string]int {
 	n := make(map[string]int, 1)
 	for _, se := range events {
 		n[se.Stream]++
@@ -103,22 +101,16 @@ func perStream(events []StreamEvent) map[string]int {
 	return n
 }
 
-// AppendBatch implements BatchAppender: every event is checked before any is appended, and all are
-// appended under one lock, so the batch is all or nothing and its events of one stream are
-// consecutive.
-func (m *MemoryLog) AppendBatch(ctx context.Context, events []StreamEvent) ([]webhook.Event, error) {
-	tc := TraceContextFrom(ctx)
-	return appendBatch(ctx, &m.mu, events, func() error { return m.roomLocked(perStream(events), nil) },
-		func(se StreamEvent) webhook.Event { return m.appendLocked(se.Stream, se.Event, tc) })
+// AppendBatch implements driver.BatchAppender: all events are appended under one lock, so the batch
+// is all or nothing and its events of one stream are consecutive.
+func (m *Log) AppendBatch(ctx context.Context, events []driver.StreamEvent) ([]webhook.Event, error) {
+	return appendBatch(ctx, &m.mu, events, func() error { return m.roomLocked(perStream(events), nil) }, m.appendLocked)
 }
 
-// appendBatch is the memory logs' AppendBatch: it checks every event and the context, then, holding
-// mu, checks room (the stream bound) and appends each event with add, returning what add returned,
-// in the batch's order.
-func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, room func() error, add func(StreamEvent) webhook.Event) ([]webhook.Event, error) {
-	if err := CheckBatch(events); err != nil {
-		return nil, err
-	}
+// appendBatch is the memory logs' AppendBatch: it checks the context, then, holding mu, checks room
+// (the stream bound) and appends each event with add, returning what add returned, in the batch's
+// order.
+func appendBatch(ctx context.Context, mu *sync.Mutex, events []driver.StreamEvent, room func() error, add func(driver.StreamEvent) webhook.Event) ([]webhook.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -134,8 +126,9 @@ func appendBatch(ctx context.Context, mu *sync.Mutex, events []StreamEvent, room
 	return out, nil
 }
 
-// appendLocked numbers and stores a checked event with its trace context; m.mu is held.
-func (m *MemoryLog) appendLocked(stream string, ev webhook.Event, tc TraceContext) webhook.Event {
+// appendLocked numbers and stores an event with its trace context; m.mu is held.
+func (m *Log) appendLocked(se driver.StreamEvent) webhook.Event {
+	stream, ev := se.Stream, se.Event
 	if ev.ID == "" {
 		ev.ID = randid.New("evt_")
 	}
@@ -151,29 +144,24 @@ func (m *MemoryLog) appendLocked(stream string, ev webhook.Event, tc TraceContex
 	}
 	s.last++
 	ev.Sequence = s.last
-	s.events = append(s.events, memEvent{ev: ev, status: DeliveryStatus{NextAttempt: time.Unix(ev.Created, 0)}, trace: tc})
+	s.events = append(s.events, memEvent{ev: ev, status: driver.DeliveryStatus{NextAttempt: time.Unix(ev.Created, 0)},
+		traceParent: se.TraceParent, traceState: se.TraceState})
 	out := ev
 	out.Data = append([]byte(nil), ev.Data...)
 	return out
 }
 
-// Range implements Log.
-func (m *MemoryLog) Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
-	if err := CheckRange(from, to, limit); err != nil {
-		return nil, false, err
-	}
+// Range implements driver.Log.
+func (m *Log) Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error) {
 	return m.rangeBytes(ctx, stream, from, to, limit, math.MaxInt)
 }
 
-// RangeBytes implements ByteRanger: only the events returned are copied.
-func (m *MemoryLog) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
-	if err := CheckRangeBytes(from, to, limit, maxBytes); err != nil {
-		return nil, false, err
-	}
+// RangeBytes implements driver.ByteRanger: only the events returned are copied.
+func (m *Log) RangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
 	return m.rangeBytes(ctx, stream, from, to, limit, maxBytes)
 }
 
-func (m *MemoryLog) rangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
+func (m *Log) rangeBytes(ctx context.Context, stream string, from, to uint64, limit, maxBytes int) ([]webhook.Event, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
@@ -184,7 +172,7 @@ func (m *MemoryLog) rangeBytes(ctx context.Context, stream string, from, to uint
 		return nil, false, nil
 	}
 	if from < s.first {
-		return nil, false, &PrunedError{Stream: stream, FirstRetained: s.first}
+		return nil, false, &driver.PrunedError{Stream: stream, FirstRetained: s.first}
 	}
 	if from > s.last {
 		return nil, false, nil
@@ -221,8 +209,8 @@ func copyEvent(ev webhook.Event) webhook.Event {
 	return ev
 }
 
-// Claim implements Log.
-func (m *MemoryLog) Claim(ctx context.Context, req ClaimRequest) ([]Delivery, error) {
+// Claim implements driver.Log.
+func (m *Log) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -249,13 +237,13 @@ streams:
 		}
 		// Advance the settled prefix marker, then collect the due deliveries after it, unless one of
 		// the stream's deliveries is held by a live lease.
-		for s.due < len(s.events) && s.events[s.due].status.State != Pending {
+		for s.due < len(s.events) && s.events[s.due].status.State != driver.Pending {
 			s.due++
 		}
 		n := len(cands)
 		for i := s.due; i < len(s.events); i++ {
 			st := &s.events[i].status
-			if st.State != Pending {
+			if st.State != driver.Pending {
 				continue
 			}
 			if st.LeaseUntil.After(now) {
@@ -280,17 +268,17 @@ streams:
 	if len(cands) > req.Limit {
 		cands = cands[:req.Limit]
 	}
-	out := make([]Delivery, len(cands))
+	out := make([]driver.Delivery, len(cands))
 	for k, c := range cands {
 		e := &c.s.events[c.i]
 		e.token++
 		e.status.LeaseUntil = req.LeaseUntil
-		out[k] = Delivery{
-			Lease:      Lease{Stream: c.stream, Sequence: e.ev.Sequence, Token: e.token},
-			Event:      copyEvent(e.ev),
-			Attempts:   e.status.Attempts,
-			LeaseUntil: req.LeaseUntil,
-			Trace:      e.trace,
+		out[k] = driver.Delivery{
+			Lease:       driver.Lease{Stream: c.stream, Sequence: e.ev.Sequence, Token: e.token},
+			Event:       copyEvent(e.ev),
+			Attempts:    e.status.Attempts,
+			LeaseUntil:  req.LeaseUntil,
+			TraceParent: e.traceParent, TraceState: e.traceState,
 		}
 	}
 	return out, nil
@@ -298,20 +286,20 @@ streams:
 
 // leased returns the event the lease names when the lease is still its latest claim and it is
 // pending. The caller holds m.mu.
-func (m *MemoryLog) leased(l Lease) *memEvent {
+func (m *Log) leased(l driver.Lease) *memEvent {
 	s := m.streams[l.Stream]
 	if s == nil || l.Sequence < s.first || l.Sequence > s.last {
 		return nil
 	}
 	e := &s.events[l.Sequence-s.first]
-	if e.token != l.Token || e.status.State != Pending || l.Token == 0 {
+	if e.token != l.Token || e.status.State != driver.Pending || l.Token == 0 {
 		return nil
 	}
 	return e
 }
 
-// Delivered implements Log.
-func (m *MemoryLog) Delivered(ctx context.Context, l Lease, a Attempt) error {
+// Delivered implements driver.Log.
+func (m *Log) Delivered(ctx context.Context, l driver.Lease, a driver.Attempt) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -319,10 +307,10 @@ func (m *MemoryLog) Delivered(ctx context.Context, l Lease, a Attempt) error {
 	defer m.mu.Unlock()
 	e := m.leased(l)
 	if e == nil {
-		return ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	m.record(l, e, true, a)
-	e.status.State = Delivered
+	e.status.State = driver.Delivered
 	e.status.DeliveredAt = a.At
 	e.status.LastAttempt = a.At
 	e.status.LeaseUntil = time.Time{}
@@ -330,8 +318,8 @@ func (m *MemoryLog) Delivered(ctx context.Context, l Lease, a Attempt) error {
 	return nil
 }
 
-// Failed implements Log.
-func (m *MemoryLog) Failed(ctx context.Context, l Lease, a Attempt) error {
+// Failed implements driver.Log.
+func (m *Log) Failed(ctx context.Context, l driver.Lease, a driver.Attempt) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -339,7 +327,7 @@ func (m *MemoryLog) Failed(ctx context.Context, l Lease, a Attempt) error {
 	defer m.mu.Unlock()
 	e := m.leased(l)
 	if e == nil {
-		return ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	m.record(l, e, false, a)
 	e.status.Attempts++
@@ -348,13 +336,13 @@ func (m *MemoryLog) Failed(ctx context.Context, l Lease, a Attempt) error {
 	e.status.LeaseUntil = time.Time{}
 	e.status.NextAttempt = a.RetryAt
 	if a.RetryAt.IsZero() {
-		e.status.State = Abandoned
+		e.status.State = driver.Abandoned
 	}
 	return nil
 }
 
-// Settle implements Settler: each settlement as Delivered or Failed would record it.
-func (m *MemoryLog) Settle(ctx context.Context, ss []Settlement) []error {
+// Settle implements driver.Settler: each settlement as Delivered or Failed would record it.
+func (m *Log) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	errs := make([]error, len(ss))
 	for i, s := range ss {
 		if s.Delivered {
@@ -368,11 +356,11 @@ func (m *MemoryLog) Settle(ctx context.Context, ss []Settlement) []error {
 
 // record adds an attempt to the stream's history, under a random ID (a counter would tell each
 // tenant how many attempts went to the others). The caller holds m.mu.
-func (m *MemoryLog) record(l Lease, e *memEvent, ok bool, a Attempt) {
+func (m *Log) record(l driver.Lease, e *memEvent, ok bool, a driver.Attempt) {
 	s := m.streams[l.Stream]
-	r := AttemptRecord{
+	r := driver.AttemptRecord{
 		ID: randid.Uint63(), Stream: l.Stream, Sequence: l.Sequence, EventID: e.ev.ID,
-		Number: e.status.Attempts + 1, Outcome: AttemptOutcome(ok, a), Attempt: a,
+		Number: e.status.Attempts + 1, Outcome: outcome(ok, a), Attempt: a,
 	}
 	// Nearly always at the end: attempts are recorded as they are made.
 	i := len(s.attempts)
@@ -382,17 +370,26 @@ func (m *MemoryLog) record(l Lease, e *memEvent, ok bool, a Attempt) {
 	s.attempts = slices.Insert(s.attempts, i, r)
 }
 
+// outcome is the outcome the history records for a settled attempt: delivered when ok, else failed
+// or, without a retry, abandoned.
+func outcome(ok bool, a driver.Attempt) driver.Outcome {
+	switch {
+	case ok:
+		return driver.OutcomeDelivered
+	case a.RetryAt.IsZero():
+		return driver.OutcomeAbandoned
+	}
+	return driver.OutcomeFailed
+}
+
 // attemptOrder is the history's order, oldest first: by At, then Sequence, then Number, which
 // identify an attempt within its stream. Never by ID, which is random.
-func attemptOrder(a, b AttemptRecord) int {
+func attemptOrder(a, b driver.AttemptRecord) int {
 	return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Sequence, b.Sequence), cmp.Compare(a.Number, b.Number))
 }
 
-// Attempts implements Log.
-func (m *MemoryLog) Attempts(ctx context.Context, q AttemptQuery) ([]AttemptRecord, bool, error) {
-	if err := CheckAttemptQuery(q); err != nil {
-		return nil, false, err
-	}
+// Attempts implements driver.Log.
+func (m *Log) Attempts(ctx context.Context, q driver.AttemptQuery) ([]driver.AttemptRecord, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
@@ -406,9 +403,9 @@ func (m *MemoryLog) Attempts(ctx context.Context, q AttemptQuery) ([]AttemptReco
 	if q.Before != 0 {
 		// The page after the cursor's attempt: those older than it. A cursor no longer held (removed
 		// with its event) ends the listing, as everything older went with it.
-		start = slices.IndexFunc(s.attempts, func(a AttemptRecord) bool { return a.ID == q.Before }) - 1
+		start = slices.IndexFunc(s.attempts, func(a driver.AttemptRecord) bool { return a.ID == q.Before }) - 1
 	}
-	var out []AttemptRecord
+	var out []driver.AttemptRecord
 	for i := start; i >= 0; i-- {
 		a := &s.attempts[i]
 		switch {
@@ -424,8 +421,8 @@ func (m *MemoryLog) Attempts(ctx context.Context, q AttemptQuery) ([]AttemptReco
 	return out, false, nil
 }
 
-// Release implements Log.
-func (m *MemoryLog) Release(ctx context.Context, l Lease, retryAt time.Time) error {
+// Release implements driver.Log.
+func (m *Log) Release(ctx context.Context, l driver.Lease, retryAt time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -433,36 +430,36 @@ func (m *MemoryLog) Release(ctx context.Context, l Lease, retryAt time.Time) err
 	defer m.mu.Unlock()
 	e := m.leased(l)
 	if e == nil {
-		return ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	e.status.LeaseUntil = time.Time{}
 	e.status.NextAttempt = retryAt
 	return nil
 }
 
-// Status implements Log.
-func (m *MemoryLog) Status(ctx context.Context, stream string, seq uint64) (DeliveryStatus, error) {
+// Status implements driver.Log.
+func (m *Log) Status(ctx context.Context, stream string, seq uint64) (driver.DeliveryStatus, error) {
 	if err := ctx.Err(); err != nil {
-		return DeliveryStatus{}, err
+		return driver.DeliveryStatus{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.streams[stream]
 	if s == nil || seq < s.first || seq > s.last {
-		return DeliveryStatus{}, ErrNotFound
+		return driver.DeliveryStatus{}, driver.ErrNotFound
 	}
 	return s.events[seq-s.first].status, nil
 }
 
-// Cleanup implements Log. An event's attempts go with it.
-func (m *MemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
+// Cleanup implements driver.Log. An event's attempts go with it.
+func (m *Log) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	if limit < 1 {
 		return 0, nil
 	}
-	cutoff := CutoffUnix(before)
+	cutoff := before.Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	type old struct {
@@ -502,13 +499,13 @@ func (m *MemoryLog) Cleanup(ctx context.Context, before time.Time, limit int) (i
 		s.events = slices.Delete(s.events, 0, n)
 		s.first = seq + 1
 		s.due = max(0, s.due-n)
-		s.attempts = slices.DeleteFunc(s.attempts, func(a AttemptRecord) bool { return a.Sequence <= seq })
+		s.attempts = slices.DeleteFunc(s.attempts, func(a driver.AttemptRecord) bool { return a.Sequence <= seq })
 	}
 	return removed, nil
 }
 
-// Backlog implements Backlogger.
-func (m *MemoryLog) Backlog(ctx context.Context) ([]StreamBacklog, error) {
+// Backlog implements driver.Backlogger.
+func (m *Log) Backlog(ctx context.Context) ([]driver.Backlog, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -519,14 +516,14 @@ func (m *MemoryLog) Backlog(ctx context.Context) ([]StreamBacklog, error) {
 
 // backlogLocked adds the streams' undelivered events to extra (a stream's entry may already be
 // there) and returns them ordered by stream. The caller holds m.mu.
-func (m *MemoryLog) backlogLocked(extra map[string]StreamBacklog) []StreamBacklog {
+func (m *Log) backlogLocked(extra map[string]driver.Backlog) []driver.Backlog {
 	if extra == nil {
-		extra = make(map[string]StreamBacklog)
+		extra = make(map[string]driver.Backlog)
 	}
 	for name, s := range m.streams {
 		for i := s.due; i < len(s.events); i++ {
 			e := &s.events[i]
-			if e.status.State != Pending {
+			if e.status.State != driver.Pending {
 				continue
 			}
 			b := extra[name]
@@ -539,10 +536,10 @@ func (m *MemoryLog) backlogLocked(extra map[string]StreamBacklog) []StreamBacklo
 			extra[name] = b
 		}
 	}
-	out := make([]StreamBacklog, 0, len(extra))
+	out := make([]driver.Backlog, 0, len(extra))
 	for _, b := range extra {
 		out = append(out, b)
 	}
-	slices.SortFunc(out, func(a, b StreamBacklog) int { return cmp.Compare(a.Stream, b.Stream) })
+	slices.SortFunc(out, func(a, b driver.Backlog) int { return cmp.Compare(a.Stream, b.Stream) })
 	return out
 }
