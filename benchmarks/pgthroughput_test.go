@@ -31,6 +31,7 @@ import (
 	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/memstore"
@@ -510,7 +511,7 @@ func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 	}
 	cfg.BaseURL = "http://127.0.0.1:8080"
 	// The benchmark's endpoints (of sandbox keys) are on loopback, which the default guard refuses.
-	cfg.Webhooks = orderserver.WebhookOptions{SandboxGuard: &producer.AddressGuard{
+	cfg.Webhooks = orderserver.WebhookOptions{SandboxGuard: &ssrf.Guard{
 		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
 	srv, err := orderserver.New(cfg)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -83,7 +84,7 @@ func newProducerRig(t *testing.T, opts *Options) *producerRig {
 	if r.pub, err = producer.NewPublisher(r.log, r.eps, &producer.PublisherOptions{Now: r.clk.Now, Observer: obs}); err != nil {
 		t.Fatal(err)
 	}
-	guard := &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	guard := &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if r.d, err = producer.NewDispatcher(r.log, r.eps, &producer.DispatcherOptions{Guard: guard, Now: r.clk.Now, Jitter: -1,
 		Schedule: []time.Duration{time.Minute}, Observer: obs}); err != nil {
 		t.Fatal(err)
@@ -412,7 +413,7 @@ func TestProducerRangeServeContinuesTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, rh)
+	mux.Handle(producer.RangePattern("v1"), rh)
 
 	// The consumer's fetch span, sent as traceparent.
 	_, fetch := r.h.tel.tracer.Start(ctx, "webhook.range_fetch")

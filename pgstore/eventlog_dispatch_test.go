@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -23,7 +24,7 @@ import (
 )
 
 // evlogLoopback lets the dispatchers' default client reach the tests' loopback endpoints.
-var evlogLoopback = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+var evlogLoopback = &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
 // evlogEndpoint is a webhook endpoint that fails chosen attempts and notices any delivery of an
 // event that arrives while another delivery of the same event is still in flight.

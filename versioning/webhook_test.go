@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -115,7 +116,7 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	)
 	require.NoError(t, err)
 	owner := func(r *http.Request) (string, error) { lic, _ := licensee(r); return lic, nil }
-	mux.Handle(producer.RangePatternStripped, must(producer.NewRangeHandler(log, eps, owner,
+	mux.Handle(producer.RangePattern(""), must(producer.NewRangeHandler(log, eps, owner,
 		&producer.RangeOptions{Render: router.EventRenderer(nil)})))
 
 	pub, err := producer.NewPublisher(log, eps, &producer.PublisherOptions{APIVersion: "v2"})
@@ -129,7 +130,7 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	}
 	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{
 		Render:       router.EventRenderer(nil),
-		Guard:        &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Guard:        &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		PollInterval: 5 * time.Millisecond,
 	})
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"go.opentelemetry.io/otel/trace"
@@ -90,7 +91,7 @@ func run(ctx context.Context, opts options) (report, error) {
 		// The consumer listens on loopback, which the delivery guard refuses by default (a customer's
 		// URL must never reach the server's own machine): the demo opens loopback to the sandbox,
 		// where its keys are, and only that.
-		SandboxGuard: &producer.AddressGuard{Allow: []netip.Prefix{
+		SandboxGuard: &ssrf.Guard{Allow: []netip.Prefix{
 			netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
 	}})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -66,8 +67,8 @@ func startInProcess(t *testing.T, cfg server.Config) *inProcessServer {
 }
 
 // loopbackGuard lets endpoints be registered on loopback, as loopbackAllow does for the program.
-func loopbackGuard() *producer.AddressGuard {
-	return &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+func loopbackGuard() *ssrf.Guard {
+	return &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 }
 
 // TestEventTooLarge: with a small MaxEventBytes, an order and a trigger whose event is over it are

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/seal"
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/ssrf"
 )
 
 func TestSealerFromEnvironment(t *testing.T) {
@@ -53,8 +53,8 @@ func TestWebhookGuardFromEnvironment(t *testing.T) {
 	require.Equal(t, []string{"localhost"}, sbx.AllowHosts)
 	require.NoError(t, sbx.Check(netip.MustParseAddr("127.0.0.1")))
 	require.NoError(t, sbx.Check(netip.MustParseAddr("10.1.2.3")))
-	require.ErrorIs(t, sbx.Check(netip.MustParseAddr("10.1.2.4")), producer.ErrBlockedAddress)
-	require.ErrorIs(t, sbx.Check(netip.MustParseAddr("169.254.169.254")), producer.ErrBlockedAddress)
+	require.ErrorIs(t, sbx.Check(netip.MustParseAddr("10.1.2.4")), ssrf.ErrBlocked)
+	require.ErrorIs(t, sbx.Check(netip.MustParseAddr("169.254.169.254")), ssrf.ErrBlocked)
 
 	// Per environment, with ports.
 	sbx, live, err = webhookGuards("sandbox=127.0.0.1:8443,localhost:3000 ; live = hooks.corp:443,[fd00::7]:443,10.9.0.0/16", logger)
@@ -65,12 +65,12 @@ func TestWebhookGuardFromEnvironment(t *testing.T) {
 	require.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("[fd00::7]:443")}, live.AllowAddrPorts)
 	require.Equal(t, []string{"hooks.corp:443"}, live.AllowHosts)
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, live.Allow)
-	sbxPolicy := producer.URLPolicy{AllowHTTP: true, Guard: sbx}
+	sbxPolicy := ssrf.URLPolicy{AllowHTTP: true, Guard: sbx}
 	require.NoError(t, sbxPolicy.Check("http://127.0.0.1:8443/hooks"))
 	require.NoError(t, sbxPolicy.Check("http://localhost:3000/hooks"))
 	require.Error(t, sbxPolicy.Check("http://127.0.0.1:6379/"), "a port not on the entry")
 	require.Error(t, sbxPolicy.Check("http://localhost:6379/"), "a port not on the entry")
-	livePolicy := producer.URLPolicy{Guard: live}
+	livePolicy := ssrf.URLPolicy{Guard: live}
 	require.NoError(t, livePolicy.Check("https://hooks.corp/x"))
 	require.Error(t, livePolicy.Check("https://127.0.0.1:8443/x"), "the sandbox's entry is not production's")
 

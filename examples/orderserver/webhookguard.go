@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/sandbox"
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/ssrf"
 )
 
 // EnvWebhookAllow names the environment variable that opens the webhook delivery guards, one per
@@ -34,8 +34,8 @@ const EnvWebhookAllow = "SVC_WEBHOOK_ALLOW"
 // an allow-list entry that opens more than it appears to is refused rather than guessed at. A bad
 // entry is an error that names its environment, its position and the entry. nil means the default
 // guard.
-func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *producer.AddressGuard, err error) {
-	guards := map[sandbox.Environment]*producer.AddressGuard{}
+func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *ssrf.Guard, err error) {
+	guards := map[sandbox.Environment]*ssrf.Guard{}
 	for group := range strings.SplitSeq(list, ";") {
 		group = strings.TrimSpace(group)
 		if group == "" {
@@ -75,8 +75,8 @@ func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *p
 }
 
 // webhookGuard builds one environment's guard from its comma-separated entries.
-func webhookGuard(entries string) (*producer.AddressGuard, error) {
-	var g producer.AddressGuard
+func webhookGuard(entries string) (*ssrf.Guard, error) {
+	var g ssrf.Guard
 	i := 0
 	for entry := range strings.SplitSeq(entries, ",") {
 		entry = strings.TrimSpace(entry)

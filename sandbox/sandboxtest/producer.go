@@ -225,7 +225,7 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", notFound)
-	mux.Handle(producer.RangePattern, auth.Handler(ranges))
+	mux.Handle(producer.RangePattern("v1"), auth.Handler(ranges))
 	mux.Handle(sandbox.DefaultControlsPrefix+"/", auth.Handler(controls))
 	var h http.Handler = apierror.WithRequestID(mux)
 	handler.Store(&h)

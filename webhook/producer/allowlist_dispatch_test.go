@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -46,7 +47,7 @@ func TestNoSnippetFromAllowListedDestination(t *testing.T) {
 	require.Empty(t, recs[0].Response, "nothing of the answer is")
 
 	mux := http.NewServeMux()
-	mux.Handle(producer.DeliveriesPattern, must(producer.NewDeliveriesHandler(l, eps,
+	mux.Handle(producer.DeliveriesPattern("v1"), must(producer.NewDeliveriesHandler(l, eps,
 		func(*http.Request) (string, error) { return "lic_1", nil }, nil)))
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_a/deliveries", nil))
@@ -69,7 +70,7 @@ func TestClientForPerEnvironment(t *testing.T) {
 	l := memstore.NewLog()
 	publishN(t, l, "we_sbx", 1, t0)
 	publishN(t, l, "we_live", 1, t0)
-	sandboxClient, liveClient := producer.NewDeliveryClient(loopback), producer.NewDeliveryClient(nil)
+	sandboxClient, liveClient := ssrf.NewClient(loopback), ssrf.NewClient(nil)
 	clk := newClock()
 	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: clk.Now, Jitter: -1, Guard: loopback,
 		ClientFor: func(ep producer.Endpoint) *http.Client {

@@ -87,7 +87,7 @@ func TestAttemptIDsRevealNoVolume(t *testing.T) {
 		Secrets: []string{"whsec_x"}})
 	h := must(producer.NewDeliveriesHandler(l, eps, func(*http.Request) (string, error) { return "lic_1", nil }, nil))
 	mux := http.NewServeMux()
-	mux.Handle(producer.DeliveriesPattern, h)
+	mux.Handle(producer.DeliveriesPattern("v1"), h)
 	get := func(query string) (ids []string, seqs []int64) {
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_mine/deliveries"+query, nil))

@@ -65,7 +65,7 @@ func BenchmarkRangeHandler1000(b *testing.B) {
 	}
 	eps := mustEndpoints(b, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, must(producer.NewRangeHandler(l, eps, func(*http.Request) (string, error) { return "lic_1", nil }, nil)))
+	mux.Handle(producer.RangePattern("v1"), must(producer.NewRangeHandler(l, eps, func(*http.Request) (string, error) { return "lic_1", nil }, nil)))
 	r := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_a/events?from=1&to=1000&limit=1000", nil)
 	b.ReportAllocs()
 	for b.Loop() {

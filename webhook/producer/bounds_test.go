@@ -162,7 +162,7 @@ func TestRangePageByteBudget(t *testing.T) {
 			}
 			h := must(producer.NewRangeHandler(l, eps, testLicensee, nil))
 			mux := http.NewServeMux()
-			mux.Handle(producer.RangePattern, h)
+			mux.Handle(producer.RangePattern("v1"), h)
 			get := func(from uint64) (webhook.EventList, int) {
 				r := httptest.NewRequest(http.MethodGet, fmt.Sprintf("/v1/webhook_endpoints/we_a/events?from=%d&limit=1000", from), nil)
 				r.Header.Set(licenseeHeader, "lic_1")
@@ -241,7 +241,7 @@ func TestRangeConcurrentMaximalPagesStayBounded(t *testing.T) {
 	eps := mustEndpoints(t, list...)
 	h := must(producer.NewRangeHandler(sharedStream{mem}, eps, testLicensee, nil))
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, h)
+	mux.Handle(producer.RangePattern("v1"), h)
 
 	var arrived sync.WaitGroup
 	arrived.Add(pages)
@@ -312,7 +312,7 @@ func TestRangeInFlightPerLicensee(t *testing.T) {
 	publishN(t, mem, "we_b", 3, t0)
 	bl := blockingLog{Log: mem, arrived: make(chan struct{}), release: make(chan struct{})}
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, must(producer.NewRangeHandler(bl, eps, testLicensee, nil)))
+	mux.Handle(producer.RangePattern("v1"), must(producer.NewRangeHandler(bl, eps, testLicensee, nil)))
 	get := func(licensee, id string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/"+id+"/events?from=1", nil)
 		r.Header.Set(licenseeHeader, licensee)

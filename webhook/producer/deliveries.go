@@ -14,17 +14,13 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// DeliveriesPattern is the net/http ServeMux pattern of the delivery history; DeliveriesHandler reads
-// the endpoint ID from its {id} wildcard unless DeliveriesOptions.EndpointID says otherwise.
-const DeliveriesPattern = "GET /v1/webhook_endpoints/{id}/deliveries"
-
-// DeliveriesPatternStripped is DeliveriesPattern without the version segment, for a mux behind a
-// router that strips it (versioning.Options.StripVersion).
-const DeliveriesPatternStripped = "GET /webhook_endpoints/{id}/deliveries"
-
-// DeliveriesPatternFor is DeliveriesPattern under another version segment, as RangePatternFor.
-func DeliveriesPatternFor(version string) string {
-	return "GET /" + version + "/webhook_endpoints/{id}/deliveries"
+// DeliveriesPattern returns the net/http ServeMux pattern of the delivery history under the version
+// segment version, as RangePattern does: DeliveriesPattern("v1") is
+// "GET /v1/webhook_endpoints/{id}/deliveries", DeliveriesPattern("") has no version segment.
+// DeliveriesHandler reads the endpoint ID from its {id} wildcard unless DeliveriesOptions.EndpointID
+// says otherwise.
+func DeliveriesPattern(version string) string {
+	return versioned(version, "/webhook_endpoints/{id}/deliveries")
 }
 
 // Limits of the history's limit query parameter.

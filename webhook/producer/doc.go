@@ -148,18 +148,18 @@
 //
 // # Endpoints customers type in
 //
-// The default delivery client (NewDeliveryClient) dials only public unicast addresses, checked after
+// The default delivery client (ssrf.NewClient) dials only public unicast addresses, checked after
 // DNS resolution at the moment of dialling, so that neither a URL naming an internal address nor a
 // name that later resolves to one reaches inside the network: loopback, private, link-local, ULA,
 // CGNAT, multicast, unspecified, reserved, and the IPv4-mapped and NAT64 forms of them are refused,
-// and the attempt is recorded as blocked_address. AddressGuard's allow-list opens what the sandbox,
+// and the attempt is recorded as blocked_address. ssrf.Guard's allow-list opens what the sandbox,
 // tests or a demo on loopback need, as narrowly as they need it: prefixes (any port), address:port
 // pairs, and host names (optionally with a port) that registration accepts — a listed name still
 // reaches only addresses the list allows. An answer from a destination that only the allow-list
 // admits is recorded by its status alone, never its body. Guards are per environment:
 // DispatcherOptions.ClientFor sends a production endpoint through a client whose guard opens nothing
-// the sandbox's does, and each environment's URLPolicy carries that environment's guard.
-// URLPolicy.Check gives registration its
+// the sandbox's does, and each environment's ssrf.URLPolicy carries that environment's guard.
+// ssrf.URLPolicy.Check gives registration its
 // located errors first: https unless allowed otherwise, no userinfo, no fragment, at most 2048 bytes,
 // no IP literal — in any spelling, 2130706433 and 0x7f.1 included — in a blocked range.
 //
@@ -211,13 +211,13 @@
 //	if err != nil { … }
 //
 //	d, err := producer.NewDispatcher(events, eps, &producer.DispatcherOptions{Logger: logger})
-//	// (a consumer on loopback, in a demo: Guard: &producer.AddressGuard{Allow: …127.0.0.0/8…})
+//	// (a consumer on loopback, in a demo: Guard: &ssrf.Guard{Allow: …127.0.0.0/8…})
 //	if err != nil { … }
 //	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
 //
 //	// Range retrieval and the delivery history answer on every API version: behind a
 //	// versioning.Router with StripVersion, mount the version-free patterns once (without one, mount
-//	// RangePatternFor(v) for each version v). Rendering at the pinned version is the router's
+//	// RangePattern(v) for each version v). Rendering at the pinned version is the router's
 //	// EventRenderer.
 //	ranges, err := producer.NewRangeHandler(events, eps, licenseeOf,
 //		&producer.RangeOptions{Render: router.EventRenderer(nil), Problems: problems})
@@ -225,8 +225,8 @@
 //	deliveries, err := producer.NewDeliveriesHandler(events, eps, licenseeOf, nil)
 //	if err != nil { … }
 //	mux := http.NewServeMux()
-//	mux.Handle(producer.RangePatternStripped, ranges)
-//	mux.Handle(producer.DeliveriesPatternStripped, deliveries)
+//	mux.Handle(producer.RangePattern(""), ranges)
+//	mux.Handle(producer.DeliveriesPattern(""), deliveries)
 //	api := router.Handler(problems.ServeMux(mux)) // the mux's own 404 and 405 as problems
 //
 //	// In a handler, inside the transaction that creates the order (the outbox):

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -59,7 +60,7 @@ func Example() {
 	}
 	// The default client dials public addresses only; this consumer is on loopback, so allow it.
 	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{
-		Guard: &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Guard: &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 	})
 	if err != nil {
 		panic(err)
@@ -101,7 +102,7 @@ func ExampleRangeHandler() {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, ranges)
+	mux.Handle(producer.RangePattern("v1"), ranges)
 
 	for _, target := range []string{
 		"/v1/webhook_endpoints/we_123/events?from=3&to=4",

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -107,7 +108,7 @@ func mustPublisher(t testing.TB, l driver.Log, eps driver.Endpoints, opts *produ
 }
 
 // loopback lets the default delivery client reach the tests' httptest servers.
-var loopback = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+var loopback = &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 
 // mustDispatcher builds a dispatcher whose default client may dial loopback (and nothing else private).
 func mustDispatcher(t testing.TB, l driver.Log, eps driver.Endpoints, opts *producer.DispatcherOptions) *producer.Dispatcher {

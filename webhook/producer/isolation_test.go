@@ -287,7 +287,7 @@ func TestDefaultClientRefusesLoopback(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, producer.ClassBlockedAddress, got[0].Class)
-	require.Equal(t, "request refused: producer: blocked address (loopback)", got[0].Reason)
+	require.Equal(t, "request refused: blocked address (loopback)", got[0].Reason)
 	require.NotContains(t, got[0].Reason, "127.0.0.1", "the address itself is not shown")
 }
 
@@ -333,7 +333,7 @@ func TestDeliveryHistory(t *testing.T) {
 
 	licensee := func(r *http.Request) (string, error) { return r.Header.Get("X-Licensee"), nil }
 	mux := http.NewServeMux()
-	mux.Handle(producer.DeliveriesPattern, must(producer.NewDeliveriesHandler(l, eps, licensee, nil)))
+	mux.Handle(producer.DeliveriesPattern("v1"), must(producer.NewDeliveriesHandler(l, eps, licensee, nil)))
 	get := func(lic, target string) (int, map[string]any) {
 		r := httptest.NewRequest(http.MethodGet, target, nil)
 		r.Header.Set("X-Licensee", lic)

@@ -463,7 +463,7 @@ func TestRangeHandlerObserver(t *testing.T) {
 		return "lic_1", nil
 	}, &producer.RangeOptions{Observer: obs}))
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, h)
+	mux.Handle(producer.RangePattern("v1"), h)
 	for _, tc := range []struct {
 		name, target string
 		want         producer.RangeResult

@@ -19,21 +19,23 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// RangePattern is the net/http ServeMux pattern of range retrieval on v1; RangeHandler reads the
+// RangePattern returns the net/http ServeMux pattern of range retrieval under the version segment
+// version: RangePattern("v1") is "GET /v1/webhook_endpoints/{id}/events". RangeHandler reads the
 // endpoint ID from its {id} wildcard unless RangeOptions.EndpointID says otherwise. A producer with
 // several API versions serves range retrieval on each of them (a consumer asks under the version its
-// licensee is pinned to): mount RangePatternFor(version) for each, or, behind a versioning.Router
-// that strips the version segment, the version-free RangePatternStripped once.
-const RangePattern = "GET /v1/webhook_endpoints/{id}/events"
+// licensee is pinned to): mount RangePattern(v) for each version v, or, behind a versioning.Router
+// that strips the version segment (versioning.Options.StripVersion), RangePattern("") — the pattern
+// without a version segment — once.
+func RangePattern(version string) string {
+	return versioned(version, "/webhook_endpoints/{id}/events")
+}
 
-// RangePatternStripped is RangePattern without the version segment, for a mux behind a router that
-// strips it (versioning.Options.StripVersion).
-const RangePatternStripped = "GET /webhook_endpoints/{id}/events"
-
-// RangePatternFor is RangePattern under another version segment: RangePatternFor("v2") is
-// "GET /v2/webhook_endpoints/{id}/events".
-func RangePatternFor(version string) string {
-	return "GET /" + version + "/webhook_endpoints/{id}/events"
+// versioned is the GET pattern of path under the version segment, or without one when version is "".
+func versioned(version, path string) string {
+	if version == "" {
+		return "GET " + path
+	}
+	return "GET /" + version + path
 }
 
 // Limits of the limit query parameter.

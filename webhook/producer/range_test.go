@@ -54,7 +54,7 @@ func newRangeFixture(t *testing.T, opts *producer.RangeOptions) *rangeFixture {
 		opts.Now = f.clk.Now
 	}
 	f.mux = http.NewServeMux()
-	f.mux.Handle(producer.RangePattern, must(producer.NewRangeHandler(f.log, f.eps, testLicensee, opts)))
+	f.mux.Handle(producer.RangePattern("v1"), must(producer.NewRangeHandler(f.log, f.eps, testLicensee, opts)))
 	return f
 }
 
@@ -352,7 +352,7 @@ func TestRangeHandlerStoreFailureIsOpaque(t *testing.T) {
 	f := newRangeFixture(t, nil)
 	h := must(producer.NewRangeHandler(brokenLog{f.log}, f.eps, testLicensee, nil))
 	mux := http.NewServeMux()
-	mux.Handle(producer.RangePattern, h)
+	mux.Handle(producer.RangePattern("v1"), h)
 	r := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_a/events?from=1", nil)
 	r.Header.Set(licenseeHeader, "lic_1")
 	w := httptest.NewRecorder()
@@ -403,17 +403,18 @@ func TestRangeRotatedSecretTakesEffectOnNextRequest(t *testing.T) {
 	check(next)
 }
 
-// Range retrieval is mounted under every version: RangePatternFor, and RangePatternStripped behind a
+// Range retrieval is mounted under every version: RangePattern(v), and RangePattern("") behind a
 // router that strips the version segment.
 func TestRangePatterns(t *testing.T) {
-	require.Equal(t, producer.RangePattern, producer.RangePatternFor("v1"))
-	require.Equal(t, "GET /v2/webhook_endpoints/{id}/events", producer.RangePatternFor("v2"))
-	require.Equal(t, producer.DeliveriesPattern, producer.DeliveriesPatternFor("v1"))
+	require.Equal(t, "GET /v2/webhook_endpoints/{id}/events", producer.RangePattern("v2"))
+	require.Equal(t, "GET /webhook_endpoints/{id}/events", producer.RangePattern(""))
+	require.Equal(t, "GET /v1/webhook_endpoints/{id}/deliveries", producer.DeliveriesPattern("v1"))
+	require.Equal(t, "GET /webhook_endpoints/{id}/deliveries", producer.DeliveriesPattern(""))
 	f := newRangeFixture(t, nil)
 	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{Now: f.clk.Now}))
-	f.mux.Handle(producer.RangePatternFor("v2"), h)
+	f.mux.Handle(producer.RangePattern("v2"), h)
 	stripped := http.NewServeMux()
-	stripped.Handle(producer.RangePatternStripped, h)
+	stripped.Handle(producer.RangePattern(""), h)
 	f.mux.Handle("/v3/", http.StripPrefix("/v3", stripped))
 	for _, v := range []string{"v1", "v2", "v3"} {
 		list := decodeList(t, f.get(t, "lic_1", "/"+v+"/webhook_endpoints/we_a/events?from=2&to=4"))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -22,7 +23,7 @@ func TestAllowListPerEnvironment(t *testing.T) {
 	ts, live := newWebhookServer(t, WebhookOptions{SandboxGuard: loopbackGuard()}, clock)
 
 	for _, u := range []string{"https://127.0.0.1:9/hooks", "https://localhost:9/hooks", "https://[::1]:9/hooks"} {
-		p := expectProblem(t, ts.register(live, u), http.StatusBadRequest, producer.CodeHostBlocked)
+		p := expectProblem(t, ts.register(live, u), http.StatusBadRequest, ssrf.CodeHostBlocked)
 		require.Equal(t, "/url", p.Errors[0].Pointer, u)
 	}
 	require.Equal(t, http.StatusCreated, ts.register(ts.key, "http://127.0.0.1:9/hooks").Code, "the sandbox's list opens loopback")

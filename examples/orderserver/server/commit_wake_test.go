@@ -16,7 +16,7 @@ import (
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/sandbox"
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/ssrf"
 )
 
 // TestEventsNumberedAfterTheRequestCommits: on PostgreSQL in transactional mode, an order's event is
@@ -31,7 +31,7 @@ func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
 	require.NoError(t, pgserver.Migrate(ctx, pool))
 	cfg, err := pgserver.Config(pool, nil)
 	require.NoError(t, err)
-	cfg.Webhooks.SandboxGuard = &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	cfg.Webhooks.SandboxGuard = &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	srv, err := server.New(cfg)
 	require.NoError(t, err)
 	log := cfg.Store.Log().(*pgstore.EventLog)

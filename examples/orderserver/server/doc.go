@@ -28,11 +28,11 @@
 //
 // # Webhook endpoints
 //
-// Registration checks the URL with producer.URLPolicy: https for production keys, http allowed for
+// Registration checks the URL with ssrf.URLPolicy: https for production keys, http allowed for
 // sandbox keys, no user information or fragment, at most 2048 bytes, and a host that is neither a
 // non-public address (loopback, private, link-local such as 169.254.169.254, …), nor a local-use
 // name (localhost, *.internal, …), nor a numeric IPv4 form (2130706433, 0x7f.1); a refusal is a 400
-// located at body /url with the URLError's code. Deliveries go through producer.NewDeliveryTransport,
+// located at body /url with the URLError's code. Deliveries go through ssrf.NewTransport,
 // which checks every address at dial time, after DNS resolution, ignores proxies and follows no
 // redirect. WebhookOptions.SandboxGuard opens both, for sandbox keys only, for the addresses, ports
 // and names it lists (a sandbox whose consumers run on loopback); LiveGuard does the same for

@@ -13,6 +13,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -22,7 +23,7 @@ import (
 const EventOrderCreated = "order.created"
 
 // CodeEndpointLimitReached is the problem code of a registration past the licensee's endpoint limit
-// (WebhookOptions.MaxEndpoints). A refused URL's code is the producer.URLError's (url_too_long,
+// (WebhookOptions.MaxEndpoints). A refused URL's code is the ssrf.URLError's (url_too_long,
 // scheme_not_allowed, host_blocked, …), located at body /url.
 const CodeEndpointLimitReached = "webhook_endpoint_limit_reached"
 
@@ -172,10 +173,10 @@ type createEndpointRequest struct {
 // registration's early, located refusal of what the delivery transport's guard would refuse at every
 // attempt anyway: a URL that names a blocked address, a local-use name, an obfuscated IPv4 form, user
 // information, a fragment, or plain http where https is required.
-func (in createEndpointRequest) validate(policy producer.URLPolicy) error {
+func (in createEndpointRequest) validate(policy ssrf.URLPolicy) error {
 	var c apierror.Collector
 	if c.Require("/url", in.URL != nil) {
-		var ue *producer.URLError
+		var ue *ssrf.URLError
 		if err := policy.Check(*in.URL); errors.As(err, &ue) {
 			c.Add(apierror.Body("/url", ue.Code, ue.Detail))
 		} else if err != nil {
@@ -194,7 +195,7 @@ func endpointInSandbox(ep producer.Endpoint) bool {
 // urlPolicy is the URL policy of the request's environment: production keys must use https, sandbox
 // keys may use http (WebhookOptions says otherwise when configured); each environment's guard is its
 // own (WebhookOptions.SandboxGuard, LiveGuard).
-func (s *Server) urlPolicy(r *http.Request) producer.URLPolicy {
+func (s *Server) urlPolicy(r *http.Request) ssrf.URLPolicy {
 	if sandbox.InSandbox(r) {
 		return s.urlSandbox
 	}

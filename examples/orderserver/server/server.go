@@ -19,6 +19,7 @@ import (
 	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/seal"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -85,12 +86,12 @@ type WebhookOptions struct {
 	// metadata) and the other special ranges are refused. A sandbox, demo or test whose consumers
 	// listen on loopback allow-lists them here (Allow: 127.0.0.0/8, ::1/128; AllowHosts: localhost).
 	// Answers from a destination only the allow-list admits are recorded by status alone.
-	SandboxGuard *producer.AddressGuard
+	SandboxGuard *ssrf.Guard
 	// LiveGuard is the same for production keys' endpoints. Each environment is checked against its
 	// own guard only, at registration and at every dial: a production endpoint never reaches what
 	// only the sandbox was allowed. nil means public unicast addresses only, which production needs
 	// unless its consumers live on a private network the operator names here.
-	LiveGuard *producer.AddressGuard
+	LiveGuard *ssrf.Guard
 	// SandboxRequireHTTPS refuses http URLs for sandbox keys too. By default a sandbox key may
 	// register http URLs (a consumer on a laptop has no certificate) and a production key must use
 	// https.
@@ -208,8 +209,8 @@ type Server struct {
 	controls   *sandbox.Controls
 	ranges     *producer.RangeHandler
 	deliveries *producer.DeliveriesHandler
-	urlLive    producer.URLPolicy // registration's URL checks, per environment
-	urlSandbox producer.URLPolicy
+	urlLive    ssrf.URLPolicy // registration's URL checks, per environment
+	urlSandbox ssrf.URLPolicy
 	maxEPs     int // webhook endpoints per owner; 0: no limit
 	versions   *versioning.Router
 	adminToken string
@@ -308,14 +309,14 @@ func New(cfg Config) (*Server, error) {
 	// only the proxy.
 	wh := cfg.Webhooks
 	s.maxEPs = wh.maxEndpoints()
-	s.urlLive = producer.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.LiveGuard}
-	s.urlSandbox = producer.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.SandboxGuard}
+	s.urlLive = ssrf.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.LiveGuard}
+	s.urlSandbox = ssrf.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.SandboxGuard}
 	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
 		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.tel.Producer(), MaxEventBytes: wh.MaxEventBytes})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.transport, err = sandbox.NewFaultTransport(producer.NewDeliveryTransport(wh.SandboxGuard), &s.faults, &sandbox.FaultTransportOptions{
+	s.transport, err = sandbox.NewFaultTransport(ssrf.NewTransport(wh.SandboxGuard), &s.faults, &sandbox.FaultTransportOptions{
 		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
 		Rand:       cfg.Webhooks.FaultRand,
 		HoldFor:    cfg.Webhooks.ReorderHold,
@@ -333,7 +334,7 @@ func New(cfg Config) (*Server, error) {
 	if poll == 0 {
 		poll = DefaultPollInterval
 	}
-	s.liveTrans = producer.NewDeliveryTransport(wh.LiveGuard)
+	s.liveTrans = ssrf.NewTransport(wh.LiveGuard)
 	// No redirects: a 3xx is not a 2xx, so it is a failed attempt.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	sandboxClient := &http.Client{Transport: s.transport, CheckRedirect: noRedirect}

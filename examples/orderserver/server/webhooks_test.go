@@ -21,14 +21,15 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
 // loopbackGuard allows what tests on one machine need: loopback, and the name localhost.
-func loopbackGuard() *producer.AddressGuard {
-	return &producer.AddressGuard{
+func loopbackGuard() *ssrf.Guard {
+	return &ssrf.Guard{
 		Allow:      []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		AllowHosts: []string{"localhost"},
 	}
@@ -85,19 +86,19 @@ func TestEndpointURLPolicy(t *testing.T) {
 	hostile := []struct {
 		name, url, code string
 	}{
-		{"cloud metadata", "http://169.254.169.254/latest/meta-data/", producer.CodeHostBlocked},
-		{"loopback name with a Redis port", "http://localhost:6379/", producer.CodeHostBlocked},
-		{"private network", "http://10.0.0.1/hooks", producer.CodeHostBlocked},
-		{"metadata name", "http://metadata.google.internal/computeMetadata/v1/", producer.CodeHostBlocked},
-		{"decimal IPv4 of 127.0.0.1", "http://2130706433/", producer.CodeHostBlocked},
-		{"short hex IPv4 of 127.0.0.1", "http://0x7f.1/", producer.CodeHostBlocked},
-		{"unique local IPv6", "http://[fd00::1]/", producer.CodeHostBlocked},
-		{"IPv4-mapped loopback", "http://[::ffff:127.0.0.1]/", producer.CodeHostBlocked},
-		{"user information", "http://user:s3cr3tpw@hooks.example.com/", producer.CodeURLHasUserinfo},
-		{"fragment", "http://hooks.example.com/hooks#frag", producer.CodeURLHasFragment},
-		{"longer than 2048 bytes", "http://hooks.example.com/" + strings.Repeat("a", 2048), producer.CodeURLTooLong},
-		{"not http", "ftp://hooks.example.com/", producer.CodeSchemeNotAllowed},
-		{"relative", "/hooks", producer.CodeURLNotAbsolute},
+		{"cloud metadata", "http://169.254.169.254/latest/meta-data/", ssrf.CodeHostBlocked},
+		{"loopback name with a Redis port", "http://localhost:6379/", ssrf.CodeHostBlocked},
+		{"private network", "http://10.0.0.1/hooks", ssrf.CodeHostBlocked},
+		{"metadata name", "http://metadata.google.internal/computeMetadata/v1/", ssrf.CodeHostBlocked},
+		{"decimal IPv4 of 127.0.0.1", "http://2130706433/", ssrf.CodeHostBlocked},
+		{"short hex IPv4 of 127.0.0.1", "http://0x7f.1/", ssrf.CodeHostBlocked},
+		{"unique local IPv6", "http://[fd00::1]/", ssrf.CodeHostBlocked},
+		{"IPv4-mapped loopback", "http://[::ffff:127.0.0.1]/", ssrf.CodeHostBlocked},
+		{"user information", "http://user:s3cr3tpw@hooks.example.com/", ssrf.CodeURLHasUserinfo},
+		{"fragment", "http://hooks.example.com/hooks#frag", ssrf.CodeURLHasFragment},
+		{"longer than 2048 bytes", "http://hooks.example.com/" + strings.Repeat("a", 2048), ssrf.CodeURLTooLong},
+		{"not http", "ftp://hooks.example.com/", ssrf.CodeSchemeNotAllowed},
+		{"relative", "/hooks", ssrf.CodeURLNotAbsolute},
 	}
 	check := func(t *testing.T, ts *testServer, key, url, code string) {
 		t.Helper()
@@ -112,7 +113,7 @@ func TestEndpointURLPolicy(t *testing.T) {
 	}
 	for _, guard := range []struct {
 		name  string
-		guard *producer.AddressGuard
+		guard *ssrf.Guard
 	}{{"default guard", nil}, {"loopback allow-listed", loopbackGuard()}} {
 		t.Run(guard.name, func(t *testing.T) {
 			ts, live := newWebhookServer(t, WebhookOptions{SandboxGuard: guard.guard}, nil)
@@ -128,7 +129,7 @@ func TestEndpointURLPolicy(t *testing.T) {
 				t.Run(tc.name+" (live key)", func(t *testing.T) { check(t, ts, live, https, tc.code) })
 			}
 			t.Run("http on a live key", func(t *testing.T) {
-				check(t, ts, live, "http://hooks.example.com/hooks", producer.CodeSchemeNotAllowed)
+				check(t, ts, live, "http://hooks.example.com/hooks", ssrf.CodeSchemeNotAllowed)
 			})
 			t.Run("public URLs pass", func(t *testing.T) {
 				require.Equal(t, http.StatusCreated, ts.register(live, "https://hooks.example.com/hooks").Code)
@@ -145,18 +146,18 @@ func TestEndpointURLPolicy(t *testing.T) {
 			w := ts.register(ts.key, u)
 			if strings.Contains(u, "2130706433") {
 				// Allowed, but not written as Go's resolver would read it.
-				expectProblem(t, w, http.StatusBadRequest, producer.CodeHostNotCanonical)
+				expectProblem(t, w, http.StatusBadRequest, ssrf.CodeHostNotCanonical)
 				continue
 			}
 			require.Equal(t, http.StatusCreated, w.Code, "%s: %s", u, w.Body)
 		}
-		check(t, ts, live, "http://127.0.0.1:9/hooks", producer.CodeSchemeNotAllowed)
-		check(t, ts, ts.key, "http://169.254.169.254/", producer.CodeHostBlocked)
+		check(t, ts, live, "http://127.0.0.1:9/hooks", ssrf.CodeSchemeNotAllowed)
+		check(t, ts, ts.key, "http://169.254.169.254/", ssrf.CodeHostBlocked)
 	})
 
 	t.Run("https can be required of sandbox keys, and http allowed to live keys", func(t *testing.T) {
 		ts, live := newWebhookServer(t, WebhookOptions{SandboxRequireHTTPS: true, LiveAllowHTTP: true}, nil)
-		check(t, ts, ts.key, "http://hooks.example.com/", producer.CodeSchemeNotAllowed)
+		check(t, ts, ts.key, "http://hooks.example.com/", ssrf.CodeSchemeNotAllowed)
 		require.Equal(t, http.StatusCreated, ts.register(live, "http://hooks.example.com/").Code)
 	})
 
@@ -267,7 +268,7 @@ func TestDeliveryGuardedAtDialTime(t *testing.T) {
 	rc := newCountingReceiver(t)
 	url := rc.URL + "/webhooks"
 
-	p := expectProblem(t, ts.register(ts.key, url), http.StatusBadRequest, producer.CodeHostBlocked)
+	p := expectProblem(t, ts.register(ts.key, url), http.StatusBadRequest, ssrf.CodeHostBlocked)
 	require.Equal(t, "/url", p.Errors[0].Pointer)
 
 	owner := "sandbox:" + mustLicensee(t, ts.Server, ts.key)

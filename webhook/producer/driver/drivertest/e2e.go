@@ -73,7 +73,7 @@ func RunEndToEnd(t *testing.T, l driver.Log) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	producerMux.Handle(producer.RangePattern, ranges)
+	producerMux.Handle(producer.RangePattern("v1"), ranges)
 
 	network := &faultyNetwork{next: http.DefaultTransport, roll: roll}
 	rangeNet := &http.Client{Transport: &droppingTransport{next: http.DefaultTransport, roll: roll}}

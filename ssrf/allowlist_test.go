@@ -1,4 +1,4 @@
-package producer
+package ssrf
 
 import (
 	"context"
@@ -15,20 +15,20 @@ func TestAllowListedNameDialledOnlyToAllowedAddresses(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
 	port := ssrfPort(t, srv.URL)
 	target := "http://hooks.internal:" + port + "/hooks"
-	named := &AddressGuard{AllowHosts: []string{"hooks.internal"}, Allow: []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32")}}
+	named := &Guard{AllowHosts: []string{"hooks.internal"}, Allow: []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32")}}
 	require.NoError(t, URLPolicy{AllowHTTP: true, Guard: named}.Check(target), "the listed name passes registration")
 
 	// The name resolves to loopback, which the list does not open: refused before connecting.
 	dns := &ssrfFakeDNS{answers: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
 	_, err := ssrfPost(ssrfClientWithResolver(named, dns.resolver()), target)
-	require.ErrorIs(t, err, ErrBlockedAddress)
-	var be *BlockedAddressError
+	require.ErrorIs(t, err, ErrBlocked)
+	var be *BlockedError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, "loopback", be.Class)
 	require.Zero(t, hits.Load(), "the internal service was never reached")
 
 	// With loopback on the list too, the same name reaches it: the refusal was the address check's.
-	both := &AddressGuard{AllowHosts: []string{"hooks.internal"}, Allow: ssrfLoopback}
+	both := &Guard{AllowHosts: []string{"hooks.internal"}, Allow: ssrfLoopback}
 	resp, err := ssrfPost(ssrfClientWithResolver(both, dns.resolver()), target)
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
@@ -43,7 +43,7 @@ func TestAllowListPorts(t *testing.T) {
 	port, otherPort := ssrfPort(t, srv.URL), ssrfPort(t, other.URL)
 	n, err := strconv.Atoi(port)
 	require.NoError(t, err)
-	g := &AddressGuard{
+	g := &Guard{
 		AllowAddrPorts: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(n))},
 		AllowHosts:     []string{"localhost:" + port},
 	}
@@ -62,20 +62,20 @@ func TestAllowListPorts(t *testing.T) {
 		require.ErrorAs(t, p.Check(u), &ue, u)
 		require.Equal(t, CodeHostBlocked, ue.Code, u)
 	}
-	require.ErrorIs(t, g.Check(netip.MustParseAddr("127.0.0.1")), ErrBlockedAddress, "Check knows no port")
+	require.ErrorIs(t, g.Check(netip.MustParseAddr("127.0.0.1")), ErrBlocked, "Check knows no port")
 
-	c := NewDeliveryClient(g)
+	c := NewClient(g)
 	resp, err := ssrfPost(c, srv.URL+"/hooks")
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
 	_, err = ssrfPost(c, other.URL+"/hooks")
-	require.ErrorIs(t, err, ErrBlockedAddress, "the same address on another port")
+	require.ErrorIs(t, err, ErrBlocked, "the same address on another port")
 	require.EqualValues(t, 1, hits.Load())
 	require.Zero(t, otherHits.Load())
 
 	require.NoError(t, g.Control(context.Background(), "tcp4", "127.0.0.1:"+port, nil))
-	require.ErrorIs(t, g.Control(context.Background(), "tcp4", "127.0.0.1:"+otherPort, nil), ErrBlockedAddress)
-	require.ErrorIs(t, g.Control(context.Background(), "tcp6", "[::ffff:127.0.0.1]:"+otherPort, nil), ErrBlockedAddress)
+	require.ErrorIs(t, g.Control(context.Background(), "tcp4", "127.0.0.1:"+otherPort, nil), ErrBlocked)
+	require.ErrorIs(t, g.Control(context.Background(), "tcp6", "[::ffff:127.0.0.1]:"+otherPort, nil), ErrBlocked)
 	require.NoError(t, g.Control(context.Background(), "tcp6", "[::ffff:127.0.0.1]:"+port, nil), "mapped forms are unmapped")
 }
 
@@ -83,8 +83,8 @@ func TestAllowListPorts(t *testing.T) {
 // of its answer; a public one is not.
 func TestAllowListedConnectionMarked(t *testing.T) {
 	srv, _ := ssrfTarget(t, nil)
-	c, err := (&AddressGuard{Allow: ssrfLoopback}).DialContext(context.Background(), "tcp", srv.Listener.Addr().String())
+	c, err := (&Guard{Allow: ssrfLoopback}).DialContext(context.Background(), "tcp", srv.Listener.Addr().String())
 	require.NoError(t, err)
 	defer c.Close()
-	require.True(t, allowListed(c))
+	require.True(t, AllowListed(c))
 }

@@ -1,4 +1,4 @@
-package producer
+package ssrf
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func TestSSRFGuardCheck(t *testing.T) {
 		{"2002:a9fe:a9fe::", "link-local"},   // 6to4 of 169.254.169.254
 		{"2002:808:808::1", "6to4"},          // 6to4 is refused whatever it carries
 	}
-	var g AddressGuard
+	var g Guard
 	for _, c := range cases {
 		t.Run(c.addr, func(t *testing.T) {
 			err := g.Check(netip.MustParseAddr(c.addr))
@@ -84,8 +84,8 @@ func TestSSRFGuardCheck(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, ErrBlockedAddress)
-			var be *BlockedAddressError
+			require.ErrorIs(t, err, ErrBlocked)
+			var be *BlockedError
 			require.ErrorAs(t, err, &be)
 			require.Equal(t, c.class, be.Class)
 			require.Contains(t, err.Error(), c.class)
@@ -93,27 +93,27 @@ func TestSSRFGuardCheck(t *testing.T) {
 		})
 	}
 	t.Run("nil guard is the default", func(t *testing.T) {
-		var nilGuard *AddressGuard
-		require.ErrorIs(t, nilGuard.Check(netip.MustParseAddr("127.0.0.1")), ErrBlockedAddress)
+		var nilGuard *Guard
+		require.ErrorIs(t, nilGuard.Check(netip.MustParseAddr("127.0.0.1")), ErrBlocked)
 		require.NoError(t, nilGuard.Check(netip.MustParseAddr("8.8.8.8")))
 	})
 	t.Run("invalid address", func(t *testing.T) {
-		require.ErrorIs(t, g.Check(netip.Addr{}), ErrBlockedAddress)
+		require.ErrorIs(t, g.Check(netip.Addr{}), ErrBlocked)
 	})
 }
 
 func TestGuardAllowWinsOverBlockList(t *testing.T) {
-	g := AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
+	g := Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
 	for _, ok := range []string{"127.0.0.1", "127.9.9.9", "::ffff:127.0.0.1", "64:ff9b::7f00:1", "fd00::1", "8.8.8.8"} {
 		require.NoError(t, g.Check(netip.MustParseAddr(ok)), ok)
 	}
 	for _, blocked := range []string{"::1", "10.0.0.1", "169.254.169.254", "fc00::1", "2002:7f00:1::"} {
-		require.ErrorIs(t, g.Check(netip.MustParseAddr(blocked)), ErrBlockedAddress, blocked)
+		require.ErrorIs(t, g.Check(netip.MustParseAddr(blocked)), ErrBlocked, blocked)
 	}
 }
 
 func TestGuardNAT64Prefixes(t *testing.T) {
-	g := AddressGuard{NAT64: []netip.Prefix{
+	g := Guard{NAT64: []netip.Prefix{
 		netip.MustParsePrefix("2600:1f00:64::/96"),
 		netip.MustParsePrefix("2600:1f00:65::/64"),
 		netip.MustParsePrefix("2600:1f00:66::/100"), // not an RFC 6052 length
@@ -135,7 +135,7 @@ func TestGuardNAT64Prefixes(t *testing.T) {
 			require.NoError(t, err, addr)
 			continue
 		}
-		var be *BlockedAddressError
+		var be *BlockedError
 		require.ErrorAs(t, err, &be, addr)
 		require.Equal(t, class, be.Class, addr)
 	}
@@ -144,8 +144,8 @@ func TestGuardNAT64Prefixes(t *testing.T) {
 func TestSSRFURLPolicyCheck(t *testing.T) {
 	strict := URLPolicy{}
 	sandbox := URLPolicy{AllowHTTP: true}
-	loopback := URLPolicy{AllowHTTP: true, Guard: &AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
-	named := URLPolicy{AllowHTTP: true, Guard: &AddressGuard{AllowHosts: []string{"localhost", "Receiver"}}}
+	loopback := URLPolicy{AllowHTTP: true, Guard: &Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	named := URLPolicy{AllowHTTP: true, Guard: &Guard{AllowHosts: []string{"localhost", "Receiver"}}}
 	cases := []struct {
 		name   string
 		policy URLPolicy
@@ -262,11 +262,11 @@ func TestSSRFURLPolicyCheck(t *testing.T) {
 			require.ErrorAs(t, err, &ue)
 			require.Equal(t, c.code, ue.Code, ue.Detail)
 			require.NotEmpty(t, ue.Detail)
-			require.True(t, strings.HasPrefix(err.Error(), "producer: webhook URL "), err.Error())
+			require.True(t, strings.HasPrefix(err.Error(), "ssrf: URL "), err.Error())
 			if c.code == CodeHostBlocked {
-				require.ErrorIs(t, err, ErrBlockedAddress)
+				require.ErrorIs(t, err, ErrBlocked)
 			} else {
-				require.NotErrorIs(t, err, ErrBlockedAddress)
+				require.NotErrorIs(t, err, ErrBlocked)
 			}
 		})
 	}
@@ -361,9 +361,9 @@ var ssrfLoopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.Mu
 
 func TestGuardDialRefusesLoopbackServer(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
-	_, err := ssrfPost(NewDeliveryClient(nil), srv.URL+"/hooks?token=abc")
-	require.ErrorIs(t, err, ErrBlockedAddress)
-	var be *BlockedAddressError
+	_, err := ssrfPost(NewClient(nil), srv.URL+"/hooks?token=abc")
+	require.ErrorIs(t, err, ErrBlocked)
+	var be *BlockedError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, "loopback", be.Class)
 	require.Equal(t, "127.0.0.1", be.Addr.String())
@@ -374,7 +374,7 @@ func TestGuardDialRefusesLoopbackServer(t *testing.T) {
 
 func TestGuardDialReachesAllowedPrefix(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
-	resp, err := ssrfPost(NewDeliveryClient(&AddressGuard{Allow: ssrfLoopback}), srv.URL+"/hooks")
+	resp, err := ssrfPost(NewClient(&Guard{Allow: ssrfLoopback}), srv.URL+"/hooks")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.EqualValues(t, 1, hits.Load())
@@ -386,11 +386,11 @@ func TestGuardDialReachesAllowedPrefix(t *testing.T) {
 func TestGuardDialAllowHosts(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
 	port := ssrfPort(t, srv.URL)
-	_, err := ssrfPost(NewDeliveryClient(&AddressGuard{AllowHosts: []string{"LocalHost."}}), "http://localhost:"+port+"/hooks")
-	require.ErrorIs(t, err, ErrBlockedAddress)
+	_, err := ssrfPost(NewClient(&Guard{AllowHosts: []string{"LocalHost."}}), "http://localhost:"+port+"/hooks")
+	require.ErrorIs(t, err, ErrBlocked)
 	require.Zero(t, hits.Load())
 
-	c := NewDeliveryClient(&AddressGuard{AllowHosts: []string{"LocalHost."}, Allow: ssrfLoopback})
+	c := NewClient(&Guard{AllowHosts: []string{"LocalHost."}, Allow: ssrfLoopback})
 	resp, err := ssrfPost(c, "http://localhost:"+port+"/hooks")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -401,8 +401,8 @@ func TestGuardDialAllowHosts(t *testing.T) {
 func TestSSRFGuardRefusesNameResolvingToLoopback(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
 	port := ssrfPort(t, srv.URL)
-	_, err := ssrfPost(NewDeliveryClient(nil), "http://localhost:"+port+"/hooks")
-	require.ErrorIs(t, err, ErrBlockedAddress)
+	_, err := ssrfPost(NewClient(nil), "http://localhost:"+port+"/hooks")
+	require.ErrorIs(t, err, ErrBlocked)
 	require.Zero(t, hits.Load())
 }
 
@@ -421,12 +421,12 @@ func TestSSRFGuardDNSRebinding(t *testing.T) {
 	require.Equal(t, []netip.Addr{netip.MustParseAddr("8.8.8.8")}, first, "a check that resolved the name would pass it")
 
 	_, err = ssrfPost(ssrfClientWithResolver(nil, r), target)
-	require.ErrorIs(t, err, ErrBlockedAddress)
+	require.ErrorIs(t, err, ErrBlocked)
 	require.Zero(t, hits.Load())
 
 	// The same resolver with loopback allowed reaches the server: the refusal above was the guard's,
 	// not a resolution failure.
-	resp, err := ssrfPost(ssrfClientWithResolver(&AddressGuard{Allow: ssrfLoopback}, r), target)
+	resp, err := ssrfPost(ssrfClientWithResolver(&Guard{Allow: ssrfLoopback}, r), target)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.EqualValues(t, 1, hits.Load())
@@ -436,26 +436,26 @@ func TestSSRFGuardDNSRebinding(t *testing.T) {
 func TestGuardDialRefusesIPv4MappedIPv6(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
 	port := ssrfPort(t, srv.URL)
-	var g AddressGuard
+	var g Guard
 	_, err := g.DialContext(context.Background(), "tcp", "[::ffff:127.0.0.1]:"+port)
-	require.ErrorIs(t, err, ErrBlockedAddress)
-	_, err = ssrfPost(NewDeliveryClient(nil), "http://[::ffff:127.0.0.1]:"+port+"/hooks")
-	require.ErrorIs(t, err, ErrBlockedAddress)
+	require.ErrorIs(t, err, ErrBlocked)
+	_, err = ssrfPost(NewClient(nil), "http://[::ffff:127.0.0.1]:"+port+"/hooks")
+	require.ErrorIs(t, err, ErrBlocked)
 	require.Zero(t, hits.Load())
 }
 
 func TestGuardDialRefusesOtherNetworks(t *testing.T) {
-	g := AddressGuard{Allow: ssrfLoopback, AllowHosts: []string{"localhost"}}
+	g := Guard{Allow: ssrfLoopback, AllowHosts: []string{"localhost"}}
 	for _, network := range []string{"unix", "udp", "ip4:icmp", ""} {
 		_, err := g.DialContext(context.Background(), network, "localhost:53")
-		require.ErrorIs(t, err, ErrBlockedAddress, network)
+		require.ErrorIs(t, err, ErrBlocked, network)
 	}
 }
 
 func TestGuardControlRefusesUnparseableAddress(t *testing.T) {
-	var g AddressGuard
-	require.ErrorIs(t, g.Control(context.Background(), "unix", "/var/run/docker.sock", nil), ErrBlockedAddress)
-	require.ErrorIs(t, g.Control(context.Background(), "tcp6", "[fe80::1%eth0]:80", nil), ErrBlockedAddress)
+	var g Guard
+	require.ErrorIs(t, g.Control(context.Background(), "unix", "/var/run/docker.sock", nil), ErrBlocked)
+	require.ErrorIs(t, g.Control(context.Background(), "tcp6", "[fe80::1%eth0]:80", nil), ErrBlocked)
 	require.NoError(t, g.Control(context.Background(), "tcp4", "8.8.8.8:443", nil))
 }
 
@@ -464,7 +464,7 @@ func TestDeliveryClientDoesNotFollowRedirects(t *testing.T) {
 	first, firstHits := ssrfTarget(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, second.URL+"/elsewhere", http.StatusFound)
 	})
-	resp, err := ssrfPost(NewDeliveryClient(&AddressGuard{Allow: ssrfLoopback}), first.URL+"/hooks")
+	resp, err := ssrfPost(NewClient(&Guard{Allow: ssrfLoopback}), first.URL+"/hooks")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusFound, resp.StatusCode)
 	require.Equal(t, second.URL+"/elsewhere", resp.Header.Get("Location"))
@@ -480,11 +480,11 @@ func TestDeliveryClientIgnoresProxyEnvironment(t *testing.T) {
 	t.Setenv("HTTPS_PROXY", proxy.URL)
 	t.Setenv("NO_PROXY", "")
 
-	tr := NewDeliveryTransport(&AddressGuard{Allow: ssrfLoopback}) // the proxy itself would pass
+	tr := NewTransport(&Guard{Allow: ssrfLoopback}) // the proxy itself would pass
 	require.Nil(t, tr.Proxy)
 	_, err := ssrfPost(&http.Client{Transport: tr}, "http://203.0.113.5/hooks")
-	require.ErrorIs(t, err, ErrBlockedAddress)
-	var be *BlockedAddressError
+	require.ErrorIs(t, err, ErrBlocked)
+	var be *BlockedError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, "documentation", be.Class)
 	require.Zero(t, proxyHits.Load())
@@ -492,8 +492,8 @@ func TestDeliveryClientIgnoresProxyEnvironment(t *testing.T) {
 
 func TestDeliveryClientCopiesTheGuard(t *testing.T) {
 	srv, hits := ssrfTarget(t, nil)
-	g := &AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	c := NewDeliveryClient(g)
+	g := &Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	c := NewClient(g)
 	g.Allow[0] = netip.MustParsePrefix("10.0.0.0/8") // later changes do not reach the transport
 	g.Allow = nil
 	resp, err := ssrfPost(c, srv.URL)
@@ -509,9 +509,9 @@ func ssrfPort(t *testing.T, raw string) string {
 	return u.Port()
 }
 
-// ssrfClientWithResolver is NewDeliveryClient with a resolver of the test's choosing.
-func ssrfClientWithResolver(g *AddressGuard, r *net.Resolver) *http.Client {
-	c := NewDeliveryClient(g)
+// ssrfClientWithResolver is NewClient with a resolver of the test's choosing.
+func ssrfClientWithResolver(g *Guard, r *net.Resolver) *http.Client {
+	c := NewClient(g)
 	g = g.clone()
 	c.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return g.dial(ctx, network, addr, r)
@@ -627,7 +627,7 @@ func FuzzURLPolicyCheck(f *testing.F) {
 }
 
 func BenchmarkGuardCheck(b *testing.B) {
-	var g AddressGuard
+	var g Guard
 	addrs := []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("2606:4700::1111"),
 		netip.MustParseAddr("::ffff:10.0.0.1")}
 	b.ReportAllocs()

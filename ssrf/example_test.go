@@ -1,4 +1,4 @@
-package producer_test
+package ssrf_test
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"net/http/httptest"
 	"net/netip"
 
-	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/ssrf"
 )
 
 // Registration refuses what a delivery must never reach, with a code for the API problem and a
 // detail for the customer.
 func ExampleURLPolicy_Check() {
-	var p producer.URLPolicy // https only, default address guard
+	var p ssrf.URLPolicy // https only, default address guard
 	for _, u := range []string{
 		"https://hooks.example.com/orders?token=abc",
 		"http://hooks.example.com/orders",
@@ -23,7 +23,7 @@ func ExampleURLPolicy_Check() {
 		"https://metadata.google.internal/",
 		"https://user:secret@hooks.example.com/",
 	} {
-		var ue *producer.URLError
+		var ue *ssrf.URLError
 		if err := p.Check(u); errors.As(err, &ue) {
 			fmt.Printf("%s: %s\n", ue.Code, ue.Detail)
 		} else {
@@ -42,16 +42,16 @@ func ExampleURLPolicy_Check() {
 
 // The delivery client checks the address it connects to, after DNS resolution. A test server on
 // loopback is out of reach until the guard allows loopback.
-func ExampleNewDeliveryClient() {
+func ExampleNewClient() {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
 
-	_, err := producer.NewDeliveryClient(nil).Get(srv.URL)
-	var blocked *producer.BlockedAddressError
-	fmt.Println(errors.Is(err, producer.ErrBlockedAddress), errors.As(err, &blocked) && blocked.Class == "loopback")
+	_, err := ssrf.NewClient(nil).Get(srv.URL)
+	var blocked *ssrf.BlockedError
+	fmt.Println(errors.Is(err, ssrf.ErrBlocked), errors.As(err, &blocked) && blocked.Class == "loopback")
 
-	tests := &producer.AddressGuard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	resp, err := producer.NewDeliveryClient(tests).Get(srv.URL)
+	tests := &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	resp, err := ssrf.NewClient(tests).Get(srv.URL)
 	if err != nil {
 		fmt.Println(err)
 		return
