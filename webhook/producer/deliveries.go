@@ -29,15 +29,9 @@ const (
 	MaxDeliveriesLimit     = 100
 )
 
-// AttemptIDPrefix starts every attempt ID of the history API: "att_" and the AttemptRecord.ID in
+// AttemptIDPrefix starts every attempt ID of the history API: "att_" and the attempt's ID in
 // decimal, a random number that says nothing about other attempts.
 const AttemptIDPrefix = "att_"
-
-// CodeInvalidCursor: starting_after is not an attempt ID.
-const CodeInvalidCursor = "invalid_cursor"
-
-// CodeInvalidOutcome: outcome is not delivered, failed or abandoned.
-const CodeInvalidOutcome = "invalid_outcome"
 
 // DeliveriesOptions configures a DeliveriesHandler. The zero value (or nil) means the defaults.
 type DeliveriesOptions struct {
@@ -102,9 +96,9 @@ func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee L
 	return h, nil
 }
 
-// ParseDeliveriesQuery reads sequence, outcome, limit and starting_after into an AttemptQuery for
+// parseDeliveriesQuery reads sequence, outcome, limit and starting_after into an AttemptQuery for
 // stream, returning a 400 *apierror.Error that lists every bad parameter, each located at its name.
-func ParseDeliveriesQuery(stream string, q url.Values) (driver.AttemptQuery, error) {
+func parseDeliveriesQuery(stream string, q url.Values) (driver.AttemptQuery, error) {
 	aq := driver.AttemptQuery{Stream: stream, Limit: DefaultDeliveriesLimit}
 	var c apierror.Collector
 	if seq, st := queryUint(&c, q, "sequence"); st == paramSet {
@@ -216,7 +210,7 @@ func (h *DeliveriesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.errs.Write(w, r, err)
 		return
 	}
-	q, err := ParseDeliveriesQuery(ep.ID, query)
+	q, err := parseDeliveriesQuery(ep.ID, query)
 	if err != nil {
 		h.errs.Write(w, r, err)
 		return

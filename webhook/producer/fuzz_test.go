@@ -1,4 +1,4 @@
-package producer_test
+package producer
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/svcplatform/conventions/apierror"
-	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // FuzzParseRangeQuery feeds arbitrary query strings to the range parameters' parser: it must never
@@ -22,12 +22,12 @@ func FuzzParseRangeQuery(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, _ := url.ParseQuery(raw) // the server serves whatever part of a bad query it could parse
-		rq, err := producer.ParseRangeQuery(q)
+		rq, err := parseRangeQuery(q)
 		if err == nil {
 			if rq.From < 1 || rq.To < rq.From || rq.Limit < 1 {
 				t.Fatalf("accepted %q as %+v, outside the driver contract (1 ≤ from ≤ to, limit ≥ 1)", raw, rq)
 			}
-			if rq.Limit > producer.MaxRangeLimit {
+			if rq.Limit > MaxRangeLimit {
 				t.Fatalf("accepted limit %d", rq.Limit)
 			}
 			return
@@ -42,4 +42,10 @@ func FuzzParseRangeQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseRangeQueryDefaults(t *testing.T) {
+	q, err := parseRangeQuery(url.Values{"from": {"5"}})
+	require.NoError(t, err)
+	require.Equal(t, rangeQuery{From: 5, To: ^uint64(0), Limit: DefaultRangeLimit}, q)
 }

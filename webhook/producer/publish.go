@@ -14,21 +14,26 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// DefaultAPIVersion is the api_version Publisher stamps on events when Options leave it empty.
-const DefaultAPIVersion = "v1"
+// Defaults of PublisherOptions.
+const (
+	// DefaultAPIVersion is the api_version Publisher stamps on events when the options leave it
+	// empty.
+	DefaultAPIVersion = "v1"
 
-// DefaultMaxFanOut is the most endpoints PublishToOwner publishes one event to when PublisherOptions
-// leave MaxFanOut at 0: four times the 16 endpoints per licensee that registration normally allows
-// (Stripe's limit, and the reference server's), so that it never refuses a normal licensee, and
-// small enough that a registry gone wrong cannot turn one order into hundreds of events and requests.
-const DefaultMaxFanOut = 64
+	// DefaultMaxFanOut is the most endpoints PublishToOwner publishes one event to when the options
+	// leave MaxFanOut at 0: four times the 16 endpoints per licensee that registration normally
+	// allows (Stripe's limit, and the reference server's), so that it never refuses a normal
+	// licensee, and small enough that a registry gone wrong cannot turn one order into hundreds of
+	// events and requests.
+	DefaultMaxFanOut = 64
 
-// DefaultMaxEventBytes is the largest event a Publisher appends when PublisherOptions leave
-// MaxEventBytes at 0: 256 KiB of envelope as a delivery carries it (data, ID, type, endpoint, and
-// room for the sequence), a quarter of the 1 MiB a consumer accepts by default
-// (webhook.ReceiverOptions.MaxBodyBytes), which leaves room for rendering at another version, and a
-// sixteenth of a range page (DefaultMaxPageBytes).
-const DefaultMaxEventBytes = 256 << 10
+	// DefaultMaxEventBytes is the largest event a Publisher appends when the options leave
+	// MaxEventBytes at 0: 256 KiB of envelope as a delivery carries it (data, ID, type, endpoint, and
+	// room for the sequence), a quarter of the 1 MiB a consumer accepts by default
+	// (webhook.ReceiverOptions.MaxBodyBytes), which leaves room for rendering at another version, and
+	// a sixteenth of a range page (DefaultMaxPageBytes).
+	DefaultMaxEventBytes = 256 << 10
+)
 
 // Errors of the Publisher.
 var (

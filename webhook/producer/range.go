@@ -56,8 +56,10 @@ const (
 	RangeChunk = DefaultMaxPageBytes / DefaultMaxEventBytes
 )
 
-// Problem codes of range retrieval.
+// Problem codes of range retrieval and the delivery history.
 const (
+	CodeInvalidCursor    = "invalid_cursor"  // starting_after is not an attempt ID
+	CodeInvalidOutcome   = "invalid_outcome" // outcome is not delivered, failed or abandoned
 	CodeEndpointNotFound = "webhook_endpoint_not_found"
 	CodeEventsPruned     = "events_pruned"
 	CodeNotInteger       = "not_an_integer"
@@ -187,17 +189,17 @@ func handlerDeps(ctor string, log driver.Log, endpoints driver.Endpoints, licens
 	return nil
 }
 
-// RangeQuery is a parsed range request, a plain value. The zero value asks for nothing (From 0 and
-// Limit 0 are out of range); ParseRangeQuery fills in the defaults.
-type RangeQuery struct {
+// rangeQuery is a parsed range request, a plain value. The zero value asks for nothing (From 0 and
+// Limit 0 are out of range); parseRangeQuery fills in the defaults.
+type rangeQuery struct {
 	From, To uint64 // inclusive; To is math.MaxUint64 when the request named none
 	Limit    int
 }
 
-// ParseRangeQuery reads from, to and limit, returning a 400 *apierror.Error that lists every bad
+// parseRangeQuery reads from, to and limit, returning a 400 *apierror.Error that lists every bad
 // parameter, each located at its name. An empty parameter counts as absent.
-func ParseRangeQuery(q url.Values) (RangeQuery, error) {
-	rq := RangeQuery{To: math.MaxUint64, Limit: DefaultRangeLimit}
+func parseRangeQuery(q url.Values) (rangeQuery, error) {
+	rq := rangeQuery{To: math.MaxUint64, Limit: DefaultRangeLimit}
 	var c apierror.Collector
 	from, fromState := queryUint(&c, q, "from")
 	to, toState := queryUint(&c, q, "to")
@@ -224,7 +226,7 @@ func ParseRangeQuery(q url.Values) (RangeQuery, error) {
 		}
 	}
 	if err := c.Err(); err != nil {
-		return RangeQuery{}, err
+		return rangeQuery{}, err
 	}
 	return rq, nil
 }
@@ -324,7 +326,7 @@ func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 		h.errs.Write(w, r, err)
 		return 0
 	}
-	rq, err := ParseRangeQuery(query)
+	rq, err := parseRangeQuery(query)
 	if err != nil {
 		h.errs.Write(w, r, err)
 		return 0
@@ -404,9 +406,9 @@ const listFrame = len(`{"object":"list","data":[],"has_more":false}`)
 
 // read reads a page's events within maxBytes of data: in one call from a ByteRanger, else through
 // Range in chunks of RangeChunk events, stopping at the budget.
-func (h *RangeHandler) read(ctx context.Context, stream string, rq RangeQuery, maxBytes int) ([]webhook.Event, bool, error) {
+func (h *RangeHandler) read(ctx context.Context, stream string, rq rangeQuery, maxBytes int) ([]webhook.Event, bool, error) {
 	if err := checkRangeBytes(rq.From, rq.To, rq.Limit, maxBytes); err != nil {
-		return nil, false, err // the driver contract: ParseRangeQuery and the options keep to it
+		return nil, false, err // the driver contract: parseRangeQuery and the options keep to it
 	}
 	if br, ok := h.log.(driver.ByteRanger); ok {
 		return br.RangeBytes(ctx, stream, rq.From, rq.To, rq.Limit, maxBytes)
@@ -501,7 +503,7 @@ func notFound(id string) *apierror.Error {
 		apierror.Path("id", CodeEndpointNotFound, "names no webhook endpoint of yours"))
 }
 
-func pruned(id string, rq RangeQuery, first uint64) *apierror.Error {
+func pruned(id string, rq rangeQuery, first uint64) *apierror.Error {
 	last := min(rq.To, first-1)
 	gone := strconv.FormatUint(rq.From, 10)
 	if last > rq.From {

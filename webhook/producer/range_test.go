@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -359,12 +358,6 @@ func TestRangeHandlerStoreFailureIsOpaque(t *testing.T) {
 	mux.ServeHTTP(w, r)
 	require.Equal(t, http.StatusInternalServerError, w.Code)
 	require.NotContains(t, w.Body.String(), "10.0.0.7")
-}
-
-func TestParseRangeQueryDefaults(t *testing.T) {
-	q, err := producer.ParseRangeQuery(url.Values{"from": {"5"}})
-	require.NoError(t, err)
-	require.Equal(t, producer.RangeQuery{From: 5, To: ^uint64(0), Limit: producer.DefaultRangeLimit}, q)
 }
 
 func TestRangeOverHTTP(t *testing.T) {
