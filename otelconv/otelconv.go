@@ -3,6 +3,7 @@ package otelconv
 import (
 	"errors"
 
+	"github.com/svcplatform/conventions/webhook/producer"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -56,10 +57,12 @@ type Telemetry struct {
 	idempotency *idempotencyObserver
 	consumer    *consumerObserver
 	producer    *producerObserver
-	versioning  *versioningObserver
-	sandbox     *sandboxObserver
-	apierror    *apierrorObserver
-	http        *httpObserver
+	// producerHooks are producer's methods as the hooks Producer returns.
+	producerHooks *producer.Hooks
+	versioning    *versioningObserver
+	sandbox       *sandboxObserver
+	apierror      *apierrorObserver
+	http          *httpObserver
 }
 
 // New creates every instrument once. It returns an error when the MeterProvider refuses one.

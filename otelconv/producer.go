@@ -144,7 +144,7 @@ func (e *eventTypes) option(ctx context.Context, typ string) metric.AddOption {
 	return opt
 }
 
-// producerObserver implements producer.Observer. Its instruments and the attribute sets of every
+// producerObserver fills producer.Hooks. Its instruments and the attribute sets of every
 // bounded combination are made once, by buildProducer; it is safe for concurrent use.
 type producerObserver struct {
 	tracer       trace.Tracer
@@ -166,8 +166,6 @@ type producerObserver struct {
 
 	types *eventTypes
 }
-
-var _ producer.Observer = (*producerObserver)(nil)
 
 func (t *Telemetry) buildProducer() error {
 	p := &producerObserver{tracer: t.tracer, propagator: t.propagator, endpointAttr: t.opts.EndpointAttribute,
@@ -210,19 +208,22 @@ func (t *Telemetry) buildProducer() error {
 	p.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	p.rangeOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	t.producer = p
+	t.producerHooks = &producer.Hooks{EventTrace: p.EventTrace, EventsAppended: p.EventsAppended,
+		AttemptStart: p.AttemptStart, InjectTrace: p.InjectTrace, AttemptEnd: p.AttemptEnd,
+		RangeStart: p.RangeStart, RangeEnd: p.RangeEnd}
 	return nil
 }
 
-// Producer returns the observer of package webhook/producer, for PublisherOptions.Observer and
-// DispatcherOptions.Observer. It records svc.webhook.delivery.*, svc.webhook.events.appended and a
+// Producer returns the hooks of package webhook/producer, for the Hooks of PublisherOptions,
+// DispatcherOptions and RangeHandlerOptions. They record svc.webhook.delivery.*, svc.webhook.events.appended and a
 // webhook.deliver span per attempt, linked to the span that published the event.
 //
-// On a nil or zero Telemetry it returns nil: no observer.
-func (t *Telemetry) Producer() producer.Observer {
-	if t == nil || t.producer == nil {
+// On a nil or zero Telemetry it returns nil: no hooks.
+func (t *Telemetry) Producer() *producer.Hooks {
+	if t == nil {
 		return nil
 	}
-	return t.producer
+	return t.producerHooks
 }
 
 // traceCarrier holds one trace context as W3C text while it is injected or extracted.
@@ -249,7 +250,7 @@ func (c *traceCarrier) Set(key, value string) {
 
 func (c *traceCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }
 
-// EventTrace implements producer.Observer: the span context of ctx in W3C form, whatever the
+// EventTrace is producer.Hooks.EventTrace: the span context of ctx in W3C form, whatever the
 // propagator of the deliveries, since it is stored, not sent.
 func (p *producerObserver) EventTrace(ctx context.Context) producer.TraceContext {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
@@ -260,7 +261,7 @@ func (p *producerObserver) EventTrace(ctx context.Context) producer.TraceContext
 	return producer.TraceContext{TraceParent: c.parent, TraceState: c.state}
 }
 
-// EventsAppended implements producer.Observer.
+// EventsAppended is producer.Hooks.EventsAppended.
 func (p *producerObserver) EventsAppended(ctx context.Context, a producer.AppendInfo) {
 	if a.Events <= 0 {
 		return
@@ -268,7 +269,7 @@ func (p *producerObserver) EventsAppended(ctx context.Context, a producer.Append
 	p.appended.Add(ctx, int64(a.Events), p.types.option(ctx, a.Type))
 }
 
-// AttemptStart implements producer.Observer: a client span, webhook.deliver, linked to the span that
+// AttemptStart is producer.Hooks.AttemptStart: a client span, webhook.deliver, linked to the span that
 // published the event. Its parent is whatever span ctx carries; the Dispatcher's Run normally runs in
 // a context without one, so each attempt starts a trace of its own.
 func (p *producerObserver) AttemptStart(ctx context.Context, a producer.AttemptInfo) context.Context {
@@ -297,12 +298,12 @@ func (p *producerObserver) AttemptStart(ctx context.Context, a producer.AttemptI
 	return ctx
 }
 
-// InjectTrace implements producer.Observer with the Telemetry's propagator.
+// InjectTrace is producer.Hooks.InjectTrace with the Telemetry's propagator.
 func (p *producerObserver) InjectTrace(ctx context.Context, carrier webhook.TraceCarrier) {
 	p.propagator.Inject(ctx, carrier)
 }
 
-// AttemptEnd implements producer.Observer: it counts the attempt, records its duration when a
+// AttemptEnd is producer.Hooks.AttemptEnd: it counts the attempt, records its duration when a
 // request went out, and ends the span.
 func (p *producerObserver) AttemptEnd(ctx context.Context, r producer.AttemptResult) {
 	res := resultReleased
@@ -346,7 +347,7 @@ func (p *producerObserver) AttemptEnd(ctx context.Context, r producer.AttemptRes
 	span.End()
 }
 
-// RangeStart implements producer.Observer: a server span, webhook.range_serve, that continues the
+// RangeStart is producer.Hooks.RangeStart: a server span, webhook.range_serve, that continues the
 // trace the request's header carries (the consumer's range fetch) — unless ctx already carries a span,
 // such as the team's HTTP middleware's, which then is its parent.
 func (p *producerObserver) RangeStart(ctx context.Context, r producer.RangeInfo) context.Context {
@@ -363,7 +364,7 @@ func (p *producerObserver) RangeStart(ctx context.Context, r producer.RangeInfo)
 	return ctx
 }
 
-// RangeEnd implements producer.Observer: it ends the span with the status and the number of events.
+// RangeEnd is producer.Hooks.RangeEnd: it ends the span with the status and the number of events.
 func (p *producerObserver) RangeEnd(ctx context.Context, r producer.RangeResult) {
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {

@@ -81,12 +81,12 @@ func newProducerRig(t *testing.T, opts *Options) *producerRig {
 		t.Fatal(err)
 	}
 	obs := r.h.tel.Producer()
-	if r.pub, err = producer.NewPublisher(r.log, r.eps, &producer.PublisherOptions{Now: r.clk.Now, Observer: obs}); err != nil {
+	if r.pub, err = producer.NewPublisher(r.log, r.eps, &producer.PublisherOptions{Now: r.clk.Now, Hooks: obs}); err != nil {
 		t.Fatal(err)
 	}
 	guard := &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if r.d, err = producer.NewDispatcher(r.log, r.eps, &producer.DispatcherOptions{Guard: guard, Now: r.clk.Now, Jitter: -1,
-		Schedule: []time.Duration{time.Minute}, Observer: obs}); err != nil {
+		Schedule: []time.Duration{time.Minute}, Hooks: obs}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -345,7 +345,7 @@ func BenchmarkDeliveryObserved(b *testing.B) {
 	for _, observed := range []bool{false, true} {
 		b.Run(map[bool]string{false: "observer=nil", true: "observer=otelconv"}[observed], func(b *testing.B) {
 			h := newHarness(b, nil)
-			var obs producer.Observer
+			var obs *producer.Hooks
 			if observed {
 				obs = h.tel.Producer()
 			}
@@ -355,12 +355,12 @@ func BenchmarkDeliveryObserved(b *testing.B) {
 			}
 			clk := &clock{now: prodT0}
 			l := memstore.NewLog()
-			pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now, Observer: obs})
+			pub, err := producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: clk.Now, Hooks: obs})
 			if err != nil {
 				b.Fatal(err)
 			}
 			d, err := producer.NewDispatcher(l, eps, &producer.DispatcherOptions{Client: &http.Client{Transport: answer200{}},
-				Now: clk.Now, Observer: obs})
+				Now: clk.Now, Hooks: obs})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -408,7 +408,7 @@ func TestProducerRangeServeContinuesTrace(t *testing.T) {
 		}
 	}
 	rh, err := producer.NewRangeHandler(r.log, r.eps, func(*http.Request) (string, error) { return "lic_1", nil },
-		&producer.RangeOptions{Observer: r.h.tel.Producer()})
+		&producer.RangeHandlerOptions{Hooks: r.h.tel.Producer()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,27 +23,23 @@ var evlogTrace = producer.TraceContext{
 	TraceState:  "congo=t61rcWkgMzE",
 }
 
-// traceObserver is a producer.Observer that gives publishes evlogTrace and keeps the attempts' infos.
+// traceObserver gives publishes evlogTrace and keeps the attempts' infos, through its hooks.
 type traceObserver struct {
 	mu     sync.Mutex
 	starts []producer.AttemptInfo
 }
 
-func (o *traceObserver) EventTrace(context.Context) producer.TraceContext    { return evlogTrace }
-func (o *traceObserver) EventsAppended(context.Context, producer.AppendInfo) {}
-func (o *traceObserver) AttemptEnd(context.Context, producer.AttemptResult)  {}
-func (o *traceObserver) InjectTrace(ctx context.Context, h webhook.TraceCarrier) {
-	h.Set("traceparent", "attempt")
-}
-func (o *traceObserver) RangeStart(ctx context.Context, _ producer.RangeInfo) context.Context {
-	return ctx
-}
-func (o *traceObserver) RangeEnd(context.Context, producer.RangeResult) {}
-func (o *traceObserver) AttemptStart(ctx context.Context, a producer.AttemptInfo) context.Context {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.starts = append(o.starts, a)
-	return ctx
+func (o *traceObserver) hooks() *producer.Hooks {
+	return &producer.Hooks{
+		EventTrace:  func(context.Context) producer.TraceContext { return evlogTrace },
+		InjectTrace: func(_ context.Context, h webhook.TraceCarrier) { h.Set("traceparent", "attempt") },
+		AttemptStart: func(ctx context.Context, a producer.AttemptInfo) context.Context {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.starts = append(o.starts, a)
+			return ctx
+		},
+	}
 }
 
 // TestEventLogTraceThroughOutbox: the publishing request's trace context, appended in the caller's
@@ -65,7 +61,7 @@ func TestEventLogTraceThroughOutbox(t *testing.T) {
 	eps := must(memstore.NewEndpoints(producer.Endpoint{ID: "we_a", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}},
 		producer.Endpoint{ID: "we_b", URL: srv.URL, Owner: "lic_1", Secrets: []string{webhook.NewSecret()}}))
 	obs := &traceObserver{}
-	pub := must(producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }, Observer: obs}))
+	pub := must(producer.NewPublisher(l, eps, &producer.PublisherOptions{Now: func() time.Time { return evlogT0 }, Hooks: obs.hooks()}))
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -77,7 +73,7 @@ func TestEventLogTraceThroughOutbox(t *testing.T) {
 	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: webhook.Event{Type: "order.created", Created: evlogT0.Unix(), APIVersion: "v1", Data: []byte(`{}`)}})
 	require.NoError(t, err, "an append without a trace context")
 
-	d := must(producer.NewDispatcher(l, eps, &producer.DispatcherOptions{Guard: evlogLoopback, Observer: obs,
+	d := must(producer.NewDispatcher(l, eps, &producer.DispatcherOptions{Guard: evlogLoopback, Hooks: obs.hooks(),
 		Now: func() time.Time { return evlogT0.Add(time.Second) }}))
 	for range 3 { // one pass per endpoint holder; the log may split the runs
 		_, err := d.DeliverDue(ctx)

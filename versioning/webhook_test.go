@@ -117,7 +117,7 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	require.NoError(t, err)
 	owner := func(r *http.Request) (string, error) { lic, _ := licensee(r); return lic, nil }
 	mux.Handle(producer.RangePattern(""), must(producer.NewRangeHandler(log, eps, owner,
-		&producer.RangeOptions{Render: router.EventRenderer(nil)})))
+		&producer.RangeHandlerOptions{Render: router.EventRenderer(nil)})))
 
 	pub, err := producer.NewPublisher(log, eps, &producer.PublisherOptions{APIVersion: "v2"})
 	require.NoError(t, err)

@@ -209,7 +209,7 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		return pr.Licensee, nil
 	}
 	ranges, err := producer.NewRangeHandler(p.log, endpoints, licensee,
-		&producer.RangeOptions{Now: p.dispatcherNow, Logger: o.Logger})
+		&producer.RangeHandlerOptions{Now: p.dispatcherNow, Logger: o.Logger})
 	if err != nil {
 		p.srv.Close()
 		t.Fatalf("sandboxtest: range handler: %v", err)

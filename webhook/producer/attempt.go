@@ -49,9 +49,9 @@ func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl driver.Deliver
 
 // attempt makes one delivery request (unless prepare already failed it) and fills in r's Attempt.
 func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl driver.Delivery, r *result) {
-	o := d.observer
+	o := d.hooks
 	if o != nil {
-		ctx = o.AttemptStart(ctx, attemptInfo(dl))
+		ctx = o.attemptStart(ctx, attemptInfo(dl))
 	}
 	start := d.now()
 	if r.Class == "" {
@@ -61,17 +61,17 @@ func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl driver.Deliver
 	r.At = start
 	r.Latency = max(d.now().Sub(start), 0)
 	if o != nil {
-		o.AttemptEnd(ctx, d.attemptResult(dl, r))
+		o.attemptEnd(ctx, d.attemptResult(dl, r))
 	}
 }
 
-// attemptInfo describes dl's next attempt for the Observer.
+// attemptInfo describes dl's next attempt for the hooks.
 func attemptInfo(dl driver.Delivery) AttemptInfo {
 	return AttemptInfo{Endpoint: dl.Stream, EventID: dl.Event.ID, EventType: dl.Event.Type, Sequence: dl.Sequence,
 		Attempt: dl.Attempts + 1, Trace: TraceContext{TraceParent: dl.TraceParent, TraceState: dl.TraceState}}
 }
 
-// attemptResult describes r for the Observer. The outcome is decided here as deliverStream will
+// attemptResult describes r for the hooks. The outcome is decided here as deliverStream will
 // record it: a failure is retried unless it exhausted the schedule (retryAt's rule).
 func (d *Dispatcher) attemptResult(dl driver.Delivery, r *result) AttemptResult {
 	res := AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Sent: r.sent, StatusCode: r.StatusCode,
@@ -103,8 +103,8 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, 
 	h.Set("User-Agent", d.userAgent)
 	h.Set(webhook.HeaderSignature, sig)
 	h.Set(webhook.HeaderSequence, strconv.FormatUint(dl.Sequence, 10))
-	if o := d.observer; o != nil {
-		o.InjectTrace(rctx, webhook.NewTraceCarrier(h))
+	if o := d.hooks; o != nil {
+		o.injectTrace(rctx, webhook.NewTraceCarrier(h))
 	}
 	// Whether the connection (new or reused) is one that only an allow-list admitted: its answer is
 	// then not recorded. Atomic: a transport may report the connection from another goroutine.

@@ -17,7 +17,7 @@ import (
 // DeliveriesPattern returns the net/http ServeMux pattern of the delivery history under the version
 // segment version, as RangePattern does: DeliveriesPattern("v1") is
 // "GET /v1/webhook_endpoints/{id}/deliveries", DeliveriesPattern("") has no version segment.
-// DeliveriesHandler reads the endpoint ID from its {id} wildcard unless DeliveriesOptions.EndpointID
+// DeliveriesHandler reads the endpoint ID from its {id} wildcard unless DeliveriesHandlerOptions.EndpointID
 // says otherwise.
 func DeliveriesPattern(version string) string {
 	return versioned(version, "/webhook_endpoints/{id}/deliveries")
@@ -33,8 +33,8 @@ const (
 // decimal, a random number that says nothing about other attempts.
 const AttemptIDPrefix = "att_"
 
-// DeliveriesOptions configures a DeliveriesHandler. The zero value (or nil) means the defaults.
-type DeliveriesOptions struct {
+// DeliveriesHandlerOptions configures a DeliveriesHandler. The zero value (or nil) means the defaults.
+type DeliveriesHandlerOptions struct {
 	// EndpointID extracts the endpoint ID from the request; nil means r.PathValue("id").
 	EndpointID func(r *http.Request) string
 	// Problems writes the problem responses: its TypeBase, and its Logger (nil means Logger). Fields
@@ -78,7 +78,7 @@ type DeliveriesHandler struct {
 // NewDeliveriesHandler returns the delivery history handler for the attempts in log of the endpoints
 // in endpoints; licensee maps each request to the licensee it is authenticated as, as for
 // NewRangeHandler. A nil log, endpoints or licensee is an error.
-func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *DeliveriesOptions) (*DeliveriesHandler, error) {
+func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *DeliveriesHandlerOptions) (*DeliveriesHandler, error) {
 	if err := handlerDeps("NewDeliveriesHandler", log, endpoints, licensee); err != nil {
 		return nil, err
 	}

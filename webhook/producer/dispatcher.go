@@ -114,9 +114,9 @@ type DispatcherOptions struct {
 	// and the Dispatcher's Run numbers them in the background, waking its own claim loop after each
 	// batch. nil means the defaults. It is ignored for a Log that numbers at Append.
 	Sequencer *SequencerOptions
-	// Observer is told of every delivery attempt (AttemptStart, InjectTrace, AttemptEnd), for metrics
+	// Hooks are told of every delivery attempt (AttemptStart, InjectTrace, AttemptEnd), for metrics
 	// and traces; nil observes nothing, at no cost.
-	Observer Observer
+	Hooks *Hooks
 }
 
 // Dispatcher delivers the due events of a Log to their endpoints: POST of the event JSON with
@@ -169,7 +169,7 @@ type Dispatcher struct {
 	signers     signerCache
 	group       groupCommit
 	sequencer   *Sequencer // nil unless log is Sequencing
-	observer    Observer
+	hooks       *Hooks
 
 	mu       sync.Mutex
 	inFlight int               // request slots reserved, over all endpoints
@@ -211,7 +211,7 @@ func NewDispatcher(log driver.Log, endpoints driver.Endpoints, opts *DispatcherO
 		owners:      make(map[string]int),
 		ownerOf:     make(map[string]string),
 		wake:        make(chan struct{}, 1),
-		observer:    opts.Observer,
+		hooks:       opts.Hooks,
 	}
 	switch {
 	case log == nil || endpoints == nil:

@@ -134,8 +134,8 @@
 //
 // # Observing
 //
-// PublisherOptions.Observer, DispatcherOptions.Observer and RangeOptions.Observer take an Observer
-// (package otelconv has one on OpenTelemetry); nil costs nothing, not one allocation. The Publisher asks it for the
+// PublisherOptions.Hooks, DispatcherOptions.Hooks and RangeHandlerOptions.Hooks take Hooks (package
+// otelconv fills them on OpenTelemetry); nil costs nothing, not one allocation. The Publisher asks them for the
 // publishing request's trace context (W3C traceparent and tracestate) and the Log stores that with
 // each event — memstore.Log in memory, pgstore.EventLog in two nullable columns — so that every delivery
 // attempt, minutes or days later and on any replica, can link its span to the request that published
@@ -179,11 +179,11 @@
 //
 // from is required; to defaults to the newest event; limit is 1–1000, default 100. The range is
 // inclusive and ascending, has_more says whether events in the range follow the page, and the body is
-// signed like a delivery. A page is bounded by bytes too (RangeOptions.MaxPageBytes, default 4 MiB,
+// signed like a delivery. A page is bounded by bytes too (RangeHandlerOptions.MaxPageBytes, default 4 MiB,
 // a RangeClient's own cap on a response): it ends early, with has_more true, before its body would
 // pass the budget, and always holds at least one event, so a consumer never gets a page it must
 // refuse. The events are read from the Log within that budget (ByteRanger), so one request holds
-// about twice the budget at most, and a licensee has at most RangeOptions.MaxInFlight requests (4)
+// about twice the budget at most, and a licensee has at most RangeHandlerOptions.MaxInFlight requests (4)
 // served at once — one more is 429 range_requests_in_flight with Retry-After — so that concurrent
 // pages of large events cannot exhaust the process that serves every licensee. Bad parameters are 400 problems located at the parameter (not_an_integer,
 // out_of_range, range_inverted at to, query_repeated, query_missing). An unknown endpoint and another
@@ -220,7 +220,7 @@
 //	// RangePattern(v) for each version v). Rendering at the pinned version is the router's
 //	// EventRenderer.
 //	ranges, err := producer.NewRangeHandler(events, eps, licenseeOf,
-//		&producer.RangeOptions{Render: router.EventRenderer(nil), Problems: problems})
+//		&producer.RangeHandlerOptions{Render: router.EventRenderer(nil), Problems: problems})
 //	if err != nil { … }
 //	deliveries, err := producer.NewDeliveriesHandler(events, eps, licenseeOf, nil)
 //	if err != nil { … }

@@ -10,42 +10,84 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// Observer is told what the producer does, for metrics and traces (package otelconv implements it
-// with OpenTelemetry). Set it in PublisherOptions.Observer, DispatcherOptions.Observer and
-// RangeOptions.Observer; nil observes nothing and costs nothing.
+// Hooks are told what the producer does, for metrics and traces (package otelconv fills them with
+// OpenTelemetry). Set them in PublisherOptions.Hooks, DispatcherOptions.Hooks and
+// RangeHandlerOptions.Hooks. Every field may be nil, and a nil *Hooks observes nothing and costs
+// nothing. Fields will be added as the producer grows: Hooks written for an earlier version keep
+// compiling and keep working, since a new field is nil in them.
 //
-// Its methods are called synchronously on the publishing and delivering paths, from many goroutines
-// at once: an Observer must be safe for concurrent use and must not block. The structs it receives
-// are plain values that never hold a secret, a signature, a URL or a payload; they do hold endpoint
-// and event IDs, which are of unbounded cardinality, so an implementation records them as metric
-// attributes only when its user asks for that.
-type Observer interface {
+// The hooks are called synchronously on the publishing and delivering paths, from many goroutines at
+// once: they must be safe for concurrent use and must not block. The structs they receive are plain
+// values that never hold a secret, a signature, a URL or a payload; they do hold endpoint and event
+// IDs, which are of unbounded cardinality, so an implementation records them as metric attributes
+// only when its user asks for that. A Hooks value must not be modified once in use.
+type Hooks struct {
 	// EventTrace returns the trace context of ctx — the request that publishes — in W3C Trace
 	// Context form, or the zero TraceContext for none. The Publisher stores it with each event it
 	// appends, so that every later delivery attempt can link back to it.
-	EventTrace(ctx context.Context) TraceContext
+	EventTrace func(ctx context.Context) TraceContext
 	// EventsAppended is called after a Publisher appended events: n events of one type, in ctx.
-	EventsAppended(ctx context.Context, a AppendInfo)
+	EventsAppended func(ctx context.Context, a AppendInfo)
 	// AttemptStart is called before each delivery attempt, and for each delivery abandoned because
 	// its endpoint was deleted; it returns the context the attempt continues in (where an
 	// implementation keeps its span), which must be derived from ctx: the request is made in it, and
-	// the dispatcher's shutdown cancels it. Every AttemptStart is followed by exactly one AttemptEnd,
-	// with the context it returned.
-	AttemptStart(ctx context.Context, a AttemptInfo) context.Context
+	// the dispatcher's shutdown cancels it. AttemptEnd follows each AttemptStart exactly once, with
+	// the context it returned.
+	AttemptStart func(ctx context.Context, a AttemptInfo) context.Context
 	// InjectTrace writes the attempt's trace context (traceparent, tracestate) into the delivery
 	// request's header, ctx being AttemptStart's context. The carrier never shows the signature.
-	InjectTrace(ctx context.Context, carrier webhook.TraceCarrier)
+	InjectTrace func(ctx context.Context, carrier webhook.TraceCarrier)
 	// AttemptEnd is called as soon as the attempt's request has ended, with the outcome the Log will
 	// record. (One exception, on shutdown only: with PerEndpoint above 1, a request that completed
 	// beside one cut short is handed back unrecorded, and will be sent again.)
-	AttemptEnd(ctx context.Context, r AttemptResult)
+	AttemptEnd func(ctx context.Context, r AttemptResult)
 	// RangeStart is called when a RangeHandler starts serving a request, with its headers, from
 	// which an implementation continues the consumer's trace (traceparent); it returns the
 	// context the request is served in, which must be derived from ctx. RangeEnd follows, exactly
 	// once, with that context.
-	RangeStart(ctx context.Context, r RangeInfo) context.Context
+	RangeStart func(ctx context.Context, r RangeInfo) context.Context
 	// RangeEnd is called when the RangeHandler has answered.
-	RangeEnd(ctx context.Context, r RangeResult)
+	RangeEnd func(ctx context.Context, r RangeResult)
+}
+
+// The hooks' calls, each a no-op when its field is nil; the caller has checked that h is not nil.
+
+func (h *Hooks) eventsAppended(ctx context.Context, a AppendInfo) {
+	if h.EventsAppended != nil {
+		h.EventsAppended(ctx, a)
+	}
+}
+
+func (h *Hooks) attemptStart(ctx context.Context, a AttemptInfo) context.Context {
+	if h.AttemptStart == nil {
+		return ctx
+	}
+	return h.AttemptStart(ctx, a)
+}
+
+func (h *Hooks) injectTrace(ctx context.Context, carrier webhook.TraceCarrier) {
+	if h.InjectTrace != nil {
+		h.InjectTrace(ctx, carrier)
+	}
+}
+
+func (h *Hooks) attemptEnd(ctx context.Context, r AttemptResult) {
+	if h.AttemptEnd != nil {
+		h.AttemptEnd(ctx, r)
+	}
+}
+
+func (h *Hooks) rangeStart(ctx context.Context, r RangeInfo) context.Context {
+	if h.RangeStart == nil {
+		return ctx
+	}
+	return h.RangeStart(ctx, r)
+}
+
+func (h *Hooks) rangeEnd(ctx context.Context, r RangeResult) {
+	if h.RangeEnd != nil {
+		h.RangeEnd(ctx, r)
+	}
 }
 
 // RangeInfo describes a range request a RangeHandler is about to serve. It is a plain value; the
@@ -87,7 +129,7 @@ func (tc TraceContext) IsZero() bool { return tc.TraceParent == "" }
 
 // Sanitized returns tc fit to store: a traceparent that is empty, too long or not visible ASCII
 // drops the whole context; a tracestate that is too long or not printable ASCII is dropped alone.
-// Logs store nothing else, whatever an Observer returned.
+// Logs store nothing else, whatever Hooks.EventTrace returned.
 func (tc TraceContext) Sanitized() TraceContext {
 	if len(tc.TraceParent) > maxTraceParent || !printableASCII(tc.TraceParent, '!') {
 		return TraceContext{}

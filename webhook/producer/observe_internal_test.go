@@ -73,7 +73,7 @@ func TestNilObserverAddsNoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	rh, err := NewRangeHandler(l, eps, func(*http.Request) (string, error) { return "lic_1", nil },
-		&RangeOptions{EndpointID: func(*http.Request) string { return "we_a" }})
+		&RangeHandlerOptions{EndpointID: func(*http.Request) string { return "we_a" }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ var pubTrace = producer.TraceContext{
 // AttemptEnd get it.
 type attemptKey struct{}
 
-// recorder is a fake producer.Observer that records every call.
+// recorder records every call of its hooks.
 type recorder struct {
 	mu      sync.Mutex
 	trace   producer.TraceContext // what EventTrace returns
@@ -115,7 +115,11 @@ func (r *recorder) reset() {
 	r.calls, r.appends, r.starts, r.ends, r.injects = nil, nil, nil, nil, 0
 }
 
-var _ producer.Observer = (*recorder)(nil)
+// hooks are the recorder's methods as producer.Hooks.
+func (r *recorder) hooks() *producer.Hooks {
+	return &producer.Hooks{EventTrace: r.EventTrace, EventsAppended: r.EventsAppended, AttemptStart: r.AttemptStart,
+		InjectTrace: r.InjectTrace, AttemptEnd: r.AttemptEnd, RangeStart: r.RangeStart, RangeEnd: r.RangeEnd}
+}
 
 // TestDispatcherObserverPerAttempt: each decision point calls the observer exactly once per attempt,
 // with the outcome the log records, the publisher's trace context, and AttemptStart's context.
@@ -175,7 +179,7 @@ func TestDispatcherObserverPerAttempt(t *testing.T) {
 			obs := &recorder{trace: pubTrace}
 			clk := newClock()
 			l := memstore.NewLog()
-			pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now, Observer: obs})
+			pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: clk.Now, Hooks: obs.hooks()})
 			_, err := pub.Publish(ctx, "we_a", "order.created", map[string]int{"n": 1})
 			require.NoError(t, err)
 			require.Equal(t, []string{"EventTrace", "EventsAppended"}, obs.calls)
@@ -185,7 +189,7 @@ func TestDispatcherObserverPerAttempt(t *testing.T) {
 			}
 			obs.reset()
 			d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Now: clk.Now, Jitter: -1,
-				Schedule: tc.schedule, Observer: obs})
+				Schedule: tc.schedule, Hooks: obs.hooks()})
 			for i, p := range tc.passes {
 				clk.Advance(p.advance)
 				obs.reset()
@@ -219,7 +223,7 @@ func TestDispatcherObserverTimeout(t *testing.T) {
 		l := memstore.NewLog()
 		publishN(t, l, "we_a", 1, time.Now())
 		obs := &recorder{}
-		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Timeout: 7 * time.Second, Jitter: -1, Observer: obs})
+		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Timeout: 7 * time.Second, Jitter: -1, Hooks: obs.hooks()})
 		st, err := d.DeliverDue(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 1, st.Failed)
@@ -244,7 +248,7 @@ func TestDispatcherObserverReleased(t *testing.T) {
 		l := memstore.NewLog()
 		publishN(t, l, "we_a", 1, time.Now())
 		obs := &recorder{}
-		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Observer: obs})
+		d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Client: client, Hooks: obs.hooks()})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
@@ -266,7 +270,7 @@ func TestDispatcherObserverUnsent(t *testing.T) {
 	l := memstore.NewLog()
 	publishN(t, l, "we_a", 1, t0)
 	obs := &recorder{}
-	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now, Observer: obs,
+	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now, Hooks: obs.hooks(),
 		Render: func(ctx context.Context, ep producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
 			return ev, errors.New("no such version")
 		}})
@@ -318,7 +322,7 @@ func TestPublisherObserver(t *testing.T) {
 				l = memstore.NewLog()
 			}
 			obs := &recorder{trace: pubTrace}
-			err := tc.publish(mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now, Observer: obs}))
+			err := tc.publish(mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now, Hooks: obs.hooks()}))
 			require.Equal(t, tc.appends == nil, err != nil, "%v", err)
 			require.Equal(t, tc.calls, obs.calls)
 			require.Equal(t, tc.appends, obs.appends)
@@ -377,7 +381,7 @@ func TestTraceContextStored(t *testing.T) {
 			if tc.sequenced {
 				l = memstore.NewDeferredLog()
 			}
-			p := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now, Observer: &recorder{trace: tc.in}})
+			p := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now, Hooks: (&recorder{trace: tc.in}).hooks()})
 			var err error
 			if tc.batch {
 				_, err = p.PublishToOwner(ctx, "lic_1", "order.created", 1)
@@ -461,7 +465,7 @@ func TestRangeHandlerObserver(t *testing.T) {
 	h := must(producer.NewRangeHandler(l, eps, func(r *http.Request) (string, error) {
 		served = append(served, r.Context().Value(attemptKey{}))
 		return "lic_1", nil
-	}, &producer.RangeOptions{Observer: obs}))
+	}, &producer.RangeHandlerOptions{Hooks: obs.hooks()}))
 	mux := http.NewServeMux()
 	mux.Handle(producer.RangePattern("v1"), h)
 	for _, tc := range []struct {
@@ -493,4 +497,44 @@ func TestRangeHandlerObserver(t *testing.T) {
 			require.Equal(t, []any{obs.ranges[0].Endpoint}, served, "served in RangeStart's context")
 		})
 	}
+}
+
+// TestHooksMayBePartial: Hooks written before a field existed leave it nil, and every nil field is
+// skipped — a hooks value with one field set works on every path, publishing, delivering and
+// serving a range.
+func TestHooksMayBePartial(t *testing.T) {
+	ctx := context.Background()
+	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{webhook.NewSecret()}})
+	l := memstore.NewLog()
+	var appended, ended, served int
+	pub := mustPublisher(t, l, eps, &producer.PublisherOptions{Now: newClock().Now,
+		Hooks: &producer.Hooks{EventsAppended: func(context.Context, producer.AppendInfo) { appended++ }}})
+	_, err := pub.Publish(ctx, "we_a", "order.created", 1)
+	require.NoError(t, err)
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		require.Empty(t, r.Header.Get("traceparent"), "no InjectTrace, no trace header")
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
+	})}
+	d := mustDispatcher(t, l, eps, &producer.DispatcherOptions{Now: newClock().Now, Client: client,
+		Hooks: &producer.Hooks{AttemptEnd: func(_ context.Context, r producer.AttemptResult) {
+			require.Equal(t, driver.OutcomeDelivered, r.Outcome)
+			ended++
+		}}})
+	st, err := d.DeliverDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Delivered)
+	rh := must(producer.NewRangeHandler(l, eps, testLicensee, &producer.RangeHandlerOptions{
+		Hooks: &producer.Hooks{RangeEnd: func(_ context.Context, r producer.RangeResult) { served = r.Events }}}))
+	mux := http.NewServeMux()
+	mux.Handle(producer.RangePattern("v1"), rh)
+	req := httptest.NewRequest(http.MethodGet, "/v1/webhook_endpoints/we_a/events?from=1", nil)
+	req.Header.Set(licenseeHeader, "lic_1")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	require.Equal(t, []int{1, 1, 1}, []int{appended, ended, served})
+	require.NotPanics(t, func() {
+		_, err := must(producer.NewPublisher(l, eps, &producer.PublisherOptions{Hooks: &producer.Hooks{}})).Publish(ctx, "we_a", "order.created", 2)
+		require.NoError(t, err)
+	})
 }

@@ -61,9 +61,9 @@ type PublisherOptions struct {
 	// endpoints per licensee at registration, where the licensee can be told. 0 means
 	// DefaultMaxFanOut; negative is an error.
 	MaxFanOut int
-	// Observer is asked for the publishing request's trace context, which is stored with each event
-	// (see Observer.EventTrace), and told of the events appended; nil observes nothing, at no cost.
-	Observer Observer
+	// Hooks are asked for the publishing request's trace context, which is stored with each event
+	// (see Hooks.EventTrace), and told of the events appended; nil observes nothing, at no cost.
+	Hooks *Hooks
 	// MaxEventBytes bounds an event: one whose envelope, as a delivery carries it, would be larger is
 	// refused with ErrEventTooLarge before anything is appended, so that no consumer is sent a body
 	// it must refuse and no range page has to carry it. 0 means DefaultMaxEventBytes; negative is an
@@ -83,7 +83,7 @@ type Publisher struct {
 	now        func() time.Time
 	maxFanOut  int
 	maxEvent   int
-	observer   Observer
+	hooks      *Hooks
 }
 
 // NewPublisher returns a Publisher appending to log for the endpoints in endpoints. It fails when log
@@ -103,7 +103,7 @@ func NewPublisher(log driver.Log, endpoints driver.Endpoints, opts *PublisherOpt
 	}
 	p := &Publisher{log: log, endpoints: endpoints, apiVersion: cmp.Or(o.APIVersion, DefaultAPIVersion),
 		now: o.Now, maxFanOut: cmp.Or(o.MaxFanOut, DefaultMaxFanOut), maxEvent: cmp.Or(o.MaxEventBytes, DefaultMaxEventBytes),
-		observer: o.Observer}
+		hooks: o.Hooks}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -251,7 +251,7 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 	batch := make([]driver.StreamEvent, len(eps))
 	created := p.now().Unix()
 	var parent, state string
-	o := p.observer
+	o := p.hooks
 	if o != nil {
 		parent, state = traceOf(ctx, o)
 	}
@@ -268,7 +268,7 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 	if ba, ok := p.log.(driver.BatchAppender); ok {
 		out, err := ba.AppendBatch(ctx, batch)
 		if err == nil && o != nil {
-			o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
+			o.eventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
 		}
 		return out, err
 	}
@@ -277,20 +277,23 @@ func (p *Publisher) appendEach(ctx context.Context, eps []Endpoint, eventType st
 		var err error
 		if out[i], err = p.log.Append(ctx, se); err != nil {
 			if o != nil && i > 0 {
-				o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: i})
+				o.eventsAppended(ctx, AppendInfo{Type: eventType, Events: i})
 			}
 			return out[:i], err
 		}
 	}
 	if o != nil {
-		o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
+		o.eventsAppended(ctx, AppendInfo{Type: eventType, Events: len(out)})
 	}
 	return out, nil
 }
 
-// traceOf returns the trace context the observer reads from ctx, sanitized, for the Log to store
+// traceOf returns the trace context the hooks read from ctx, sanitized, for the Log to store
 // with the events.
-func traceOf(ctx context.Context, o Observer) (parent, state string) {
+func traceOf(ctx context.Context, o *Hooks) (parent, state string) {
+	if o.EventTrace == nil {
+		return "", ""
+	}
 	tc := o.EventTrace(ctx).Sanitized()
 	return tc.TraceParent, tc.TraceState
 }
@@ -330,14 +333,14 @@ func (p *Publisher) publish(ctx context.Context, endpointID, eventType string, d
 		return webhook.Event{}, err
 	}
 	se := driver.StreamEvent{Stream: endpointID, Event: ev}
-	o := p.observer
+	o := p.hooks
 	if o == nil {
 		return p.log.Append(ctx, se)
 	}
 	se.TraceParent, se.TraceState = traceOf(ctx, o)
 	out, err := p.log.Append(ctx, se)
 	if err == nil {
-		o.EventsAppended(ctx, AppendInfo{Type: eventType, Events: 1})
+		o.eventsAppended(ctx, AppendInfo{Type: eventType, Events: 1})
 	}
 	return out, err
 }

@@ -21,7 +21,7 @@ import (
 
 // RangePattern returns the net/http ServeMux pattern of range retrieval under the version segment
 // version: RangePattern("v1") is "GET /v1/webhook_endpoints/{id}/events". RangeHandler reads the
-// endpoint ID from its {id} wildcard unless RangeOptions.EndpointID says otherwise. A producer with
+// endpoint ID from its {id} wildcard unless RangeHandlerOptions.EndpointID says otherwise. A producer with
 // several API versions serves range retrieval on each of them (a consumer asks under the version its
 // licensee is pinned to): mount RangePattern(v) for each version v, or, behind a versioning.Router
 // that strips the version segment (versioning.Options.StripVersion), RangePattern("") — the pattern
@@ -44,7 +44,7 @@ const (
 	MaxRangeLimit     = 1000
 )
 
-// Bounds of the RangeHandler's work, the defaults of RangeOptions.
+// Bounds of the RangeHandler's work, the defaults of RangeHandlerOptions.
 const (
 	// DefaultMaxPageBytes is the byte budget of one range page: a RangeClient's own cap on a response
 	// (webhook.DefaultMaxResponseBytes), so that a consumer never gets a page it must refuse.
@@ -74,8 +74,8 @@ const (
 // (an *apierror.Error such as a 401 keeps its status); an empty licensee sees no endpoint at all.
 type LicenseeFunc func(r *http.Request) (string, error)
 
-// RangeOptions configures a RangeHandler. The zero value (or nil) means the defaults.
-type RangeOptions struct {
+// RangeHandlerOptions configures a RangeHandler. The zero value (or nil) means the defaults.
+type RangeHandlerOptions struct {
 	// EndpointID extracts the endpoint ID from the request; nil means r.PathValue("id"), for
 	// RangePattern on a net/http ServeMux. Other routers pass their own.
 	EndpointID func(r *http.Request) string
@@ -90,9 +90,9 @@ type RangeOptions struct {
 	Problems apierror.Writer
 	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
 	Logger *slog.Logger
-	// Observer is told of each request (RangeStart, RangeEnd), so that serving it continues the
+	// Hooks are told of each request (RangeStart, RangeEnd), so that serving it continues the
 	// consumer's trace; nil observes nothing, at no cost.
-	Observer Observer
+	Hooks *Hooks
 	// MaxPageBytes is the byte budget of a page: the handler reads no more event data than this
 	// from the Log, and ends the page with has_more true before its body would exceed it — but a
 	// page always holds at least one event, whatever its size. 0 means DefaultMaxPageBytes;
@@ -116,7 +116,7 @@ type RangeOptions struct {
 // below the retained window is 410 events_pruned naming the sequences that are gone and the first
 // retained one; an unknown endpoint and another licensee's endpoint are the same 404.
 //
-// A page is bounded by bytes as well as by limit (RangeOptions.MaxPageBytes): a page of large events
+// A page is bounded by bytes as well as by limit (RangeHandlerOptions.MaxPageBytes): a page of large events
 // ends early with has_more true, so the consumer asks again from the next sequence; a page always
 // holds at least one event. The events are read from the Log within the same budget (ByteRanger),
 // so that one request holds about twice MaxPageBytes at most — the events read and the body — plus
@@ -134,7 +134,7 @@ type RangeHandler struct {
 	now        func() time.Time
 	errs       apierror.Writer
 	signers    signerCache
-	observer   Observer
+	hooks      *Hooks
 	maxPage    int
 	maxFlight  int
 	flightMu   sync.Mutex
@@ -144,7 +144,7 @@ type RangeHandler struct {
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
 // endpoints. licensee is required: it maps each request to the licensee it is authenticated as, and
 // only that licensee's endpoints are visible. A nil log, endpoints or licensee is an error.
-func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *RangeOptions) (*RangeHandler, error) {
+func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *RangeHandlerOptions) (*RangeHandler, error) {
 	if err := handlerDeps("NewRangeHandler", log, endpoints, licensee); err != nil {
 		return nil, err
 	}
@@ -154,9 +154,9 @@ func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee Licens
 	if opts != nil {
 		switch {
 		case opts.MaxPageBytes < 0:
-			return nil, errors.New("producer: negative RangeOptions.MaxPageBytes")
+			return nil, errors.New("producer: negative RangeHandlerOptions.MaxPageBytes")
 		case opts.MaxInFlight < 0:
-			return nil, errors.New("producer: negative RangeOptions.MaxInFlight")
+			return nil, errors.New("producer: negative RangeHandlerOptions.MaxInFlight")
 		}
 		h.maxPage = cmp.Or(opts.MaxPageBytes, h.maxPage)
 		h.maxFlight = cmp.Or(opts.MaxInFlight, h.maxFlight)
@@ -168,7 +168,7 @@ func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee Licens
 			h.now = opts.Now
 		}
 		h.errs = opts.Problems
-		h.observer = opts.Observer
+		h.hooks = opts.Hooks
 		if h.errs.Logger == nil {
 			h.errs.Logger = opts.Logger
 		}
@@ -269,16 +269,16 @@ func (h *RangeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, errZeroRangeHandler)
 		return
 	}
-	if o := h.observer; o != nil {
+	if o := h.hooks; o != nil {
 		h.serveObserved(w, r, o)
 		return
 	}
 	h.serve(w, r)
 }
 
-// serveObserved serves r in the context the Observer returns and tells it the answer.
-func (h *RangeHandler) serveObserved(w http.ResponseWriter, r *http.Request, o Observer) {
-	ctx := o.RangeStart(r.Context(), RangeInfo{Endpoint: h.endpointID(r), Trace: webhook.NewTraceCarrier(r.Header)})
+// serveObserved serves r in the context the hooks return and tells them the answer.
+func (h *RangeHandler) serveObserved(w http.ResponseWriter, r *http.Request, o *Hooks) {
+	ctx := o.rangeStart(r.Context(), RangeInfo{Endpoint: h.endpointID(r), Trace: webhook.NewTraceCarrier(r.Header)})
 	sw := &statusWriter{ResponseWriter: w}
 	events := h.serve(sw, r.WithContext(ctx))
 	res := RangeResult{Status: sw.status}
@@ -288,7 +288,7 @@ func (h *RangeHandler) serveObserved(w http.ResponseWriter, r *http.Request, o O
 	if res.Status == http.StatusOK {
 		res.Events = events
 	}
-	o.RangeEnd(ctx, res)
+	o.rangeEnd(ctx, res)
 }
 
 // statusWriter remembers the status a handler wrote.

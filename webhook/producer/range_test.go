@@ -37,7 +37,7 @@ type rangeFixture struct {
 	clk     *clock
 }
 
-func newRangeFixture(t *testing.T, opts *producer.RangeOptions) *rangeFixture {
+func newRangeFixture(t *testing.T, opts *producer.RangeHandlerOptions) *rangeFixture {
 	f := &rangeFixture{log: memstore.NewLog(), secrets: []string{webhook.NewSecret(), webhook.NewSecret()}, clk: newClock()}
 	f.eps = mustEndpoints(t,
 		producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: f.secrets, APIVersion: "v1"},
@@ -47,7 +47,7 @@ func newRangeFixture(t *testing.T, opts *producer.RangeOptions) *rangeFixture {
 	publishN(t, f.log, "we_big", 1500, t0)
 	publishN(t, f.log, "we_b", 5, t0)
 	if opts == nil {
-		opts = &producer.RangeOptions{}
+		opts = &producer.RangeHandlerOptions{}
 	}
 	if opts.Now == nil {
 		opts.Now = f.clk.Now
@@ -290,7 +290,7 @@ func TestRangeHandlerPrunedRange(t *testing.T) {
 }
 
 func TestRangeHandlerRendersAtPinnedVersion(t *testing.T) {
-	f := newRangeFixture(t, &producer.RangeOptions{Render: func(_ context.Context, ep producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
+	f := newRangeFixture(t, &producer.RangeHandlerOptions{Render: func(_ context.Context, ep producer.Endpoint, ev webhook.Event) (webhook.Event, error) {
 		ev.APIVersion = "rendered-" + ep.APIVersion
 		return ev, nil
 	}})
@@ -299,7 +299,7 @@ func TestRangeHandlerRendersAtPinnedVersion(t *testing.T) {
 		require.Equal(t, "rendered-v1", e.APIVersion)
 	}
 
-	broken := newRangeFixture(t, &producer.RangeOptions{Render: func(context.Context, producer.Endpoint, webhook.Event) (webhook.Event, error) {
+	broken := newRangeFixture(t, &producer.RangeHandlerOptions{Render: func(context.Context, producer.Endpoint, webhook.Event) (webhook.Event, error) {
 		return webhook.Event{}, errors.New("transform missing")
 	}})
 	w := broken.get(t, "lic_1", "/v1/webhook_endpoints/we_a/events?from=1")
@@ -309,7 +309,7 @@ func TestRangeHandlerRendersAtPinnedVersion(t *testing.T) {
 
 func TestRangeHandlerOtherRouters(t *testing.T) {
 	f := newRangeFixture(t, nil)
-	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{
+	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeHandlerOptions{
 		EndpointID: func(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/hooks/") },
 	}))
 	r := httptest.NewRequest(http.MethodGet, "/hooks/we_a?from=2&to=3", nil)
@@ -404,7 +404,7 @@ func TestRangePatterns(t *testing.T) {
 	require.Equal(t, "GET /v1/webhook_endpoints/{id}/deliveries", producer.DeliveriesPattern("v1"))
 	require.Equal(t, "GET /webhook_endpoints/{id}/deliveries", producer.DeliveriesPattern(""))
 	f := newRangeFixture(t, nil)
-	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeOptions{Now: f.clk.Now}))
+	h := must(producer.NewRangeHandler(f.log, f.eps, testLicensee, &producer.RangeHandlerOptions{Now: f.clk.Now}))
 	f.mux.Handle(producer.RangePattern("v2"), h)
 	stripped := http.NewServeMux()
 	stripped.Handle(producer.RangePattern(""), h)

@@ -67,9 +67,9 @@ func (d *Dispatcher) work(ctx context.Context, group []driver.Delivery) (st Stat
 		// The endpoint was deleted: nobody can receive these any more. They stay retrievable by range.
 		at := d.now()
 		for _, dl := range group {
-			if o := d.observer; o != nil {
-				actx := o.AttemptStart(ctx, attemptInfo(dl))
-				o.AttemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: driver.OutcomeAbandoned,
+			if o := d.hooks; o != nil {
+				actx := o.attemptStart(ctx, attemptInfo(dl))
+				o.attemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: driver.OutcomeAbandoned,
 					Class: ClassEndpointDeleted})
 			}
 			d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: driver.Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})

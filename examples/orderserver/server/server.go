@@ -312,7 +312,7 @@ func New(cfg Config) (*Server, error) {
 	s.urlLive = ssrf.URLPolicy{AllowHTTP: wh.LiveAllowHTTP, Guard: wh.LiveGuard}
 	s.urlSandbox = ssrf.URLPolicy{AllowHTTP: !wh.SandboxRequireHTTPS, Guard: wh.SandboxGuard}
 	s.publisher, err = producer.NewPublisher(s.store.Log(), s.store, &producer.PublisherOptions{
-		APIVersion: registry.Newest().Name, Now: s.now, Observer: s.tel.Producer(), MaxEventBytes: wh.MaxEventBytes})
+		APIVersion: registry.Newest().Name, Now: s.now, Hooks: s.tel.Producer(), MaxEventBytes: wh.MaxEventBytes})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -355,18 +355,18 @@ func New(cfg Config) (*Server, error) {
 		Now:          s.now,
 		Logger:       s.log,
 		Render:       render,
-		Observer:     s.tel.Producer(),
+		Hooks:        s.tel.Producer(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.wake = s.dispatcher.Wake
-	s.ranges, err = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeOptions{
-		Render: render, Now: s.now, Problems: s.problems, Observer: s.tel.Producer()})
+	s.ranges, err = producer.NewRangeHandler(s.store.Log(), s.store, s.rangeOwner, &producer.RangeHandlerOptions{
+		Render: render, Now: s.now, Problems: s.problems, Hooks: s.tel.Producer()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.deliveries, err = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesOptions{
+	s.deliveries, err = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesHandlerOptions{
 		Problems: s.problems})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

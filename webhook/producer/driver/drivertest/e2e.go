@@ -69,7 +69,7 @@ func RunEndToEnd(t *testing.T, l driver.Log) {
 			return "", errors.New("unauthenticated")
 		}
 		return "lic_e2e", nil
-	}, &producer.RangeOptions{Now: clk.Now})
+	}, &producer.RangeHandlerOptions{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
