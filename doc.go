@@ -40,15 +40,22 @@
 //     duration, a retention within a lease — returns (value, error), and the error names what is
 //     wrong; none panics. One that cannot fail returns its value alone. Must… exists only where the
 //     standard library has one: ids.MustPrefix, for a constant at package level, like
-//     regexp.MustCompile.
+//     regexp.MustCompile. The exception is a test helper: webhook/webhooktest's constructors
+//     (NewSource, NewRequest, …) panic on misuse, as net/http/httptest's NewServer and NewRequest
+//     do, so that the panic points at the broken test line.
 //   - Zero values. Every exported type says what its zero value does. Where it is not usable, using it
 //     is an error that matches its package's ErrNotBuilt (webhook.ErrNoSecret for a zero Signer) and
 //     names the type, and a handler built on it answers the opaque 500: never a panic from a nil
 //     field, never a silent no-op.
 //   - Concurrency. Every exported type says whether it is safe for concurrent use.
-//   - Storage. Each store interface has a conformance suite that needs only the standard library
-//     (idempotency/storetest, webhook/cursortest, webhook/producer/driver/drivertest,
-//     versioning/pintest, sandbox/credentialtest), run by the memory stores, pgstore and redisstore.
+//   - Storage. Each store interface has a conformance suite that needs only the standard library, run
+//     by the memory stores, pgstore and redisstore: idempotency.Store, in its transactional mode too
+//     (idempotency/storetest), webhook.CursorStore (webhook/cursortest), the producer's driver.Log
+//     with its optional BatchAppender, ByteRanger, Sequencing and Backlogger, and its endpoint
+//     registry (webhook/producer/driver/drivertest), versioning.PinStore (versioning/pintest) and
+//     sandbox.CredentialStore (sandbox/credentialtest). Two interfaces have none yet: driver.Settler,
+//     tested only through the Dispatcher's own tests, and sandbox.Limiter, the rate-limit hook whose
+//     one implementation is the in-memory TokenBucket.
 //   - Observers. Every package that decides something takes an Observer in its options
 //     (idempotency.Options, webhook's Verify, Receiver, Tracker and RangeClient options,
 //     producer's Publisher and Dispatcher options, versioning.Options, sandbox's Auth and RateLimit

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/internal/jsonstr"
+	"github.com/svcplatform/conventions/internal/strictjson"
 )
 
 // MediaType is the media type of every problem body (RFC 9457 §3).
@@ -302,23 +303,7 @@ func redactValue(x any) any {
 
 // Pointer builds an RFC 6901 JSON Pointer from reference tokens, escaping "~" and "/":
 // Pointer("items", "3", "qty") is "/items/3/qty".
-func Pointer(tokens ...string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(escapeToken(t))
-	}
-	return b.String()
-}
-
-var tokenEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
-func escapeToken(t string) string {
-	if !strings.ContainsAny(t, "~/") {
-		return t
-	}
-	return tokenEscaper.Replace(t)
-}
+func Pointer(tokens ...string) string { return strictjson.Pointer(tokens...) }
 
 // Violations returns the problem's located violations.
 func (e *Error) Violations() []Violation { return e.Errors }

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/strictjson"
 )
 
 // A retry that re-serializes the same JSON replays with CanonicalJSONFingerprint; with the default,
@@ -197,8 +199,12 @@ func TestCanonicalJSONForm(t *testing.T) {
 	} {
 		_, ok := idempotency.CanonicalJSON([]byte(in))
 		require.False(t, ok, "%q is not strict JSON", in)
+		require.Error(t, strictjson.Decode([]byte(in), new(json.RawMessage), strictjson.Options{}),
+			"%q: the strict decoder refuses what the canonical form refuses", in)
 	}
 	deep := strings.Repeat(`{"a":[`, 5000) + strings.Repeat("]}", 5000)
 	_, ok := idempotency.CanonicalJSON([]byte(deep))
 	require.True(t, ok, "10,000 levels are followed")
+	require.NoError(t, strictjson.Decode([]byte(deep), new(json.RawMessage), strictjson.Options{}),
+		"the strict decoder follows as deep as the canonical form")
 }

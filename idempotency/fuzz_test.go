@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/internal/strictjson"
 )
 
 func FuzzKeyFromHeader(f *testing.F) {
@@ -135,13 +136,16 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 // panics and is deterministic; what it accepts is JSON, and the same JSON re-serialized by
 // encoding/json (maps sorted by UTF-8, indented, HTML escaped, every string re-escaped) has the same
 // canonical form; what it refuses is not strict JSON (invalid, invalid UTF-8, a lone surrogate, a
-// member named twice, too deep).
+// member named twice, too deep), exactly what apierror's strict decoder (internal/strictjson) refuses
+// too: the two parsers do different work (one decodes and re-writes every token, the other checks a
+// body against a Go type without decoding it), but they share one definition of strict JSON.
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"account":"acc_1","side":"buy"}`, ` { "b" : [ 1 , 2.50 , -0 , 1e2 ] , "a" : { "y" : null , "x" : true } } `,
 		`"\u0041\/\ud83d\ude00\u2028"`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `"\ud800"`, "\"\xff\"",
 		`[9007199254740993,0.1e-5,1E+21]`, `{"\u20ac":1,"\r":2,"\ufb33":3,"1":4,"\ud83d\ude00":5,"\u0080":6,"\u00f6":7}`,
-		`side=buy`, ``, `[[[[[]]]]]`, `{"":{"":{"":""}}}`,
+		`side=buy`, ``, `[[[[[]]]]]`, `{"":{"":{"":""}}}`, `{"a":1} x`, `1e400`, `"\ud800\u0041"`,
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001), // too deep; the deepest accepted is in TestCanonicalJSONDepth
 	} {
 		f.Add([]byte(s))
 	}
@@ -151,6 +155,9 @@ func FuzzCanonicalJSON(f *testing.F) {
 		again, ok2 := idempotency.CanonicalJSON(data)
 		if ok != ok2 || !bytes.Equal(form, again) {
 			t.Fatalf("not deterministic for %q", data)
+		}
+		if err := strictjson.Decode(data, new(json.RawMessage), strictjson.Options{}); ok != (err == nil) {
+			t.Fatalf("canonical form ok=%v for %q, which the strict decoder answers %v", ok, data, err)
 		}
 		if !ok {
 			if json.Valid(data) && utf8.Valid(data) && !loneSurrogate.Match(data) && !hasDuplicateMember(data) {

@@ -115,9 +115,10 @@ type Options struct {
 	// credential's SHA-256; Transport's keys are random UUIDs).
 	DownstreamSecret []byte
 
-	// ReplayHeaders are response headers stored and replayed in addition to Content-Type and
-	// Location. Other headers are not replayed: they may be per-request (Date, X-Request-Id) or
-	// sensitive (Set-Cookie).
+	// ReplayHeaders are response headers stored and replayed in addition to Content-Type, Location
+	// and Cache-Control. Other headers are not replayed: they may be per-request (Date, X-Request-Id)
+	// or sensitive (Set-Cookie). A replay also carries Idempotent-Replayed: true, and Cache-Control:
+	// no-store when the handler set no Cache-Control: it is one client's answer.
 	ReplayHeaders []string
 
 	// ReleaseServerErrors makes a 5xx response release the key instead of being stored, so that a
@@ -191,7 +192,7 @@ type Middleware struct {
 	retention        time.Duration
 	maxRequestBytes  int64
 	maxResponseBytes int64
-	replayHeaders    []string // canonical names, Content-Type and Location first
+	replayHeaders    []string // canonical names, Content-Type, Location and Cache-Control first
 	releaseServer    bool
 	failOpen         bool
 	cancelOnLoss     bool

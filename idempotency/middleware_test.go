@@ -195,6 +195,18 @@ func TestReplayHeaders(t *testing.T) {
 		"Cache-Control":            {"no-store"},
 		idempotency.HeaderReplayed: {"true"},
 	}, replay.Header())
+
+	// The handler's own Cache-Control is stored and replayed (Options.ReplayHeaders says so), in
+	// place of the no-store a replay otherwise gets.
+	cached := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "private, max-age=60")
+		w.WriteHeader(http.StatusOK)
+	})
+	mw = must(idempotency.New(nil)).Handler(cached)
+	require.Equal(t, "private, max-age=60", serve(mw, req("POST", "/v1/orders", "k2", authA, order)).Header().Get("Cache-Control"))
+	replay = serve(mw, req("POST", "/v1/orders", "k2", authA, order))
+	require.Equal(t, "true", replay.Header().Get(idempotency.HeaderReplayed))
+	require.Equal(t, []string{"private, max-age=60"}, replay.Header()["Cache-Control"])
 }
 
 func TestReplayedHeaderSlicesAreNotShared(t *testing.T) {

@@ -142,6 +142,10 @@ func (s *CursorStore) Advance(ctx context.Context, stream string, from, to uint6
 // detected by PostgreSQL itself (a serialization failure or deadlock under REPEATABLE READ or
 // SERIALIZABLE) is reported as webhook.ErrCursorConflict too; tx is then aborted and must be rolled
 // back.
+//
+// Advance is called by a webhook.Tracker, which only asks for moves forward (webhook.CursorStore);
+// AdvanceTx is called by the caller's own code, so it checks: to ≤ from is webhook.ErrCursorBackward
+// and to above webhook.MaxSequence is webhook.ErrCursorRange, and nothing is written.
 func (s *CursorStore) AdvanceTx(ctx context.Context, tx pgx.Tx, stream string, from, to uint64) error {
 	if s == nil || s.db == nil {
 		return errZeroCursorStore
@@ -149,13 +153,17 @@ func (s *CursorStore) AdvanceTx(ctx context.Context, tx pgx.Tx, stream string, f
 	if tx == nil {
 		return errors.New("pgstore: AdvanceTx needs a transaction")
 	}
+	switch {
+	case to <= from:
+		return webhook.ErrCursorBackward
+	case to > webhook.MaxSequence:
+		return webhook.ErrCursorRange
+	}
 	return s.advance(ctx, tx, stream, from, to)
 }
 
+// advance is the compare-and-set, for a move from < to ≤ webhook.MaxSequence.
 func (s *CursorStore) advance(ctx context.Context, db DB, stream string, from, to uint64) error {
-	if err := webhook.CheckAdvance(from, to); err != nil {
-		return err
-	}
 	var tag pgconn.CommandTag
 	var err error
 	if from == 0 {

@@ -102,6 +102,37 @@ func TestCursorAdvanceTx(t *testing.T) {
 	require.ErrorIs(t, s.AdvanceTx(ctx, tx, "we_1", 4, 4), webhook.ErrCursorBackward)
 }
 
+// AdvanceTx is called by the caller's own code rather than by a Tracker, so unlike Advance it checks
+// what webhook.CursorStore lets a store assume: these were the conformance suite's InvalidArguments
+// for every store, and are the promise of this entry point now.
+func TestCursorAdvanceTxRefusesInvalidArguments(t *testing.T) {
+	s, db := newCursorStore(t, nil)
+	ctx := cursorCtx(t)
+	require.NoError(t, s.Advance(ctx, "we_1", 0, 10))
+	cases := []struct {
+		name     string
+		from, to uint64
+		want     error
+	}{
+		{"same", 10, 10, webhook.ErrCursorBackward},
+		{"backward", 10, 9, webhook.ErrCursorBackward},
+		{"zero to zero", 0, 0, webhook.ErrCursorBackward},
+		{"above MaxSequence", 10, webhook.MaxSequence + 1, webhook.ErrCursorRange},
+		{"max uint64", 10, ^uint64(0), webhook.ErrCursorRange},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, err := db.Begin(ctx)
+			require.NoError(t, err)
+			require.ErrorIs(t, s.AdvanceTx(ctx, tx, "we_1", tc.from, tc.to), tc.want)
+			require.NoError(t, tx.Commit(ctx), "nothing was sent: the transaction is not aborted")
+			got, err := s.Get(ctx, "we_1")
+			require.NoError(t, err)
+			require.Equal(t, uint64(10), got)
+		})
+	}
+}
+
 func TestCursorAdvanceTxSerializationFailureIsAConflict(t *testing.T) {
 	s, db := newCursorStore(t, nil)
 	ctx := cursorCtx(t)

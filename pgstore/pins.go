@@ -92,7 +92,10 @@ func MigratePinStore(ctx context.Context, db DB, opts *PinStoreOptions) error {
 // exactly one pin; when the insert finds a pin, a second statement reads it (a new snapshot, which
 // sees the row the conflict waited for). CompareAndSwap is one conditional UPDATE; only when it
 // changes nothing does a read tell ErrNotPinned from ErrPinConflict. Licensees are stored with the
-// "C" collation, so List pages in byte order whatever the database's locale.
+// "C" collation, so List pages in byte order whatever the database's locale. Like every PinStore it
+// takes its arguments as the versioning.Router checked them (see versioning.PinStore) and does not
+// check them again: give it to a Router, and ask the Router (Router.Pins, Router.Pin) rather than the
+// store.
 //
 // A PinStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It
 // never closes the DB and never reads the clock. Its zero value is not usable: its methods return an
@@ -134,9 +137,6 @@ func (s *PinStore) Get(ctx context.Context, licensee string) (versioning.Pin, er
 	if s == nil || s.db == nil {
 		return versioning.Pin{}, errZeroPinStore
 	}
-	if err := versioning.CheckLicensee(licensee); err != nil {
-		return versioning.Pin{}, err
-	}
 	p, err := s.get(ctx, licensee)
 	if err != nil {
 		return versioning.Pin{}, fmt.Errorf("pgstore: get pin: %w", err)
@@ -161,9 +161,6 @@ func (s *PinStore) get(ctx context.Context, licensee string) (versioning.Pin, er
 func (s *PinStore) SetIfAbsent(ctx context.Context, licensee, version string, at time.Time) (versioning.Pin, bool, error) {
 	if s == nil || s.db == nil {
 		return versioning.Pin{}, false, errZeroPinStore
-	}
-	if err := versioning.CheckPin(licensee, version); err != nil {
-		return versioning.Pin{}, false, err
 	}
 	for range pinMaxInsertAttempts {
 		p := versioning.Pin{Licensee: licensee}
@@ -193,12 +190,6 @@ func (s *PinStore) CompareAndSwap(ctx context.Context, licensee, from, to string
 	if s == nil || s.db == nil {
 		return versioning.Pin{}, errZeroPinStore
 	}
-	if err := versioning.CheckPin(licensee, to); err != nil {
-		return versioning.Pin{}, err
-	}
-	if _, ok := versioning.ParseName(from); !ok {
-		return versioning.Pin{}, fmt.Errorf("%w: version is not a well-formed name", versioning.ErrInvalidPin)
-	}
 	p := versioning.Pin{Licensee: licensee}
 	err := s.db.QueryRow(ctx, s.sql.swap, licensee, from, to, at).Scan(&p.Version, &p.PinnedAt)
 	if err == nil {
@@ -223,9 +214,6 @@ func (s *PinStore) Delete(ctx context.Context, licensee string) error {
 	if s == nil || s.db == nil {
 		return errZeroPinStore
 	}
-	if err := versioning.CheckLicensee(licensee); err != nil {
-		return err
-	}
 	if _, err := s.db.Exec(ctx, s.sql.del, licensee); err != nil {
 		return fmt.Errorf("pgstore: delete pin: %w", err)
 	}
@@ -236,9 +224,6 @@ func (s *PinStore) Delete(ctx context.Context, licensee string) error {
 func (s *PinStore) List(ctx context.Context, version, after string, limit int) ([]versioning.Pin, error) {
 	if s == nil || s.db == nil {
 		return nil, errZeroPinStore
-	}
-	if err := versioning.CheckList(version, after, limit); err != nil {
-		return nil, err
 	}
 	var rows pgx.Rows
 	var err error

@@ -35,7 +35,9 @@ return 1
 
 // CursorStore is a webhook.CursorStore on Redis: one string key per stream holding the last sequence
 // processed, "<prefix>webhook-cursor:{<stream>}", with no expiry. Advance is a Lua compare-and-set, so
-// replicas sharing the Redis never both move a cursor.
+// replicas sharing the Redis never both move a cursor. Like every webhook.CursorStore it takes
+// Advance's arguments as the webhook.Tracker passes them, a move forward to at most
+// webhook.MaxSequence, and does not check them again.
 //
 // Redis cannot commit a cursor together with the consumer's own database writes; where that matters,
 // use pgstore.CursorStore's ProcessInTx. Persistence is whatever the Redis server is configured for: a
@@ -99,9 +101,6 @@ func (s *CursorStore) Get(ctx context.Context, stream string) (uint64, error) {
 func (s *CursorStore) Advance(ctx context.Context, stream string, from, to uint64) error {
 	if s == nil || s.client == nil {
 		return errZeroCursorStore
-	}
-	if err := webhook.CheckAdvance(from, to); err != nil {
-		return err
 	}
 	ok, err := s.advance.Run(ctx, s.client, []string{s.key(stream)},
 		strconv.FormatUint(from, 10), strconv.FormatUint(to, 10)).Int()

@@ -70,7 +70,7 @@
 //
 // Options.OnRequest reports every request on a known version (licensee, version, pin, deprecated,
 // refusal): plug in UsageCounter.Observe, or a metrics exporter, to know who still calls a deprecated
-// version before its sunset; PinStore.List lists who is pinned to it, webhook-only licensees included.
+// version before its sunset; Router.Pins lists who is pinned to it, webhook-only licensees included.
 //
 // # Observing
 //

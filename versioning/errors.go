@@ -90,7 +90,8 @@ var (
 	ErrNotPinned = errors.New("versioning: licensee is not pinned")
 	// ErrPinConflict: CompareAndSwap found another version than the one expected.
 	ErrPinConflict = errors.New("versioning: pin changed concurrently")
-	// ErrInvalidPin: a licensee, version name or list limit a store cannot accept.
+	// ErrInvalidPin: a licensee, version name or list limit that the Router refuses before it calls
+	// the PinStore (see PinStore); MemoryPinStore refuses them too.
 	ErrInvalidPin = errors.New("versioning: invalid pin argument")
 )
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -197,13 +198,33 @@ func requireLocatedAtVersion(t *testing.T, p *apierror.Error, code string) {
 	require.Equal(t, code, p.Errors[0].Code)
 }
 
-// faultyPins is a PinStore whose calls fail on demand and count themselves.
+// faultyPins is a PinStore whose calls fail on demand and count themselves. With t set, it also
+// holds its caller to the PinStore contract: every argument the Router passes must be one a store
+// may take without checking it (a test failure otherwise).
 type faultyPins struct {
 	versioning.PinStore
+	t     testing.TB
 	mu    sync.Mutex
 	fail  error
 	gets  int
 	swaps int
+}
+
+// contract reports a call whose arguments break what the PinStore contract promises a store.
+func (f *faultyPins) contract(method string, licensees []string, versions []string) {
+	if f.t == nil {
+		return
+	}
+	for _, lic := range licensees {
+		if lic == "" || len(lic) > versioning.MaxLicenseeLen || !utf8.ValidString(lic) || strings.IndexByte(lic, 0) >= 0 {
+			f.t.Errorf("PinStore.%s called with licensee %q, which the contract rules out", method, lic)
+		}
+	}
+	for _, v := range versions {
+		if (versioning.Version{Name: v}).Number() < 0 {
+			f.t.Errorf("PinStore.%s called with version %q, which the contract rules out", method, v)
+		}
+	}
 }
 
 var errStoreDown = errors.New("pin store: connection refused")
@@ -221,6 +242,7 @@ func (f *faultyPins) err() error {
 }
 
 func (f *faultyPins) Get(ctx context.Context, lic string) (versioning.Pin, error) {
+	f.contract("Get", []string{lic}, nil)
 	f.mu.Lock()
 	f.gets++
 	f.mu.Unlock()
@@ -231,6 +253,7 @@ func (f *faultyPins) Get(ctx context.Context, lic string) (versioning.Pin, error
 }
 
 func (f *faultyPins) SetIfAbsent(ctx context.Context, lic, v string, at time.Time) (versioning.Pin, bool, error) {
+	f.contract("SetIfAbsent", []string{lic}, []string{v})
 	if err := f.err(); err != nil {
 		return versioning.Pin{}, false, err
 	}
@@ -238,6 +261,7 @@ func (f *faultyPins) SetIfAbsent(ctx context.Context, lic, v string, at time.Tim
 }
 
 func (f *faultyPins) CompareAndSwap(ctx context.Context, lic, from, to string, at time.Time) (versioning.Pin, error) {
+	f.contract("CompareAndSwap", []string{lic}, []string{to}) // from is what the store returned
 	f.mu.Lock()
 	f.swaps++
 	f.mu.Unlock()
@@ -245,6 +269,32 @@ func (f *faultyPins) CompareAndSwap(ctx context.Context, lic, from, to string, a
 		return versioning.Pin{}, err
 	}
 	return f.PinStore.CompareAndSwap(ctx, lic, from, to, at)
+}
+
+func (f *faultyPins) Delete(ctx context.Context, lic string) error {
+	f.contract("Delete", []string{lic}, nil)
+	if err := f.err(); err != nil {
+		return err
+	}
+	return f.PinStore.Delete(ctx, lic)
+}
+
+func (f *faultyPins) List(ctx context.Context, version, after string, limit int) ([]versioning.Pin, error) {
+	var lics, versions []string
+	if after != "" {
+		lics = []string{after}
+	}
+	if version != "" {
+		versions = []string{version}
+	}
+	f.contract("List", lics, versions)
+	if f.t != nil && (limit < 1 || limit > versioning.MaxPinList) {
+		f.t.Errorf("PinStore.List called with limit %d, which the contract rules out", limit)
+	}
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	return f.PinStore.List(ctx, version, after, limit)
 }
 
 func (f *faultyPins) getCount() int {

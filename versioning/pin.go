@@ -29,11 +29,16 @@ type Pin struct {
 }
 
 // PinStore keeps each licensee's pinned version. Implementations must be safe for concurrent use,
-// decide SetIfAbsent and CompareAndSwap atomically, never read the clock (the time is passed in),
-// and reject (with ErrInvalidPin) a licensee that CheckPin refuses, a version that is not a
-// well-formed name, and a List limit outside 1..MaxPinList. They do not know the registry: whether a
-// version is registered is the Router's business. Times round-trip with at least millisecond
-// precision. The conformance suite in versioning/pintest checks all of this.
+// decide SetIfAbsent and CompareAndSwap atomically, and never read the clock (the time is passed in).
+// Times round-trip with at least millisecond precision. The conformance suite in versioning/pintest
+// checks all of this.
+//
+// The Router is a store's caller, and checks the arguments before it calls, so a store need not
+// check them again: every licensee is 1 to MaxLicenseeLen bytes of valid UTF-8 without NUL (List's
+// after may also be ""); every version is a well-formed name (Version.Number), except
+// CompareAndSwap's from, which is the version the store returned for the licensee; List's limit is
+// in 1..MaxPinList. A store does not know the registry: whether a version is registered is the
+// Router's business too. Code that calls a store itself must keep to the same rules.
 type PinStore interface {
 	// Get returns the licensee's pin, or an error wrapping ErrNotPinned.
 	Get(ctx context.Context, licensee string) (Pin, error)
@@ -47,26 +52,25 @@ type PinStore interface {
 	// Delete removes the licensee's pin, if any (the sandbox's reset); the next request pins afresh.
 	Delete(ctx context.Context, licensee string) error
 	// List returns up to limit pins ordered by licensee (bytewise), starting after the licensee
-	// after ("" for the start; otherwise a valid licensee, not necessarily a pinned one). A non-empty version keeps only the pins on it: who still sits on a
-	// deprecated version, including licensees that only receive webhooks.
+	// after ("" for the start; not necessarily a pinned one). A non-empty version keeps only the
+	// pins on it (Router.Pins).
 	List(ctx context.Context, version, after string, limit int) ([]Pin, error)
 }
 
-// CheckPin reports whether a PinStore must accept licensee and version: a licensee of 1 to
-// MaxLicenseeLen bytes of valid UTF-8 without NUL, and a well-formed version name. The error wraps
-// ErrInvalidPin and does not echo the licensee.
-func CheckPin(licensee, version string) error {
-	if err := CheckLicensee(licensee); err != nil {
+// checkPin reports whether the Router may pass licensee and version to a PinStore (see PinStore).
+// The error wraps ErrInvalidPin and does not echo the licensee.
+func checkPin(licensee, version string) error {
+	if err := checkLicensee(licensee); err != nil {
 		return err
 	}
-	if _, ok := ParseName(version); !ok {
+	if _, ok := parseName(version); !ok {
 		return fmt.Errorf("%w: version is not a well-formed name", ErrInvalidPin)
 	}
 	return nil
 }
 
-// CheckLicensee reports whether a PinStore must accept licensee (see CheckPin).
-func CheckLicensee(licensee string) error {
+// checkLicensee reports whether the Router may pass licensee to a PinStore (see checkPin).
+func checkLicensee(licensee string) error {
 	switch {
 	case licensee == "":
 		return fmt.Errorf("%w: empty licensee", ErrInvalidPin)
@@ -78,16 +82,16 @@ func CheckLicensee(licensee string) error {
 	return nil
 }
 
-// CheckList reports whether a PinStore must accept List's arguments: a well-formed version or "",
-// an after that is "" or a valid licensee, and a limit in 1..MaxPinList.
-func CheckList(version, after string, limit int) error {
+// checkList reports whether the Router may pass List's arguments to a PinStore: a well-formed
+// version or "", an after that is "" or a valid licensee, and a limit in 1..MaxPinList.
+func checkList(version, after string, limit int) error {
 	if after != "" {
-		if err := CheckLicensee(after); err != nil {
+		if err := checkLicensee(after); err != nil {
 			return err
 		}
 	}
 	if version != "" {
-		if _, ok := ParseName(version); !ok {
+		if _, ok := parseName(version); !ok {
 			return fmt.Errorf("%w: version is not a well-formed name", ErrInvalidPin)
 		}
 	}
@@ -100,7 +104,8 @@ func CheckList(version, after string, limit int) error {
 // MemoryPinStore is the in-memory PinStore, the default of Options.Pins. Its pins live as long as
 // the process: a service with several replicas or restarts needs a shared store (pgstore.PinStore).
 // It is safe for concurrent use; the zero value is an empty store ready to use. It holds one small
-// entry per licensee and never evicts one (a pin is a contract, not a cache).
+// entry per licensee and never evicts one (a pin is a contract, not a cache). Unlike other stores it
+// checks its arguments as the Router does (ErrInvalidPin), for code that uses it directly.
 type MemoryPinStore struct {
 	mu   sync.Mutex
 	pins map[string]Pin
@@ -116,7 +121,7 @@ func (m *MemoryPinStore) Get(ctx context.Context, licensee string) (Pin, error) 
 	if err := ctx.Err(); err != nil {
 		return Pin{}, err
 	}
-	if err := CheckLicensee(licensee); err != nil {
+	if err := checkLicensee(licensee); err != nil {
 		return Pin{}, err
 	}
 	m.mu.Lock()
@@ -133,7 +138,7 @@ func (m *MemoryPinStore) SetIfAbsent(ctx context.Context, licensee, version stri
 	if err := ctx.Err(); err != nil {
 		return Pin{}, false, err
 	}
-	if err := CheckPin(licensee, version); err != nil {
+	if err := checkPin(licensee, version); err != nil {
 		return Pin{}, false, err
 	}
 	m.mu.Lock()
@@ -154,10 +159,10 @@ func (m *MemoryPinStore) CompareAndSwap(ctx context.Context, licensee, from, to 
 	if err := ctx.Err(); err != nil {
 		return Pin{}, err
 	}
-	if err := CheckPin(licensee, to); err != nil {
+	if err := checkPin(licensee, to); err != nil {
 		return Pin{}, err
 	}
-	if _, ok := ParseName(from); !ok {
+	if _, ok := parseName(from); !ok {
 		return Pin{}, fmt.Errorf("%w: version is not a well-formed name", ErrInvalidPin)
 	}
 	m.mu.Lock()
@@ -179,7 +184,7 @@ func (m *MemoryPinStore) Delete(ctx context.Context, licensee string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := CheckLicensee(licensee); err != nil {
+	if err := checkLicensee(licensee); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -194,7 +199,7 @@ func (m *MemoryPinStore) List(ctx context.Context, version, after string, limit 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := CheckList(version, after, limit); err != nil {
+	if err := checkList(version, after, limit); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()

@@ -15,12 +15,32 @@ import (
 // maxSwapAttempts bounds the compare-and-swap retries of Upgrade and Repin under contention.
 const maxSwapAttempts = 8
 
-// Pin returns the licensee's pin, or an error wrapping ErrNotPinned.
+// Pin returns the licensee's pin, or an error wrapping ErrNotPinned. A licensee that is not 1 to
+// MaxLicenseeLen bytes of valid UTF-8 without NUL is ErrInvalidPin, here and in every method that
+// takes one.
 func (rt *Router) Pin(ctx context.Context, licensee string) (Pin, error) {
 	if rt == nil || rt.reg == nil {
 		return Pin{}, errZeroRouter
 	}
+	if err := checkLicensee(licensee); err != nil {
+		return Pin{}, err
+	}
 	return rt.pins.Get(ctx, licensee)
+}
+
+// Pins returns up to limit pins (1..MaxPinList) ordered by licensee, bytewise, starting after the
+// licensee after ("" for the start; not necessarily a pinned one). A non-empty version, which must
+// be a well-formed name, keeps only the pins on it: who still sits on a deprecated version, including
+// licensees that only receive webhooks and so never show in Options.OnRequest. Arguments outside
+// these rules are ErrInvalidPin.
+func (rt *Router) Pins(ctx context.Context, version, after string, limit int) ([]Pin, error) {
+	if rt == nil || rt.reg == nil {
+		return nil, errZeroRouter
+	}
+	if err := checkList(version, after, limit); err != nil {
+		return nil, err
+	}
+	return rt.pins.List(ctx, version, after, limit)
 }
 
 // Upgrade moves the licensee's pin to the version to: the explicit, documented upgrade path. The
@@ -43,7 +63,7 @@ func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade
 		return Pin{}, errZeroRouter
 	}
 	now := rt.now()
-	if err := CheckLicensee(licensee); err != nil {
+	if err := checkLicensee(licensee); err != nil {
 		return Pin{}, err
 	}
 	v, ok := rt.reg.Lookup(to)
@@ -96,6 +116,9 @@ func (rt *Router) Unpin(ctx context.Context, licensee string) error {
 	if rt == nil || rt.reg == nil {
 		return errZeroRouter
 	}
+	if err := checkLicensee(licensee); err != nil {
+		return err
+	}
 	rt.cache.drop(licensee)
 	return rt.pins.Delete(ctx, licensee)
 }
@@ -106,6 +129,9 @@ func (rt *Router) Unpin(ctx context.Context, licensee string) error {
 func (rt *Router) RenderEvent(ctx context.Context, licensee string, ev EventShape) (EventShape, error) {
 	if rt == nil || rt.reg == nil {
 		return EventShape{}, errZeroRouter
+	}
+	if err := checkLicensee(licensee); err != nil {
+		return EventShape{}, fmt.Errorf("%w: %w", ErrPinUnavailable, err) // as when a store refused it
 	}
 	pin, err := rt.pins.Get(ctx, licensee)
 	switch {
@@ -155,6 +181,9 @@ func (rt *Router) PinHandler() http.Handler {
 		var err error
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
+			if err = checkLicensee(lic); err != nil {
+				break
+			}
 			pin, err = rt.pins.Get(r.Context(), lic)
 			if errors.Is(err, ErrNotPinned) {
 				now := rt.now()

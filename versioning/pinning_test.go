@@ -28,7 +28,7 @@ type pinEnv struct {
 
 func newPinEnv(t *testing.T, mod func(*versioning.Options)) *pinEnv {
 	t.Helper()
-	e := &pinEnv{clk: newClock(testNow), pins: &faultyPins{PinStore: versioning.NewMemoryPinStore()},
+	e := &pinEnv{clk: newClock(testNow), pins: &faultyPins{PinStore: versioning.NewMemoryPinStore(), t: t},
 		usage: &versioning.UsageCounter{}, ran: new(int)}
 	opts := &versioning.Options{Now: e.clk.Now, Pins: e.pins, Licensee: headerLicensee, OnRequest: e.usage.Observe}
 	if mod != nil {
@@ -434,4 +434,84 @@ func TestPinHandler(t *testing.T) {
 	e.pins.setFail(errStoreDown)
 	w = do(t, e.rt.PinHandler(), request{method: "POST", path: "/v2/version_pin", licensee: "lic_old", body: `{"version":"v3"}`})
 	problem(t, w, 503, versioning.CodePinUnavailable)
+}
+
+// The Router checks every argument before it calls the PinStore, so that a store need not (the
+// PinStore contract): each entry point refuses what no store is given with ErrInvalidPin (the
+// opaque 500 over HTTP, since the Licensee hook is at fault), and the store is never called with
+// it — faultyPins fails the test if it is. These checks were the conformance suite's
+// InvalidArguments until the stores stopped checking.
+func TestRouterChecksBeforeTheStore(t *testing.T) {
+	ctx := context.Background()
+	shape := versioning.EventShape{Version: "v3", Type: "order.created", Data: json.RawMessage(`{}`)}
+	for name, lic := range badLicensees() {
+		t.Run(name, func(t *testing.T) {
+			e := newPinEnv(t, func(o *versioning.Options) {
+				o.Licensee = func(*http.Request) (string, bool) { return lic, true }
+			})
+			_, err := e.rt.Pin(ctx, lic)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin, "Pin")
+			_, err = e.rt.Upgrade(ctx, lic, "v3")
+			require.ErrorIs(t, err, versioning.ErrInvalidPin, "Upgrade")
+			_, err = e.rt.Repin(ctx, lic, "v2")
+			require.ErrorIs(t, err, versioning.ErrInvalidPin, "Repin")
+			require.ErrorIs(t, e.rt.Unpin(ctx, lic), versioning.ErrInvalidPin, "Unpin")
+			_, err = e.rt.RenderEvent(ctx, lic, shape)
+			require.ErrorIs(t, err, versioning.ErrInvalidPin, "RenderEvent")
+			require.ErrorIs(t, err, versioning.ErrPinUnavailable, "RenderEvent, as when a store refused it")
+			if lic != "" {
+				_, err = e.rt.Pins(ctx, "", lic, 10)
+				require.ErrorIs(t, err, versioning.ErrInvalidPin, "Pins after")
+			}
+			problem(t, do(t, e.h, request{path: "/v3/orders"}), 500, apierror.CodeInternal)
+			ph := e.rt.PinHandler()
+			problem(t, do(t, ph, request{path: "/v3/version_pin"}), 500, apierror.CodeInternal)
+			problem(t, do(t, ph, request{method: http.MethodPost, path: "/v3/version_pin", body: `{"version":"v3"}`,
+				contentType: "application/json"}), 500, apierror.CodeInternal)
+			require.Zero(t, *e.ran)
+			require.Zero(t, e.pins.getCount(), "the store was never asked")
+		})
+	}
+	e := newPinEnv(t, nil)
+	for _, v := range badVersions {
+		if v == "" {
+			continue // every version
+		}
+		_, err := e.rt.Pins(ctx, v, "", 10)
+		require.ErrorIs(t, err, versioning.ErrInvalidPin, "Pins version %q", v)
+		_, err = e.rt.Upgrade(ctx, "lic_a", v)
+		require.ErrorIs(t, err, versioning.ErrUnknownVersion, "Upgrade to %q: the registry refuses it first", v)
+	}
+	for _, limit := range badLimits {
+		_, err := e.rt.Pins(ctx, "v1", "", limit)
+		require.ErrorIs(t, err, versioning.ErrInvalidPin, "Pins limit %d", limit)
+	}
+}
+
+// Router.Pins lists who is pinned, to one version or to any, page by page.
+func TestRouterPins(t *testing.T) {
+	ctx := context.Background()
+	e := newPinEnv(t, nil)
+	e.pin(t, "lic_a", "v1")
+	e.pin(t, "lic_b", "v2")
+	e.pin(t, "lic_c", "v1")
+	e.pin(t, "lic_gone", "v0") // a version no longer registered is listed too
+	licensees := func(pins []versioning.Pin) (out []string) {
+		for _, p := range pins {
+			out = append(out, p.Licensee)
+		}
+		return out
+	}
+	pins, err := e.rt.Pins(ctx, "v1", "", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"lic_a", "lic_c"}, licensees(pins))
+	pins, err = e.rt.Pins(ctx, "", "lic_a", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"lic_b", "lic_c"}, licensees(pins))
+	pins, err = e.rt.Pins(ctx, "v0", "", versioning.MaxPinList)
+	require.NoError(t, err)
+	require.Equal(t, []string{"lic_gone"}, licensees(pins))
+	e.pins.setFail(errStoreDown)
+	_, err = e.rt.Pins(ctx, "", "", 10)
+	require.ErrorIs(t, err, errStoreDown)
 }

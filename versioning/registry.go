@@ -57,7 +57,7 @@ func NewRegistry(versions []Version, changes []Change) (*Registry, error) {
 	}
 	vs := slices.Clone(versions)
 	for i := range vs {
-		n, ok := ParseName(vs[i].Name)
+		n, ok := parseName(vs[i].Name)
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrInvalidName, vs[i].Name)
 		}

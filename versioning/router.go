@@ -295,7 +295,7 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 func (rt *Router) enforcePin(r *http.Request, d *Decision, i int, now time.Time) error {
 	ctx := r.Context()
 	lic, name := d.Licensee, d.Version.Name
-	if err := CheckLicensee(lic); err != nil {
+	if err := checkLicensee(lic); err != nil {
 		rt.log.ErrorContext(ctx, "versioning: the Licensee hook returned a licensee no store accepts", "error", err)
 		return &decisionError{cause: err, problem: apierror.Internal()}
 	}
@@ -379,8 +379,8 @@ func (rt *Router) pinLapsed(pinned string, now time.Time) bool {
 
 // newer reports whether version a has a higher number than b.
 func (rt *Router) newer(a, b string) bool {
-	na, _ := ParseName(a)
-	nb, ok := ParseName(b)
+	na, _ := parseName(a)
+	nb, ok := parseName(b)
 	return !ok || na > nb
 }
 

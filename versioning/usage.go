@@ -105,8 +105,8 @@ func (c *UsageCounter) filter(keep func(*UsageRecord) bool) []UsageRecord {
 	}
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b UsageRecord) int {
-		na, _ := ParseName(a.Version)
-		nb, _ := ParseName(b.Version)
+		na, _ := parseName(a.Version)
+		nb, _ := parseName(b.Version)
 		return cmp.Or(cmp.Compare(na, nb), cmp.Compare(a.Licensee, b.Licensee))
 	})
 	return out

@@ -2,6 +2,7 @@ package versioning_test
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func TestUsageCounterConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 100 {
-				c.Observe(versioning.Usage{Time: testNow.Add(time.Duration(j) * time.Second), Licensee: "lic", Version: versioning.FormatName(1 + i%2), Deprecated: i%2 == 0})
+				c.Observe(versioning.Usage{Time: testNow.Add(time.Duration(j) * time.Second), Licensee: "lic", Version: "v" + strconv.Itoa(1+i%2), Deprecated: i%2 == 0})
 			}
 		})
 	}

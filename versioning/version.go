@@ -2,7 +2,6 @@ package versioning
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -47,9 +46,11 @@ type Version struct {
 	num int // parsed from Name by NewRegistry
 }
 
-// Number returns the version's number: 2 for "v2", or -1 when the name is not well-formed.
+// Number returns the version's number: 2 for "v2", or -1 when the name is not well-formed: "v"
+// followed by a decimal number of at most nine digits with no leading zero ("v0", "v1", "v42"; not
+// "V1", "v01", "v", "v1.2"). Version{Name: s}.Number() parses any string that way.
 func (v Version) Number() int {
-	n, ok := ParseName(v.Name)
+	n, ok := parseName(v.Name)
 	if !ok {
 		return -1
 	}
@@ -75,10 +76,8 @@ func (v Version) IsSunset(now time.Time) bool { return !v.Sunset.IsZero() && !no
 // IsSupported reports whether the version answers requests at now: released and not sunset.
 func (v Version) IsSupported(now time.Time) bool { return v.IsReleased(now) && !v.IsSunset(now) }
 
-// ParseName parses a version name: "v" followed by a decimal number of at most nine digits with no
-// leading zero ("v0", "v1", "v42"; not "V1", "v01", "v", "v1.2"). It reports the number and whether
-// the name is well-formed.
-func ParseName(name string) (int, bool) {
+// parseName parses a version name (see Version.Number) and reports whether it is well-formed.
+func parseName(name string) (int, bool) {
 	if len(name) < 2 || len(name) > 1+maxNameDigits || name[0] != 'v' {
 		return 0, false
 	}
@@ -94,15 +93,6 @@ func ParseName(name string) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
-}
-
-// FormatName returns the name of version number n: FormatName(2) is "v2". It panics for a negative
-// number or one of more than nine digits, which no valid name has.
-func FormatName(n int) string {
-	if n < 0 || n > 999_999_999 {
-		panic("versioning: version number out of range: " + strconv.Itoa(n))
-	}
-	return "v" + strconv.Itoa(n)
 }
 
 // ParsePath splits a request path into its first segment, when that segment is a well-formed
@@ -125,7 +115,7 @@ func ParsePath(path string) (name, rest string, ok bool) {
 		return "", "", false
 	}
 	name = path[1:end]
-	if _, ok := ParseName(name); !ok {
+	if _, ok := parseName(name); !ok {
 		return "", "", false
 	}
 	return name, path[end:], true

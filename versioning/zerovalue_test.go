@@ -32,6 +32,7 @@ func TestZeroValues(t *testing.T) {
 		{"Router.Upgrade", func() error { _, err := (&versioning.Router{}).Upgrade(ctx, "lic_1", "v2"); return err }},
 		{"Router.Repin", func() error { _, err := (&versioning.Router{}).Repin(ctx, "lic_1", "v1"); return err }},
 		{"Router.Unpin", func() error { return (&versioning.Router{}).Unpin(ctx, "lic_1") }},
+		{"Router.Pins", func() error { _, err := (&versioning.Router{}).Pins(ctx, "v1", "", 10); return err }},
 		{"Router.RenderEvent", func() error { _, err := (&versioning.Router{}).RenderEvent(ctx, "lic_1", shape); return err }},
 		{"nil Router.Decide", func() error { _, err := (*versioning.Router)(nil).Decide(req()); return err }},
 	} {

@@ -11,9 +11,11 @@ var (
 	// ErrCursorConflict: Advance found the cursor somewhere other than from — another process (or
 	// another delivery) moved it first. Nothing was changed; read the cursor again and decide anew.
 	ErrCursorConflict = errors.New("webhook: cursor moved concurrently")
-	// ErrCursorBackward: Advance was asked to move a cursor to a sequence not after from.
+	// ErrCursorBackward: a cursor was asked to move to a sequence not after from. A Tracker never
+	// asks that of its CursorStore; MemoryCursorStore, and entry points a store offers its own
+	// callers (pgstore's CursorStore.AdvanceTx), answer it to code that does.
 	ErrCursorBackward = errors.New("webhook: a cursor only moves forward")
-	// ErrCursorRange: a sequence above MaxSequence.
+	// ErrCursorRange: as ErrCursorBackward, for a sequence above MaxSequence.
 	ErrCursorRange = errors.New("webhook: sequence above MaxSequence")
 )
 
@@ -23,12 +25,17 @@ var (
 // Implementations must be safe for concurrent use by several processes sharing the store: Advance is
 // a compare-and-set, so two deliveries racing on one stream never both move it. Run
 // webhook/cursortest.Run against every implementation.
+//
+// The Tracker is a store's caller, and it only ever asks for a move forward: from < to ≤ MaxSequence
+// (a Step's From and its Event.Sequence, which a ProcessFunc in TrackerOptions.ProcessAdvances mode
+// passes on). A store may rely on that and need not check it; code that calls a store itself must
+// keep to it.
 type CursorStore interface {
 	// Get returns the stream's cursor, or 0 when the stream has none.
 	Get(ctx context.Context, stream string) (uint64, error)
-	// Advance moves the stream's cursor from from to to (to > from) if and only if it is at from now,
-	// and otherwise changes nothing and returns ErrCursorConflict. from 0 matches a stream without a
-	// cursor. to ≤ from is ErrCursorBackward; to above MaxSequence is ErrCursorRange.
+	// Advance moves the stream's cursor from from to to (from < to ≤ MaxSequence) if and only if it
+	// is at from now, and otherwise changes nothing and returns ErrCursorConflict. from 0 matches a
+	// stream without a cursor.
 	Advance(ctx context.Context, stream string, from, to uint64) error
 }
 
@@ -36,7 +43,8 @@ var _ CursorStore = (*MemoryCursorStore)(nil)
 
 // MemoryCursorStore is a CursorStore in process memory, for tests and single-process consumers that
 // may reprocess after a restart. The zero value is empty and ready to use; it is safe for concurrent
-// use. It must not be copied after first use.
+// use. It must not be copied after first use. Unlike other stores it checks Advance's arguments
+// (ErrCursorBackward, ErrCursorRange), for code that uses it directly.
 type MemoryCursorStore struct {
 	mu      sync.Mutex
 	cursors map[string]uint64
@@ -54,7 +62,7 @@ func (s *MemoryCursorStore) Get(ctx context.Context, stream string) (uint64, err
 
 // Advance moves the stream's cursor from from to to, atomically.
 func (s *MemoryCursorStore) Advance(ctx context.Context, stream string, from, to uint64) error {
-	if err := CheckAdvance(from, to); err != nil {
+	if err := checkAdvance(from, to); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -72,10 +80,9 @@ func (s *MemoryCursorStore) Advance(ctx context.Context, stream string, from, to
 	return nil
 }
 
-// CheckAdvance returns the error Advance must return for these arguments before touching storage:
-// ErrCursorBackward when to ≤ from, ErrCursorRange when to is above MaxSequence, else nil. Store
-// implementations call it so that all of them agree.
-func CheckAdvance(from, to uint64) error {
+// checkAdvance reports a move the CursorStore contract rules out: ErrCursorBackward when to ≤ from,
+// ErrCursorRange when to is above MaxSequence, else nil.
+func checkAdvance(from, to uint64) error {
 	if to <= from {
 		return ErrCursorBackward
 	}

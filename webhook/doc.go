@@ -11,7 +11,11 @@
 //	X-SVC-Signature: t=1767225600,v1=5257a869e7ec…8bd[,v1=…]
 //	X-SVC-Sequence: 42
 //
-//	{"object":"event","id":"evt_…","sequence":42,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//	{"object":"event","id":"evt_…","endpoint":"we_123","sequence":42,"type":"order.created","created":1767225600,"api_version":"v1","data":{…}}
+//
+// endpoint names the webhook endpoint the delivery was signed for (see Consuming), and object is
+// always "event", as on every resource of the API (docs/decisions.md, D3 and D12). Consumers ignore
+// members they do not know.
 //
 // v1 is the lowercase hex HMAC-SHA256 of "<t>.<raw body>", keyed with the signing secret's bytes exactly
 // as issued ("whsec_…", prefix included); t is the signing time in Unix seconds. While a secret

@@ -389,6 +389,12 @@ func checkRange(evs []Event, from, hi uint64, open bool) error {
 // apply processes one event and moves the cursor past it.
 func (t *Tracker) apply(ctx context.Context, s Step) error {
 	seq := s.Event.Sequence
+	// Receive and fill only make steps forward, to at most MaxSequence; the store relies on it (see
+	// CursorStore), and so does a ProcessFunc that advances the cursor itself: checked, not trusted
+	// to the arithmetic of the callers.
+	if err := checkAdvance(s.From, seq); err != nil {
+		return fmt.Errorf("webhook: stream %q, step from %d to %d: %w", s.Stream, s.From, seq, err)
+	}
 	if err := t.process(ctx, s); err != nil {
 		return fmt.Errorf("%w: stream %q, sequence %d: %w", ErrProcess, s.Stream, seq, err)
 	}

@@ -80,8 +80,25 @@ func cursorOf(t *testing.T, s webhook.CursorStore) uint64 {
 	return c
 }
 
+// contractStore is a MemoryCursorStore that holds its caller to the CursorStore contract: a store
+// may assume every Advance moves forward, to at most MaxSequence, without checking it, so a call that
+// does not fails the test.
+type contractStore struct {
+	webhook.MemoryCursorStore
+	t testing.TB
+}
+
+func newContractStore(t testing.TB) *contractStore { return &contractStore{t: t} }
+
+func (s *contractStore) Advance(ctx context.Context, stream string, from, to uint64) error {
+	if to <= from || to > webhook.MaxSequence {
+		s.t.Errorf("CursorStore.Advance(%q, %d, %d): the contract promises from < to ≤ MaxSequence", stream, from, to)
+	}
+	return s.MemoryCursorStore.Advance(ctx, stream, from, to)
+}
+
 func TestNewTrackerValidates(t *testing.T) {
-	store := &webhook.MemoryCursorStore{}
+	store := newContractStore(t)
 	src := newSource(t, 0)
 	rec := &recorder{}
 	cases := []struct {
@@ -136,7 +153,7 @@ func TestTrackerRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newSource(t, 10)
-			store := &webhook.MemoryCursorStore{}
+			store := newContractStore(t)
 			if tc.cursor > 0 {
 				require.NoError(t, store.Advance(context.Background(), stream, 0, tc.cursor))
 			}
@@ -161,7 +178,7 @@ func TestTrackerRules(t *testing.T) {
 }
 
 func TestTrackerRejectsInvalidDeliveries(t *testing.T) {
-	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, newSource(t, 0), (&recorder{}).process, nil)
+	tr, err := webhook.NewTracker(newContractStore(t), newSource(t, 0), (&recorder{}).process, nil)
 	require.NoError(t, err)
 	for name, ev := range map[string]*webhook.Event{
 		"nil":            nil,
@@ -204,7 +221,7 @@ func TestTrackerBadRanges(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &webhook.MemoryCursorStore{}
+			store := newContractStore(t)
 			require.NoError(t, store.Advance(context.Background(), stream, 0, 4))
 			bad := true
 			fetch := webhook.RangeFetcherFunc(func(ctx context.Context, s string, from, to uint64) ([]webhook.Event, error) {
@@ -237,7 +254,7 @@ func TestTrackerBadRanges(t *testing.T) {
 
 func TestTrackerProcessFailureKeepsProgress(t *testing.T) {
 	src := newSource(t, 10)
-	store := &webhook.MemoryCursorStore{}
+	store := newContractStore(t)
 	rec := &recorder{failOn: map[uint64]int{3: 1, 5: 1}}
 	tr, err := webhook.NewTracker(store, src, rec.process, nil)
 	require.NoError(t, err)
@@ -276,7 +293,7 @@ func TestTrackerFetchesInBatches(t *testing.T) {
 		}
 		return src.FetchRange(ctx, s, from, to)
 	})
-	store := &webhook.MemoryCursorStore{}
+	store := newContractStore(t)
 	rec := &recorder{}
 	tr, err := webhook.NewTracker(store, fetch, rec.process, &webhook.TrackerOptions{FetchBatch: 3})
 	require.NoError(t, err)
@@ -301,7 +318,7 @@ func TestTrackerCatchUp(t *testing.T) {
 		calls.Add(1)
 		return src.FetchRange(ctx, s, from, to)
 	})
-	store := &webhook.MemoryCursorStore{}
+	store := newContractStore(t)
 	require.NoError(t, store.Advance(context.Background(), stream, 0, 3))
 	rec := &recorder{}
 	tr, err := webhook.NewTracker(store, fetch, rec.process, nil)
@@ -318,7 +335,7 @@ func TestTrackerCatchUp(t *testing.T) {
 	require.Zero(t, n)
 
 	// Under StartAtFirstSeen a stream without a cursor has nowhere to start.
-	tr2, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, fetch, rec.process, &webhook.TrackerOptions{Start: webhook.StartAtFirstSeen})
+	tr2, err := webhook.NewTracker(newContractStore(t), fetch, rec.process, &webhook.TrackerOptions{Start: webhook.StartAtFirstSeen})
 	require.NoError(t, err)
 	n, err = tr2.CatchUp(context.Background(), stream)
 	require.NoError(t, err)
@@ -328,7 +345,7 @@ func TestTrackerCatchUp(t *testing.T) {
 	failing := webhook.RangeFetcherFunc(func(context.Context, string, uint64, uint64) ([]webhook.Event, error) {
 		return nil, errors.New("down")
 	})
-	tr3, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, failing, rec.process, nil)
+	tr3, err := webhook.NewTracker(newContractStore(t), failing, rec.process, nil)
 	require.NoError(t, err)
 	_, err = tr3.CatchUp(context.Background(), stream)
 	require.ErrorIs(t, err, webhook.ErrFetch)
@@ -410,7 +427,7 @@ func TestTrackerStoreFailure(t *testing.T) {
 func TestTrackerProcessAdvances(t *testing.T) {
 	src := newSource(t, 5)
 	t.Run("process advances the cursor itself", func(t *testing.T) {
-		store := &webhook.MemoryCursorStore{}
+		store := newContractStore(t)
 		var got []uint64
 		proc := func(ctx context.Context, s webhook.Step) error {
 			got = append(got, s.Event.Sequence)
@@ -426,7 +443,7 @@ func TestTrackerProcessAdvances(t *testing.T) {
 		require.Equal(t, uint64(3), cursorOf(t, store))
 	})
 	t.Run("process forgets to advance", func(t *testing.T) {
-		store := &webhook.MemoryCursorStore{}
+		store := newContractStore(t)
 		tr, err := webhook.NewTracker(store, src, (&recorder{}).process, &webhook.TrackerOptions{ProcessAdvances: true})
 		require.NoError(t, err)
 		ev := src.Event(stream, 1)
@@ -434,7 +451,7 @@ func TestTrackerProcessAdvances(t *testing.T) {
 		require.ErrorIs(t, err, webhook.ErrNotAdvanced)
 	})
 	t.Run("process loses the compare-and-set", func(t *testing.T) {
-		store := &webhook.MemoryCursorStore{}
+		store := newContractStore(t)
 		calls := 0
 		proc := func(ctx context.Context, s webhook.Step) error {
 			calls++
@@ -464,7 +481,7 @@ func TestTrackerCancelledWhileWaiting(t *testing.T) {
 		}
 		return nil
 	}
-	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, src, proc, nil)
+	tr, err := webhook.NewTracker(newContractStore(t), src, proc, nil)
 	require.NoError(t, err)
 	ev1, ev2 := src.Event(stream, 1), src.Event(stream, 2)
 	done := make(chan error, 1)
@@ -551,7 +568,7 @@ func runFaultSimulation(t *testing.T, n, streams, workers int) {
 		mu.Unlock()
 		return nil
 	}
-	store := &webhook.MemoryCursorStore{}
+	store := newContractStore(t)
 	tr, err := webhook.NewTracker(store, fetch, proc, &webhook.TrackerOptions{FetchBatch: 64})
 	require.NoError(t, err)
 
@@ -658,4 +675,49 @@ func runFaultSimulation(t *testing.T, n, streams, workers int) {
 	t.Logf("%d streams × %d events: %d dropped, %d duplicated; %d fetch failures, %d holes, %d processing failures; %d deliveries retried; %d processed, %d duplicates",
 		streams, n, dropped, duplicated, fetchFailures.Load(), holes.Load(), processFailures.Load(), failures.Load(),
 		outcomes[webhook.Processed].Load(), outcomes[webhook.Duplicate].Load())
+}
+
+// The Tracker asks its store only for moves forward, to at most MaxSequence, which the store may
+// then assume (CursorStore): here at the top of the sequence range, from a first delivery under
+// StartAtFirstSeen, through a gap filled by fetching, to CatchUp at the last sequence. The stores'
+// own tests of these arguments were the conformance suite's InvalidArguments; every other Tracker
+// test checks the same promise through contractStore.
+func TestTrackerAdvancesOnlyForward(t *testing.T) {
+	const top = webhook.MaxSequence
+	event := func(seq uint64) webhook.Event {
+		return webhook.Event{ID: fmt.Sprintf("evt_%d", seq), Sequence: seq, Type: "test.event", Data: []byte(`{}`)}
+	}
+	fetch := webhook.RangeFetcherFunc(func(_ context.Context, _ string, from, to uint64) ([]webhook.Event, error) {
+		var out []webhook.Event
+		for seq := from; seq <= to && seq <= top; seq++ {
+			out = append(out, event(seq))
+		}
+		return out, nil
+	})
+	ctx := context.Background()
+	for name, start := range map[string]webhook.Start{"StartAtBeginning": webhook.StartAtBeginning, "StartAtFirstSeen": webhook.StartAtFirstSeen} {
+		t.Run(name, func(t *testing.T) {
+			store := newContractStore(t)
+			if start == webhook.StartAtBeginning {
+				require.NoError(t, store.Advance(ctx, stream, 0, top-4))
+			}
+			rec := &recorder{}
+			tr, err := webhook.NewTracker(store, fetch, rec.process, &webhook.TrackerOptions{Start: start})
+			require.NoError(t, err)
+			for _, seq := range []uint64{top - 2, top - 3, top - 2, top} {
+				ev := event(seq)
+				_, err := tr.Receive(ctx, stream, &ev)
+				require.NoError(t, err, "sequence %d", seq)
+			}
+			require.Equal(t, uint64(top), cursorOf(t, store))
+			n, err := tr.CatchUp(ctx, stream)
+			require.NoError(t, err)
+			require.Zero(t, n, "nothing comes after MaxSequence")
+			want := seqRange(top-3, top)
+			if start == webhook.StartAtFirstSeen {
+				want = []uint64{top - 2, top - 1, top}
+			}
+			require.Equal(t, want, rec.processed())
+		})
+	}
 }

@@ -40,8 +40,9 @@
 // only from the expected version (ErrPinConflict otherwise, ErrNotPinned for none), exactly once under
 // a race; Delete removes (and is a no-op when there is nothing); List filters by version and pages by
 // licensee in byte order with an exclusive cursor; licensees that differ only in case, accents, or LIKE
-// and separator characters never see each other's pins; invalid arguments are ErrInvalidPin; a
-// cancelled context is an error and stores nothing.
+// and separator characters never see each other's pins; a cancelled context is an error and stores
+// nothing. The suite calls a store only as the Router does (see versioning.PinStore): a store need
+// not check its arguments, and the suite does not ask it to.
 //
 // The suite is safe against shared, long-lived stores: every test uses licensees with a random
 // prefix, and the List tests use a random version number, so other data never shows up in what a

@@ -35,6 +35,8 @@
 // # What it checks
 //
 // The contract the Tracker relies on: 0 for an unknown stream, a compare-and-set Advance that changes
-// nothing on conflict, arguments refused before storage is touched, streams kept apart, the full
-// sequence range, exactly one winner when deliveries race, and no lost update under contention.
+// nothing on conflict, streams kept apart, the full sequence range, exactly one winner when
+// deliveries race, and no lost update under contention. The suite only asks a store for moves
+// forward, to at most MaxSequence, as the Tracker does (see webhook.CursorStore): a store need not
+// check its arguments, and the suite does not ask it to.
 package cursortest

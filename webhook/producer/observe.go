@@ -12,9 +12,9 @@ import (
 
 // Hooks are told what the producer does, for metrics and traces (package otelconv fills them with
 // OpenTelemetry). Set them in PublisherOptions.Hooks, DispatcherOptions.Hooks and
-// RangeHandlerOptions.Hooks. Every field may be nil, and a nil *Hooks observes nothing and costs
-// nothing. Fields will be added as the producer grows: Hooks written for an earlier version keep
-// compiling and keep working, since a new field is nil in them.
+// RangeHandlerOptions.Hooks. Every field may be nil; the zero value observes nothing, and a nil
+// *Hooks observes nothing at no cost. Fields will be added as the producer grows: Hooks written for
+// an earlier version keep compiling and keep working, since a new field is nil in them.
 //
 // The hooks are called synchronously on the publishing and delivering paths, from many goroutines at
 // once: they must be safe for concurrent use and must not block. The structs they receive are plain

@@ -1,24 +1,13 @@
-package apierror
+package strictjson
 
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-)
-
-// Codes of the strict JSON checks.
-const (
-	// CodeDuplicateMember: an object names the same member twice. encoding/json keeps the last one,
-	// so {"side":"buy","side":"sell"} would be a sell order.
-	CodeDuplicateMember = "duplicate_member"
-	// CodeInvalidUTF8: a string holds bytes that are not UTF-8, or an escaped lone surrogate
-	// ("\ud800"). encoding/json would replace either with U+FFFD without a word (RFC 8259 §8.1, §8.2).
-	CodeInvalidUTF8 = "invalid_utf8"
 )
 
 // maxScanDepth bounds the nesting the strict scan follows, as encoding/json bounds its own; deeper
@@ -30,102 +19,7 @@ const maxScanDepth = 10000
 // linear time.
 const smallObject = 16
 
-// Kinds of destination the scan distinguishes.
-const (
-	shapeAny    = iota // interface{}, json.RawMessage, a custom unmarshaler, a ",string" field: names are not checked
-	shapeStruct        // member names must match a field exactly
-	shapeMap           // any member name; values of one type
-	shapeList          // slice or array
-	shapeScalar        // anything else: encoding/json reports a wrong type
-)
-
-// shape is what the scan needs to know of a destination type.
-type shape struct {
-	kind   int
-	fields map[string]*shape // shapeStruct: exact member name → its shape
-	names  []string          // shapeStruct: the member names, for the case-variant check
-	elem   *shape            // shapeMap and shapeList
-}
-
-var (
-	anyShape    = &shape{kind: shapeAny}
-	scalarShape = &shape{kind: shapeScalar}
-	shapeCache  sync.Map // reflect.Type → *shape
-	shapeMu     sync.Mutex
-)
-
-// shapeOf returns the cached shape of t, building it (and those of the types it holds) once.
-func shapeOf(t reflect.Type) *shape {
-	if s, ok := shapeCache.Load(t); ok {
-		return s.(*shape)
-	}
-	shapeMu.Lock()
-	defer shapeMu.Unlock()
-	building := map[reflect.Type]*shape{}
-	s := buildShape(t, building)
-	for bt, bs := range building {
-		shapeCache.Store(bt, bs)
-	}
-	return s
-}
-
-func buildShape(t reflect.Type, building map[reflect.Type]*shape) *shape {
-	for t.Kind() == reflect.Pointer {
-		if t != numberType && (t.Implements(unmarshalerType) || t.Implements(textUnmarshalerType)) {
-			return anyShape
-		}
-		t = t.Elem()
-	}
-	if s, ok := shapeCache.Load(t); ok {
-		return s.(*shape)
-	}
-	if s, ok := building[t]; ok {
-		return s // a recursive type: the shape is being filled in
-	}
-	if t != numberType && (reflect.PointerTo(t).Implements(unmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)) {
-		return anyShape
-	}
-	switch t.Kind() {
-	case reflect.Interface:
-		return anyShape
-	case reflect.Struct:
-		s := &shape{kind: shapeStruct}
-		building[t] = s
-		info := structFields(t)
-		s.fields = make(map[string]*shape, len(info.list))
-		for _, f := range info.list {
-			fs := anyShape
-			if !f.quoted {
-				fs = buildShape(f.typ, building)
-			}
-			s.fields[f.name] = fs
-			s.names = append(s.names, f.name)
-		}
-		return s
-	case reflect.Map:
-		s := &shape{kind: shapeMap}
-		building[t] = s
-		s.elem = buildShape(t.Elem(), building)
-		return s
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 && !reflect.PointerTo(t.Elem()).Implements(unmarshalerType) &&
-			!reflect.PointerTo(t.Elem()).Implements(textUnmarshalerType) {
-			return scalarShape // []byte is a base64 string
-		}
-		s := &shape{kind: shapeList}
-		building[t] = s
-		s.elem = buildShape(t.Elem(), building)
-		return s
-	case reflect.Array:
-		s := &shape{kind: shapeList}
-		building[t] = s
-		s.elem = buildShape(t.Elem(), building)
-		return s
-	}
-	return scalarShape
-}
-
-// strictScan is the first pass of DecodeBytes: one walk over the bytes, guided by the destination's
+// strictScan is the first pass of Decode: one walk over the bytes, guided by the destination's
 // shape, that finds what encoding/json would let through silently — a member given twice, a member
 // name that matches a field only when case is ignored, a string that is not UTF-8 or holds a lone
 // surrogate — and reports it located. Syntax errors are not its business: on one it stops, and
@@ -140,7 +34,7 @@ type strictScan struct {
 	strip        [][2]int    // members to drop before decoding (case variants, with AllowUnknownFields)
 	syntax       bool        // a syntax error stopped the scan
 	inName       bool        // str is scanning a member name
-	first        *Violation  // the first violation found
+	first        *Error      // the first violation found
 }
 
 // scanPool recycles scanners, so that their stacks are allocated once, not per request.
@@ -181,7 +75,7 @@ type keySpan struct {
 //
 // The whole value is scanned before anything is reported, so that a syntax error anywhere wins, as
 // it does in encoding/json: a violation is only reported for a value that is otherwise well-formed.
-func (sc *strictScan) scan(s *shape) (v *Violation, end int, ok bool) {
+func (sc *strictScan) scan(s *shape) (v *Error, end int, ok bool) {
 	sc.skipSpace()
 	sc.value(s)
 	if sc.syntax {
@@ -191,7 +85,7 @@ func (sc *strictScan) scan(s *shape) (v *Violation, end int, ok bool) {
 }
 
 // note keeps the first violation found; the scan goes on to the end of the value.
-func (sc *strictScan) note(v Violation) {
+func (sc *strictScan) note(v Error) {
 	if sc.first == nil {
 		sc.first = &v
 	}
@@ -203,13 +97,13 @@ func (sc *strictScan) skipSpace() {
 	}
 }
 
-func (sc *strictScan) fail() *Violation {
+func (sc *strictScan) fail() *Error {
 	sc.syntax = true
 	return nil
 }
 
 // value scans one value; sc.syntax is set when it is malformed.
-func (sc *strictScan) value(s *shape) *Violation {
+func (sc *strictScan) value(s *shape) *Error {
 	if sc.i >= len(sc.data) {
 		return sc.fail()
 	}
@@ -233,7 +127,7 @@ func (sc *strictScan) value(s *shape) *Violation {
 	return sc.fail()
 }
 
-func (sc *strictScan) literal(word string) *Violation {
+func (sc *strictScan) literal(word string) *Error {
 	if !bytes.HasPrefix(sc.data[sc.i:], []byte(word)) {
 		return sc.fail()
 	}
@@ -242,7 +136,7 @@ func (sc *strictScan) literal(word string) *Violation {
 }
 
 // number scans a number by RFC 8259's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (sc *strictScan) number() *Violation {
+func (sc *strictScan) number() *Error {
 	d, i := sc.data, sc.i
 	if i < len(d) && d[i] == '-' {
 		i++
@@ -284,7 +178,7 @@ func digitsEnd(d []byte, i int) int {
 
 // str scans a string starting at its opening quote and reports whether it holds an escape. Bytes
 // that are not UTF-8 and escaped lone surrogates are a violation at the current pointer.
-func (sc *strictScan) str() (escaped bool, v *Violation) {
+func (sc *strictScan) str() (escaped bool, v *Error) {
 	d := sc.data
 	i := sc.i + 1
 	for {
@@ -359,7 +253,7 @@ func (sc *strictScan) invalidUTF8(detail string) {
 		t.end = min(j, len(sc.data))
 	}
 	if sc.first == nil {
-		sc.note(Body(sc.pointer(), CodeInvalidUTF8, detail))
+		sc.note(Error{Kind: InvalidUTF8, Pointer: sc.pointer(), Detail: detail})
 	}
 }
 
@@ -388,7 +282,7 @@ func (sc *strictScan) enter() bool {
 	return sc.depth <= maxScanDepth
 }
 
-func (sc *strictScan) object(s *shape) *Violation {
+func (sc *strictScan) object(s *shape) *Error {
 	// A syntax error ends the whole scan, so the stacks are only unwound on the way out of a
 	// well-formed object (no defer: this is the hot path).
 	if !sc.enter() {
@@ -460,7 +354,7 @@ func (sc *strictScan) object(s *shape) *Violation {
 			if !ok {
 				if !sc.allowUnknown {
 					if sc.first == nil {
-						sc.note(Body(sc.pointer(), CodeUnknownField, "is not a known field"))
+						sc.note(Error{Kind: UnknownField, Pointer: sc.pointer(), Detail: "is not a known field"})
 					}
 					elem = anyShape
 					break
@@ -515,19 +409,8 @@ func (sc *strictScan) next(closer byte) (closed, ok bool) {
 
 func (sc *strictScan) duplicate() {
 	if sc.first == nil {
-		sc.note(Body(sc.pointer(), CodeDuplicateMember, "appears more than once in its object; send each member once"))
+		sc.note(Error{Kind: DuplicateMember, Pointer: sc.pointer(), Detail: "appears more than once in its object; send each member once"})
 	}
-}
-
-// foldMatch reports whether name matches one of the struct's member names when case is ignored, as
-// encoding/json would match it.
-func (s *shape) foldMatch(name string) bool {
-	for _, n := range s.names {
-		if strings.EqualFold(n, name) {
-			return true
-		}
-	}
-	return false
 }
 
 func (sc *strictScan) keyText(k keySpan) string {
@@ -555,7 +438,7 @@ func (sc *strictScan) unescape(start, end int) string {
 	return string(sc.data[min(start+1, end):end])
 }
 
-func (sc *strictScan) array(s *shape) *Violation {
+func (sc *strictScan) array(s *shape) *Error {
 	if !sc.enter() {
 		return sc.fail()
 	}
@@ -622,24 +505,26 @@ func (sc *strictScan) stripped() []byte {
 	last := 0
 	for _, span := range sc.strip {
 		start, end := span[0], span[1]
+		out = append(out, sc.data[last:start]...)
+		last = end
 		// Take the comma after the member with it, or, for an object's last member, the one before.
+		// That one is looked for in what is kept, not in the input: when the member before was
+		// dropped too, its comma went with it ({"side":"buy","SIDE":"x","Side":"y"}).
 		j := end
 		for j < len(sc.data) && isSpace(sc.data[j]) {
 			j++
 		}
 		if j < len(sc.data) && sc.data[j] == ',' {
-			end = j + 1
-		} else {
-			k := start - 1
-			for k > last && isSpace(sc.data[k]) {
-				k--
-			}
-			if k >= last && sc.data[k] == ',' {
-				start = k
-			}
+			last = j + 1
+			continue
 		}
-		out = append(out, sc.data[last:start]...)
-		last = end
+		k := len(out) - 1
+		for k >= 0 && isSpace(out[k]) {
+			k--
+		}
+		if k >= 0 && out[k] == ',' {
+			out = out[:k]
+		}
 	}
 	return append(out, sc.data[last:]...)
 }
