@@ -78,7 +78,7 @@ func TestOurVerifierAcceptsStripeSignature(t *testing.T) {
 	for _, tt := range interopBodies {
 		t.Run(tt.name, func(t *testing.T) {
 			p := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: tt.body, Secret: secret, Timestamp: at})
-			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return at.Add(time.Minute) }})
+			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return at.Add(time.Minute) }})
 			require.NoError(t, err)
 			require.NoError(t, v.Verify(p.Header, tt.body))
 			got, err := v.VerifyTime(p.Header, tt.body)
@@ -87,7 +87,7 @@ func TestOurVerifierAcceptsStripeSignature(t *testing.T) {
 
 			tampered := append(append([]byte{}, tt.body...), ' ')
 			require.ErrorIs(t, v.Verify(p.Header, tampered), webhook.ErrSignatureMismatch)
-			other, err := webhook.NewVerifier([]string{webhook.NewSecret()}, &webhook.VerifyOptions{Now: func() time.Time { return at }})
+			other, err := webhook.NewVerifier([]string{webhook.NewSecret()}, &webhook.VerifierOptions{Now: func() time.Time { return at }})
 			require.NoError(t, err)
 			require.ErrorIs(t, other.Verify(p.Header, tt.body), webhook.ErrSignatureMismatch)
 		})
@@ -112,7 +112,7 @@ func TestOurVerifierAppliesToleranceToStripeSignature(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return tt.now }})
+			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return tt.now }})
 			require.NoError(t, err)
 			err = v.Verify(p.Header, body)
 			if tt.want == nil {
@@ -131,7 +131,7 @@ func TestOurVerifierIgnoresStripeV0(t *testing.T) {
 	at := time.Unix(1767225600, 0)
 	body := interopBodies[0].body
 	p := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: at, Scheme: "v0"})
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return at }})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return at }})
 	require.NoError(t, err)
 	require.ErrorIs(t, v.Verify(p.Header, body), webhook.ErrNoSignature)
 	require.ErrorIs(t, stripewebhook.ValidatePayload(body, p.Header, secret), stripewebhook.ErrNoValidSignature)

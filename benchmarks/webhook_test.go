@@ -118,7 +118,7 @@ func verifyCases() []webhookCase {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			v, err := webhook.NewVerifier([]string{benchSecret}, &webhook.VerifyOptions{Now: func() time.Time { return now }})
+			v, err := webhook.NewVerifier([]string{benchSecret}, &webhook.VerifierOptions{Now: func() time.Time { return now }})
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func signCases() []webhookCase {
 		{"ours", func(tb testing.TB, body []byte, now time.Time) func() error {
 			// A producer that signs many deliveries keeps a Signer per endpoint, as a consumer keeps a
 			// Verifier (and as Svix and Standard Webhooks keep their keyed Webhook value).
-			s, err := webhook.NewSigner(benchSecret)
+			s, err := webhook.NewSigner([]string{benchSecret})
 			if err != nil {
 				tb.Fatal(err)
 			}

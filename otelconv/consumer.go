@@ -72,7 +72,7 @@ const (
 	dynReceive
 )
 
-// consumerObserver is the webhook.Observer of the consumer side: a Verifier's, a Receiver's, a
+// consumerObserver fills the webhook.Hooks of the consumer side: a Verifier's, a Receiver's, a
 // Tracker's and a RangeClient's. It is safe for concurrent use.
 type consumerObserver struct {
 	tracer      trace.Tracer
@@ -104,18 +104,16 @@ type consumerObserver struct {
 	collapsed *boundedSets[dynKey, measure] // past maxDynamicSets: no endpoint, code _OTHER
 }
 
-var _ webhook.Observer = (*consumerObserver)(nil)
-
-// Webhook returns the observer of the webhook consumer side. Pass it to the Verifier, the Receiver,
-// the Tracker and the RangeClient (VerifyOptions.Observer, ReceiverOptions.Observer,
-// TrackerOptions.Observer, RangeClientOptions.Observer).
+// Webhook returns the hooks of the webhook consumer side. Pass them to the Verifier, the Receiver,
+// the Tracker and the RangeClient (the Hooks of VerifierOptions, ReceiverOptions, TrackerOptions
+// and RangeClientOptions).
 //
-// On a nil or zero Telemetry it returns nil: no observer.
-func (t *Telemetry) Webhook() webhook.Observer {
-	if t == nil || t.consumer == nil {
+// On a nil or zero Telemetry it returns nil: no hooks.
+func (t *Telemetry) Webhook() *webhook.Hooks {
+	if t == nil {
 		return nil
 	}
-	return t.consumer
+	return t.consumerHooks
 }
 
 func (t *Telemetry) buildConsumer() error {
@@ -175,6 +173,8 @@ func (t *Telemetry) buildConsumer() error {
 	o.serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	o.internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 	t.consumer = o
+	t.consumerHooks = &webhook.Hooks{Verified: o.Verified, ReceiveStart: o.ReceiveStart, ReceiveEnd: o.ReceiveEnd,
+		Sequenced: o.Sequenced, RangeFetchStart: o.RangeFetchStart, InjectTrace: o.InjectTrace, RangeFetchEnd: o.RangeFetchEnd}
 	return nil
 }
 

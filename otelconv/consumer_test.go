@@ -78,20 +78,20 @@ func newConsumer(t *testing.T, opts *Options, events int) *consumer {
 	t.Cleanup(srv.Close)
 
 	obs := c.h.tel.Webhook()
-	v, err := webhook.NewVerifier([]string{c.secret}, &webhook.VerifyOptions{Now: c.clock.Now, Observer: obs})
+	v, err := webhook.NewVerifier([]string{c.secret}, &webhook.VerifierOptions{Now: c.clock.Now, Hooks: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetch, err := webhook.NewRangeClient(srv.URL, testAPIKey, v, &webhook.RangeClientOptions{HTTPClient: srv.Client(), Observer: obs})
+	fetch, err := webhook.NewRangeClient(srv.URL, testAPIKey, v, &webhook.RangeClientOptions{HTTPClient: srv.Client(), Hooks: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, fetch, func(context.Context, webhook.Step) error { return nil },
-		&webhook.TrackerOptions{Observer: obs})
+		&webhook.TrackerOptions{Hooks: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.rc, err = webhook.NewReceiver(testStream, v, tr, &webhook.ReceiverOptions{Observer: obs})
+	c.rc, err = webhook.NewReceiver(testStream, v, tr, &webhook.ReceiverOptions{Hooks: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,11 +384,11 @@ func TestWebhookObserverWithoutSDK(t *testing.T) {
 	}
 	secret := webhook.NewSecret()
 	obs := tel.Webhook()
-	v, _ := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return testEpoch }, Observer: obs})
+	v, _ := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return testEpoch }, Hooks: obs})
 	tr, _ := webhook.NewTracker(&webhook.MemoryCursorStore{}, webhook.RangeFetcherFunc(func(context.Context, string, uint64, uint64) ([]webhook.Event, error) {
 		return nil, nil
-	}), func(context.Context, webhook.Step) error { return nil }, &webhook.TrackerOptions{Observer: obs})
-	rc, _ := webhook.NewReceiver(testStream, v, tr, &webhook.ReceiverOptions{Observer: obs})
+	}), func(context.Context, webhook.Step) error { return nil }, &webhook.TrackerOptions{Hooks: obs})
+	rc, _ := webhook.NewReceiver(testStream, v, tr, &webhook.ReceiverOptions{Hooks: obs})
 	ev := webhooktest.NewEvent(1, "order.created", nil, testEpoch)
 	body := webhooktest.Body(ev)
 	if _, err := rc.Receive(context.Background(), webhooktest.Header(body, testEpoch, secret), "1", body); err != nil {
@@ -416,7 +416,7 @@ func benchDeliveries(b *testing.B, secret string, n int) (bodies [][]byte, sigs,
 // tracer), and metrics with traces on the SDK.
 func benchObservers(b *testing.B) []struct {
 	name string
-	obs  webhook.Observer
+	obs  *webhook.Hooks
 } {
 	// The SDK's MeterProvider with the global (no-op) TracerProvider measures metrics alone.
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -427,7 +427,7 @@ func benchObservers(b *testing.B) []struct {
 	}
 	return []struct {
 		name string
-		obs  webhook.Observer
+		obs  *webhook.Hooks
 	}{
 		{"nil", nil},
 		{"metrics", mo.Webhook()},
@@ -441,7 +441,7 @@ func BenchmarkVerifyObserved(b *testing.B) {
 	bodies, sigs, _ := benchDeliveries(b, secret, 1)
 	for _, o := range benchObservers(b) {
 		b.Run(o.name, func(b *testing.B) {
-			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return testEpoch }, Observer: o.obs})
+			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return testEpoch }, Hooks: o.obs})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -464,7 +464,7 @@ func BenchmarkReceiveObserved(b *testing.B) {
 	bodies, sigs, seqs := benchDeliveries(b, secret, round)
 	for _, o := range benchObservers(b) {
 		b.Run(o.name, func(b *testing.B) {
-			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return testEpoch }, Observer: o.obs})
+			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return testEpoch }, Hooks: o.obs})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -472,11 +472,11 @@ func BenchmarkReceiveObserved(b *testing.B) {
 				tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, webhook.RangeFetcherFunc(func(context.Context, string, uint64, uint64) ([]webhook.Event, error) {
 					b.Fatal("no gap expected")
 					return nil, nil
-				}), func(context.Context, webhook.Step) error { return nil }, &webhook.TrackerOptions{Observer: o.obs})
+				}), func(context.Context, webhook.Step) error { return nil }, &webhook.TrackerOptions{Hooks: o.obs})
 				if err != nil {
 					b.Fatal(err)
 				}
-				rc, err := webhook.NewReceiver(testStream, v, tr, &webhook.ReceiverOptions{Observer: o.obs})
+				rc, err := webhook.NewReceiver(testStream, v, tr, &webhook.ReceiverOptions{Hooks: o.obs})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package otelconv
 import (
 	"errors"
 
+	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -56,7 +57,9 @@ type Telemetry struct {
 	// named for its package.
 	idempotency *idempotencyObserver
 	consumer    *consumerObserver
-	producer    *producerObserver
+	// consumerHooks are consumer's methods as the hooks Webhook returns.
+	consumerHooks *webhook.Hooks
+	producer      *producerObserver
 	// producerHooks are producer's methods as the hooks Producer returns.
 	producerHooks *producer.Hooks
 	versioning    *versioningObserver

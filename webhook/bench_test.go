@@ -83,7 +83,7 @@ func BenchmarkVerify(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(sz.name, func(b *testing.B) {
-			v := mustVerifier(b, []string{testSecret}, &VerifyOptions{Now: fixedClock(testTS)})
+			v := mustVerifier(b, []string{testSecret}, &VerifierOptions{Now: fixedClock(testTS)})
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
@@ -95,7 +95,7 @@ func BenchmarkVerify(b *testing.B) {
 		// During rotation the verifier holds two secrets and the message was signed with the second:
 		// the cost is two HMACs.
 		b.Run("rotation/"+sz.name, func(b *testing.B) {
-			v := mustVerifier(b, []string{testOther, testSecret}, &VerifyOptions{Now: fixedClock(testTS)})
+			v := mustVerifier(b, []string{testOther, testSecret}, &VerifierOptions{Now: fixedClock(testTS)})
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
@@ -129,7 +129,7 @@ func BenchmarkReceiver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := mustVerifier(b, []string{testSecret}, &VerifyOptions{Now: fixedClock(testTS)})
+	v := mustVerifier(b, []string{testSecret}, &VerifierOptions{Now: fixedClock(testTS)})
 	rc, err := NewReceiver("we_bench", v, tr, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -154,7 +154,7 @@ func BenchmarkReceiver(b *testing.B) {
 }
 
 func BenchmarkSigner(b *testing.B) {
-	s, err := NewSigner(testSecret)
+	s, err := NewSigner([]string{testSecret})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestGapOfTenThousandEventsKeepsTheConsumerSmall(t *testing.T) {
 	prod := &lazyProducer{secret: secret, stream: "we_big", last: gap + 1, dataSize: 1 << 10}
 	srv := httptest.NewServer(prod)
 	defer srv.Close()
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }})
 	require.NoError(t, err)
 	rc, err := webhook.NewRangeClient(srv.URL, apiKey, v, &webhook.RangeClientOptions{HTTPClient: srv.Client()})
 	require.NoError(t, err)

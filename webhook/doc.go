@@ -93,19 +93,19 @@
 //
 // # Observing
 //
-// An Observer (package otelconv implements one with OpenTelemetry) is told what the consumer side
-// decides: every verification and its result (VerifyOptions.Observer), each delivery from arrival to
-// answer, with the trace context the producer sent (ReceiverOptions.Observer), each verdict of the
-// sequence rule with the size of a gap (TrackerOptions.Observer), and each range fetch with its
-// result and duration, the fetch's trace context written into its requests (RangeClientOptions.Observer).
-// Pass the same one to all four. It is never shown a secret, a signature or an API key: trace headers
-// reach it through a TraceCarrier that hides them. A nil Observer costs nothing.
+// Hooks (package otelconv fills them with OpenTelemetry) are told what the consumer side decides:
+// every verification and its result (VerifierOptions.Hooks), each delivery from arrival to answer,
+// with the trace context the producer sent (ReceiverOptions.Hooks), each verdict of the sequence rule
+// with the size of a gap (TrackerOptions.Hooks), and each range fetch with its result and duration,
+// the fetch's trace context written into its requests (RangeClientOptions.Hooks). Pass the same ones
+// to all four. They are never shown a secret, a signature or an API key: trace headers reach them
+// through a TraceCarrier that hides them. Nil hooks cost nothing.
 //
 //	obs := tel.Webhook() // tel from otelconv.New
-//	v, _ := webhook.NewVerifier(secrets, &webhook.VerifyOptions{Observer: obs})
-//	fetch, _ := webhook.NewRangeClient(base, apiKey, v, &webhook.RangeClientOptions{Observer: obs})
-//	tracker, _ := webhook.NewTracker(cursors, fetch, process, &webhook.TrackerOptions{Observer: obs})
-//	rc, _ := webhook.NewReceiver("we_123", v, tracker, &webhook.ReceiverOptions{Observer: obs})
+//	v, _ := webhook.NewVerifier(secrets, &webhook.VerifierOptions{Hooks: obs})
+//	fetch, _ := webhook.NewRangeClient(base, apiKey, v, &webhook.RangeClientOptions{Hooks: obs})
+//	tracker, _ := webhook.NewTracker(cursors, fetch, process, &webhook.TrackerOptions{Hooks: obs})
+//	rc, _ := webhook.NewReceiver("we_123", v, tracker, &webhook.ReceiverOptions{Hooks: obs})
 //
 // Package webhooktest signs test payloads, builds signed requests and runs an in-memory producer with
 // a range endpoint, for consumers' own tests.

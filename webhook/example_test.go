@@ -29,7 +29,7 @@ func ExampleVerifier_Verify() {
 	header, _ := webhook.Sign(body, signedAt, secret)
 
 	now := signedAt.Add(10 * time.Second)
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return now }})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return now }})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +67,7 @@ func ExampleNewReceiver() {
 	defer producer.Close()
 
 	// The consumer.
-	v, _ := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: clock})
+	v, _ := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: clock})
 	fetch, _ := webhook.NewRangeClient(producer.URL, "sk_sandbox_example", v, nil)
 	process := func(ctx context.Context, s webhook.Step) error {
 		fmt.Printf("  processing %d (fetched: %v)\n", s.Event.Sequence, s.Fetched)

@@ -86,7 +86,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("t=1767225600,v1="+testSigSecret, []byte(`{"a":2}`), uint8(2), uint16(20))
 	f.Add("t=1767225601,v1="+testSigSecret, []byte(testBody), uint8(3), uint16(7))
 	f.Add("", []byte(nil), uint8(0), uint16(0))
-	v, err := NewVerifier([]string{testOther, testSecret}, &VerifyOptions{Now: fixedClock(testTS)})
+	v, err := NewVerifier([]string{testOther, testSecret}, &VerifierOptions{Now: fixedClock(testTS)})
 	if err != nil {
 		f.Fatal(err)
 	}

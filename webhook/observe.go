@@ -10,54 +10,102 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// Observer is told what the consumer side decides, so that metrics and traces can be kept without
-// this package depending on any telemetry library (package otelconv implements it with
-// OpenTelemetry). Each type reports what it decides itself, to the Observer of its own options:
+// Hooks are told what the consumer side decides, so that metrics and traces can be kept without
+// this package depending on any telemetry library (package otelconv fills them with OpenTelemetry).
+// Each type reports what it decides itself, to the Hooks of its own options:
 //
-//   - a Verifier (VerifyOptions.Observer): every verification and its result — Verify and VerifyTime
+//   - a Verifier (VerifierOptions.Hooks): every verification and its result — Verify and VerifyTime
 //     calls, the Receiver's, and the RangeClient's checks of range responses;
-//   - a Receiver (ReceiverOptions.Observer): each delivery, from its arrival to its answer;
-//   - a Tracker (TrackerOptions.Observer): each application of the sequence rule;
-//   - a RangeClient (RangeClientOptions.Observer): each FetchRange call and the requests it sends.
+//   - a Receiver (ReceiverOptions.Hooks): each delivery, from its arrival to its answer;
+//   - a Tracker (TrackerOptions.Hooks): each application of the sequence rule;
+//   - a RangeClient (RangeClientOptions.Hooks): each FetchRange call and the requests it sends.
 //
-// Pass the same Observer to all four to see everything. A nil Observer is never called and costs
-// nothing.
+// Pass the same Hooks to all four to see everything. Every field may be nil; the zero value observes
+// nothing, and a nil *Hooks observes nothing at no cost. Fields will be added as the package grows:
+// Hooks written for an earlier version keep compiling and keep working, since a new field is nil in
+// them. A Hooks value must not be modified once in use.
 //
-// The methods are called synchronously on the delivery's path, from many goroutines at once: an
-// implementation must be safe for concurrent use and must not block. No method is given a secret, a
-// signature or an API key. The stream (webhook endpoint ID) is given where known; it is of unbounded
-// cardinality in general, and an implementation should not make it a metric attribute by default.
+// The hooks are called synchronously on the delivery's path, from many goroutines at once: they must
+// be safe for concurrent use and must not block. No hook is given a secret, a signature or an API
+// key. The stream (webhook endpoint ID) is given where known; it is of unbounded cardinality in
+// general, and an implementation should not make it a metric attribute by default.
 //
 // Spans follow the pattern of pgx's tracers: XStart returns the context the work goes on in (a
 // tracing implementation puts its span there), and the matching XEnd gets that context back.
-type Observer interface {
+type Hooks struct {
 	// Verified is called once per verification, with its result, after the signature and timestamp
 	// were checked. Verify and VerifyTime have no context of their own and pass context.Background;
 	// the Receiver and the RangeClient pass the delivery's or the fetch's.
-	Verified(ctx context.Context, info VerifyInfo)
+	Verified func(ctx context.Context, info VerifyInfo)
 
 	// ReceiveStart is called when a delivery reaches a Receiver (ServeHTTP or Receive), before
 	// anything is read. It returns the context the delivery is handled in; a tracing
 	// implementation continues the producer's trace there, from info.Trace.
-	ReceiveStart(ctx context.Context, info ReceiveStartInfo) context.Context
-	// ReceiveEnd is called once for each ReceiveStart, with the context it returned, when the answer
-	// is decided.
-	ReceiveEnd(ctx context.Context, info ReceiveEndInfo)
+	ReceiveStart func(ctx context.Context, info ReceiveStartInfo) context.Context
+	// ReceiveEnd is called once for each delivery ReceiveStart saw, with the context it returned,
+	// when the answer is decided.
+	ReceiveEnd func(ctx context.Context, info ReceiveEndInfo)
 
 	// Sequenced is called each time a Tracker applies the sequence rule to a delivered event, with
 	// the rule's verdict, before the fetch and processing it calls for: whether those succeeded is in
 	// ReceiveEnd (a 503) and RangeFetchEnd. A delivery that loses a race for the cursor to another
 	// process is decided again, and reported again.
-	Sequenced(ctx context.Context, info SequenceInfo)
+	Sequenced func(ctx context.Context, info SequenceInfo)
 
 	// RangeFetchStart is called when a RangeClient's FetchRange starts. It returns the context the
 	// fetch goes on in; a tracing implementation starts the fetch's span there.
-	RangeFetchStart(ctx context.Context, info RangeFetchStartInfo) context.Context
+	RangeFetchStart func(ctx context.Context, info RangeFetchStartInfo) context.Context
 	// InjectTrace is called for each range request with the context RangeFetchStart returned, so
 	// that the request carries the fetch's trace context (W3C traceparent, say) to the producer.
-	InjectTrace(ctx context.Context, carrier TraceCarrier)
-	// RangeFetchEnd is called once for each RangeFetchStart, with the context it returned.
-	RangeFetchEnd(ctx context.Context, info RangeFetchEndInfo)
+	InjectTrace func(ctx context.Context, carrier TraceCarrier)
+	// RangeFetchEnd is called once for each fetch, with the context RangeFetchStart returned.
+	RangeFetchEnd func(ctx context.Context, info RangeFetchEndInfo)
+}
+
+// The hooks' calls, each a no-op when its field is nil; the caller has checked that h is not nil.
+
+func (h *Hooks) verified(ctx context.Context, info VerifyInfo) {
+	if h.Verified != nil {
+		h.Verified(ctx, info)
+	}
+}
+
+func (h *Hooks) receiveStart(ctx context.Context, info ReceiveStartInfo) context.Context {
+	if h.ReceiveStart == nil {
+		return ctx
+	}
+	return h.ReceiveStart(ctx, info)
+}
+
+func (h *Hooks) receiveEnd(ctx context.Context, info ReceiveEndInfo) {
+	if h.ReceiveEnd != nil {
+		h.ReceiveEnd(ctx, info)
+	}
+}
+
+func (h *Hooks) sequenced(ctx context.Context, info SequenceInfo) {
+	if h.Sequenced != nil {
+		h.Sequenced(ctx, info)
+	}
+}
+
+func (h *Hooks) rangeFetchStart(ctx context.Context, info RangeFetchStartInfo) context.Context {
+	if h.RangeFetchStart == nil {
+		return ctx
+	}
+	return h.RangeFetchStart(ctx, info)
+}
+
+func (h *Hooks) injectTrace(ctx context.Context, carrier TraceCarrier) {
+	if h.InjectTrace != nil {
+		h.InjectTrace(ctx, carrier)
+	}
+}
+
+func (h *Hooks) rangeFetchEnd(ctx context.Context, info RangeFetchEndInfo) {
+	if h.RangeFetchEnd != nil {
+		h.RangeFetchEnd(ctx, info)
+	}
 }
 
 // VerifyResult is the result of one verification: which of the package's verification errors, if
@@ -136,7 +184,7 @@ type VerifyInfo struct {
 	Source VerifySource
 }
 
-// TraceCarrier gives an Observer the headers of a delivery (to read trace context from) or of a range
+// TraceCarrier gives hooks the headers of a delivery (to read trace context from) or of a range
 // request (to write it into), without the credentials beside them: Get, Set and Keys skip
 // X-SVC-Signature, Authorization, Proxy-Authorization, Cookie and Set-Cookie. Its methods are those
 // of OpenTelemetry's propagation.TextMapCarrier, so it can be handed to a propagator as it is.
@@ -148,8 +196,8 @@ type TraceCarrier struct {
 	h http.Header
 }
 
-// NewTraceCarrier returns a TraceCarrier over h: for the producer's Observer, which shows delivery and
-// range requests the same way, and for tests of Observer implementations.
+// NewTraceCarrier returns a TraceCarrier over h: for the producer's hooks, which show delivery and
+// range requests the same way, and for tests of hooks.
 func NewTraceCarrier(h http.Header) TraceCarrier { return TraceCarrier{h: h} }
 
 // hiddenHeader reports whether key names a header a TraceCarrier never shows or writes.
@@ -219,12 +267,12 @@ type ReceiveEndInfo struct {
 	Sequence  uint64
 	Recovered int
 	// Duration is the time from ReceiveStart to the answer, measured with the Verifier's clock
-	// (VerifyOptions.Now); for ServeHTTP, the body's reading included.
+	// (VerifierOptions.Now); for ServeHTTP, the body's reading included.
 	Duration time.Duration
 }
 
 // receiveEnd reports the end of a delivery that started at start to o.
-func (rc *Receiver) receiveEnd(ctx context.Context, o Observer, start time.Time, res Result, err error) {
+func (rc *Receiver) receiveEnd(ctx context.Context, o *Hooks, start time.Time, res Result, err error) {
 	info := ReceiveEndInfo{Stream: rc.stream, Status: http.StatusOK, Outcome: res.Outcome, Sequence: res.Sequence,
 		Recovered: res.Recovered, Duration: rc.verifier.now().Sub(start)}
 	if err != nil {
@@ -239,7 +287,7 @@ func (rc *Receiver) receiveEnd(ctx context.Context, o Observer, start time.Time,
 			info.Status, info.Code = p.Status, p.Code
 		}
 	}
-	o.ReceiveEnd(ctx, info)
+	o.receiveEnd(ctx, info)
 }
 
 // asProblem returns the *apierror.Error in err's chain, or nil.
@@ -375,6 +423,6 @@ type RangeFetchEndInfo struct {
 	// Bytes the size of the response bodies read.
 	Events, Pages int
 	Bytes         int64
-	// Duration is the call's duration, measured with the Verifier's clock (VerifyOptions.Now).
+	// Duration is the call's duration, measured with the Verifier's clock (VerifierOptions.Now).
 	Duration time.Duration
 }

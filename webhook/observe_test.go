@@ -97,22 +97,24 @@ func (o *fakeObserver) RangeFetchEnd(ctx context.Context, info webhook.RangeFetc
 	o.fetchEnds = append(o.fetchEnds, call[webhook.RangeFetchEndInfo]{spanOf(ctx), info})
 }
 
-var _ webhook.Observer = (*fakeObserver)(nil)
-
-// nopObserver does nothing: with it, any allocation on the hot path is the core's own.
-type nopObserver struct{}
-
-func (nopObserver) Verified(context.Context, webhook.VerifyInfo) {}
-func (nopObserver) ReceiveStart(ctx context.Context, _ webhook.ReceiveStartInfo) context.Context {
-	return ctx
+// hooks are the fake's methods as webhook.Hooks.
+func (o *fakeObserver) hooks() *webhook.Hooks {
+	return &webhook.Hooks{Verified: o.Verified, ReceiveStart: o.ReceiveStart, ReceiveEnd: o.ReceiveEnd,
+		Sequenced: o.Sequenced, RangeFetchStart: o.RangeFetchStart, InjectTrace: o.InjectTrace, RangeFetchEnd: o.RangeFetchEnd}
 }
-func (nopObserver) ReceiveEnd(context.Context, webhook.ReceiveEndInfo) {}
-func (nopObserver) Sequenced(context.Context, webhook.SequenceInfo)    {}
-func (nopObserver) RangeFetchStart(ctx context.Context, _ webhook.RangeFetchStartInfo) context.Context {
-	return ctx
+
+// nopHooks do nothing, every field set: with them, any allocation on the hot path is the core's own.
+func nopHooks() *webhook.Hooks {
+	return &webhook.Hooks{
+		Verified:        func(context.Context, webhook.VerifyInfo) {},
+		ReceiveStart:    func(ctx context.Context, _ webhook.ReceiveStartInfo) context.Context { return ctx },
+		ReceiveEnd:      func(context.Context, webhook.ReceiveEndInfo) {},
+		Sequenced:       func(context.Context, webhook.SequenceInfo) {},
+		RangeFetchStart: func(ctx context.Context, _ webhook.RangeFetchStartInfo) context.Context { return ctx },
+		InjectTrace:     func(context.Context, webhook.TraceCarrier) {},
+		RangeFetchEnd:   func(context.Context, webhook.RangeFetchEndInfo) {},
+	}
 }
-func (nopObserver) InjectTrace(context.Context, webhook.TraceCarrier)        {}
-func (nopObserver) RangeFetchEnd(context.Context, webhook.RangeFetchEndInfo) {}
 
 // signedDelivery is a delivery of one event to stream, with its headers as the producer sends them.
 func signedDelivery(t testing.TB, secret string, seq uint64, at time.Time) (body []byte, signature string) {
@@ -162,7 +164,7 @@ func TestObserverVerifyResults(t *testing.T) {
 	for _, tc := range verifyCases(t, secret, body) {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &fakeObserver{}
-			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }, Observer: obs})
+			v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }, Hooks: obs.hooks()})
 			require.NoError(t, err)
 			_ = v.Verify(tc.header, body)
 			_, _ = v.VerifyTime(tc.header, body)
@@ -174,15 +176,15 @@ func TestObserverVerifyResults(t *testing.T) {
 
 // newObservedReceiver is a Receiver whose Verifier, Tracker and Receiver report to obs, fetching gaps
 // from src directly.
-func newObservedReceiver(t testing.TB, secret string, src webhook.RangeFetcher, obs webhook.Observer) (*webhook.Receiver, *webhook.MemoryCursorStore) {
+func newObservedReceiver(t testing.TB, secret string, src webhook.RangeFetcher, obs *webhook.Hooks) (*webhook.Receiver, *webhook.MemoryCursorStore) {
 	t.Helper()
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }, Observer: obs})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }, Hooks: obs})
 	require.NoError(t, err)
 	store := &webhook.MemoryCursorStore{}
 	tr, err := webhook.NewTracker(store, src, func(context.Context, webhook.Step) error { return nil },
-		&webhook.TrackerOptions{Observer: obs})
+		&webhook.TrackerOptions{Hooks: obs})
 	require.NoError(t, err)
-	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Observer: obs})
+	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Hooks: obs})
 	require.NoError(t, err)
 	return rc, store
 }
@@ -196,7 +198,7 @@ func TestObserverReceiverVerifications(t *testing.T) {
 	for _, tc := range verifyCases(t, secret, body) {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &fakeObserver{}
-			rc, _ := newObservedReceiver(t, secret, newSource(t, 0), obs)
+			rc, _ := newObservedReceiver(t, secret, newSource(t, 0), obs.hooks())
 			r := webhooktest.NewRequestBody("/webhooks", body, 1, epoch, secret)
 			r.Header.Set(webhook.HeaderSignature, tc.header)
 			r.Header.Set("Traceparent", "00-trace-from-producer")
@@ -229,7 +231,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 	})
 	t.Run("method", func(t *testing.T) {
 		obs := &fakeObserver{}
-		rc, _ := newObservedReceiver(t, secret, failing, obs)
+		rc, _ := newObservedReceiver(t, secret, failing, obs.hooks())
 		w := httptest.NewRecorder()
 		rc.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/webhooks", nil))
 		require.Equal(t, 405, w.Code)
@@ -238,7 +240,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 	})
 	t.Run("too large", func(t *testing.T) {
 		obs := &fakeObserver{}
-		rc, _ := newObservedReceiver(t, secret, failing, obs)
+		rc, _ := newObservedReceiver(t, secret, failing, obs.hooks())
 		w := httptest.NewRecorder()
 		rc.ServeHTTP(w, webhooktest.NewRequestBody("/webhooks", make([]byte, 2<<20), 1, epoch, secret))
 		require.Equal(t, 413, w.Code)
@@ -248,7 +250,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 	})
 	t.Run("gap fetch fails: 503 after the gap verdict", func(t *testing.T) {
 		obs := &fakeObserver{}
-		rc, _ := newObservedReceiver(t, secret, failing, obs)
+		rc, _ := newObservedReceiver(t, secret, failing, obs.hooks())
 		body3, sig3 := signedDelivery(t, secret, 3, epoch)
 		_, err := rc.Receive(t.Context(), sig3, "3", body3)
 		require.Error(t, err)
@@ -260,7 +262,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 	})
 	t.Run("Receive ok", func(t *testing.T) {
 		obs := &fakeObserver{}
-		rc, _ := newObservedReceiver(t, secret, failing, obs)
+		rc, _ := newObservedReceiver(t, secret, failing, obs.hooks())
 		res, err := rc.Receive(t.Context(), sig, "1", body)
 		require.NoError(t, err)
 		require.Equal(t, webhook.Processed, res.Outcome)
@@ -277,7 +279,7 @@ func TestObserverSequenceOutcomes(t *testing.T) {
 		src.Emit(stream, "order.created", map[string]int{"n": i})
 	}
 	obs := &fakeObserver{}
-	rc, store := newObservedReceiver(t, secret, src, obs)
+	rc, store := newObservedReceiver(t, secret, src, obs.hooks())
 	for _, seq := range []uint64{1, 2, 2, 1, 7, 8, 10} {
 		rec := src.Deliver(rc, stream, seq)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
@@ -303,7 +305,7 @@ func TestObserverSequenceOutcomes(t *testing.T) {
 	// are duplicates.
 	obs2 := &fakeObserver{}
 	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, src, func(context.Context, webhook.Step) error { return nil },
-		&webhook.TrackerOptions{Start: webhook.StartAtFirstSeen, Observer: obs2})
+		&webhook.TrackerOptions{Start: webhook.StartAtFirstSeen, Hooks: obs2.hooks()})
 	require.NoError(t, err)
 	for _, seq := range []uint64{5, 3} {
 		ev := src.Event(stream, seq)
@@ -365,9 +367,9 @@ func TestObserverRangeFetch(t *testing.T) {
 
 	newClient := func(t *testing.T, secret string, opts webhook.RangeClientOptions) (*webhook.RangeClient, *fakeObserver) {
 		obs := &fakeObserver{}
-		v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: clock.Now, Observer: obs})
+		v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: clock.Now, Hooks: obs.hooks()})
 		require.NoError(t, err)
-		opts.HTTPClient, opts.Observer = srv.Client(), obs
+		opts.HTTPClient, opts.Hooks = srv.Client(), obs.hooks()
 		c, err := webhook.NewRangeClient(srv.URL, apiKey, v, &opts)
 		require.NoError(t, err)
 		mu.Lock()
@@ -479,14 +481,14 @@ func TestObserverGapFetchThroughRangeClient(t *testing.T) {
 	srv := httptest.NewServer(src)
 	t.Cleanup(srv.Close)
 	obs := &fakeObserver{}
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }, Observer: obs})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }, Hooks: obs.hooks()})
 	require.NoError(t, err)
-	c, err := webhook.NewRangeClient(srv.URL, apiKey, v, &webhook.RangeClientOptions{HTTPClient: srv.Client(), Observer: obs})
+	c, err := webhook.NewRangeClient(srv.URL, apiKey, v, &webhook.RangeClientOptions{HTTPClient: srv.Client(), Hooks: obs.hooks()})
 	require.NoError(t, err)
 	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, c, func(context.Context, webhook.Step) error { return nil },
-		&webhook.TrackerOptions{Observer: obs})
+		&webhook.TrackerOptions{Hooks: obs.hooks()})
 	require.NoError(t, err)
-	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Observer: obs})
+	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Hooks: obs.hooks()})
 	require.NoError(t, err)
 
 	rec := src.Deliver(rc, stream, 5)
@@ -561,8 +563,8 @@ func TestObserverNilCostsNothing(t *testing.T) {
 	}
 	secret := webhook.NewSecret()
 	body, sig := signedDelivery(t, secret, 1, epoch)
-	for name, obs := range map[string]webhook.Observer{"nil": nil, "nop": nopObserver{}} {
-		v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }, Observer: obs})
+	for name, obs := range map[string]*webhook.Hooks{"nil": nil, "empty": {}, "nop": nopHooks()} {
+		v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }, Hooks: obs})
 		require.NoError(t, err)
 		require.Zero(t, testing.AllocsPerRun(100, func() { _ = v.Verify(sig, body) }), name)
 		require.Zero(t, testing.AllocsPerRun(100, func() { _ = v.Verify("t=1,v1=00", body) }), name)
@@ -574,7 +576,7 @@ func TestObserverNilCostsNothing(t *testing.T) {
 		bodies[i], sigs[i] = signedDelivery(t, secret, uint64(i+1), epoch)
 	}
 	allocs := map[string]float64{}
-	for name, obs := range map[string]webhook.Observer{"nil": nil, "nop": nopObserver{}} {
+	for name, obs := range map[string]*webhook.Hooks{"nil": nil, "empty": {}, "nop": nopHooks()} {
 		rc, _ := newObservedReceiver(t, secret, newSource(t, 0), obs)
 		seq := 0
 		allocs[name] = testing.AllocsPerRun(runs, func() {
@@ -589,6 +591,7 @@ func TestObserverNilCostsNothing(t *testing.T) {
 		})
 	}
 	require.Equal(t, allocs["nil"], allocs["nop"], "%v", allocs)
+	require.Equal(t, allocs["nil"], allocs["empty"], "%v", allocs)
 	require.Equal(t, allocs["nil refused"], allocs["nop refused"], "%v", allocs)
 	t.Logf("allocations per Receive: %v", allocs)
 }
@@ -599,14 +602,14 @@ func TestObserverReceiveDuration(t *testing.T) {
 	secret := webhook.NewSecret()
 	clock := &testClock{now: epoch}
 	obs := &fakeObserver{}
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: clock.Now, Observer: obs})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: clock.Now, Hooks: obs.hooks()})
 	require.NoError(t, err)
 	tr, err := webhook.NewTracker(&webhook.MemoryCursorStore{}, newSource(t, 0), func(context.Context, webhook.Step) error {
 		clock.Advance(40 * time.Millisecond) // processing takes 40 ms
 		return nil
-	}, &webhook.TrackerOptions{Observer: obs})
+	}, &webhook.TrackerOptions{Hooks: obs.hooks()})
 	require.NoError(t, err)
-	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Observer: obs})
+	rc, err := webhook.NewReceiver(stream, v, tr, &webhook.ReceiverOptions{Hooks: obs.hooks()})
 	require.NoError(t, err)
 	body, sig := signedDelivery(t, secret, 1, epoch)
 	_, err = rc.Receive(t.Context(), sig, "1", body)

@@ -63,10 +63,10 @@ type RangeClientOptions struct {
 	// your pin: the producer refuses a licensee on another version than its pin, and renders the
 	// fetched events at the pinned version, exactly as they were delivered.
 	APIVersion string
-	// Observer is told of each FetchRange call (RangeFetchStart, RangeFetchEnd with its result, size
+	// Hooks are told of each FetchRange call (RangeFetchStart, RangeFetchEnd with its result, size
 	// and duration) and writes the fetch's trace context into each request's headers (InjectTrace);
-	// nil means none. The responses' verifications are reported by the Verifier's own observer.
-	Observer Observer
+	// nil means none. The responses' verifications are reported by the Verifier's own hooks.
+	Hooks *Hooks
 }
 
 // DefaultAPIVersion is the version a RangeClient asks under when RangeClientOptions.APIVersion is empty.
@@ -106,7 +106,7 @@ type RangeClient struct {
 	pageSize int
 	maxBytes int64
 	maxFetch int64
-	observer Observer
+	hooks    *Hooks
 }
 
 var _ RangeFetcher = (*RangeClient)(nil)
@@ -153,7 +153,7 @@ func NewRangeClient(baseURL, apiKey string, v *Verifier, opts *RangeClientOption
 		if opts.HTTPClient != nil {
 			c.client = opts.HTTPClient
 		}
-		c.observer = opts.Observer
+		c.hooks = opts.Hooks
 		if opts.APIVersion != "" {
 			if !validAPIVersion(opts.APIVersion) {
 				return nil, fmt.Errorf("webhook: APIVersion %q is not a version such as v1 or v2", opts.APIVersion)
@@ -175,12 +175,12 @@ func (c *RangeClient) FetchRange(ctx context.Context, stream string, from, to ui
 	if stream == "" || from == 0 || to < from || to > MaxSequence {
 		return nil, errors.New("webhook: FetchRange needs a stream and 1 ≤ from ≤ to ≤ MaxSequence")
 	}
-	if o := c.observer; o != nil {
+	if o := c.hooks; o != nil {
 		start := c.verifier.now()
-		ctx = o.RangeFetchStart(ctx, RangeFetchStartInfo{Stream: stream, From: from, To: to})
+		ctx = o.rangeFetchStart(ctx, RangeFetchStartInfo{Stream: stream, From: from, To: to})
 		var st fetchStats
 		evs, err := c.fetchRange(ctx, stream, from, to, &st)
-		o.RangeFetchEnd(ctx, RangeFetchEndInfo{Stream: stream, Result: rangeFetchResultOf(ctx, err), Status: st.status,
+		o.rangeFetchEnd(ctx, RangeFetchEndInfo{Stream: stream, Result: rangeFetchResultOf(ctx, err), Status: st.status,
 			Events: len(evs), Pages: st.pages, Bytes: st.bytes, Duration: c.verifier.now().Sub(start)})
 		return evs, err
 	}
@@ -239,9 +239,9 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("webhook: range request: %w", err)
 	}
-	if o := c.observer; o != nil {
+	if o := c.hooks; o != nil {
 		// Before Authorization is set: the carrier hides it anyway, but this way it is not even there.
-		o.InjectTrace(ctx, TraceCarrier{req.Header})
+		o.injectTrace(ctx, TraceCarrier{req.Header})
 	}
 	req.Header.Set("Authorization", c.auth)
 	req.Header.Set("Accept", "application/json")

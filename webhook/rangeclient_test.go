@@ -23,7 +23,7 @@ const apiKey = "sk_sandbox_rangeclient"
 
 func newRangeClient(t *testing.T, baseURL string, secret string, opts *webhook.RangeClientOptions) *webhook.RangeClient {
 	t.Helper()
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }})
 	require.NoError(t, err)
 	c, err := webhook.NewRangeClient(baseURL, apiKey, v, opts)
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestRangeClientAgainstSource(t *testing.T) {
 		require.Len(t, evs, 10)
 	})
 	t.Run("wrong API key", func(t *testing.T) {
-		v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }})
+		v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }})
 		require.NoError(t, err)
 		c, err := webhook.NewRangeClient(srv.URL, "sk_sandbox_wrong", v, &webhook.RangeClientOptions{HTTPClient: srv.Client()})
 		require.NoError(t, err)

@@ -42,11 +42,11 @@ type ReceiverOptions struct {
 	// Logger records why deliveries were refused with 503 (never a signature or secret); nil means no
 	// logging.
 	Logger *slog.Logger
-	// Observer is told of each delivery, from its arrival (ReceiveStart, with the trace context the
+	// Hooks are told of each delivery, from its arrival (ReceiveStart, with the trace context the
 	// producer sent) to its answer (ReceiveEnd); nil means none. The verification and the sequence
-	// decision are reported by the Verifier's and the Tracker's own observers (VerifyOptions.Observer,
-	// TrackerOptions.Observer), with the context ReceiveStart returned.
-	Observer Observer
+	// decision are reported by the Verifier's and the Tracker's own hooks (VerifierOptions.Hooks,
+	// TrackerOptions.Hooks), with the context ReceiveStart returned.
+	Hooks *Hooks
 }
 
 // Receiver is the net/http handler for one webhook endpoint. For each POST it reads the raw body once
@@ -73,7 +73,7 @@ type Receiver struct {
 	retryAfter time.Duration
 	problems   apierror.Writer
 	log        *slog.Logger
-	observer   Observer
+	hooks      *Hooks
 }
 
 // NewReceiver returns the handler for the webhook endpoint stream (its ID, as the producer knows it:
@@ -101,7 +101,7 @@ func NewReceiver(stream string, v *Verifier, t *Tracker, opts *ReceiverOptions) 
 		}
 		rc.problems = opts.Problems
 		rc.log = opts.Logger
-		rc.observer = opts.Observer
+		rc.hooks = opts.Hooks
 	}
 	if rc.log == nil {
 		rc.log = slog.New(slog.DiscardHandler)
@@ -116,9 +116,9 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if o := rc.observer; o != nil {
+	if o := rc.hooks; o != nil {
 		start := rc.verifier.now()
-		ctx = o.ReceiveStart(ctx, ReceiveStartInfo{Stream: rc.stream, Trace: TraceCarrier{r.Header}})
+		ctx = o.receiveStart(ctx, ReceiveStartInfo{Stream: rc.stream, Trace: TraceCarrier{r.Header}})
 		res, err := rc.serve(ctx, w, r)
 		rc.receiveEnd(ctx, o, start, res, err)
 		return
@@ -187,9 +187,9 @@ func (rc *Receiver) Receive(ctx context.Context, signature, sequence string, bod
 	if rc == nil || rc.tracker == nil {
 		return Result{}, errZeroReceiver
 	}
-	if o := rc.observer; o != nil {
+	if o := rc.hooks; o != nil {
 		start := rc.verifier.now()
-		ctx = o.ReceiveStart(ctx, ReceiveStartInfo{Stream: rc.stream})
+		ctx = o.receiveStart(ctx, ReceiveStartInfo{Stream: rc.stream})
 		res, err := rc.receive(ctx, signature, sequence, body)
 		rc.receiveEnd(ctx, o, start, res, err)
 		return res, err

@@ -38,7 +38,7 @@ func newReceiverFixture(t *testing.T, events int) *receiverFixture {
 	for i := range events {
 		f.src.Emit(stream, "order.created", map[string]int{"n": i + 1})
 	}
-	v, err := webhook.NewVerifier([]string{f.secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }})
+	v, err := webhook.NewVerifier([]string{f.secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }})
 	require.NoError(t, err)
 	fetch := webhook.RangeFetcherFunc(func(ctx context.Context, s string, from, to uint64) ([]webhook.Event, error) {
 		if !f.fetchOK {
@@ -427,7 +427,7 @@ func TestReceiverEndToEnd(t *testing.T) {
 	producer := httptest.NewServer(src)
 	t.Cleanup(producer.Close)
 
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }})
 	require.NoError(t, err)
 	client, err := webhook.NewRangeClient(producer.URL, "sk_sandbox_e2e", v, &webhook.RangeClientOptions{PageSize: 7, HTTPClient: producer.Client()})
 	require.NoError(t, err)

@@ -69,7 +69,7 @@ type Signer struct {
 
 // NewSigner returns a Signer for secrets, newest first while a secret rotates. No secrets, or an empty
 // one, is ErrNoSecret.
-func NewSigner(secrets ...string) (*Signer, error) {
+func NewSigner(secrets []string) (*Signer, error) {
 	if len(secrets) == 0 {
 		return nil, ErrNoSecret
 	}

@@ -152,9 +152,9 @@ type TrackerOptions struct {
 	FetchBatch int
 	// Logger records recovered gaps, duplicates and conflicts; nil means no logging.
 	Logger *slog.Logger
-	// Observer is told the verdict of the sequence rule on each delivered event (Observer.Sequenced:
+	// Hooks are told the verdict of the sequence rule on each delivered event (Hooks.Sequenced:
 	// processed, duplicate, or gap with its size); nil means none.
-	Observer Observer
+	Hooks *Hooks
 }
 
 // Tracker applies the consumer's sequence rule to each stream, backed by a CursorStore:
@@ -181,7 +181,7 @@ type Tracker struct {
 	processAdvances bool
 	batch           uint64
 	log             *slog.Logger
-	observer        Observer
+	hooks           *Hooks
 
 	mu    sync.Mutex
 	locks map[string]*streamLock
@@ -227,7 +227,7 @@ func NewTracker(store CursorStore, fetch RangeFetcher, process ProcessFunc, opts
 		}
 		t.processAdvances = opts.ProcessAdvances
 		t.log = opts.Logger
-		t.observer = opts.Observer
+		t.hooks = opts.Hooks
 	}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -264,20 +264,20 @@ func (t *Tracker) Receive(ctx context.Context, stream string, ev *Event) (Result
 		}
 		if ev.Sequence <= last {
 			t.log.DebugContext(ctx, "webhook: duplicate delivery", "stream", stream, "sequence", ev.Sequence, "cursor", cur)
-			if o := t.observer; o != nil {
-				o.Sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceDuplicate})
+			if o := t.hooks; o != nil {
+				o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceDuplicate})
 			}
 			res.Outcome = Duplicate
 			return res, nil
 		}
 		if ev.Sequence > last+1 {
 			t.log.InfoContext(ctx, "webhook: gap, fetching missed events", "stream", stream, "from", last+1, "to", ev.Sequence-1)
-			if o := t.observer; o != nil {
-				o.Sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceGap,
+			if o := t.hooks; o != nil {
+				o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceGap,
 					Missing: ev.Sequence - 1 - last})
 			}
-		} else if o := t.observer; o != nil {
-			o.Sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceProcessed})
+		} else if o := t.hooks; o != nil {
+			o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceProcessed})
 		}
 		var n int
 		n, cur, err = t.fill(ctx, stream, cur, last+1, ev.Sequence-1, false)

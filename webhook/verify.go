@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultTolerance is how far a signature's timestamp may lie from the verifier's clock, in either
-// direction, when VerifyOptions.Tolerance is zero (Stripe's value).
+// direction, when VerifierOptions.Tolerance is zero (Stripe's value).
 const DefaultTolerance = 300 * time.Second
 
 // maxSignatures bounds the v1 entries of one header. Rotation needs two; the bound keeps the work of a
@@ -45,7 +45,7 @@ var (
 	// ErrTooNew: the signature is authentic but its timestamp is further in the future than the
 	// tolerance (a clock out of step, or a signature minted ahead of time to be replayed later).
 	ErrTooNew = errors.New("webhook: signature timestamp is in the future")
-	// ErrNegativeTolerance: VerifyOptions.Tolerance is below zero.
+	// ErrNegativeTolerance: VerifierOptions.Tolerance is below zero.
 	ErrNegativeTolerance = errors.New("webhook: negative tolerance")
 )
 
@@ -60,18 +60,18 @@ var (
 	errZeroVerifier = fmt.Errorf("%w (the zero Verifier has no secrets: use NewVerifier)", ErrNoSecret)
 )
 
-// VerifyOptions tune a Verifier. A nil *VerifyOptions and the zero value mean the defaults.
-type VerifyOptions struct {
+// VerifierOptions tune a Verifier. A nil *VerifierOptions and the zero value mean the defaults.
+type VerifierOptions struct {
 	// Tolerance is how far the signed timestamp may lie from Now in either direction; zero means
 	// DefaultTolerance. A timestamp exactly Tolerance away is accepted. Negative is an error: there is
 	// no way to turn the check off.
 	Tolerance time.Duration
 	// Now is the clock; nil means time.Now. A RangeClient built with this Verifier measures the
-	// durations it reports to its Observer with it too.
+	// durations it reports to its hooks with it too.
 	Now func() time.Time
-	// Observer is told the result of every verification (Observer.Verified): Verify and VerifyTime
+	// Hooks are told the result of every verification (Hooks.Verified): Verify and VerifyTime
 	// calls, and those a Receiver or a RangeClient built with this Verifier make. nil means none.
-	Observer Observer
+	Hooks *Hooks
 }
 
 // Verifier checks X-SVC-Signature headers against a list of secrets. Build one with NewVerifier and
@@ -82,7 +82,7 @@ type Verifier struct {
 	keys      []*verifierKey
 	tolerance time.Duration
 	now       func() time.Time
-	observer  Observer
+	hooks     *Hooks
 }
 
 // verifierKey is one secret's pool of ready HMAC states.
@@ -115,7 +115,7 @@ func newVerifierKey(secret string) *verifierKey {
 // NewVerifier returns a Verifier that accepts a signature made with any of secrets. The HMAC key is
 // each secret's bytes exactly as issued (the "whsec_" prefix included). No secrets, or an empty one,
 // is ErrNoSecret: verification is never silently off.
-func NewVerifier(secrets []string, opts *VerifyOptions) (*Verifier, error) {
+func NewVerifier(secrets []string, opts *VerifierOptions) (*Verifier, error) {
 	if len(secrets) == 0 {
 		return nil, ErrNoSecret
 	}
@@ -130,7 +130,7 @@ func NewVerifier(secrets []string, opts *VerifyOptions) (*Verifier, error) {
 		if opts.Now != nil {
 			v.now = opts.Now
 		}
-		v.observer = opts.Observer
+		v.hooks = opts.Hooks
 	}
 	v.keys = make([]*verifierKey, len(secrets))
 	for i, s := range secrets {
@@ -168,8 +168,8 @@ func (v *Verifier) VerifyTime(header string, body []byte) (time.Time, error) {
 // check is verify, reported to the observer with ctx as a verification of src.
 func (v *Verifier) check(ctx context.Context, src VerifySource, header string, body []byte) (int64, error) {
 	t, err := v.verify(header, body)
-	if v != nil && v.observer != nil {
-		v.observer.Verified(ctx, VerifyInfo{Result: verifyResultOf(err), Source: src})
+	if v != nil && v.hooks != nil {
+		v.hooks.verified(ctx, VerifyInfo{Result: verifyResultOf(err), Source: src})
 	}
 	return t, err
 }

@@ -27,7 +27,7 @@ const (
 
 func fixedClock(unix int64) func() time.Time { return func() time.Time { return time.Unix(unix, 0) } }
 
-func mustVerifier(t testing.TB, secrets []string, opts *VerifyOptions) *Verifier {
+func mustVerifier(t testing.TB, secrets []string, opts *VerifierOptions) *Verifier {
 	t.Helper()
 	v, err := NewVerifier(secrets, opts)
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestSignMatchesReference(t *testing.T) {
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write([]byte(strconv.FormatInt(now.Unix(), 10) + "." + string(body)))
 		require.Equal(t, "t="+strconv.FormatInt(now.Unix(), 10)+",v1="+hex.EncodeToString(mac.Sum(nil)), h)
-		require.NoError(t, mustVerifier(t, []string{secret}, &VerifyOptions{Now: func() time.Time { return now }}).Verify(h, body))
+		require.NoError(t, mustVerifier(t, []string{secret}, &VerifierOptions{Now: func() time.Time { return now }}).Verify(h, body))
 	}
 }
 
@@ -87,16 +87,16 @@ func TestNewVerifier(t *testing.T) {
 	cases := []struct {
 		name    string
 		secrets []string
-		opts    *VerifyOptions
+		opts    *VerifierOptions
 		want    error
 	}{
 		{"nil secrets", nil, nil, ErrNoSecret},
 		{"empty list", []string{}, nil, ErrNoSecret},
 		{"empty secret", []string{""}, nil, ErrNoSecret},
 		{"one empty among several", []string{testSecret, ""}, nil, ErrNoSecret},
-		{"negative tolerance", []string{testSecret}, &VerifyOptions{Tolerance: -time.Second}, ErrNegativeTolerance},
+		{"negative tolerance", []string{testSecret}, &VerifierOptions{Tolerance: -time.Second}, ErrNegativeTolerance},
 		{"defaults", []string{testSecret}, nil, nil},
-		{"zero options", []string{testSecret}, &VerifyOptions{}, nil},
+		{"zero options", []string{testSecret}, &VerifierOptions{}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestVerifyErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := mustVerifier(t, []string{testSecret}, &VerifyOptions{Now: fixedClock(tc.now)})
+			v := mustVerifier(t, []string{testSecret}, &VerifierOptions{Now: fixedClock(tc.now)})
 			ts, err := v.VerifyTime(tc.header, []byte(tc.body))
 			if tc.want == nil {
 				require.NoError(t, err)
@@ -246,7 +246,7 @@ func TestVerifyRotation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, err := Sign(body, now, tc.signWith...)
 			require.NoError(t, err)
-			err = mustVerifier(t, tc.verifyBy, &VerifyOptions{Now: func() time.Time { return now }}).Verify(h, body)
+			err = mustVerifier(t, tc.verifyBy, &VerifierOptions{Now: func() time.Time { return now }}).Verify(h, body)
 			if tc.ok {
 				require.NoError(t, err)
 			} else {
@@ -281,7 +281,7 @@ func TestVerifyToleranceOption(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.tolerance.String()+"/"+strconv.FormatInt(tc.offset, 10), func(t *testing.T) {
-			v := mustVerifier(t, []string{testSecret}, &VerifyOptions{Tolerance: tc.tolerance, Now: fixedClock(testTS + tc.offset)})
+			v := mustVerifier(t, []string{testSecret}, &VerifierOptions{Tolerance: tc.tolerance, Now: fixedClock(testTS + tc.offset)})
 			err := v.Verify(h, []byte(testBody))
 			if tc.want == nil {
 				require.NoError(t, err)
@@ -306,7 +306,7 @@ func TestVerifyDefaultClockIsNow(t *testing.T) {
 func TestVerifyConcurrent(t *testing.T) {
 	// Pooled HMAC states must never be shared by two verifications at once.
 	secrets := []string{NewSecret(), NewSecret()}
-	v := mustVerifier(t, secrets, &VerifyOptions{Now: fixedClock(testTS)})
+	v := mustVerifier(t, secrets, &VerifierOptions{Now: fixedClock(testTS)})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -337,7 +337,7 @@ func TestVerifyAllocations(t *testing.T) {
 	body := make([]byte, 64<<10)
 	h, err := Sign(body, time.Unix(testTS, 0), testSecret)
 	require.NoError(t, err)
-	v := mustVerifier(t, []string{testOther, testSecret}, &VerifyOptions{Now: fixedClock(testTS)})
+	v := mustVerifier(t, []string{testOther, testSecret}, &VerifierOptions{Now: fixedClock(testTS)})
 	verify := func() {
 		if err := v.Verify(h, body); err != nil {
 			t.Fatal(err)
@@ -395,7 +395,7 @@ func TestSignerMatchesSign(t *testing.T) {
 	secrets := []string{NewSecret(), NewSecret(), NewSecret()}
 	times := []time.Time{time.Unix(testTS, 0), time.Unix(0, 0), time.Unix(-62135596800, 0), time.Unix(1<<62, 0), time.Unix(-1<<62, 0)}
 	for n := 1; n <= len(secrets); n++ {
-		s, err := NewSigner(secrets[:n]...)
+		s, err := NewSigner(secrets[:n])
 		require.NoError(t, err)
 		for _, size := range []int{0, 1, 64, 70_000} {
 			body := make([]byte, size)
@@ -409,7 +409,7 @@ func TestSignerMatchesSign(t *testing.T) {
 			}
 		}
 	}
-	got, err := NewSigner(testSecret)
+	got, err := NewSigner([]string{testSecret})
 	require.NoError(t, err)
 	require.Equal(t, "t=1767225600,v1="+testSigSecret, signWith(t, got, []byte(testBody), time.Unix(testTS, 0)))
 
@@ -430,9 +430,9 @@ func TestSignerMatchesSign(t *testing.T) {
 }
 
 func TestNewSignerRejectsMissingSecrets(t *testing.T) {
-	_, err := NewSigner()
+	_, err := NewSigner(nil)
 	require.ErrorIs(t, err, ErrNoSecret)
-	_, err = NewSigner(testSecret, "")
+	_, err = NewSigner([]string{testSecret, ""})
 	require.ErrorIs(t, err, ErrNoSecret)
 }
 

@@ -69,7 +69,7 @@ signature is authentic but too old or too new, or the sequence or endpoint do no
 	if err != nil {
 		return err
 	}
-	v, err := webhook.NewVerifier(secrets, &webhook.VerifyOptions{Tolerance: tolerance, Now: func() time.Time { return now }})
+	v, err := webhook.NewVerifier(secrets, &webhook.VerifierOptions{Tolerance: tolerance, Now: func() time.Time { return now }})
 	if err != nil {
 		return usagef("%s: %v", envSecret, err)
 	}

@@ -136,7 +136,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	processed := newOrderSet()
 	con, err := consumer.New(consumer.Config{EndpointID: ep.ID, Secret: ep.Secret, BaseURL: baseURL,
 		APIKey: creds.APIKey, APIVersion: ep.APIVersion, Audit: true, CatchUpInterval: 500 * time.Millisecond,
-		Observer: tel.tel.Webhook(),
+		Hooks: tel.tel.Webhook(),
 		Process: func(_ context.Context, s webhook.Step) error {
 			var o apiclient.Order
 			if err := json.Unmarshal(s.Event.Data, &o); err != nil {

@@ -42,7 +42,7 @@ func (c *signerCache) get(ep Endpoint) (*webhook.Signer, error) {
 	if ok && slices.Equal(e.secrets, ep.Secrets) {
 		return e.signer, nil
 	}
-	s, err := webhook.NewSigner(ep.Secrets...)
+	s, err := webhook.NewSigner(ep.Secrets)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 func ExampleNewRequest() {
 	secret := webhook.NewSecret()
 	now := time.Unix(1767225600, 0)
-	v, _ := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return now }})
+	v, _ := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return now }})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if err := v.Verify(r.Header.Get(webhook.HeaderSignature), body); err != nil {

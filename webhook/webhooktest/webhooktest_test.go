@@ -22,7 +22,7 @@ var epoch = time.Unix(1767225600, 0)
 
 func verifier(t *testing.T, secret string) *webhook.Verifier {
 	t.Helper()
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: func() time.Time { return epoch }})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: func() time.Time { return epoch }})
 	require.NoError(t, err)
 	return v
 }

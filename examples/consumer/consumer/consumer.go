@@ -61,9 +61,9 @@ type Config struct {
 	// Logger receives one line per processed event (Info), and one per refused delivery with the
 	// status, code and reason (Warn). Nil means none.
 	Logger *slog.Logger
-	// Observer is told every verification, delivery, sequence decision and range fetch (otelconv's
+	// Hooks are told every verification, delivery, sequence decision and range fetch (otelconv's
 	// Telemetry.Webhook reports them to OpenTelemetry, continuing the producer's trace). Nil means none.
-	Observer webhook.Observer
+	Hooks *webhook.Hooks
 	// APIVersion is the API version the consumer's licensee is pinned to: missed events are fetched
 	// under it (GET /{APIVersion}/webhook_endpoints/{id}/events). Empty means v1.
 	APIVersion string
@@ -122,21 +122,21 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	// One verifier for deliveries and range responses alike: a fetched event is as authentic as a
 	// delivered one.
-	verifier, err := webhook.NewVerifier([]string{cfg.Secret}, &webhook.VerifyOptions{Observer: cfg.Observer})
+	verifier, err := webhook.NewVerifier([]string{cfg.Secret}, &webhook.VerifierOptions{Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	ranges, err := webhook.NewRangeClient(cfg.BaseURL, cfg.APIKey, verifier, &webhook.RangeClientOptions{
-		HTTPClient: cfg.HTTPClient, APIVersion: cfg.APIVersion, Observer: cfg.Observer})
+		HTTPClient: cfg.HTTPClient, APIVersion: cfg.APIVersion, Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	c.tracker, err = webhook.NewTracker(cursors, ranges, c.handle, &webhook.TrackerOptions{
-		ProcessAdvances: cfg.ProcessAdvances, Logger: c.log, Observer: cfg.Observer})
+		ProcessAdvances: cfg.ProcessAdvances, Logger: c.log, Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	c.receiver, err = webhook.NewReceiver(cfg.EndpointID, verifier, c.tracker, &webhook.ReceiverOptions{Logger: c.log, Observer: cfg.Observer})
+	c.receiver, err = webhook.NewReceiver(cfg.EndpointID, verifier, c.tracker, &webhook.ReceiverOptions{Logger: c.log, Hooks: cfg.Hooks})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}

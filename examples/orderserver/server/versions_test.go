@@ -67,7 +67,7 @@ func TestTwoVersions(t *testing.T) {
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &ep))
 		require.Equal(t, l.version, ep.APIVersion, "pinned to the version of its first request")
 		l.endpoint = ep.ID
-		v, err := webhook.NewVerifier([]string{ep.Secret}, &webhook.VerifyOptions{Now: clock.Now})
+		v, err := webhook.NewVerifier([]string{ep.Secret}, &webhook.VerifierOptions{Now: clock.Now})
 		require.NoError(t, err)
 		l.rc.mu.Lock()
 		l.rc.verifier = v

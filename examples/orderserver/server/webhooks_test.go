@@ -252,7 +252,7 @@ func newCountingReceiver(t *testing.T) *countingReceiver {
 
 func (rc *countingReceiver) trust(t *testing.T, secret string, now func() time.Time) {
 	t.Helper()
-	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifyOptions{Now: now})
+	v, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: now})
 	require.NoError(t, err)
 	rc.verifier.Store(v)
 }

@@ -85,7 +85,7 @@ func RunEndToEnd(t *testing.T, l driver.Log) {
 		// Mid-rotation: deliveries carry both signatures; this consumer still holds the old secret.
 		check.NoError(t, eps.Put(producer.Endpoint{ID: id, URL: consumer.URL + "/hooks/" + id, Owner: "lic_e2e",
 			Secrets: []string{newSecret, oldSecret}}))
-		v, err := webhook.NewVerifier([]string{oldSecret}, &webhook.VerifyOptions{Now: clk.Now})
+		v, err := webhook.NewVerifier([]string{oldSecret}, &webhook.VerifierOptions{Now: clk.Now})
 		check.NoError(t, err)
 		rc, err := webhook.NewRangeClient(producerSrv.URL, apiKey, v, &webhook.RangeClientOptions{HTTPClient: rangeNet, PageSize: 7})
 		check.NoError(t, err)
