@@ -26,7 +26,7 @@ import (
 var eventIDs = ids.MustPrefix("evt")
 
 // EventLog is a producer.Log on PostgreSQL: webhook events, their gap-free per-stream sequences and
-// their delivery state, in the tables EventLogMigration creates. Events and delivery state survive
+// their delivery state, in the tables Migrate creates. Events and delivery state survive
 // restarts, and any number of Dispatcher replicas can share one EventLog.
 //
 // It numbers events after they commit (producer.Sequencing). Append is one INSERT into the pending
@@ -89,7 +89,7 @@ type evlogSQL struct {
 const sequenceLockClass = 0x73657173 // "seqs"
 
 // NewEventLog returns an EventLog on db with the tables named by opts (nil means the defaults). Run
-// MigrateEventLog once first.
+// Migrate with the same opts once first.
 func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 	if db == nil {
 		return nil, errNoDB("NewEventLog")
