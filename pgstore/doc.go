@@ -45,4 +45,8 @@
 // unversioned migrations of earlier versions made, rows and all, without locking a table that lacks
 // nothing. A team that runs migrations with its own tool takes MigrationSQL's script, which records
 // the same versions.
+//
+// The event log's statements are .sql files too (sql/eventlog/, one a domain: append, sequence,
+// range, claim, settle, status, attempts, cleanup), into which NewEventLog puts the tables' names,
+// quoted.
 package pgstore

@@ -144,7 +144,18 @@ func TestRenderSQL(t *testing.T) {
 	require.Equal(t, "SELECT {{do}}", got, "values are not templates")
 	_, err = renderSQL("SELECT {{nope}}", names)
 	require.ErrorContains(t, err, "no value for {{nope}}")
-	require.Equal(t, "SELECT 1\nFROM x -- kept", stripSQLComments("-- why\nSELECT 1\n  -- more\nFROM x -- kept\n"))
+	var w strings.Builder
+	_, _, err = writeSQL(&w, "-- why {{nope}}\nSELECT 1\n  -- more\nFROM {{t}} -- kept\n", "", names, true)
+	require.NoError(t, err)
+	require.Equal(t, "SELECT 1\nFROM \"a$pgstore$b\" -- kept\n", w.String(), "comment lines left out, placeholders in them too")
+	file := "-- about\n\n-- name: one\n-- why\nSELECT 1\n\n-- name: two\nSELECT 2\n-- name: one_more\nSELECT 3\n"
+	for name, want := range map[string]string{"one": "-- why\nSELECT 1", "two": "SELECT 2", "one_more": "SELECT 3"} {
+		got, ok := namedSQL(file, name)
+		require.True(t, ok, name)
+		require.Equal(t, want, got, name)
+	}
+	_, ok := namedSQL(file, "on")
+	require.False(t, ok)
 	require.Equal(t, `a\nb\rc`, sqlComment("a\nb\rc"))
 	require.False(t, strings.Contains(quoteLiteral("it's"), "it's"))
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// The SQL of every migration lives in .sql files (migrations/) with placeholders for the names a
-// user configures: {{events}}, {{table_lit}}, …. The values are made
+// The SQL of the event log and of every migration lives in .sql files (sql/, migrations/) with
+// placeholders for the names a user configures: {{events}}, {{table_lit}}, …. The values are made
 // here, by quoting, never taken as written: a name becomes a quoted identifier (quoteIdent, qualify)
 // or a quoted literal of one (quoteLiteral), so no configured name can change what a statement does.
 
@@ -46,59 +46,88 @@ func renderSQL(tmpl string, names map[string]string) (string, error) {
 		if i > 0 {
 			tag = "$pgstore" + strconv.Itoa(i) + "$"
 		}
-		out, uses, err := substituteSQL(tmpl, names, tag)
+		var b strings.Builder
+		_, uses, err := writeSQL(&b, tmpl, tag, names, false)
 		if err != nil {
 			return "", err
 		}
-		if uses == 0 || strings.Count(out, tag) == uses {
+		if out := b.String(); uses == 0 || strings.Count(out, tag) == uses {
 			return out, nil
 		}
 	}
 }
 
-// substituteSQL replaces the placeholders of tmpl, {{do}} by tag, and counts the tags it wrote.
-func substituteSQL(tmpl string, names map[string]string, tag string) (string, int, error) {
-	var (
-		b    strings.Builder
-		uses int
-	)
-	b.Grow(len(tmpl) + len(tmpl)/4)
-	for {
-		start := strings.Index(tmpl, "{{")
-		if start < 0 {
-			b.WriteString(tmpl)
-			return b.String(), uses, nil
+// writeSQL writes tmpl to w with each {{name}} replaced by names[name] and {{do}} by tag, leaving out
+// the lines that are only a comment when strip is set (a statement's file explains it; the server
+// need not receive the explanation with every query, which under the simple protocol, behind a
+// transaction-mode pooler, means every execution). It reports how many bytes it wrote and how many
+// tags; with a nil w it only counts, so that a caller can size its buffer first. Placeholders do not
+// span lines.
+func writeSQL(w *strings.Builder, tmpl, tag string, names map[string]string, strip bool) (size, uses int, err error) {
+	write := func(s string) {
+		size += len(s)
+		if w != nil {
+			w.WriteString(s)
 		}
-		end := strings.Index(tmpl[start:], "}}")
-		if end < 0 {
-			return "", 0, fmt.Errorf("pgstore: SQL template: unclosed {{ in %.40q", tmpl[start:])
-		}
-		key := tmpl[start+2 : start+end]
-		v, ok := names[key]
-		if key == "do" {
-			v, ok = tag, true
-			uses++
-		}
-		if !ok {
-			return "", 0, fmt.Errorf("pgstore: SQL template: no value for {{%s}}", key)
-		}
-		b.WriteString(tmpl[:start])
-		b.WriteString(v)
-		tmpl = tmpl[start+end+2:]
 	}
-}
-
-// stripSQLComments drops the lines of s that are only a comment: the statements' files explain
-// them, and the server need not receive the explanation with every query (under the simple
-// protocol, behind a transaction-mode pooler, the text is sent with every execution).
-func stripSQLComments(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for line := range strings.Lines(s) {
-		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+	for tmpl != "" {
+		line := tmpl
+		if i := strings.IndexByte(tmpl, '\n'); i >= 0 {
+			line = tmpl[:i+1]
+		}
+		tmpl = tmpl[len(line):]
+		if strip && strings.HasPrefix(strings.TrimLeft(line, " \t"), "--") {
 			continue
 		}
-		b.WriteString(line)
+		for {
+			start := strings.Index(line, "{{")
+			if start < 0 {
+				write(line)
+				break
+			}
+			end := strings.Index(line[start:], "}}")
+			if end < 0 {
+				return 0, 0, fmt.Errorf("pgstore: SQL template: unclosed {{ in %.40q", line[start:])
+			}
+			key := line[start+2 : start+end]
+			v, ok := names[key]
+			if key == "do" {
+				v, ok = tag, true
+				uses++
+			}
+			if !ok {
+				return 0, 0, fmt.Errorf("pgstore: SQL template: no value for {{%s}}", key)
+			}
+			write(line[:start])
+			write(v)
+			line = line[start+end+2:]
+		}
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return size, uses, nil
+}
+
+// namedSQL returns the statement that follows the line "-- name: <name>" in file, up to the next
+// such line or the end, without its trailing line breaks.
+func namedSQL(file, name string) (string, bool) {
+	const marker = "-- name: "
+	for rest := file; ; {
+		i := strings.Index(rest, marker)
+		if i < 0 {
+			return "", false
+		}
+		atLineStart := i == 0 || rest[i-1] == '\n'
+		rest = rest[i+len(marker):]
+		eol := strings.IndexByte(rest, '\n')
+		if eol < 0 {
+			return "", false
+		}
+		if !atLineStart || strings.TrimRight(rest[:eol], " \r") != name {
+			continue
+		}
+		body := rest[eol+1:]
+		if j := strings.Index(body, "\n"+marker); j >= 0 {
+			body = body[:j+1]
+		}
+		return strings.TrimRight(body, "\n"), true
+	}
 }
