@@ -70,7 +70,7 @@ func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inT
 	ctx := context.Background()
 	tracer := newStmtTracer(k.trace)
 	pool := schemaPool(b, dsn, 32, tracer)
-	if err := pgstore.MigrateEventLog(ctx, pool, nil); err != nil {
+	if err := pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE orders (

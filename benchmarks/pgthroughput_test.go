@@ -640,7 +640,7 @@ func benchEventsOurs(b *testing.B) {
 	ctx := context.Background()
 	tracer := newStmtTracer(k.trace)
 	pool := schemaPool(b, dsn, 32, tracer)
-	if err := pgstore.MigrateEventLog(ctx, pool, nil); err != nil {
+	if err := pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	log := must(pgstore.NewEventLog(pool, nil))

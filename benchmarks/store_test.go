@@ -71,7 +71,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		pool, schema := postgresPool(b)
 		opts := &pgstore.IdempotencyOptions{Schema: schema}
-		if err := pgstore.MigrateIdempotency(context.Background(), pool, opts); err != nil {
+		if err := pgstore.Migrate(context.Background(), pool, opts); err != nil {
 			b.Fatal(err)
 		}
 		storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store { return must(pgstore.NewIdempotencyStore(pool, opts)) })

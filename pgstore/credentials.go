@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,56 +43,8 @@ func credResolve(opts *CredentialOptions) credConfig {
 	return o
 }
 
-// CredentialMigration returns the SQL that creates the credentials table (and its schema, when one is
-// configured) for opts; nil opts mean the defaults. It is idempotent (IF NOT EXISTS throughout), so it
-// can run at every start or be copied into a migration tool's files.
-//
-// The table, for the defaults:
-//
-//	CREATE TABLE IF NOT EXISTS "sandbox_credentials" (
-//	    id          text        PRIMARY KEY,          -- key_…, what operators revoke by
-//	    hash        bytea       NOT NULL UNIQUE,      -- SHA-256 of the API key; the key is never stored
-//	    licensee    text        NOT NULL,
-//	    environment text        NOT NULL,             -- 'sandbox' or 'live'
-//	    created_at  timestamptz NOT NULL,
-//	    expires_at  timestamptz,                      -- NULL: never expires
-//	    revoked_at  timestamptz,                      -- NULL: not revoked
-//	    CHECK (octet_length(hash) = 32),
-//	    CHECK (environment IN ('sandbox', 'live'))
-//	);
-//	CREATE INDEX IF NOT EXISTS "sandbox_credentials_licensee_idx" ON "sandbox_credentials" (licensee, environment);
-func CredentialMigration(opts *CredentialOptions) string {
-	o := credResolve(opts)
-	var b strings.Builder
-	if o.Schema != "" {
-		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", quoteIdent(o.Schema))
-	}
-	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %[1]s (
-    id          text        PRIMARY KEY,
-    hash        bytea       NOT NULL UNIQUE,
-    licensee    text        NOT NULL,
-    environment text        NOT NULL,
-    created_at  timestamptz NOT NULL,
-    expires_at  timestamptz,
-    revoked_at  timestamptz,
-    CHECK (octet_length(hash) = 32),
-    CHECK (environment IN ('sandbox', 'live'))
-);
-CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (licensee, environment);
-`, o.qualified, quoteIdent(o.Table+"_licensee_idx"))
-	return b.String()
-}
-
-// MigrateCredentials creates the credentials table for opts if it does not exist (see
-// CredentialMigration). It runs in one transaction under an advisory lock, so replicas that start
-// together do not race each other's CREATE statements.
-func MigrateCredentials(ctx context.Context, db DB, opts *CredentialOptions) error {
-	o := credResolve(opts)
-	return migrate(ctx, db, "credentials", "pgstore.credentials.migrate\x00"+o.qualified, CredentialMigration(opts))
-}
-
 // CredentialStore is a sandbox.CredentialStore on PostgreSQL, one row per API key in the table that
-// CredentialMigration creates. Each method is one statement. Times are timestamptz, which keeps
+// Migrate creates. Each method is one statement. Times are timestamptz, which keeps
 // microseconds: pass times at that precision if they must compare equal after a round trip.
 //
 // A CredentialStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is
@@ -106,8 +57,8 @@ type CredentialStore struct {
 
 var _ sandbox.CredentialStore = (*CredentialStore)(nil)
 
-// NewCredentialStore returns a store on db with opts (nil means the defaults). Run MigrateCredentials
-// (or CredentialMigration's SQL) first.
+// NewCredentialStore returns a store on db with opts (nil means the defaults). Run Migrate with the
+// same opts (or MigrationSQL's SQL) first.
 func NewCredentialStore(db DB, opts *CredentialOptions) (*CredentialStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewCredentialStore")

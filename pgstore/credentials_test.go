@@ -21,7 +21,7 @@ func TestCredentialStoreConformance(t *testing.T) {
 	credentialtest.Run(t, func(t *testing.T) sandbox.CredentialStore {
 		pool, schema := pgtest.Pool(t)
 		opts := &pgstore.CredentialOptions{Schema: schema}
-		require.NoError(t, pgstore.MigrateCredentials(context.Background(), pool, opts))
+		require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 		return must(pgstore.NewCredentialStore(pool, opts))
 	})
 }
@@ -32,24 +32,24 @@ func TestCredentialMigration(t *testing.T) {
 	opts := &pgstore.CredentialOptions{Schema: schema + "_creds", Table: "api_keys"}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+opts.Schema+`" CASCADE`) })
 
-	sql := pgstore.CredentialMigration(opts)
+	sql := must(pgstore.MigrationSQL(opts))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "`+opts.Schema+`"`)
 	require.Contains(t, sql, `"`+opts.Schema+`"."api_keys"`)
-	require.NotContains(t, pgstore.CredentialMigration(nil), "CREATE SCHEMA")
-	require.Contains(t, pgstore.CredentialMigration(nil), `"`+pgstore.DefaultCredentialTable+`"`)
+	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.CredentialOptions{})), "CREATE SCHEMA")
+	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CredentialOptions{})), `"`+pgstore.DefaultCredentialTable+`"`)
 
 	// Replicas starting together: concurrent migrations all succeed, and a rerun is harmless.
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
-		wg.Go(func() { errs <- pgstore.MigrateCredentials(ctx, pool, opts) })
+		wg.Go(func() { errs <- pgstore.Migrate(ctx, pool, opts) })
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 
 	s := must(pgstore.NewCredentialStore(pool, opts))
 	c := credentialtest.Credential(1, "lic_a", sandbox.Sandbox)
@@ -70,7 +70,7 @@ func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	iss := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil))
 	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -138,7 +138,7 @@ func TestCredentialStoreDatabaseDown(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
 	iss := must(sandbox.NewIssuer(s, nil))
 	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
@@ -166,7 +166,7 @@ func TestCredentialStoreInTransaction(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateCredentials(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	c, err := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(tx, opts)), nil)).Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
@@ -180,7 +180,7 @@ func BenchmarkCredentialStoreGet(b *testing.B) {
 	pool, schema := pgtest.Pool(b)
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
-	require.NoError(b, pgstore.MigrateCredentials(ctx, pool, opts))
+	require.NoError(b, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
 	c := credentialtest.Credential(1, "lic_a", sandbox.Sandbox)
 	require.NoError(b, s.Put(ctx, c))

@@ -55,41 +55,13 @@ func cursorResolve(opts *CursorOptions) cursorConfig {
 	return c
 }
 
-// CursorMigration returns the SQL that creates the cursor table (and its schema, when one is
-// configured) for opts; nil opts mean the defaults. It is idempotent, so it can run at every start or
-// be copied into a migration tool's files. For the defaults:
-//
-//	CREATE TABLE IF NOT EXISTS "webhook_cursors" (
-//	    stream        text   PRIMARY KEY,  -- the webhook endpoint ID
-//	    last_sequence bigint NOT NULL CHECK (last_sequence >= 0)  -- last event processed
-//	);
-func CursorMigration(opts *CursorOptions) string {
-	c := cursorResolve(opts)
-	sql := ""
-	if c.Schema != "" {
-		sql = "CREATE SCHEMA IF NOT EXISTS " + quoteIdent(c.Schema) + ";\n"
-	}
-	return sql + "CREATE TABLE IF NOT EXISTS " + c.qualified + ` (
-    stream        text   PRIMARY KEY,
-    last_sequence bigint NOT NULL CHECK (last_sequence >= 0)
-);
-`
-}
-
-// MigrateCursors creates the cursor table for opts if it does not exist (see CursorMigration), in one
-// transaction under an advisory lock so that replicas starting together do not race.
-func MigrateCursors(ctx context.Context, db DB, opts *CursorOptions) error {
-	c := cursorResolve(opts)
-	return migrate(ctx, db, "cursors", "pgstore.cursor.migrate\x00"+c.qualified, CursorMigration(opts))
-}
-
 // CursorStore is a webhook.CursorStore on PostgreSQL: one row per stream holding the last sequence
 // processed. Its Advance is a compare-and-set, so replicas sharing the table never both move a cursor,
 // and AdvanceTx does the same inside the caller's transaction, so the consumer's writes and the
 // cursor commit together (ProcessInTx wraps that up for a webhook.Tracker).
 //
 // It is safe for concurrent use. It does not own db and never closes it. Create its table with
-// MigrateCursors. The zero value is not usable: its methods, and the ProcessFunc its ProcessInTx
+// Migrate. The zero value is not usable: its methods, and the ProcessFunc its ProcessInTx
 // returns, return an error that wraps ErrNotBuilt. Build one with NewCursorStore.
 type CursorStore struct {
 	db  DB

@@ -25,7 +25,7 @@ func cursorCtx(t *testing.T) context.Context { return t.Context() }
 func newCursorStore(t *testing.T, opts *pgstore.CursorOptions) (*pgstore.CursorStore, pgstore.DB) {
 	t.Helper()
 	pool, _ := pgtest.Pool(t)
-	require.NoError(t, pgstore.MigrateCursors(cursorCtx(t), pool, opts))
+	require.NoError(t, pgstore.Migrate(cursorCtx(t), pool, opts))
 	return must(pgstore.NewCursorStore(pool, opts)), pool
 }
 
@@ -41,14 +41,14 @@ func TestCursorStoreConformanceQualifiedTable(t *testing.T) {
 		_, schema := pgtest.Pool(t)
 		pool, _ := pgtest.Pool(t) // search_path elsewhere: only the qualified name can find the table
 		opts := &pgstore.CursorOptions{Schema: schema, Table: `odd "name"`}
-		require.NoError(t, pgstore.MigrateCursors(cursorCtx(t), pool, opts))
+		require.NoError(t, pgstore.Migrate(cursorCtx(t), pool, opts))
 		return must(pgstore.NewCursorStore(pool, opts))
 	})
 }
 
 func TestCursorMigration(t *testing.T) {
-	require.Contains(t, pgstore.CursorMigration(nil), `CREATE TABLE IF NOT EXISTS "webhook_cursors"`)
-	sql := pgstore.CursorMigration(&pgstore.CursorOptions{Schema: "app", Table: "cur"})
+	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CursorOptions{})), `CREATE TABLE IF NOT EXISTS "webhook_cursors"`)
+	sql := must(pgstore.MigrationSQL(&pgstore.CursorOptions{Schema: "app", Table: "cur"}))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "app";`)
 	require.Contains(t, sql, `"app"."cur"`)
 
@@ -59,13 +59,13 @@ func TestCursorMigration(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := pgstore.MigrateCursors(ctx, pool, nil); err != nil {
+			if err := pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	require.NoError(t, pgstore.MigrateCursors(ctx, pool, nil), "idempotent")
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}), "idempotent")
 }
 
 func TestCursorStoreWithoutTable(t *testing.T) {

@@ -61,25 +61,3 @@ func lockKey(name string) int64 {
 	_, _ = h.Write([]byte(name))
 	return int64(h.Sum64())
 }
-
-// migrate runs a migration's statements in one transaction that first takes the advisory lock named
-// lock, so that replicas starting together create the tables one at a time. what names the migration
-// in errors.
-func migrate(ctx context.Context, db DB, what, lock, sql string) error {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(lock)); err != nil {
-		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
-	}
-	// Simple protocol: a migration is several statements.
-	if _, err := tx.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate %s: %w", what, err)
-	}
-	return nil
-}

@@ -23,8 +23,30 @@
 //   - PinStore (versioning.PinStore) and CredentialStore (sandbox.CredentialStore).
 //
 // Stores take a DB the caller owns — a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx — and never close it.
-// Each store's tables live in a configurable schema and table; Migrate creates every store's tables,
-// and each MigrateX function (or the SQL of XMigration, for a team's own migration tool) creates one
-// store's. No store reads the clock: times are passed in by the packages that call it, so tests control
-// time completely.
+// No store reads the clock: times are passed in by the packages that call it, so tests control time
+// completely.
+//
+// # Migrations
+//
+// Each store's tables live in a configurable schema and table. Migrate creates them and keeps them up
+// to date, at every start of every replica:
+//
+//	err := pgstore.Migrate(ctx, pool) // every store, default names, in the search_path
+//	err = pgstore.Migrate(ctx, pool,   // or the stores a service uses, with their options
+//		&pgstore.EventLogOptions{Schema: "app", MaxStreamEvents: 10_000},
+//		&pgstore.IdempotencyOptions{Schema: "app"})
+//
+// Each store has numbered migrations (migrations/<store>/NNNN_….sql, embedded in the package), each
+// applied in a transaction of its own and recorded in the version table pgstore_migrations, one per
+// schema, keyed by the store and its Table: every set of names has a version of its own. The
+// transactions hold an advisory lock of the schema, so replicas that start together apply each
+// migration once; tables that are up to date are only read, with no lock on them. Tables a newer
+// pgstore migrated are refused (ErrNewerDatabase). Migration 1 also adopts the tables that the
+// unversioned migrations of earlier versions made, rows and all, without locking a table that lacks
+// nothing. A team that runs migrations with its own tool takes MigrationSQL's script, which records
+// the same versions.
+//
+// The event log's statements are .sql files too (sql/eventlog/, one a domain: append, sequence,
+// range, claim, settle, status, attempts, cleanup), into which NewEventLog puts the tables' names,
+// quoted.
 package pgstore

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -65,82 +64,8 @@ func endpointResolve(opts *EndpointStoreOptions) (endpointConfig, error) {
 	return o, nil
 }
 
-// EndpointStoreMigration returns the SQL that creates the endpoint table (and its schema, when one is
-// configured) for opts; nil opts mean the defaults. It is idempotent (IF NOT EXISTS throughout), so it
-// can run at every start or be copied into a migration tool's files. It fails when a name is one
-// PostgreSQL would cut or refuse.
-//
-// The table, for the defaults:
-//
-//	CREATE TABLE IF NOT EXISTS "webhook_endpoints" (
-//	    id          text COLLATE "C" PRIMARY KEY, -- we_…, the endpoint's event stream
-//	    owner       text COLLATE "C" NOT NULL,    -- the licensee
-//	    url         text   NOT NULL,
-//	    secrets     text[] NOT NULL,              -- signing secrets, as issued, without a Sealer
-//	    api_version text   NOT NULL DEFAULT '',
-//	    sealed_secrets bytea                      -- with a Sealer: the secrets, sealed; secrets is {}
-//	);
-//	CREATE INDEX IF NOT EXISTS "webhook_endpoints_owner_idx" ON "webhook_endpoints" (owner, id);
-//	DO $ep$ BEGIN -- a table made before sealed_secrets gets it
-//	    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '"webhook_endpoints"'::regclass
-//	                   AND attname = 'sealed_secrets' AND NOT attisdropped) THEN
-//	        ALTER TABLE "webhook_endpoints" ADD COLUMN IF NOT EXISTS sealed_secrets bytea;
-//	    END IF;
-//	END $ep$;
-//
-// ALTER TABLE takes the table's strongest lock, so the DO block runs it only when the column is
-// missing: a migration at every start locks nothing on a table that is up to date. The column is
-// added without a default, a change of the catalog only.
-//
-// The index serves ListEndpoints: an owner's endpoints in byte order of ID, read from the index alone
-// and only the owner's.
-func EndpointStoreMigration(opts *EndpointStoreOptions) (string, error) {
-	o, err := endpointResolve(opts)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	if o.Schema != "" {
-		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", quoteIdent(o.Schema))
-	}
-	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s (
-    id          text COLLATE "C" PRIMARY KEY,
-    owner       text COLLATE "C" NOT NULL,
-    url         text   NOT NULL,
-    secrets     text[] NOT NULL,
-    api_version text   NOT NULL DEFAULT '',
-    sealed_secrets bytea
-);
-CREATE INDEX IF NOT EXISTS %s ON %s (owner, id);
-`, o.table, quoteIdent(o.Table+"_owner_idx"), o.table)
-	body := fmt.Sprintf(` BEGIN
-    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = %[2]s::regclass
-                   AND attname = 'sealed_secrets' AND NOT attisdropped) THEN
-        ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS sealed_secrets bytea;
-    END IF;
-END `, o.table, idemLiteral(o.table))
-	tag := "$ep$"
-	for i := 0; strings.Contains(body, tag); i++ {
-		tag = "$ep" + strconv.Itoa(i) + "$"
-	}
-	fmt.Fprintf(&b, "DO %s%s%s;\n", tag, body, tag)
-	return b.String(), nil
-}
-
-// MigrateEndpointStore creates the endpoint table for opts if it does not exist (see
-// EndpointStoreMigration). It runs in one transaction under an advisory lock, so replicas that start
-// together do not race each other's CREATE statements.
-func MigrateEndpointStore(ctx context.Context, db DB, opts *EndpointStoreOptions) error {
-	sql, err := EndpointStoreMigration(opts)
-	if err != nil {
-		return err
-	}
-	o, _ := endpointResolve(opts)
-	return migrate(ctx, db, "endpoint store", "pgstore.endpoints.migrate\x00"+o.table, sql)
-}
-
 // EndpointStore is a webhook endpoint registry on PostgreSQL — a driver.Endpoints and
-// driver.EndpointLister — in the table EndpointStoreMigration creates, shared by every replica. Put
+// driver.EndpointLister — in the table Migrate creates, shared by every replica. Put
 // is one upsert, Lookup one read by primary key, ListEndpoints one read of the (owner, id) index, so
 // Publisher.PublishToOwner lists a licensee's endpoints without an owner index of the team's own.
 // IDs and owners are ordered and compared byte by byte (the "C" collation), as memstore.Endpoints does,
@@ -183,7 +108,7 @@ type endpointSQL struct {
 }
 
 // NewEndpointStore returns an EndpointStore on db with the table named by opts (nil means the
-// defaults). Run MigrateEndpointStore (or Migrate) once first. It fails when db is nil or a name is
+// defaults). Run Migrate with the same opts once first. It fails when db is nil or a name is
 // one PostgreSQL would cut or refuse.
 func NewEndpointStore(db DB, opts *EndpointStoreOptions) (*EndpointStore, error) {
 	if db == nil {
@@ -211,7 +136,7 @@ ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, url = EXCLUDED.url, ` + s
 		del:    `DELETE FROM ` + t + ` WHERE id = $1`,
 		lookup: `SELECT owner, url, ` + cols + `, api_version FROM ` + t + ` WHERE id = $1`,
 		// COLLATE "C" spelled out: byte order even on a table created with the database's collation
-		// (then the owner's few rows are sorted; on the table EndpointStoreMigration creates, the
+		// (then the owner's few rows are sorted; on the table Migrate creates, the
 		// index is read in order).
 		list: `SELECT id, owner, url, ` + cols + `, api_version FROM ` + t + `
 WHERE owner = $1 AND id COLLATE "C" > $2

@@ -59,7 +59,7 @@ func TestSealedEndpointStoreConformance(t *testing.T) {
 	k := sealKey(t, 1)
 	drivertest.RunEndpoints(t, func(t *testing.T) drivertest.Registry {
 		pool, schema := pgtest.Pool(t)
-		require.NoError(t, pgstore.MigrateEndpointStore(context.Background(), pool, &pgstore.EndpointStoreOptions{Schema: schema}))
+		require.NoError(t, pgstore.Migrate(context.Background(), pool, &pgstore.EndpointStoreOptions{Schema: schema}))
 		return sealedEndpointStore(t, pool, schema, k)
 	})
 }
@@ -69,7 +69,7 @@ func TestSealedEndpointStoreConformance(t *testing.T) {
 func TestEndpointSecretsSealedAtRest(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
-	require.NoError(t, pgstore.MigrateEndpointStore(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
 	s := sealedEndpointStore(t, pool, schema, sealKey(t, 1))
 	var secrets []string
 	for _, id := range []string{"we_a", "we_b"} {
@@ -94,7 +94,7 @@ func TestEndpointSecretsSealedAtRest(t *testing.T) {
 func TestSealedEndpointsFailClosed(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
-	require.NoError(t, pgstore.MigrateEndpointStore(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
 	s := sealedEndpointStore(t, pool, schema, sealKey(t, 1))
 	table := pgx.Identifier{schema, pgstore.DefaultEndpointTable}.Sanitize()
 	victim, donor := webhook.NewSecret(), webhook.NewSecret()
@@ -141,7 +141,7 @@ WHERE t.id = 'we_v' AND d.id = 'we_d'`},
 func TestEndpointSecretRotation(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
-	require.NoError(t, pgstore.MigrateEndpointStore(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
 	table := pgx.Identifier{schema, pgstore.DefaultEndpointTable}.Sanitize()
 	keyIDs := func() map[string]uint32 {
 		rows, err := pool.Query(ctx, `SELECT id, sealed_secrets FROM `+table)
@@ -241,7 +241,7 @@ func TestEndpointMigrationAddsSealedColumn(t *testing.T) {
 	require.Equal(t, []string{sec}, ep.Secrets)
 
 	for range 2 {
-		require.NoError(t, pgstore.MigrateEndpointStore(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
+		require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
 	}
 	s := sealedEndpointStore(t, pool, schema, sealKey(t, 1))
 	n, err := s.Reseal(ctx)

@@ -27,7 +27,7 @@ func newEndpointStore(t testing.TB) (*pgstore.EndpointStore, *pgxpool.Pool, *pgs
 	t.Helper()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EndpointStoreOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateEndpointStore(context.Background(), pool, opts))
+	require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 	s, err := pgstore.NewEndpointStore(pool, opts)
 	require.NoError(t, err)
 	return s, pool, opts
@@ -54,9 +54,9 @@ func TestNewEndpointStoreRefusals(t *testing.T) {
 			s, err := pgstore.NewEndpointStore(pool, opts)
 			require.ErrorContains(t, err, "pgstore: ")
 			require.Nil(t, s)
-			_, err = pgstore.EndpointStoreMigration(opts)
+			_, err = pgstore.MigrationSQL(opts)
 			require.Error(t, err)
-			require.Error(t, pgstore.MigrateEndpointStore(context.Background(), pool, opts))
+			require.Error(t, pgstore.Migrate(context.Background(), pool, opts))
 		})
 	}
 	_, err = pgstore.NewEndpointStore(pool, &pgstore.EndpointStoreOptions{Table: strings.Repeat("t", 53)})
@@ -73,7 +73,7 @@ func TestEndpointStoreMigration(t *testing.T) {
 		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{opts.Schema}.Sanitize()+` CASCADE`)
 	})
 	for range 2 {
-		require.NoError(t, pgstore.MigrateEndpointStore(ctx, pool, opts))
+		require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	}
 	s, err := pgstore.NewEndpointStore(pool, opts)
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func ownerFixture(t testing.TB) (*pgstore.EventLog, *pgxpool.Pool, *pgstore.Even
 	t.Helper()
 	l, pool, logOpts := newEventLog(t)
 	epOpts := &pgstore.EndpointStoreOptions{Schema: logOpts.Schema}
-	require.NoError(t, pgstore.MigrateEndpointStore(context.Background(), pool, epOpts))
+	require.NoError(t, pgstore.Migrate(context.Background(), pool, epOpts))
 	eps, err := pgstore.NewEndpointStore(pool, epOpts)
 	require.NoError(t, err)
 	for _, ep := range [][2]string{{"we_a3", "lic_a"}, {"we_b1", "lic_b"}, {"we_a1", "lic_a"}, {"we_a2", "lic_a"}} {
@@ -274,7 +274,7 @@ func BenchmarkPublishToOwnerPG(b *testing.B) {
 	ctx := context.Background()
 	l, pool, _ := newEventLog(b)
 	epOpts := &pgstore.EndpointStoreOptions{}
-	require.NoError(b, pgstore.MigrateEndpointStore(ctx, pool, epOpts))
+	require.NoError(b, pgstore.Migrate(ctx, pool, epOpts))
 	eps, err := pgstore.NewEndpointStore(pool, epOpts)
 	require.NoError(b, err)
 	for i := range 8 {

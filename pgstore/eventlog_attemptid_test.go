@@ -110,8 +110,9 @@ func TestEventLogAttemptIDsOnOlderTable(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema, Table: "hooks"}
-	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
-	_, err := pool.Exec(ctx, `DROP TABLE hooks_attempts;
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	// As an earlier version left them: no version table either (migrations were not versioned then).
+	_, err := pool.Exec(ctx, `DROP TABLE pgstore_migrations, hooks_attempts;
 CREATE TABLE hooks_attempts (
     id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     stream      text        NOT NULL,
@@ -130,7 +131,7 @@ CREATE TABLE hooks_attempts (
 CREATE INDEX hooks_attempts_stream_idx ON hooks_attempts (stream, id);
 CREATE INDEX hooks_attempts_event_idx ON hooks_attempts (stream, seq, id);`)
 	require.NoError(t, err)
-	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'hooks_attempts_order_idx'`,
 		schema).Scan(&n))

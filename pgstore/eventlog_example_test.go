@@ -24,7 +24,7 @@ func ExampleNewEventLog() {
 	}
 	defer pool.Close()
 	opts := &pgstore.EventLogOptions{Schema: "webhooks"}
-	if err := pgstore.MigrateEventLog(ctx, pool, opts); err != nil {
+	if err := pgstore.Migrate(ctx, pool, opts); err != nil {
 		log.Fatal(err)
 	}
 	eps, _ := memstore.NewEndpoints(producer.Endpoint{

@@ -29,7 +29,7 @@ func newEventLog(t testing.TB) (*pgstore.EventLog, *pgxpool.Pool, *pgstore.Event
 	t.Helper()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateEventLog(context.Background(), pool, opts))
+	require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 	return must(pgstore.NewEventLog(pool, opts)), pool, opts
 }
 
@@ -203,7 +203,7 @@ func TestEventLogMigration(t *testing.T) {
 	opts := &pgstore.EventLogOptions{Schema: schema + "_x", Table: "hooks"}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+opts.Schema+`" CASCADE`) })
 
-	sql := pgstore.EventLogMigration(opts)
+	sql := must(pgstore.MigrationSQL(opts))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "`+opts.Schema+`"`)
 	require.Contains(t, sql, `"`+opts.Schema+`"."hooks_streams"`)
 	// Only the history's own ID may come from a SEQUENCE (an IDENTITY column): never an event's.
@@ -213,7 +213,7 @@ func TestEventLogMigration(t *testing.T) {
 	require.NotContains(t, strings.ToUpper(sql), "SERIAL")
 
 	for range 2 { // idempotent
-		require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
+		require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	}
 	l := must(pgstore.NewEventLog(pool, opts))
 	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
@@ -228,7 +228,7 @@ func TestEventLogMigration(t *testing.T) {
 	// Replicas starting together migrate one at a time.
 	errs := make(chan error, 4)
 	for range 4 {
-		go func() { errs <- pgstore.MigrateEventLog(ctx, pool, opts) }()
+		go func() { errs <- pgstore.Migrate(ctx, pool, opts) }()
 	}
 	for range 4 {
 		require.NoError(t, <-errs)
@@ -238,7 +238,7 @@ func TestEventLogMigration(t *testing.T) {
 func TestEventLogDefaultsToSearchPath(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t) // search_path is the test's schema
-	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, nil))
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{}))
 	l := must(pgstore.NewEventLog(pool, nil))
 	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
 	require.NoError(t, err)
@@ -304,7 +304,7 @@ func TestEventLogStreamQuota(t *testing.T) {
 	drivertest.RunStreamQuota(t, func(t *testing.T, max int) driver.Log {
 		pool, schema := pgtest.Pool(t)
 		opts := &pgstore.EventLogOptions{Schema: schema, MaxStreamEvents: max}
-		require.NoError(t, pgstore.MigrateEventLog(context.Background(), pool, opts))
+		require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 		return must(pgstore.NewEventLog(fastCommitPool(t), opts))
 	}, drivertest.QuotaRacers-1)
 }

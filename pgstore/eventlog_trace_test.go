@@ -99,9 +99,11 @@ func TestEventLogMigrationAddsTraceColumns(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema, Table: "hooks"}
-	require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
-	// As an earlier version left them: no trace context columns, an event numbered and one waiting.
-	_, err := pool.Exec(ctx, `ALTER TABLE hooks DROP COLUMN traceparent, DROP COLUMN tracestate;
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	// As an earlier version left them: no trace context columns, an event numbered and one waiting,
+	// and no version table (migrations were not versioned then).
+	_, err := pool.Exec(ctx, `DROP TABLE pgstore_migrations;
+ALTER TABLE hooks DROP COLUMN traceparent, DROP COLUMN tracestate;
 ALTER TABLE hooks_pending DROP COLUMN traceparent, DROP COLUMN tracestate;
 INSERT INTO hooks_streams (stream, last_seq) VALUES ('we_old', 1);
 INSERT INTO hooks (stream, seq, id, type, created, api_version, data, next_attempt_at)
@@ -111,7 +113,7 @@ VALUES ('we_old', 'evt_old2', 'order.created', 1767225600, 'v1', '{}')`)
 	require.NoError(t, err)
 
 	for range 2 {
-		require.NoError(t, pgstore.MigrateEventLog(ctx, pool, opts))
+		require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	}
 	for _, table := range []string{"hooks", "hooks_pending"} {
 		var n int
@@ -145,7 +147,7 @@ VALUES ('we_old', 'evt_old2', 'order.created', 1767225600, 'v1', '{}')`)
 	require.NoError(t, err)
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	require.NoError(t, pgstore.MigrateEventLog(mctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(mctx, pool, opts))
 }
 
 func TestEventLogBacklogZeroValue(t *testing.T) {

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/svcplatform/conventions/idempotency"
 )
+
+// DefaultIdempotencyTable is the table an IdempotencyStore uses when IdempotencyOptions.Table is empty.
+const DefaultIdempotencyTable = "idempotency_keys"
 
 // IdempotencyOptions configures an IdempotencyStore and its migration. A nil *IdempotencyOptions and
 // the zero value mean the defaults.
@@ -41,13 +43,9 @@ func idemResolve(opts *IdempotencyOptions) idemConfig {
 	}
 	o.qualified = qualify(o.Schema, o.Table)
 	o.seq = qualify(o.Schema, o.Table+"_token_seq")
-	o.seqLiteral = idemLiteral(o.seq)
+	o.seqLiteral = quoteLiteral(o.seq)
 	return o
 }
-
-// idemLiteral quotes s as an SQL string literal (standard_conforming_strings, PostgreSQL's default
-// since 9.1, makes backslashes plain characters).
-func idemLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // idemMaxAttempts bounds Claim's retries. A retry happens only when another transaction changed the
 // row between the statement's snapshot and its row lock, so each one follows real progress elsewhere;
@@ -59,7 +57,7 @@ const idemMaxAttempts = 16
 var ErrClaimContention = errors.New("pgstore: idempotency claim kept racing concurrent changes")
 
 // IdempotencyStore is an idempotency.Store on PostgreSQL, one row per (scope, key) in the table that
-// IdempotencyMigration creates. Replicas that share the database share the records.
+// Migrate creates. Replicas that share the database share the records.
 //
 // Claim is one statement, one round trip, whatever it finds. Its parts, combined in a CTE:
 //
@@ -206,8 +204,8 @@ FROM ` + t + ` WHERE scope = $1 AND key = $2 AND expires_at > $3`,
 }
 
 // NewIdempotencyStore returns a store on db, which the caller owns (a *pgxpool.Pool, *pgx.Conn or
-// pgx.Tx). The table must exist: run MigrateIdempotency or IdempotencyMigration's SQL first. It
-// panics when db is nil.
+// pgx.Tx). The table must exist: run Migrate with the same opts (or MigrationSQL's SQL) first. It
+// fails when db is nil.
 func NewIdempotencyStore(db DB, opts *IdempotencyOptions) (*IdempotencyStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewIdempotencyStore")

@@ -25,7 +25,7 @@ func ExampleNewIdempotencyStore() {
 	}
 	defer pool.Close()
 	opts := &pgstore.IdempotencyOptions{Schema: "platform"} // table platform.idempotency_keys
-	if err := pgstore.MigrateIdempotency(ctx, pool, opts); err != nil {
+	if err := pgstore.Migrate(ctx, pool, opts); err != nil {
 		log.Fatal(err)
 	}
 	store, err := pgstore.NewIdempotencyStore(pool, opts)
@@ -75,7 +75,7 @@ func ExampleNewTransactor() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if err := pgstore.MigrateIdempotency(ctx, pool, nil); err != nil {
+	if err := pgstore.Migrate(ctx, pool, &pgstore.IdempotencyOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	tr, err := pgstore.NewTransactor(pool, nil)

@@ -43,7 +43,7 @@ func idemReplicaBackend(t *testing.T, options func(*pgxpool.Pool, *pgstore.Idemp
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL)`)
 	require.NoError(t, err)
 	return storetest.ReplicaBackend{

@@ -51,7 +51,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	t.Cleanup(pool.Close)
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Table: "idem"}
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))
 	resp := idempotency.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}

@@ -28,7 +28,7 @@ func TestSealedRecordsFailClosedOnPostgres(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	store := must(pgstore.NewIdempotencyStore(pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))
 	table := pgx.Identifier{schema, "idem"}.Sanitize()

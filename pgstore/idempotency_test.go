@@ -21,7 +21,7 @@ func newIdemStore(t testing.TB) (*pgstore.IdempotencyStore, *pgxpool.Pool, strin
 	t.Helper()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-	require.NoError(t, pgstore.MigrateIdempotency(context.Background(), pool, opts))
+	require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 	return must(pgstore.NewIdempotencyStore(pool, opts)), pool, schema
 }
 
@@ -95,27 +95,27 @@ func TestIdempotencyMigration(t *testing.T) {
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Schema: schema + "_idem", Table: `odd "name"`}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`_idem" CASCADE`) })
-	sql := pgstore.IdempotencyMigration(opts)
+	sql := must(pgstore.MigrationSQL(opts))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "`+schema+`_idem"`)
 	require.Contains(t, sql, `"odd ""name"""`)
 	// Concurrent and repeated migrations all succeed.
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Go(func() { require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts)) })
+		wg.Go(func() { require.NoError(t, pgstore.Migrate(ctx, pool, opts)) })
 	}
 	wg.Wait()
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	c, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Claimed, c.Status)
 
 	// Defaults: the table lands on the search_path (the test schema).
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, nil))
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.IdempotencyOptions{}))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".idempotency_keys`).Scan(&n))
 	require.Zero(t, n)
-	require.NotContains(t, pgstore.IdempotencyMigration(nil), "CREATE SCHEMA")
+	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.IdempotencyOptions{})), "CREATE SCHEMA")
 }
 
 func TestIdempotencyStoreWithoutTable(t *testing.T) {

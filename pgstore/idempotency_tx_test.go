@@ -45,7 +45,7 @@ func newIdemTxEnv(t *testing.T) *idemTxEnv {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL,
 		CONSTRAINT orders_key_unique UNIQUE (key) DEFERRABLE INITIALLY DEFERRED)`)
 	require.NoError(t, err)
@@ -616,7 +616,7 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 	pool, schema := pgtest.Pool(b)
 	ctx := context.Background()
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-	require.NoError(b, pgstore.MigrateIdempotency(ctx, pool, opts))
+	require.NoError(b, pgstore.Migrate(ctx, pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))
 	resp := idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 256)}
 	now := time.Now()

@@ -13,7 +13,7 @@ import (
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
 
-// idemTableBeforeSuspicion is the table as IdempotencyMigration made it before the two-step take-over.
+// idemTableBeforeSuspicion is the table as the unversioned migration made it before the two-step take-over.
 const idemTableBeforeSuspicion = `CREATE SEQUENCE idem_token_seq;
 CREATE TABLE idem (
     scope       text        NOT NULL,
@@ -45,8 +45,8 @@ func TestIdempotencyMigrationUpgradesEarlierTable(t *testing.T) {
 	require.NoError(t, err)
 
 	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts))
-	require.NoError(t, pgstore.MigrateIdempotency(ctx, pool, opts), "running it again changes nothing")
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts), "running it again changes nothing")
 	var (
 		nullable, def string
 		marked        bool
@@ -82,7 +82,7 @@ func TestIdempotencyMigrationUpToDateTakesNoLock(t *testing.T) {
 
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	require.NoError(t, pgstore.MigrateIdempotency(mctx, pool, opts), "the migration waited for the open transaction")
+	require.NoError(t, pgstore.Migrate(mctx, pool, opts), "the migration waited for the open transaction")
 	// Claims were not held up either.
 	c = idemClaim(t, s, idempotency.Key{Scope: "s", Key: "other"}, idemFP1, idemT0)
 	require.Equal(t, idempotency.Claimed, c.Status)

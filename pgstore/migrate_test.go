@@ -2,15 +2,79 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/versioning"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
+
+// everyStore is every store's options with the default names in schema ("": the search_path).
+func everyStore(schema string) []pgstore.Tables {
+	return []pgstore.Tables{
+		&pgstore.IdempotencyOptions{Schema: schema},
+		&pgstore.EventLogOptions{Schema: schema},
+		&pgstore.EndpointStoreOptions{Schema: schema},
+		&pgstore.CursorOptions{Schema: schema},
+		&pgstore.PinStoreOptions{Schema: schema},
+		&pgstore.CredentialOptions{Schema: schema},
+	}
+}
+
+// otherNames is every store's options with the names of testdata/unversioned_custom.sql in schema.
+func otherNames(schema string) []pgstore.Tables {
+	return []pgstore.Tables{
+		&pgstore.IdempotencyOptions{Schema: schema, Table: "idempotency_keys_sandbox"},
+		&pgstore.EventLogOptions{Schema: schema, Table: "Order Events", MaxStreamEvents: 1000},
+		&pgstore.EndpointStoreOptions{Schema: schema, Table: "hooks"},
+		&pgstore.CursorOptions{Schema: schema, Table: "consumer_cursors"},
+		&pgstore.PinStoreOptions{Schema: schema, Table: "pins"},
+		&pgstore.CredentialOptions{Schema: schema, Table: "api_keys"},
+	}
+}
+
+// versionRow is one row of the version table.
+type versionRow struct {
+	Store, Table string
+	Version      int
+	Name         string
+	AppliedAt    time.Time
+}
+
+// versionRows reads schema's version table, in key order.
+func versionRows(t testing.TB, db pgstore.DB, schema string) []versionRow {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT store, table_name, version, name, applied_at FROM `+
+		pgx.Identifier{schema, "pgstore_migrations"}.Sanitize()+` ORDER BY store, table_name, version`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (versionRow, error) {
+		var v versionRow
+		return v, r.Scan(&v.Store, &v.Table, &v.Version, &v.Name, &v.AppliedAt)
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// versionKeys is versionRows without the names and times: store, table and version.
+func versionKeys(t testing.TB, db pgstore.DB, schema string) []string {
+	t.Helper()
+	var out []string
+	for _, v := range versionRows(t, db, schema) {
+		out = append(out, fmt.Sprintf("%s %s %d", v.Store, v.Table, v.Version))
+	}
+	return out
+}
 
 // Migrate creates every store's tables; replicas that start together may all run it at once, and
 // running it again changes nothing.
@@ -20,13 +84,15 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { errs[i] = pgstore.Migrate(ctx, pool, schema) })
+		wg.Go(func() { errs[i] = pgstore.Migrate(ctx, pool) })
 	}
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
+	applied := versionRows(t, pool, schema)
+	require.NoError(t, pgstore.Migrate(ctx, pool))
+	require.Equal(t, applied, versionRows(t, pool, schema), "running it again records nothing")
 
 	rows, err := pool.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, schema)
 	require.NoError(t, err)
@@ -37,8 +103,13 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"idempotency_keys", "sandbox_credentials", "version_pins", "webhook_cursors", "webhook_endpoints",
+	require.Equal(t, []string{"idempotency_keys", "pgstore_migrations", "sandbox_credentials", "version_pins", "webhook_cursors", "webhook_endpoints",
 		"webhook_events", "webhook_events_attempts", "webhook_events_pending", "webhook_events_streams"}, tables)
+	require.Equal(t, []string{"credentials sandbox_credentials 1", "cursors webhook_cursors 1", "endpoints webhook_endpoints 1",
+		"eventlog webhook_events 1", "idempotency idempotency_keys 1", "pins version_pins 1"}, versionKeys(t, pool, schema))
+	for _, v := range applied {
+		require.Equal(t, "0001_create.sql", v.Name)
+	}
 
 	// Each store works on what Migrate made.
 	_, err = must(pgstore.NewPinStore(pool, &pgstore.PinStoreOptions{Schema: schema})).Get(ctx, "lic_nobody")
@@ -48,6 +119,226 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 func TestMigrateReportsFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	pool, _ := pgtest.Pool(t)
+	require.Error(t, pgstore.Migrate(ctx, pool))
+}
+
+// replicaPool is a pool of its own on the test database, as each replica of a service has.
+func replicaPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.DSN(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestMigrateReplicasStartTogether: replicas, each with its own pool, migrate the same empty schema
+// at the same moment, two table sets of every store; every one succeeds, and each migration is
+// applied and recorded once.
+func TestMigrateReplicasStartTogether(t *testing.T) {
+	ctx := context.Background()
+	_, schema := pgtest.Pool(t)
+	stores := append(everyStore(schema), otherNames(schema)...)
+	const replicas = 8
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, replicas)
+	)
+	for i := range replicas {
+		pool := replicaPool(t)
+		require.NoError(t, pool.Ping(ctx))
+		wg.Go(func() {
+			<-start
+			errs[i] = pgstore.Migrate(ctx, pool, stores...)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "replica %d", i)
+	}
+	pool := replicaPool(t)
+	require.Equal(t, []string{
+		"credentials api_keys 1", "credentials sandbox_credentials 1",
+		"cursors consumer_cursors 1", "cursors webhook_cursors 1",
+		"endpoints hooks 1", "endpoints webhook_endpoints 1",
+		"eventlog Order Events 1", "eventlog webhook_events 1",
+		"idempotency idempotency_keys 1", "idempotency idempotency_keys_sandbox 1",
+		"pins pins 1", "pins version_pins 1",
+	}, versionKeys(t, pool, schema), "one application of each migration")
+	var indexed bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`,
+		pgx.Identifier{schema, "Order Events_pending_stream_idx"}.Sanitize()).Scan(&indexed))
+	require.True(t, indexed, "MaxStreamEvents' index")
+}
+
+// TestMigrateRefusesNewerDatabase: tables a newer pgstore migrated are refused, with an error that
+// names them and both versions, and nothing is changed; other table sets of the schema are not
+// concerned.
+func TestMigrateRefusesNewerDatabase(t *testing.T) {
+	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
-	require.Error(t, pgstore.Migrate(ctx, pool, schema))
+	opts := &pgstore.EventLogOptions{Schema: schema}
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	_, err := pool.Exec(ctx, `INSERT INTO pgstore_migrations (store, table_name, version, name) VALUES ('eventlog', 'webhook_events', 2, '0002_future.sql')`)
+	require.NoError(t, err)
+	before := versionRows(t, pool, schema)
+
+	err = pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{Schema: schema, MaxStreamEvents: 10})
+	require.ErrorIs(t, err, pgstore.ErrNewerDatabase)
+	for _, want := range []string{`event log "` + schema + `"."webhook_events"`, `"` + schema + `"."pgstore_migrations" records version 2`, "up to 1"} {
+		require.ErrorContains(t, err, want)
+	}
+	require.Equal(t, before, versionRows(t, pool, schema))
+	var indexed bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('webhook_events_pending_stream_idx') IS NOT NULL`).Scan(&indexed))
+	require.False(t, indexed, "a refused migration changes nothing, not even what options add")
+
+	// Another name is another table set, with a version of its own.
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{Schema: schema, Table: "other_events"}))
+}
+
+func TestMigrateRefusals(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.Pool(t)
+	require.ErrorContains(t, pgstore.Migrate(ctx, nil), "pgstore: Migrate needs a DB")
+	require.ErrorContains(t, pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}, nil), "pgstore: migrate: store 1 is nil")
+	require.ErrorContains(t, pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{MaxStreamEvents: -1}), "negative")
+	_, err := pgstore.MigrationSQL(nil)
+	require.Error(t, err)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&n))
+	require.Zero(t, n, "a refused call creates nothing, not even for the stores before the bad one")
+}
+
+// TestMigrateNilOptionsMeanDefaults: a nil pointer of a store's options is that store with the
+// default names.
+func TestMigrateNilOptionsMeanDefaults(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	require.NoError(t, pgstore.Migrate(ctx, pool, (*pgstore.CursorOptions)(nil), (*pgstore.EventLogOptions)(nil)))
+	require.Equal(t, []string{"cursors webhook_cursors 1", "eventlog webhook_events 1"}, versionKeys(t, pool, schema))
+}
+
+// TestMigrateMaxStreamEventsIndex: the index the bound needs is made by whichever Migrate first gets
+// options with the bound, also on tables migrated before without it; never without the bound.
+func TestMigrateMaxStreamEventsIndex(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	indexed := func() bool {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('webhook_events_pending_stream_idx') IS NOT NULL`).Scan(&ok))
+		return ok
+	}
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{}))
+	require.False(t, indexed())
+	for range 2 {
+		require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{MaxStreamEvents: 5}))
+		require.True(t, indexed())
+	}
+	require.Equal(t, []string{"eventlog webhook_events 1"}, versionKeys(t, pool, schema), "an option is not a version")
+}
+
+// TestMigrateOddNames: names that need quoting, that hold a line break or the dollar-quote tag of
+// the migrations' DO blocks, migrate through Migrate and through MigrationSQL's script alike.
+func TestMigrateOddNames(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	odd := schema + "_Odd \"Name\"\n$pgstore$"
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{odd}.Sanitize()+` CASCADE`)
+	})
+	stores := []pgstore.Tables{
+		&pgstore.EventLogOptions{Schema: odd, Table: "ev$pgstore$'; --"},
+		&pgstore.IdempotencyOptions{Schema: odd, Table: "idem\nDROP TABLE x; --"},
+		&pgstore.CursorOptions{Table: "cur $pgstore1$"},
+	}
+	sql, err := pgstore.MigrationSQL(stores...)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err, "MigrationSQL's script runs")
+	require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
+	require.Equal(t, []string{"eventlog ev$pgstore$'; -- 1", "idempotency idem\nDROP TABLE x; -- 1"}, versionKeys(t, pool, odd))
+	require.Equal(t, []string{"cursors cur $pgstore1$ 1"}, versionKeys(t, pool, schema))
+
+	l := must(pgstore.NewEventLog(pool, stores[0].(*pgstore.EventLogOptions)))
+	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})
+	require.NoError(t, err)
+	require.Equal(t, 1, numberAll(t, l))
+}
+
+// TestMigrationSQLMatchesMigrate: a team that runs MigrationSQL's script with its own tool gets the
+// tables Migrate makes, and Migrate then finds every migration applied.
+func TestMigrationSQLMatchesMigrate(t *testing.T) {
+	ctx := context.Background()
+	byScript, scriptSchema := pgtest.Pool(t)
+	byMigrate, migrateSchema := pgtest.Pool(t)
+
+	sql, err := pgstore.MigrationSQL(append(everyStore(""), otherNames("")...)...)
+	require.NoError(t, err)
+	require.NotContains(t, sql, "CREATE SCHEMA", "no schema is named: the search_path's")
+	require.Contains(t, sql, `-- pgstore: event log "Order Events", migration 1 (0001_create.sql).`)
+	tx, err := byScript.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	recorded := versionRows(t, byScript, scriptSchema)
+	require.Len(t, recorded, 12)
+
+	require.NoError(t, pgstore.Migrate(ctx, byScript, append(everyStore(""), otherNames("")...)...))
+	require.Equal(t, recorded, versionRows(t, byScript, scriptSchema), "Migrate found every migration applied")
+	require.NoError(t, pgstore.Migrate(ctx, byMigrate, append(everyStore(""), otherNames("")...)...))
+	require.Equal(t, describeSchema(t, byMigrate, migrateSchema), describeSchema(t, byScript, scriptSchema))
+	require.Equal(t, versionKeys(t, byMigrate, migrateSchema), versionKeys(t, byScript, scriptSchema))
+
+	qualified, err := pgstore.MigrationSQL(&pgstore.PinStoreOptions{Schema: "app"})
+	require.NoError(t, err)
+	require.Contains(t, qualified, `CREATE SCHEMA IF NOT EXISTS "app";`)
+	require.Contains(t, qualified, `CREATE TABLE IF NOT EXISTS "app"."pgstore_migrations"`)
+	require.Contains(t, qualified, `INSERT INTO "app"."pgstore_migrations" (store, table_name, version, name) VALUES ('pins', 'version_pins', 1, '0001_create.sql')`)
+}
+
+// describeSchema describes what a migration made in schema, read through pool, whose search_path
+// is that schema (so that names print unqualified): tables and their columns, indexes, constraints
+// and sequences, sorted, with the schema's name taken out.
+func describeSchema(t testing.TB, pool pgstore.DB, schema string) []string {
+	t.Helper()
+	ctx := context.Background()
+	queries := []string{
+		`SELECT format('column %s.%s %s null=%s default=%s collation=%s identity=%s', table_name, column_name, data_type,
+		        is_nullable, coalesce(column_default, '-'), coalesce(collation_name, '-'), is_identity)
+		 FROM information_schema.columns WHERE table_schema = $1`,
+		`SELECT format('index %s %s', indexname, indexdef) FROM pg_indexes WHERE schemaname = $1`,
+		`SELECT format('constraint %s %s %s', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid))
+		 FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1`,
+		`SELECT format('sequence %s owned by %s', s.relname, coalesce(pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid), '-'))
+		 FROM pg_class s JOIN pg_namespace n ON n.oid = s.relnamespace
+		 LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.oid AND d.refclassid = 'pg_class'::regclass
+		      AND d.deptype IN ('a', 'i')
+		 WHERE s.relkind = 'S' AND n.nspname = $1`,
+	}
+	var out []string
+	for _, q := range queries {
+		rows, err := pool.Query(ctx, q, schema)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		for _, l := range lines {
+			out = append(out, strings.ReplaceAll(strings.ReplaceAll(l, pgx.Identifier{schema}.Sanitize()+".", ""), schema+".", ""))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// applyFixture runs a file of testdata, a schema as the unversioned migrations deployed it, in
+// pool's search_path.
+func applyFixture(t testing.TB, pool pgstore.DB, name string) {
+	t.Helper()
+	sql, err := os.ReadFile("testdata/" + name)
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), string(sql), pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,46 +46,8 @@ func pinResolve(opts *PinStoreOptions) pinConfig {
 	return o
 }
 
-// PinStoreMigration returns the SQL that creates the pin table (and its schema, when one is
-// configured) for opts; nil opts mean the defaults. It is idempotent (IF NOT EXISTS throughout), so
-// it can run at every start or be copied into a migration tool's files.
-//
-// The table, for the defaults:
-//
-//	CREATE TABLE IF NOT EXISTS "version_pins" (
-//	    licensee  text COLLATE "C" PRIMARY KEY, -- bytewise order, as List promises
-//	    version   text        NOT NULL,         -- "v2"
-//	    pinned_at timestamptz NOT NULL
-//	);
-//	CREATE INDEX IF NOT EXISTS "version_pins_version_idx" ON "version_pins" (version, licensee);
-//
-// The index serves List by version: who is still pinned to a deprecated version.
-func PinStoreMigration(opts *PinStoreOptions) string {
-	o := pinResolve(opts)
-	var b strings.Builder
-	if o.Schema != "" {
-		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", quoteIdent(o.Schema))
-	}
-	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s (
-    licensee  text COLLATE "C" PRIMARY KEY,
-    version   text        NOT NULL,
-    pinned_at timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS %s ON %s (version, licensee);
-`, o.table, quoteIdent(o.Table+"_version_idx"), o.table)
-	return b.String()
-}
-
-// MigratePinStore creates the pin table for opts if it does not exist (see PinStoreMigration). It
-// runs in one transaction under an advisory lock, so replicas that start together do not race each
-// other's CREATE statements.
-func MigratePinStore(ctx context.Context, db DB, opts *PinStoreOptions) error {
-	o := pinResolve(opts)
-	return migrate(ctx, db, "pin store", "pgstore.pins.migrate\x00"+o.table, PinStoreMigration(opts))
-}
-
 // PinStore is a versioning.PinStore on PostgreSQL: each licensee's pinned API version, shared by
-// every replica of the service, in the table PinStoreMigration creates.
+// every replica of the service, in the table Migrate creates.
 //
 // SetIfAbsent is an INSERT … ON CONFLICT DO NOTHING, so racing first requests of one licensee create
 // exactly one pin; when the insert finds a pin, a second statement reads it (a new snapshot, which
@@ -112,7 +73,7 @@ type pinSQL struct {
 }
 
 // NewPinStore returns a PinStore on db with the table named by opts (nil means the defaults). Run
-// MigratePinStore once first. It is cheap, so one can be built on a caller's transaction.
+// Migrate with the same opts once first. It is cheap, so one can be built on a caller's transaction.
 func NewPinStore(db DB, opts *PinStoreOptions) (*PinStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewPinStore")

@@ -25,7 +25,7 @@ func newPinStore(t testing.TB) (*pgstore.PinStore, *pgxpool.Pool, *pgstore.PinSt
 	t.Helper()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.PinStoreOptions{Schema: schema}
-	require.NoError(t, pgstore.MigratePinStore(context.Background(), pool, opts))
+	require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 	return must(pgstore.NewPinStore(pool, opts)), pool, opts
 }
 
@@ -56,13 +56,13 @@ func TestPinStoreMigration(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 4 {
 				wg.Go(func() {
-					if err := pgstore.MigratePinStore(ctx, pool, tc.opts); err != nil {
+					if err := pgstore.Migrate(ctx, pool, tc.opts); err != nil {
 						t.Errorf("migrate: %v", err)
 					}
 				})
 			}
 			wg.Wait()
-			require.NoError(t, pgstore.MigratePinStore(ctx, pool, tc.opts))
+			require.NoError(t, pgstore.Migrate(ctx, pool, tc.opts))
 			s := must(pgstore.NewPinStore(pool, tc.opts))
 			p, created, err := s.SetIfAbsent(ctx, "lic_m", "v2", pinT0)
 			require.NoError(t, err)
@@ -70,9 +70,9 @@ func TestPinStoreMigration(t *testing.T) {
 			require.Equal(t, versioning.Pin{Licensee: "lic_m", Version: "v2", PinnedAt: pinT0}, p)
 		})
 	}
-	require.Contains(t, pgstore.PinStoreMigration(nil), `CREATE TABLE IF NOT EXISTS "version_pins"`)
-	require.Contains(t, pgstore.PinStoreMigration(nil), `COLLATE "C"`)
-	require.NotContains(t, pgstore.PinStoreMigration(nil), "CREATE SCHEMA")
+	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.PinStoreOptions{})), `CREATE TABLE IF NOT EXISTS "version_pins"`)
+	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.PinStoreOptions{})), `COLLATE "C"`)
+	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.PinStoreOptions{})), "CREATE SCHEMA")
 }
 
 func pinQuoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

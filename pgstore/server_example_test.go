@@ -51,7 +51,7 @@ func ExampleIdempotencyStore() {
 	defer pool.Close()
 	opts := &pgstore.IdempotencyOptions{Schema: exampleSchema()}
 	defer dropSchema(pool, opts.Schema)
-	if err := pgstore.MigrateIdempotency(ctx, pool, opts); err != nil {
+	if err := pgstore.Migrate(ctx, pool, opts); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -92,7 +92,7 @@ func ExampleIdempotencyStore() {
 	// orders created: 1
 }
 
-// exampleSchema names a schema no other run uses; MigrateIdempotency creates it.
+// exampleSchema names a schema no other run uses; Migrate creates it.
 func exampleSchema() string { return "example_" + strings.ToLower(rand.Text()) }
 
 // dropSchema removes an Example's schema and everything in it.

@@ -25,8 +25,8 @@ func sandboxIdempotency() *pgstore.IdempotencyOptions {
 // Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
 // webhook endpoints, with pgstore.EndpointStore's columns), the event log's, the credentials', both
 // idempotency tables and the version pins'; a table an earlier version made gets the columns it
-// lacks. The migrations are idempotent
-// and serialised by advisory locks: run Migrate at every start of every replica, replicas starting
+// lacks. The server's own migration is idempotent and pgstore's are versioned (pgstore.Migrate),
+// both serialised by advisory locks: run Migrate at every start of every replica, replicas starting
 // together included. The tables go to the first schema of the connection's search_path.
 func Migrate(ctx context.Context, db pgstore.DB) error {
 	if db == nil {
@@ -35,11 +35,8 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 	return errors.Join(
 		migrateOrders(ctx, db),
 		// After the server's own: the table exists, with pos; this adds sealed_secrets when missing.
-		pgstore.MigrateEndpointStore(ctx, db, nil),
-		pgstore.MigrateCredentials(ctx, db, nil),
-		pgstore.MigrateIdempotency(ctx, db, nil),
-		pgstore.MigrateIdempotency(ctx, db, sandboxIdempotency()),
-		pgstore.MigratePinStore(ctx, db, nil),
+		pgstore.Migrate(ctx, db, &pgstore.EndpointStoreOptions{}, &pgstore.CredentialOptions{},
+			&pgstore.IdempotencyOptions{}, sandboxIdempotency(), &pgstore.PinStoreOptions{}),
 	)
 }
 

@@ -75,7 +75,7 @@ func migrateOrders(ctx context.Context, db pgstore.DB) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgserver: migrate: %w", err)
 	}
-	return pgstore.MigrateEventLog(ctx, db, eventLogOptions)
+	return pgstore.Migrate(ctx, db, eventLogOptions)
 }
 
 // eventLogOptions are the event log's: the tables' default names, and the reference server's bound

@@ -1,0 +1,241 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
+	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/sandbox/credentialtest"
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+)
+
+// Databases in service carry the schema of the unversioned migrations (testdata/unversioned_*.sql,
+// generated from that code). These tests deploy it, write with every store, migrate, and check that
+// every row survived, that the stores work on, and that the result is what Migrate makes of an empty
+// schema.
+
+// adoptCase is a deployed schema and the options of the stores on it.
+type adoptCase struct {
+	name    string
+	fixture string
+	stores  func(schema string) []pgstore.Tables
+}
+
+var adoptCases = []adoptCase{
+	{"default names in the search_path", "unversioned_defaults.sql", func(string) []pgstore.Tables { return everyStore("") }},
+	{"other names, schema named", "unversioned_custom.sql", otherNames},
+}
+
+// storeOpts sorts a Tables list by store.
+type storeOpts struct {
+	idem *pgstore.IdempotencyOptions
+	ev   *pgstore.EventLogOptions
+	ep   *pgstore.EndpointStoreOptions
+	cur  *pgstore.CursorOptions
+	pin  *pgstore.PinStoreOptions
+	cred *pgstore.CredentialOptions
+}
+
+func sortStores(tables []pgstore.Tables) storeOpts {
+	var o storeOpts
+	for _, t := range tables {
+		switch t := t.(type) {
+		case *pgstore.IdempotencyOptions:
+			o.idem = t
+		case *pgstore.EventLogOptions:
+			o.ev = t
+		case *pgstore.EndpointStoreOptions:
+			o.ep = t
+		case *pgstore.CursorOptions:
+			o.cur = t
+		case *pgstore.PinStoreOptions:
+			o.pin = t
+		case *pgstore.CredentialOptions:
+			o.cred = t
+		}
+	}
+	return o
+}
+
+var (
+	adoptKeyDone    = idempotency.Key{Scope: "lic_1:live", Key: "order-1"}
+	adoptKeyRunning = idempotency.Key{Scope: "lic_1:live", Key: "order-2"}
+	adoptResponse   = idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/v1/orders/ord_1"}},
+		Body: []byte(`{"id":"ord_1"}`)}
+	adoptEndpoint = producer.Endpoint{ID: "we_1", URL: "https://hooks.example/a", Owner: "lic_1", Secrets: []string{"whsec_one"}, APIVersion: "v1"}
+	adoptCred     = credentialtest.Credential(1, "lic_1", sandbox.Sandbox)
+)
+
+func adoptEvent(n int) webhook.Event {
+	return webhook.Event{ID: fmt.Sprintf("evt_adopt%d", n), Type: "order.created", Created: evlogT0.Unix(), APIVersion: "v1",
+		Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}
+}
+
+// writeEveryStore writes with every store what a service in production holds: a completed and an
+// in-flight idempotency record, numbered events (one delivered, with its attempt) and one not yet
+// numbered, an endpoint, a cursor, a pin and a credential.
+func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
+	t.Helper()
+	ctx := context.Background()
+	idem := must(pgstore.NewIdempotencyStore(db, o.idem))
+	c := idemClaim(t, idem, adoptKeyDone, idemFP1, idemT0)
+	require.NoError(t, idem.Complete(ctx, adoptKeyDone, c.Token, adoptResponse, idemT0.Add(idemRetention)))
+	require.Equal(t, idempotency.Claimed, idemClaim(t, idem, adoptKeyRunning, idemFP1, idemT0).Status)
+
+	l := must(pgstore.NewEventLog(db, o.ev))
+	for n := 1; n <= 3; n++ {
+		_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(n)})
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, numberAll(t, l))
+	ds, err := l.Claim(ctx, driver.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.NoError(t, l.Delivered(ctx, ds[0].Lease, driver.Attempt{At: evlogT0, Latency: time.Millisecond, StatusCode: 200}))
+	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(4)})
+	require.NoError(t, err)
+
+	require.NoError(t, must(pgstore.NewEndpointStore(db, o.ep)).Put(ctx, adoptEndpoint))
+	require.NoError(t, must(pgstore.NewCursorStore(db, o.cur)).Advance(ctx, "we_1", 0, 5))
+	_, _, err = must(pgstore.NewPinStore(db, o.pin)).SetIfAbsent(ctx, "lic_1", "v2", pinT0)
+	require.NoError(t, err)
+	require.NoError(t, must(pgstore.NewCredentialStore(db, o.cred)).Put(ctx, adoptCred))
+}
+
+// checkEveryStore checks that what writeEveryStore wrote is all there, and that every store goes on
+// working.
+func checkEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
+	t.Helper()
+	ctx := context.Background()
+	idem := must(pgstore.NewIdempotencyStore(db, o.idem))
+	rec, err := idem.Lookup(ctx, adoptKeyDone, idemT0)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, adoptResponse, *rec.Response)
+	rec, err = idem.Lookup(ctx, adoptKeyRunning, idemT0)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.InFlight, rec.Status)
+	replay := idemClaim(t, idem, adoptKeyDone, idemFP1, idemT0)
+	require.Equal(t, idempotency.Completed, replay.Status, "a retry replays the response stored before the migration")
+	fresh := idemClaim(t, idem, idempotency.Key{Scope: "lic_1:live", Key: "order-3"}, idemFP1, idemT0)
+	require.Equal(t, idempotency.Claimed, fresh.Status)
+	require.Greater(t, fresh.Token, rec.Token, "tokens go on from the same sequence")
+
+	l := must(pgstore.NewEventLog(db, o.ev))
+	n, err := l.Unsequenced(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the event appended before the migration still waits for its number")
+	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(5)})
+	require.NoError(t, err)
+	require.Equal(t, 2, numberAll(t, l))
+	evs, more, err := l.Range(ctx, "we_1", 1, math.MaxUint64, 10)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, evs, 5)
+	for i, e := range evs {
+		want := adoptEvent(i + 1)
+		want.Sequence = uint64(i + 1)
+		require.Equal(t, want, e, "no gap, no reuse, data byte for byte")
+	}
+	st, err := l.Status(ctx, "we_1", 1)
+	require.NoError(t, err)
+	require.Equal(t, driver.Delivered, st.State)
+	hist, _, err := l.Attempts(ctx, driver.AttemptQuery{Stream: "we_1", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	require.Equal(t, 200, hist[0].StatusCode)
+	ds, err := l.Claim(ctx, driver.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, ds, 4, "the undelivered events, before the migration and after")
+	require.Equal(t, uint64(2), ds[0].Sequence)
+
+	eps := must(pgstore.NewEndpointStore(db, o.ep))
+	ep, err := eps.Lookup(ctx, "we_1")
+	require.NoError(t, err)
+	require.Equal(t, adoptEndpoint, ep)
+
+	cur := must(pgstore.NewCursorStore(db, o.cur))
+	pos, err := cur.Get(ctx, "we_1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), pos)
+	require.NoError(t, cur.Advance(ctx, "we_1", 5, 6))
+
+	pin, err := must(pgstore.NewPinStore(db, o.pin)).Get(ctx, "lic_1")
+	require.NoError(t, err)
+	require.Equal(t, "v2", pin.Version)
+
+	cred, err := must(pgstore.NewCredentialStore(db, o.cred)).Get(ctx, adoptCred.Hash)
+	require.NoError(t, err)
+	credentialtest.RequireSame(t, adoptCred, cred)
+}
+
+// TestMigrateAdoptsUnversionedSchema: migration 1 adopts the schema the unversioned migrations
+// deployed, rows and all, records itself, and leaves the schema Migrate makes of an empty one.
+func TestMigrateAdoptsUnversionedSchema(t *testing.T) {
+	for _, tc := range adoptCases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			pool, schema := pgtest.Pool(t)
+			stores := tc.stores(schema)
+			applyFixture(t, pool, tc.fixture)
+			o := sortStores(stores)
+			writeEveryStore(t, pool, o)
+
+			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
+			applied := versionRows(t, pool, schema)
+			require.Len(t, applied, 6)
+			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
+			require.Equal(t, applied, versionRows(t, pool, schema), "running it again records nothing")
+			checkEveryStore(t, pool, o)
+
+			// The same stores, migrated from an empty schema, have the same tables.
+			empty, emptySchema := pgtest.Pool(t)
+			emptyStores := tc.stores(emptySchema)
+			require.NoError(t, pgstore.Migrate(ctx, empty, emptyStores...))
+			require.Equal(t, describeSchema(t, empty, emptySchema), describeSchema(t, pool, schema))
+			require.Equal(t, versionKeys(t, empty, emptySchema), versionKeys(t, pool, schema))
+			writeEveryStore(t, empty, sortStores(emptyStores))
+			checkEveryStore(t, empty, sortStores(emptyStores))
+		})
+	}
+}
+
+// TestMigrateAdoptionTakesNoLock: the first versioned Migrate on a deployed schema — a rolling
+// upgrade, while replicas of the earlier version hold transactions open on every table (an outbox
+// append, a request in transactional mode) — has nothing to alter or build, so it waits for none of
+// them, and holds none of them up.
+func TestMigrateAdoptionTakesNoLock(t *testing.T) {
+	for _, tc := range adoptCases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			pool, schema := pgtest.Pool(t)
+			stores := tc.stores(schema)
+			applyFixture(t, pool, tc.fixture)
+			o := sortStores(stores)
+
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			writeEveryStore(t, tx, o)
+
+			mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			require.NoError(t, pgstore.Migrate(mctx, pool, stores...), "the migration waited for the open transaction")
+			require.Len(t, versionRows(t, pool, schema), 6)
+			require.NoError(t, tx.Commit(ctx))
+			checkEveryStore(t, pool, o)
+		})
+	}
+}

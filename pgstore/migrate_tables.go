@@ -1,0 +1,77 @@
+package pgstore
+
+import "errors"
+
+// Each store's options are the Tables of Migrate: these name the store's tables and indexes for its
+// migrations (migrations/<store>/), the same names its constructor resolves.
+
+var (
+	_ Tables = (*IdempotencyOptions)(nil)
+	_ Tables = (*EventLogOptions)(nil)
+	_ Tables = (*EndpointStoreOptions)(nil)
+	_ Tables = (*CursorOptions)(nil)
+	_ Tables = (*PinStoreOptions)(nil)
+	_ Tables = (*CredentialOptions)(nil)
+)
+
+func (opts *IdempotencyOptions) migrationTables() (tableSet, error) {
+	o := idemResolve(opts)
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	n.table("seq", o.Table+"_token_seq")
+	n.index("expires_idx", o.Table+"_expires_at_idx")
+	return tableSet{store: "idempotency", what: "idempotency", schema: o.Schema, table: o.Table, names: n}, nil
+}
+
+func (opts *EventLogOptions) migrationTables() (tableSet, error) {
+	o := evlogResolve(opts)
+	if o.MaxStreamEvents < 0 {
+		return tableSet{}, errors.New("pgstore: negative EventLogOptions.MaxStreamEvents")
+	}
+	n := newSQLNames(o.Schema)
+	for key, suffix := range map[string]string{"events": "", "streams": "_streams", "attempts": "_attempts", "pending": "_pending"} {
+		n.table(key, o.Table+suffix)
+	}
+	for _, idx := range []string{"due_idx", "created_idx", "held_idx", "attempts_order_idx", "attempts_event_idx", "pending_stream_idx"} {
+		n.index(idx, o.Table+"_"+idx)
+	}
+	s := tableSet{store: "eventlog", what: "event log", schema: o.Schema, table: o.Table, names: n}
+	if o.MaxStreamEvents > 0 {
+		s.extras = []string{"max_stream_events.sql"}
+	}
+	return s, nil
+}
+
+func (opts *EndpointStoreOptions) migrationTables() (tableSet, error) {
+	o, err := endpointResolve(opts)
+	if err != nil {
+		return tableSet{}, err
+	}
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	n.index("owner_idx", o.Table+"_owner_idx")
+	return tableSet{store: "endpoints", what: "endpoint store", schema: o.Schema, table: o.Table, names: n}, nil
+}
+
+func (opts *CursorOptions) migrationTables() (tableSet, error) {
+	o := cursorResolve(opts)
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	return tableSet{store: "cursors", what: "cursors", schema: o.Schema, table: o.Table, names: n}, nil
+}
+
+func (opts *PinStoreOptions) migrationTables() (tableSet, error) {
+	o := pinResolve(opts)
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	n.index("version_idx", o.Table+"_version_idx")
+	return tableSet{store: "pins", what: "pin store", schema: o.Schema, table: o.Table, names: n}, nil
+}
+
+func (opts *CredentialOptions) migrationTables() (tableSet, error) {
+	o := credResolve(opts)
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	n.index("licensee_idx", o.Table+"_licensee_idx")
+	return tableSet{store: "credentials", what: "credentials", schema: o.Schema, table: o.Table, names: n}, nil
+}
