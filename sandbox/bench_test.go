@@ -94,14 +94,6 @@ func BenchmarkTokenBucketManyLicensees(b *testing.B) {
 	}
 }
 
-func BenchmarkScopedKey(b *testing.B) {
-	p := Principal{Licensee: "lic_42", Environment: Sandbox}
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = ScopedKey(p, "orders", "ord_123")
-	}
-}
-
 // okTransport answers every request 200 without a network.
 type okTransport struct{}
 

@@ -19,7 +19,6 @@ func TestConstructorsRefuseInvalidConfiguration(t *testing.T) {
 		{"rate limit without a limiter", func() error { _, err := NewRateLimit(nil, nil); return err }, "NewRateLimit needs a Limiter"},
 		{"token bucket with burst 0", func() error { _, err := NewTokenBucket(1, 0, nil); return err }, "burst of at least 1"},
 		{"fault transport without a source", func() error { _, err := NewFaultTransport(nil, nil, nil); return err }, "needs a FaultSource"},
-		{"scoped without a KV", func() error { _, err := NewScoped[string](nil); return err }, "NewScoped needs a KV"},
 		{"issuer with a negative TTL", func() error { _, err := NewIssuer(nil, &IssuerOptions{SandboxTTL: -1}); return err }, "a TTL is negative"},
 		{"issuer with a relative base URL", func() error {
 			_, err := NewIssuer(nil, &IssuerOptions{LiveBaseURL: "api.example.com"})

@@ -66,8 +66,8 @@ type Hooks struct {
 	// instance in the FaultTable its producer's FaultTransport reads. f is already validated. An
 	// endpoint that is unknown or not the caller's is ErrUnknownEndpoint.
 	SetFaults func(ctx context.Context, p Principal, endpointID string, f Faults) error
-	// Reset deletes the caller's sandbox data (Scoped.Reset on each store, its events and faults),
-	// leaving its credentials and endpoints in place.
+	// Reset deletes the caller's sandbox data (every record stored under p.Scope(), its events and
+	// faults), leaving its credentials and endpoints in place.
 	Reset func(ctx context.Context, p Principal) error
 }
 

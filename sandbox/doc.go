@@ -45,10 +45,9 @@
 //
 // # Environments
 //
-// Everything a product stores must be scoped by the principal: ScopedKey(p, "orders", id) gives
-// "sandbox/lic_42/orders/ord_1", and Scoped wraps a KV so that handlers pass their own keys and cannot
-// forget the environment. Data written with a sandbox key is invisible to a production key of the
-// same licensee, and the reverse; Scoped.Reset empties an evaluation and refuses production principals.
+// Everything a product stores must be scoped by the principal: Principal.Scope ("sandbox:lic_42") is
+// the licensee and the environment, so data written with a sandbox key is invisible to a production
+// key of the same licensee, and the reverse, when the application keeps its records under it.
 //
 // # Limits
 //
@@ -107,13 +106,13 @@
 //	creds, err := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 //	// hand creds.APIKey, creds.WebhookSecret, creds.BaseURL and creds.ExpiresAt to the evaluator
 //
-//	orders, err := sandbox.NewScoped[Order](&sandbox.MemoryKV[Order]{})
 //	faults := &sandbox.FaultTable{} // read by the webhook producer's FaultTransport
 //	problems := apierror.Writer{TypeBase: "https://api.example.com/problems/"}
 //
 //	mux := http.NewServeMux()
 //	mux.HandleFunc("POST /v1/orders", func(w http.ResponseWriter, r *http.Request) {
-//		// … orders.Put(r.Context(), id, order): scoped to the caller's licensee and environment
+//		p, _ := sandbox.FromContext(r.Context())
+//		// … store the order under p.Scope(): the caller's licensee and environment
 //	})
 //	controls, err := sandbox.NewControls(sandbox.Hooks{
 //		SetFaults: func(ctx context.Context, p sandbox.Principal, id string, f sandbox.Faults) error {
@@ -123,8 +122,7 @@
 //			return faults.Set(id, f)
 //		},
 //		Reset: func(ctx context.Context, p sandbox.Principal) error {
-//			_, err := orders.Reset(ctx)
-//			return err
+//			return orders.DeleteScope(ctx, p.Scope()) // the application's own store
 //		},
 //	}, &sandbox.ControlsOptions{NotFound: problems.NotFoundHandler()})
 //	mux.Handle("/v1/sandbox/", controls) // a production key gets the same 404 as an unknown route

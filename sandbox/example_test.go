@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -48,22 +49,26 @@ func Example() {
 	sandboxCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
 	liveCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
 
-	orders, err := sandbox.NewScoped[string](&sandbox.MemoryKV[string]{})
-	if err != nil {
-		fmt.Println(err)
-		return
+	// The application's own store keeps every record under the principal's scope, so the same ID
+	// written with a sandbox key is another record than with the licensee's live key.
+	var mu sync.Mutex
+	orders := map[string]string{} // scope + "/" + ID → side
+	orderKey := func(r *http.Request) string {
+		p, _ := sandbox.FromContext(r.Context()) // the Authenticator put it there
+		return p.Scope() + "/" + r.PathValue("id")
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if err := orders.Put(r.Context(), r.PathValue("id"), "buy"); err != nil {
-			apierror.Write(w, r, err)
-			return
-		}
+		mu.Lock()
+		orders[orderKey(r)] = "buy"
+		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	})
 	mux.HandleFunc("GET /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		side, err := orders.Get(r.Context(), r.PathValue("id"))
-		if errors.Is(err, sandbox.ErrNotFound) {
+		mu.Lock()
+		side, ok := orders[orderKey(r)]
+		mu.Unlock()
+		if !ok {
 			apierror.Write(w, r, apierror.NotFound("order_not_found", "no order has this ID",
 				apierror.Path("id", "order_not_found", "no order has this ID")))
 			return
@@ -201,16 +206,17 @@ func ExampleRateLimit() {
 	// live: 200 429
 }
 
-// ScopedKey puts the environment and licensee in every storage key.
-func ExampleScopedKey() {
-	p := sandbox.Principal{Licensee: "lic_42", Environment: sandbox.Sandbox}
-	fmt.Println(sandbox.ScopedKey(p, "orders", "ord_1"))
-	fmt.Println(sandbox.ScopedKey(p, "a/b"))
-	fmt.Println(p.Scope())
+// Scope is the environment and the licensee: what keeps two credentials' records apart.
+func ExamplePrincipal_Scope() {
+	sb := sandbox.Principal{Licensee: "lic_42", Environment: sandbox.Sandbox}
+	live := sandbox.Principal{Licensee: "lic_42", Environment: sandbox.Live}
+	fmt.Println(sb.Scope())
+	fmt.Println(live.Scope())
+	fmt.Printf("%q\n", sandbox.Principal{}.Scope())
 	// Output:
-	// sandbox/lic_42/orders/ord_1
-	// sandbox/lic_42/a%2Fb
 	// sandbox:lic_42
+	// live:lic_42
+	// ""
 }
 
 // Production keys cannot reach, or even detect, the sandbox controls.

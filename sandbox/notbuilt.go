@@ -2,7 +2,7 @@ package sandbox
 
 import "errors"
 
-// ErrNotBuilt: an Authenticator, RateLimit, TokenBucket, Controls, Issuer, Scoped or FaultTransport
+// ErrNotBuilt: an Authenticator, RateLimit, TokenBucket, Controls, Issuer or FaultTransport
 // used without its constructor. The errors their methods return match it with errors.Is and name the
 // type; the middlewares and handlers answer the opaque 500.
 var ErrNotBuilt = errors.New("sandbox: not built with its constructor")
@@ -19,6 +19,5 @@ var (
 	errZeroFaultTransport error = &notBuiltError{"sandbox: FaultTransport not built with NewFaultTransport"}
 	errZeroIssuer         error = &notBuiltError{"sandbox: Issuer not built with NewIssuer"}
 	errZeroRateLimit      error = &notBuiltError{"sandbox: RateLimit not built with NewRateLimit"}
-	errZeroScoped         error = &notBuiltError{"sandbox: Scoped not built with NewScoped"}
 	errZeroTokenBucket    error = &notBuiltError{"sandbox: TokenBucket not built with NewTokenBucket"}
 )
