@@ -11,9 +11,13 @@
 //     per-endpoint event log with gap-free sequences, delivery with retries, and range retrieval.
 //   - versioning: /v1/ path routing, a version pinned per licensee, deprecation and sunset headers, and
 //     version-change transforms.
-//   - sandbox: API keys that reveal their environment, credentials issued per evaluation, Bearer
-//     authentication, a rate limit keyed by any caller identity (never applied in the sandbox), and
-//     sandbox-only controls.
+//   - apikey: API keys that reveal their environment (sk_sandbox_…, sk_live_…), credentials issued
+//     per evaluation, Bearer authentication, and the credential store with its conformance suite.
+//   - ratelimit: a rate limit keyed by any caller identity, with a token-bucket Limiter; keyed by
+//     apikey.RateLimitKey it limits production per licensee and never applies in the sandbox.
+//   - sandbox: the sandbox-only controls (trigger events, inject webhook faults, reset an
+//     evaluation), the fault-injecting transport for the webhook producer, and sandboxtest, an
+//     in-process producer for consumers' own tests.
 //   - openapi: the conventions as OpenAPI 3.1 components (problems, the Idempotency-Key, the webhook
 //     envelope and delivery, range retrieval, Bearer security, deprecation headers) that a team merges
 //     into the reference it publishes.
@@ -23,10 +27,10 @@
 // modules pgstore (PostgreSQL, pgx v5) and redisstore (Redis, go-redis v9) implement them for teams that
 // run several replicas, so the core module never pulls a database driver into its users' builds.
 //
-// How they fit: sandbox authenticates the request and puts the licensee and environment in its context;
-// idempotency scopes keys by that credential; versioning enforces the licensee's pinned version; handlers
-// report failures as *apierror.Error; and webhook events are signed, sequenced and rendered at the
-// licensee's version. The examples module wires all of it into a reference order server; Example_service
+// How they fit: apikey authenticates the request and puts the licensee and environment in its context;
+// ratelimit limits production callers by it; idempotency scopes keys by that credential; versioning
+// enforces the licensee's pinned version; handlers report failures as *apierror.Error; and webhook
+// events are signed, sequenced and rendered at the licensee's version. The examples module wires all of it into a reference order server; Example_service
 // wires a small service with its own authentication on a plain ServeMux.
 //
 // # One library
@@ -53,13 +57,13 @@
 //     (idempotency/storetest), webhook.CursorStore (webhook/cursortest), the producer's driver.Log
 //     with its optional BatchAppender, ByteRanger, Sequencing and Backlogger, and its endpoint
 //     registry (webhook/producer/driver/drivertest), versioning.PinStore (versioning/pintest) and
-//     sandbox.CredentialStore (sandbox/credentialtest). Two interfaces have none yet: driver.Settler,
-//     tested only through the Dispatcher's own tests, and sandbox.Limiter, the rate-limit hook whose
+//     apikey.CredentialStore (apikey/credentialtest). Two interfaces have none yet: driver.Settler,
+//     tested only through the Dispatcher's own tests, and ratelimit.Limiter, the rate-limit hook whose
 //     one implementation is the in-memory TokenBucket.
 //   - Observers. Every package that decides something takes an Observer in its options
 //     (idempotency.Options, webhook's Verify, Receiver, Tracker and RangeClient options,
-//     producer's Publisher and Dispatcher options, versioning.Options, sandbox's Auth and RateLimit
-//     options, apierror.Writer). It is called at each decision, with plain values and never a
+//     producer's Publisher and Dispatcher options, versioning.Options, apikey.AuthenticatorOptions,
+//     ratelimit.Options, apierror.Writer). It is called at each decision, with plain values and never a
 //     secret, and costs nothing when nil. The otelconv module implements them all with
 //     OpenTelemetry; a team can implement one for anything else.
 package conventions

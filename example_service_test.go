@@ -13,7 +13,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/ids"
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/ratelimit"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
@@ -24,7 +24,7 @@ var paymentIDs = ids.MustPrefix("pay")
 // userKey is the context key of the team's own authentication.
 type userKey struct{}
 
-// authenticate stands in for the team's own authentication: it is not the sandbox's, and the
+// authenticate stands in for the team's own authentication: it is not package apikey's, and the
 // library's pieces below work with it all the same.
 func authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -123,12 +123,12 @@ func Example_service() {
 		fmt.Println(err)
 		return
 	}
-	bucket, err := sandbox.NewTokenBucket(1, 6, nil) // 6 at once, then one a second
+	bucket, err := ratelimit.NewTokenBucket(1, 6, nil) // 6 at once, then one a second
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	limit, err := sandbox.NewRateLimit(bucket, &sandbox.RateLimitOptions{Key: userOf})
+	limit, err := ratelimit.New(bucket, userOf, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -230,7 +230,7 @@ var idemServers = []struct {
 	}},
 	{"ours-principal", func(first bool, data, resp []byte, runs *atomic.Int64) func() func() int {
 		// Ours as a service wires it behind its authenticator: the scope is the authenticated
-		// principal (sandbox.RequestScope, say) instead of the default hash of the Authorization header.
+		// principal (apikey.RequestScope, say) instead of the default hash of the Authorization header.
 		return httpServer(newOursScoped(first, orderHandler(resp, runs)), first, data)
 	}},
 	{"nethttp", func(first bool, data, resp []byte, runs *atomic.Int64) func() func() int {

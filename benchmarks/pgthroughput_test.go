@@ -26,11 +26,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/svcplatform/conventions/apikey"
 	orderserver "github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -423,7 +423,7 @@ func benchOrders(b *testing.B, shared bool) {
 			keys[c] = keys[0]
 			continue
 		}
-		creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+		creds, err := srv.IssueCredentials(ctx, apikey.Sandbox)
 		if err != nil {
 			b.Fatal(err)
 		}

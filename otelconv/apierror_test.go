@@ -89,7 +89,7 @@ func TestProblemKindsBounded(t *testing.T) {
 // treat as no observer.
 func TestAccessorsOfNilTelemetry(t *testing.T) {
 	for name, tel := range map[string]*Telemetry{"nil": nil, "zero": {}} {
-		if tel.APIError() != nil || tel.Versioning() != nil || tel.Sandbox() != nil || tel.Idempotency() != nil ||
+		if tel.APIError() != nil || tel.Versioning() != nil || tel.APIKey() != nil || tel.RateLimit() != nil || tel.Idempotency() != nil ||
 			tel.Webhook() != nil || tel.Producer() != nil {
 			t.Errorf("a %s Telemetry returned a non-nil observer", name)
 		}

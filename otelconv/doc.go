@@ -1,5 +1,6 @@
 // Package otelconv reports what the conventions library does to OpenTelemetry: it implements the
-// observer interfaces of idempotency, webhook, webhook/producer, versioning, sandbox and apierror with
+// observer interfaces of idempotency, webhook, webhook/producer, versioning, apikey, ratelimit and
+// apierror with
 // the OpenTelemetry metrics and trace APIs, so that a team's dashboards and traces show every
 // convention without adapters of its own.
 //
@@ -72,9 +73,9 @@
 //	svc.versioning.requests              counter         {request}         svc.versioning.version, svc.versioning.lifecycle, svc.versioning.outcome, (svc.licensee)
 //	svc.versioning.decision.duration     histogram       s                 svc.versioning.outcome
 //	svc.versioning.pin.changes           counter         {pin}             svc.versioning.version
-//	svc.sandbox.authentications          counter         {authentication}  svc.sandbox.auth.result, svc.sandbox.environment, (svc.licensee)
-//	svc.sandbox.authentication.duration  histogram       s                 svc.sandbox.auth.result, svc.sandbox.environment
-//	svc.sandbox.rate_limit.checks        counter         {request}         svc.sandbox.rate_limit.result, svc.sandbox.environment, (svc.licensee)
+//	svc.apikey.authentications           counter         {authentication}  svc.apikey.auth.result, svc.sandbox.environment, (svc.licensee)
+//	svc.apikey.authentication.duration   histogram       s                 svc.apikey.auth.result, svc.sandbox.environment
+//	svc.ratelimit.checks                 counter         {request}         svc.ratelimit.result, svc.sandbox.environment, (svc.licensee)
 //	svc.apierror.problems                counter         {problem}         http.response.status_code, svc.apierror.code, svc.apierror.type, svc.apierror.opaque
 //	http.server.request.duration         histogram       s                 http.request.method, url.scheme, network.protocol.version, http.response.status_code, error.type, http.route
 //
@@ -102,6 +103,6 @@
 // (producer.TraceContext: traceparent and tracestate, in memory and in pgstore's tables), so that an
 // attempt made minutes later, by another replica, links back to it. Idempotency spans are made only
 // under a recording request span, so the server's instrumentation (otelhttp, or the team's own) and
-// its sampler decide what is traced. Versioning, sandbox and apierror annotate the request's span
-// (attributes, and events for a 429 and for each problem written).
+// its sampler decide what is traced. Versioning, apikey, ratelimit and apierror annotate the request's
+// span (attributes, and events for a 429 and for each problem written).
 package otelconv

@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -16,8 +16,8 @@ import (
 // (Options.EventTypes); unknown ones share one bucket per licensee class, so a sandbox flood never
 // pushes a live type out; without a catalogue, each class learns its own types, within its own bound.
 func TestEventTypesSandboxFloodLeavesLiveTypesNamed(t *testing.T) {
-	sbx := sandbox.NewContext(context.Background(), sandbox.Principal{Licensee: "lic_eval", Environment: sandbox.Sandbox})
-	live := sandbox.NewContext(context.Background(), sandbox.Principal{Licensee: "lic_prod", Environment: sandbox.Live})
+	sbx := apikey.NewContext(context.Background(), apikey.Principal{Licensee: "lic_eval", Environment: apikey.Sandbox})
+	live := apikey.NewContext(context.Background(), apikey.Principal{Licensee: "lic_prod", Environment: apikey.Live})
 	for _, tc := range []struct {
 		name      string
 		catalogue []string
@@ -35,8 +35,8 @@ func TestEventTypesSandboxFloodLeavesLiveTypesNamed(t *testing.T) {
 			obs.EventsAppended(sbx, producer.AppendInfo{Type: "order.created", Events: 1})
 			obs.EventsAppended(live, producer.AppendInfo{Type: "order.created", Events: 2})
 
-			liveAttr := attrEnvironment.String(string(sandbox.Live))
-			sbxAttr := attrEnvironment.String(string(sandbox.Sandbox))
+			liveAttr := attrEnvironment.String(string(apikey.Live))
+			sbxAttr := attrEnvironment.String(string(apikey.Sandbox))
 			if n := h.sum(t, metricEventsAppended, attrEventType.String("order.created"), liveAttr); n != 2 {
 				t.Errorf("live order.created counted %d times by name, want 2", n)
 			}

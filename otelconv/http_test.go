@@ -12,15 +12,15 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 	"github.com/svcplatform/conventions/apierror"
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 )
 
 // httpService is a service wired as the reference server is: HTTPHandler outermost, then request
 // IDs, the problem Writer, the real Authenticator, and a ServeMux whose routes are named by
 // SetHTTPRoute.
-func httpService(t testing.TB, h *harness, iss *sandbox.Issuer) http.Handler {
+func httpService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	t.Helper()
-	auth, err := sandbox.NewAuthenticator(iss, &sandbox.AuthOptions{Observer: h.tel.Sandbox()})
+	auth, err := apikey.NewAuthenticator(iss, &apikey.AuthenticatorOptions{Observer: h.tel.APIKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +58,12 @@ func seriesPerInstrument(t testing.TB, h *harness) map[string]int {
 // was.
 func TestHTTPHandlerMintsNoSeriesFromClientInput(t *testing.T) {
 	h := newHarness(t, nil)
-	iss, err := sandbox.NewIssuer(nil, nil)
+	iss, err := apikey.NewIssuer(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httpService(t, h, iss)
-	authz := "Bearer " + issueKey(t, iss, sandbox.Sandbox)
+	authz := "Bearer " + issueKey(t, iss, apikey.Sandbox)
 	type kind struct {
 		name, method, path string
 		auth               bool

@@ -28,8 +28,8 @@ type Options struct {
 	// Propagator reads and writes trace context on deliveries and range requests; nil means W3C
 	// Trace Context (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
-	// LicenseeAttribute records the licensee (svc.licensee) on the versioning and sandbox metrics. A
-	// service with many licensees makes as many series of each; off by default.
+	// LicenseeAttribute records the licensee (svc.licensee) on the versioning, apikey and ratelimit
+	// metrics. A service with many licensees makes as many series of each; off by default.
 	LicenseeAttribute bool
 	// EndpointAttribute records webhook endpoint IDs as the attribute svc.webhook.endpoint.id on the
 	// producer's and the consumer's metrics and spans (and event IDs on the producer's spans): one
@@ -55,15 +55,15 @@ type Telemetry struct {
 
 	// One observer per package, each with its instruments, built by New. Each lives in the file
 	// named for its package.
-	idempotency *idempotencyObserver
-	consumer    *consumerObserver
-	// consumerHooks are consumer's methods as the hooks Webhook returns.
+	idempotency   *idempotencyObserver
+	consumer      *consumerObserver
 	consumerHooks *webhook.Hooks
 	producer      *producerObserver
 	// producerHooks are producer's methods as the hooks Producer returns.
 	producerHooks *producer.Hooks
 	versioning    *versioningObserver
-	sandbox       *sandboxObserver
+	apikey        *apikeyObserver
+	rateLimit     *rateLimitObserver
 	apierror      *apierrorObserver
 	http          *httpObserver
 }
@@ -92,7 +92,8 @@ func New(opts *Options) (*Telemetry, error) {
 		opts:       o,
 	}
 	for _, build := range []func() error{
-		t.buildIdempotency, t.buildConsumer, t.buildProducer, t.buildVersioning, t.buildSandbox, t.buildAPIError,
+		t.buildIdempotency, t.buildConsumer, t.buildProducer, t.buildVersioning, t.buildAPIKey, t.buildRateLimit,
+		t.buildAPIError,
 		t.buildHTTP,
 	} {
 		if err := build(); err != nil {

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -128,10 +128,10 @@ func newEventTypes(catalogue []string) *eventTypes {
 }
 
 // option returns the attribute option of typ appended under ctx: the class is the environment of the
-// principal in ctx (sandbox.FromContext; none without one).
+// principal in ctx (apikey.FromContext; none without one).
 func (e *eventTypes) option(ctx context.Context, typ string) metric.AddOption {
 	env := 0
-	if p, ok := sandbox.FromContext(ctx); ok {
+	if p, ok := apikey.FromContext(ctx); ok {
 		env = environmentIndex(p.Environment)
 	}
 	if e.catalogue != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 )
 
 // DefaultCredentialTable is the table a CredentialStore uses when CredentialOptions.Table is empty.
@@ -43,7 +43,7 @@ func credResolve(opts *CredentialOptions) credConfig {
 	return o
 }
 
-// CredentialStore is a sandbox.CredentialStore on PostgreSQL, one row per API key in the table that
+// CredentialStore is an apikey.CredentialStore on PostgreSQL, one row per API key in the table that
 // Migrate creates. Each method is one statement. Times are timestamptz, which keeps
 // microseconds: pass times at that precision if they must compare equal after a round trip.
 //
@@ -55,7 +55,7 @@ type CredentialStore struct {
 	put, get, revoke, revokeAll string
 }
 
-var _ sandbox.CredentialStore = (*CredentialStore)(nil)
+var _ apikey.CredentialStore = (*CredentialStore)(nil)
 
 // NewCredentialStore returns a store on db with opts (nil means the defaults). Run Migrate with the
 // same opts (or MigrationSQL's SQL) first.
@@ -77,8 +77,8 @@ WHERE licensee = $1 AND environment = $2 AND (revoked_at IS NULL OR revoked_at >
 	}, nil
 }
 
-// Put implements sandbox.CredentialStore.
-func (s *CredentialStore) Put(ctx context.Context, c sandbox.Credential) error {
+// Put implements apikey.CredentialStore.
+func (s *CredentialStore) Put(ctx context.Context, c apikey.Credential) error {
 	if s == nil || s.db == nil {
 		return errZeroCredentialStore
 	}
@@ -89,20 +89,20 @@ func (s *CredentialStore) Put(ctx context.Context, c sandbox.Credential) error {
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: the ID or the hash
-			return fmt.Errorf("%w: %s", sandbox.ErrDuplicateCredential, c.ID)
+			return fmt.Errorf("%w: %s", apikey.ErrDuplicateCredential, c.ID)
 		}
 		return fmt.Errorf("pgstore: put credential %s: %w", c.ID, err)
 	}
 	return nil
 }
 
-// Get implements sandbox.CredentialStore.
-func (s *CredentialStore) Get(ctx context.Context, h sandbox.KeyHash) (sandbox.Credential, error) {
+// Get implements apikey.CredentialStore.
+func (s *CredentialStore) Get(ctx context.Context, h apikey.KeyHash) (apikey.Credential, error) {
 	if s == nil || s.db == nil {
-		return sandbox.Credential{}, errZeroCredentialStore
+		return apikey.Credential{}, errZeroCredentialStore
 	}
 	var (
-		c                sandbox.Credential
+		c                apikey.Credential
 		hash             []byte
 		env              string
 		expires, revoked *time.Time
@@ -110,16 +110,16 @@ func (s *CredentialStore) Get(ctx context.Context, h sandbox.KeyHash) (sandbox.C
 	)
 	err := s.db.QueryRow(ctx, s.get, h[:]).Scan(&c.ID, &hash, &c.Licensee, &env, &createdAt, &expires, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sandbox.Credential{}, sandbox.ErrCredentialNotFound
+		return apikey.Credential{}, apikey.ErrCredentialNotFound
 	}
 	if err != nil {
-		return sandbox.Credential{}, fmt.Errorf("pgstore: get credential: %w", err)
+		return apikey.Credential{}, fmt.Errorf("pgstore: get credential: %w", err)
 	}
 	if len(hash) != len(c.Hash) {
-		return sandbox.Credential{}, fmt.Errorf("pgstore: credential %s has a %d-byte hash", c.ID, len(hash))
+		return apikey.Credential{}, fmt.Errorf("pgstore: credential %s has a %d-byte hash", c.ID, len(hash))
 	}
 	copy(c.Hash[:], hash)
-	c.Environment = sandbox.Environment(env)
+	c.Environment = apikey.Environment(env)
 	c.CreatedAt = createdAt.UTC()
 	if expires != nil {
 		c.ExpiresAt = expires.UTC()
@@ -130,31 +130,31 @@ func (s *CredentialStore) Get(ctx context.Context, h sandbox.KeyHash) (sandbox.C
 	return c, nil
 }
 
-// Revoke implements sandbox.CredentialStore.
+// Revoke implements apikey.CredentialStore.
 func (s *CredentialStore) Revoke(ctx context.Context, id string, at time.Time) error {
 	if s == nil || s.db == nil {
 		return errZeroCredentialStore
 	}
 	if at.IsZero() {
-		return sandbox.ErrZeroRevocation
+		return apikey.ErrZeroRevocation
 	}
 	tag, err := s.db.Exec(ctx, s.revoke, id, at)
 	if err != nil {
 		return fmt.Errorf("pgstore: revoke credential %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return sandbox.ErrCredentialNotFound
+		return apikey.ErrCredentialNotFound
 	}
 	return nil
 }
 
-// RevokeAll implements sandbox.CredentialStore.
-func (s *CredentialStore) RevokeAll(ctx context.Context, licensee string, env sandbox.Environment, at time.Time) (int, error) {
+// RevokeAll implements apikey.CredentialStore.
+func (s *CredentialStore) RevokeAll(ctx context.Context, licensee string, env apikey.Environment, at time.Time) (int, error) {
 	if s == nil || s.db == nil {
 		return 0, errZeroCredentialStore
 	}
 	if at.IsZero() {
-		return 0, sandbox.ErrZeroRevocation
+		return 0, apikey.ErrZeroRevocation
 	}
 	tag, err := s.db.Exec(ctx, s.revokeAll, licensee, string(env), at)
 	if err != nil {

@@ -11,14 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/apikey/credentialtest"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
-	"github.com/svcplatform/conventions/sandbox"
-	"github.com/svcplatform/conventions/sandbox/credentialtest"
 )
 
 func TestCredentialStoreConformance(t *testing.T) {
-	credentialtest.Run(t, func(t *testing.T) sandbox.CredentialStore {
+	credentialtest.Run(t, func(t *testing.T) apikey.CredentialStore {
 		pool, schema := pgtest.Pool(t)
 		opts := &pgstore.CredentialOptions{Schema: schema}
 		require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
@@ -52,7 +52,7 @@ func TestCredentialMigration(t *testing.T) {
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 
 	s := must(pgstore.NewCredentialStore(pool, opts))
-	c := credentialtest.Credential(1, "lic_a", sandbox.Sandbox)
+	c := credentialtest.Credential(1, "lic_a", apikey.Sandbox)
 	require.NoError(t, s.Put(ctx, c))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+opts.Schema+`"."api_keys"`).Scan(&n))
@@ -71,8 +71,8 @@ func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 	ctx := context.Background()
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
-	iss := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil))
-	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	iss := must(apikey.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil))
+	c, err := iss.Issue(ctx, apikey.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 
 	var dump string
@@ -80,7 +80,7 @@ func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 	require.Contains(t, dump, c.KeyID)
 	require.NotContains(t, dump, c.APIKey)
 	require.NotContains(t, dump, strings.TrimPrefix(c.APIKey, "sk_sandbox_"))
-	h := sandbox.HashKey(c.APIKey)
+	h := apikey.HashKey(c.APIKey)
 	require.Contains(t, dump, `\x`+h.String())
 }
 
@@ -95,9 +95,9 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 
-	iss := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), &sandbox.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour}))
-	h := must(sandbox.NewAuthenticator(iss, nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, _ := sandbox.FromContext(r.Context())
+	iss := must(apikey.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), &apikey.IssuerOptions{Now: clock, SandboxTTL: 24 * time.Hour}))
+	h := must(apikey.NewAuthenticator(iss, nil)).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := apikey.FromContext(r.Context())
 		_, _ = w.Write([]byte(p.Scope()))
 	}))
 	get := func(key string) *httptest.ResponseRecorder {
@@ -107,11 +107,11 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 		h.ServeHTTP(rec, r)
 		return rec
 	}
-	sb, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	sb, err := iss.Issue(ctx, apikey.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
-	sb2, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	sb2, err := iss.Issue(ctx, apikey.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
-	live, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a", Environment: sandbox.Live})
+	live, err := iss.Issue(ctx, apikey.Evaluation{Licensee: "lic_a", Environment: apikey.Live})
 	require.NoError(t, err)
 
 	rec := get(sb.APIKey)
@@ -140,24 +140,24 @@ func TestCredentialStoreDatabaseDown(t *testing.T) {
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
-	iss := must(sandbox.NewIssuer(s, nil))
-	c, err := iss.Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	iss := must(apikey.NewIssuer(s, nil))
+	c, err := iss.Issue(ctx, apikey.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 
 	_, err = pool.Exec(ctx, `DROP TABLE "`+schema+`"."sandbox_credentials"`)
 	require.NoError(t, err)
-	_, err = s.Get(ctx, sandbox.HashKey(c.APIKey))
+	_, err = s.Get(ctx, apikey.HashKey(c.APIKey))
 	require.Error(t, err)
-	require.NotErrorIs(t, err, sandbox.ErrCredentialNotFound)
+	require.NotErrorIs(t, err, apikey.ErrCredentialNotFound)
 	require.Error(t, s.Revoke(ctx, c.KeyID, time.Now()))
-	_, err = s.RevokeAll(ctx, "lic_a", sandbox.Sandbox, time.Now())
+	_, err = s.RevokeAll(ctx, "lic_a", apikey.Sandbox, time.Now())
 	require.Error(t, err)
-	require.Error(t, s.Put(ctx, credentialtest.Credential(9, "lic_a", sandbox.Sandbox)))
+	require.Error(t, s.Put(ctx, credentialtest.Credential(9, "lic_a", apikey.Sandbox)))
 
 	r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
 	r.Header.Set("Authorization", "Bearer "+c.APIKey)
 	rec := httptest.NewRecorder()
-	must(sandbox.NewAuthenticator(iss, nil)).Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
+	must(apikey.NewAuthenticator(iss, nil)).Handler(http.NotFoundHandler()).ServeHTTP(rec, r)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 }
 
@@ -169,11 +169,11 @@ func TestCredentialStoreInTransaction(t *testing.T) {
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	c, err := must(sandbox.NewIssuer(must(pgstore.NewCredentialStore(tx, opts)), nil)).Issue(ctx, sandbox.Evaluation{Licensee: "lic_a"})
+	c, err := must(apikey.NewIssuer(must(pgstore.NewCredentialStore(tx, opts)), nil)).Issue(ctx, apikey.Evaluation{Licensee: "lic_a"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
-	_, err = must(pgstore.NewCredentialStore(pool, opts)).Get(ctx, sandbox.HashKey(c.APIKey))
-	require.ErrorIs(t, err, sandbox.ErrCredentialNotFound)
+	_, err = must(pgstore.NewCredentialStore(pool, opts)).Get(ctx, apikey.HashKey(c.APIKey))
+	require.ErrorIs(t, err, apikey.ErrCredentialNotFound)
 }
 
 func BenchmarkCredentialStoreGet(b *testing.B) {
@@ -182,7 +182,7 @@ func BenchmarkCredentialStoreGet(b *testing.B) {
 	opts := &pgstore.CredentialOptions{Schema: schema}
 	require.NoError(b, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
-	c := credentialtest.Credential(1, "lic_a", sandbox.Sandbox)
+	c := credentialtest.Credential(1, "lic_a", apikey.Sandbox)
 	require.NoError(b, s.Put(ctx, c))
 	b.ReportAllocs()
 	for b.Loop() {

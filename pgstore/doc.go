@@ -20,7 +20,7 @@
 //     without a ring they are stored as given (they are HMAC keys): protect the table then.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx
 //     commit the consumer's own effects with the cursor, exactly once.
-//   - PinStore (versioning.PinStore) and CredentialStore (sandbox.CredentialStore).
+//   - PinStore (versioning.PinStore) and CredentialStore (apikey.CredentialStore).
 //
 // Stores take a DB the caller owns — a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx — and never close it.
 // No store reads the clock: times are passed in by the packages that call it, so tests control time

@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/apikey/credentialtest"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
-	"github.com/svcplatform/conventions/sandbox"
-	"github.com/svcplatform/conventions/sandbox/credentialtest"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -75,7 +75,7 @@ var (
 	adoptResponse   = idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/v1/orders/ord_1"}},
 		Body: []byte(`{"id":"ord_1"}`)}
 	adoptEndpoint = producer.Endpoint{ID: "we_1", URL: "https://hooks.example/a", Owner: "lic_1", Secrets: []string{"whsec_one"}, APIVersion: "v1"}
-	adoptCred     = credentialtest.Credential(1, "lic_1", sandbox.Sandbox)
+	adoptCred     = credentialtest.Credential(1, "lic_1", apikey.Sandbox)
 )
 
 func adoptEvent(n int) webhook.Event {

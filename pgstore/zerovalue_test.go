@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/pgstore"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -27,7 +27,7 @@ func TestZeroValues(t *testing.T) {
 	ev := webhook.Event{Type: "order.created", Data: []byte(`{}`)}
 	lease := driver.Lease{Stream: "we_1", Sequence: 1, Token: 1}
 	claim := driver.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10}
-	cred := sandbox.Credential{ID: "key_1", Hash: sandbox.HashKey("sk_sandbox_x"), Licensee: "lic_1", Environment: sandbox.Sandbox, CreatedAt: now}
+	cred := apikey.Credential{ID: "key_1", Hash: apikey.HashKey("sk_sandbox_x"), Licensee: "lic_1", Environment: apikey.Sandbox, CreatedAt: now}
 	log := &pgstore.EventLog{}
 	for _, tc := range []struct {
 		name string
@@ -37,7 +37,7 @@ func TestZeroValues(t *testing.T) {
 		{"CredentialStore.Get", func() error { _, err := (&pgstore.CredentialStore{}).Get(ctx, cred.Hash); return err }},
 		{"CredentialStore.Revoke", func() error { return (&pgstore.CredentialStore{}).Revoke(ctx, "key_1", now) }},
 		{"CredentialStore.RevokeAll", func() error {
-			_, err := (&pgstore.CredentialStore{}).RevokeAll(ctx, "lic_1", sandbox.Sandbox, now)
+			_, err := (&pgstore.CredentialStore{}).RevokeAll(ctx, "lic_1", apikey.Sandbox, now)
 			return err
 		}},
 		{"nil CredentialStore.Get", func() error { _, err := (*pgstore.CredentialStore)(nil).Get(ctx, cred.Hash); return err }},

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/webhook"
 )
@@ -61,14 +62,14 @@ type Hooks struct {
 	// Trigger emits a test event to the caller's endpoints (or only req.Endpoint) through the normal
 	// delivery path, and returns what it emitted. An endpoint that is unknown or not the caller's is
 	// ErrUnknownEndpoint.
-	Trigger func(ctx context.Context, p Principal, req TriggerRequest) ([]Triggered, error)
+	Trigger func(ctx context.Context, p apikey.Principal, req TriggerRequest) ([]Triggered, error)
 	// SetFaults sets the faults of one of the caller's endpoints (the zero Faults clears them), for
 	// instance in the FaultTable its producer's FaultTransport reads. f is already validated. An
 	// endpoint that is unknown or not the caller's is ErrUnknownEndpoint.
-	SetFaults func(ctx context.Context, p Principal, endpointID string, f Faults) error
-	// Reset deletes the caller's sandbox data (Scoped.Reset on each store, its events and faults),
-	// leaving its credentials and endpoints in place.
-	Reset func(ctx context.Context, p Principal) error
+	SetFaults func(ctx context.Context, p apikey.Principal, endpointID string, f Faults) error
+	// Reset deletes the caller's sandbox data (every record stored under p.Scope(), its events and
+	// faults), leaving its credentials and endpoints in place.
+	Reset func(ctx context.Context, p apikey.Principal) error
 }
 
 // ControlsOptions tune Controls. A nil *ControlsOptions and the zero value mean the defaults.
@@ -86,7 +87,7 @@ type ControlsOptions struct {
 	Logger *slog.Logger
 }
 
-// Controls serve the sandbox-only controls, behind the Authenticator:
+// Controls serve the sandbox-only controls, behind the apikey.Authenticator:
 //
 //	POST   {prefix}/events                              trigger a test event   → 201 {"object":"list","data":[{"endpoint":…,"event":{…}}],"has_more":false}
 //	PUT    {prefix}/webhook_endpoints/{id}/faults       set an endpoint's faults → 200 {"object":"webhook_faults","endpoint":…,"drop":…,…}
@@ -135,8 +136,8 @@ func (c *Controls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, errZeroControls)
 		return
 	}
-	p, ok := FromContext(r.Context())
-	if !ok || p.Environment != Sandbox {
+	p, ok := apikey.FromContext(r.Context())
+	if !ok || p.Environment != apikey.Sandbox {
 		c.notFound.ServeHTTP(w, r)
 		return
 	}
@@ -206,7 +207,7 @@ func refused(err error) bool {
 // maxControlBody caps control request bodies: they are a few small members.
 const maxControlBody = 64 << 10
 
-func (c *Controls) trigger(w http.ResponseWriter, r *http.Request, p Principal) {
+func (c *Controls) trigger(w http.ResponseWriter, r *http.Request, p apikey.Principal) {
 	req, err := decodeTrigger(r)
 	if err != nil {
 		c.refuse(w, r, err)
@@ -292,7 +293,7 @@ func validEventType(s string) bool {
 	return true
 }
 
-func (c *Controls) faults(w http.ResponseWriter, r *http.Request, p Principal, id string) {
+func (c *Controls) faults(w http.ResponseWriter, r *http.Request, p apikey.Principal, id string) {
 	var f Faults
 	if r.Method == http.MethodPut {
 		if err := apierror.Decode(r, &f, &apierror.DecodeOptions{MaxBytes: maxControlBody}); err != nil {
@@ -324,7 +325,7 @@ func (c *Controls) faults(w http.ResponseWriter, r *http.Request, p Principal, i
 	}{"webhook_faults", id, f})
 }
 
-func (c *Controls) reset(w http.ResponseWriter, r *http.Request, p Principal) {
+func (c *Controls) reset(w http.ResponseWriter, r *http.Request, p apikey.Principal) {
 	if err := c.hooks.Reset(r.Context(), p); refused(err) {
 		c.refuse(w, r, err)
 		return

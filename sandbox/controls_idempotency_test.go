@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/webhook"
 )
@@ -33,11 +34,11 @@ type idemControls struct {
 func newIdemControls(t *testing.T) *idemControls {
 	t.Helper()
 	c := &idemControls{}
-	iss := must(NewIssuer(nil, nil))
-	idem, err := idempotency.New(&idempotency.Options{Scope: RequestScope})
+	iss := must(apikey.NewIssuer(nil, nil))
+	idem, err := idempotency.New(&idempotency.Options{Scope: apikey.RequestScope})
 	require.NoError(t, err)
 	controls := must(NewControls(Hooks{
-		Trigger: func(ctx context.Context, p Principal, req TriggerRequest) ([]Triggered, error) {
+		Trigger: func(ctx context.Context, p apikey.Principal, req TriggerRequest) ([]Triggered, error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.calls++
@@ -56,15 +57,15 @@ func newIdemControls(t *testing.T) *idemControls {
 			return []Triggered{{Endpoint: "we_1", Event: webhook.Event{ID: "evt_1", Sequence: uint64(c.published),
 				Type: req.Type, Created: 1767225600, APIVersion: "v1", Data: req.Data}}}, nil
 		},
-		SetFaults: func(ctx context.Context, p Principal, id string, f Faults) error {
+		SetFaults: func(ctx context.Context, p apikey.Principal, id string, f Faults) error {
 			if id != "we_1" {
 				return ErrUnknownEndpoint
 			}
 			return nil
 		},
 	}, nil))
-	c.h = must(NewAuthenticator(iss, nil)).Handler(idem.Handler(controls))
-	c.key = issue(t, iss, "lic_a", Sandbox).APIKey
+	c.h = must(apikey.NewAuthenticator(iss, nil)).Handler(idem.Handler(controls))
+	c.key = issue(t, iss, "lic_a", apikey.Sandbox).APIKey
 	return c
 }
 

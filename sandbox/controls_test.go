@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -20,22 +21,22 @@ import (
 // their calls, and the shared not-found handler for unknown routes.
 type controlsApp struct {
 	h      http.Handler
-	iss    *Issuer
+	iss    *apikey.Issuer
 	mu     sync.Mutex
 	calls  []string
 	trig   []TriggerRequest
 	faults map[string]Faults
-	resets []Principal
+	resets []apikey.Principal
 	fail   error
 }
 
 func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 	t.Helper()
-	a := &controlsApp{iss: must(NewIssuer(nil, nil)), faults: map[string]Faults{}}
+	a := &controlsApp{iss: must(apikey.NewIssuer(nil, nil)), faults: map[string]Faults{}}
 	owned := map[string]bool{"we_1": true, "we_2": true}
 	if hooks == nil {
 		hooks = &Hooks{
-			Trigger: func(ctx context.Context, p Principal, req TriggerRequest) ([]Triggered, error) {
+			Trigger: func(ctx context.Context, p apikey.Principal, req TriggerRequest) ([]Triggered, error) {
 				a.record("trigger", p)
 				if a.fail != nil {
 					return nil, a.fail
@@ -48,7 +49,7 @@ func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 				a.mu.Unlock()
 				return []Triggered{{Endpoint: "we_1", Event: webhook.Event{ID: "evt_1", Sequence: 1, Type: req.Type, Created: 1767225600, APIVersion: "v1", Data: req.Data}}}, nil
 			},
-			SetFaults: func(ctx context.Context, p Principal, id string, f Faults) error {
+			SetFaults: func(ctx context.Context, p apikey.Principal, id string, f Faults) error {
 				a.record("faults", p)
 				if !owned[id] {
 					return ErrUnknownEndpoint
@@ -58,7 +59,7 @@ func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 				a.mu.Unlock()
 				return nil
 			},
-			Reset: func(ctx context.Context, p Principal) error {
+			Reset: func(ctx context.Context, p apikey.Principal) error {
 				a.record("reset", p)
 				a.mu.Lock()
 				a.resets = append(a.resets, p)
@@ -72,14 +73,14 @@ func newControlsApp(t *testing.T, hooks *Hooks) *controlsApp {
 	mux.Handle("/", notFound)
 	mux.Handle("/v1/sandbox/", must(NewControls(*hooks, &ControlsOptions{NotFound: notFound})))
 	mux.HandleFunc("GET /v1/orders", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	a.h = must(NewAuthenticator(a.iss, nil)).Handler(mux)
+	a.h = must(apikey.NewAuthenticator(a.iss, nil)).Handler(mux)
 	return a
 }
 
-func (a *controlsApp) record(name string, p Principal) {
+func (a *controlsApp) record(name string, p apikey.Principal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if p.Environment != Sandbox {
+	if p.Environment != apikey.Sandbox {
 		panic("a hook ran for a " + string(p.Environment) + " principal")
 	}
 	a.calls = append(a.calls, name)
@@ -95,7 +96,7 @@ func (a *controlsApp) callCount() int {
 // route: a production caller cannot even tell the controls exist.
 func TestControlsRefuseProductionKeys(t *testing.T) {
 	a := newControlsApp(t, nil)
-	live := issue(t, a.iss, "lic_a", Live).APIKey
+	live := issue(t, a.iss, "lic_a", apikey.Live).APIKey
 	requests := []struct{ method, path, body string }{
 		{http.MethodPost, "/v1/sandbox/events", `{"type":"order.created"}`},
 		{http.MethodPost, "/v1/sandbox/events", ""},
@@ -126,7 +127,7 @@ func TestControlsRefuseProductionKeys(t *testing.T) {
 }
 
 func TestControlsWithoutPrincipal(t *testing.T) {
-	c := must(NewControls(Hooks{Reset: func(context.Context, Principal) error { panic("must not run") }}, nil))
+	c := must(NewControls(Hooks{Reset: func(context.Context, apikey.Principal) error { panic("must not run") }}, nil))
 	rec := do(t, c, http.MethodPost, "/v1/sandbox/reset", "", "")
 	require.Equal(t, http.StatusNotFound, rec.Code)
 	require.Equal(t, apierror.CodeRouteNotFound, problem(t, rec).Code)
@@ -134,11 +135,11 @@ func TestControlsWithoutPrincipal(t *testing.T) {
 
 // Paths a ServeMux would clean or redirect before they reach the controls, served directly.
 func TestControlsOddPaths(t *testing.T) {
-	c := must(NewControls(Hooks{SetFaults: func(context.Context, Principal, string, Faults) error { panic("must not run") }}, nil))
+	c := must(NewControls(Hooks{SetFaults: func(context.Context, apikey.Principal, string, Faults) error { panic("must not run") }}, nil))
 	for _, path := range []string{"/v1/sandbox/webhook_endpoints//faults", "/v1/sandbox/webhook_endpoints/faults", "/v1/sandbox", "/v1/sandboxreset", "/elsewhere"} {
 		t.Run(path, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPut, path, strings.NewReader(`{"drop":0.5}`))
-			r = r.WithContext(NewContext(r.Context(), Principal{Licensee: "lic_a", Environment: Sandbox}))
+			r = r.WithContext(apikey.NewContext(r.Context(), apikey.Principal{Licensee: "lic_a", Environment: apikey.Sandbox}))
 			rec := httptest.NewRecorder()
 			c.ServeHTTP(rec, r)
 			require.Equal(t, http.StatusNotFound, rec.Code)
@@ -173,7 +174,7 @@ func TestControlsTrigger(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newControlsApp(t, nil)
-			key := issue(t, a.iss, "lic_a", Sandbox).APIKey
+			key := issue(t, a.iss, "lic_a", apikey.Sandbox).APIKey
 			rec := do(t, a.h, http.MethodPost, "/v1/sandbox/events", key, tc.body)
 			require.Equal(t, tc.code, rec.Code, rec.Body.String())
 			if tc.code != http.StatusCreated {
@@ -232,7 +233,7 @@ func TestControlsFaults(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newControlsApp(t, nil)
-			key := issue(t, a.iss, "lic_a", Sandbox).APIKey
+			key := issue(t, a.iss, "lic_a", apikey.Sandbox).APIKey
 			rec := do(t, a.h, tc.method, tc.path, key, tc.body)
 			require.Equal(t, tc.code, rec.Code, rec.Body.String())
 			if tc.want == nil {
@@ -268,12 +269,12 @@ func TestControlsFaults(t *testing.T) {
 
 func TestControlsReset(t *testing.T) {
 	a := newControlsApp(t, nil)
-	key := issue(t, a.iss, "lic_a", Sandbox).APIKey
+	key := issue(t, a.iss, "lic_a", apikey.Sandbox).APIKey
 	rec := do(t, a.h, http.MethodPost, "/v1/sandbox/reset", key, "")
 	require.Equal(t, http.StatusNoContent, rec.Code)
 	require.Len(t, a.resets, 1)
 	require.Equal(t, "lic_a", a.resets[0].Licensee)
-	require.Equal(t, Sandbox, a.resets[0].Environment)
+	require.Equal(t, apikey.Sandbox, a.resets[0].Environment)
 
 	rec = do(t, a.h, http.MethodGet, "/v1/sandbox/reset", key, "")
 	require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
@@ -285,12 +286,12 @@ func TestControlsHookFailures(t *testing.T) {
 	logger, logs := logBuffer()
 	a := newControlsApp(t, nil)
 	// The cause quotes a key, as a driver error may quote a query's argument: it is logged redacted.
-	leaked := issue(t, a.iss, "lic_b", Live).APIKey
+	leaked := issue(t, a.iss, "lic_b", apikey.Live).APIKey
 	a.fail = errors.New("database exploded at 10.0.0.7 on " + leaked)
 	mux := http.NewServeMux()
-	mux.Handle("/v1/sandbox/", must(NewControls(Hooks{Reset: func(ctx context.Context, p Principal) error { return a.fail }}, &ControlsOptions{Logger: logger})))
-	h := must(NewAuthenticator(a.iss, nil)).Handler(mux)
-	key := issue(t, a.iss, "lic_a", Sandbox).APIKey
+	mux.Handle("/v1/sandbox/", must(NewControls(Hooks{Reset: func(ctx context.Context, p apikey.Principal) error { return a.fail }}, &ControlsOptions{Logger: logger})))
+	h := must(apikey.NewAuthenticator(a.iss, nil)).Handler(mux)
+	key := issue(t, a.iss, "lic_a", apikey.Sandbox).APIKey
 
 	rec := do(t, h, http.MethodPost, "/v1/sandbox/reset", key, "")
 	require.Equal(t, http.StatusInternalServerError, rec.Code)
@@ -310,11 +311,11 @@ func TestControlsHookFailures(t *testing.T) {
 }
 
 func TestControlsPrefix(t *testing.T) {
-	iss := must(NewIssuer(nil, nil))
+	iss := must(apikey.NewIssuer(nil, nil))
 	reset := 0
-	h := must(NewAuthenticator(iss, nil)).Handler(must(NewControls(Hooks{Reset: func(context.Context, Principal) error { reset++; return nil }},
+	h := must(apikey.NewAuthenticator(iss, nil)).Handler(must(NewControls(Hooks{Reset: func(context.Context, apikey.Principal) error { reset++; return nil }},
 		&ControlsOptions{Prefix: "/sandbox-controls/"})))
-	key := issue(t, iss, "lic_a", Sandbox).APIKey
+	key := issue(t, iss, "lic_a", apikey.Sandbox).APIKey
 	require.Equal(t, http.StatusNoContent, do(t, h, http.MethodPost, "/sandbox-controls/reset", key, "").Code)
 	require.Equal(t, http.StatusNotFound, do(t, h, http.MethodPost, "/v1/sandbox/reset", key, "").Code)
 	require.Equal(t, 1, reset)
@@ -324,7 +325,7 @@ func TestControlsPrefix(t *testing.T) {
 // Content-Type.
 func TestTriggerBodyMediaType(t *testing.T) {
 	a := newControlsApp(t, nil)
-	sb := issue(t, a.iss, "lic_a", Sandbox).APIKey
+	sb := issue(t, a.iss, "lic_a", apikey.Sandbox).APIKey
 	for _, tc := range []struct {
 		name, contentType, body string
 		status                  int

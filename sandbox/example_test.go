@@ -2,16 +2,15 @@ package sandbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // call serves one request with an API key and a fixed request ID, so the output is stable.
@@ -37,194 +36,66 @@ func exampleRequestID(h http.Handler) http.Handler {
 	})
 }
 
-// A service with both environments in one build: the key decides which data a request sees.
+// One build serves both environments: the controls and sandbox-only behaviour answer sandbox keys,
+// and a production key cannot tell they exist.
 func Example() {
 	ctx := context.Background()
-	issuer, err := sandbox.NewIssuer(nil, nil)
+	issuer, err := apikey.NewIssuer(nil, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	sandboxCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42"})
-	liveCreds, _ := issuer.Issue(ctx, sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
+	sb, _ := issuer.Issue(ctx, apikey.Evaluation{Licensee: "lic_42"})
+	live, _ := issuer.Issue(ctx, apikey.Evaluation{Licensee: "lic_42", Environment: apikey.Live})
 
-	orders, err := sandbox.NewScoped[string](&sandbox.MemoryKV[string]{})
+	faults := &sandbox.FaultTable{} // the webhook producer's FaultTransport reads it
+	controls, err := sandbox.NewControls(sandbox.Hooks{
+		SetFaults: func(_ context.Context, p apikey.Principal, id string, f sandbox.Faults) error {
+			if id != "we_1" { // the application checks that p owns the endpoint
+				return sandbox.ErrUnknownEndpoint
+			}
+			return faults.Set(id, f)
+		},
+	}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if err := orders.Put(r.Context(), r.PathValue("id"), "buy"); err != nil {
-			apierror.Write(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
+	mux.Handle("/v1/sandbox/", controls)
+	mux.HandleFunc("GET /v1/orders", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "in the sandbox:", sandbox.InSandbox(r))
 	})
-	mux.HandleFunc("GET /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		side, err := orders.Get(r.Context(), r.PathValue("id"))
-		if errors.Is(err, sandbox.ErrNotFound) {
-			apierror.Write(w, r, apierror.NotFound("order_not_found", "no order has this ID",
-				apierror.Path("id", "order_not_found", "no order has this ID")))
-			return
-		}
-		_, _ = io.WriteString(w, side)
-	})
-	bucket, err := sandbox.NewTokenBucket(100, 100, nil)
+	auth, err := apikey.NewAuthenticator(issuer, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	limit, err := sandbox.NewRateLimit(bucket, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	auth, err := sandbox.NewAuthenticator(issuer, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	h := auth.Handler(limit.Handler(mux))
+	h := auth.Handler(mux)
 
-	fmt.Println(strings.HasPrefix(sandboxCreds.APIKey, "sk_sandbox_"), strings.HasPrefix(liveCreds.APIKey, "sk_live_"))
-	fmt.Println("create with the sandbox key:", call(h, "PUT", "/v1/orders/ord_1", sandboxCreds.APIKey, "").Code)
-	fmt.Println("read with the sandbox key:  ", call(h, "GET", "/v1/orders/ord_1", sandboxCreds.APIKey, "").Code)
-	fmt.Println("read with the live key:     ", call(h, "GET", "/v1/orders/ord_1", liveCreds.APIKey, "").Code)
-	fmt.Println("no key:                     ", call(h, "GET", "/v1/orders/ord_1", "", "").Code)
+	fmt.Print(call(h, "GET", "/v1/orders", sb.APIKey, "").Body)
+	fmt.Print(call(h, "GET", "/v1/orders", live.APIKey, "").Body)
+	fmt.Println(call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", sb.APIKey, `{"drop":0.5}`).Code, faults.FaultsFor("we_1").Drop)
+	fmt.Println(call(h, "PUT", "/v1/sandbox/webhook_endpoints/we_1/faults", live.APIKey, `{"drop":1}`).Code, faults.FaultsFor("we_1").Drop)
 	// Output:
-	// true true
-	// create with the sandbox key: 201
-	// read with the sandbox key:   200
-	// read with the live key:      404
-	// no key:                      401
-}
-
-// The checksum catches a mistyped key before any lookup.
-func ExampleParseKey() {
-	k, _ := sandbox.NewKey(sandbox.Live)
-	s := k.Reveal()
-	typo := s[:len(s)-1] + map[bool]string{true: "b", false: "a"}[s[len(s)-1] == 'a']
-
-	_, err := sandbox.ParseKey(typo)
-	fmt.Println(errors.Is(err, sandbox.ErrKeyChecksum))
-	_, err = sandbox.ParseKey("sk_test_123")
-	fmt.Println(err)
-	parsed, _ := sandbox.ParseKey(s)
-	fmt.Println(parsed.Environment())
-	// Output:
-	// true
-	// sandbox: API key is malformed: want the prefix sk_sandbox_ or sk_live_
-	// live
-}
-
-// Issuing sandbox credentials when an evaluation starts.
-func ExampleIssuer_Issue() {
-	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	issuer, err := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{
-		Now:            func() time.Time { return now },
-		SandboxBaseURL: "https://sandbox.example.com",
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	creds, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", TTL: 14 * 24 * time.Hour})
-	fmt.Println(creds.Environment, creds.BaseURL, creds.ExpiresAt.Format(time.DateOnly))
-	fmt.Println(strings.HasPrefix(creds.APIKey, "sk_sandbox_"), strings.HasPrefix(creds.WebhookSecret, "whsec_"))
-	// Printing credentials redacts the key and the secret.
-	fmt.Println(strings.Contains(fmt.Sprint(creds), creds.APIKey), strings.Contains(fmt.Sprint(creds), creds.WebhookSecret))
-	// Output:
-	// sandbox https://sandbox.example.com 2026-03-15
-	// true true
-	// false false
-}
-
-// A missing key is a 401 located at the Authorization header.
-func ExampleAuthenticator() {
-	issuer, err := sandbox.NewIssuer(nil, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	auth, err := sandbox.NewAuthenticator(issuer, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	rec := call(auth.Handler(http.NotFoundHandler()), "GET", "/v1/orders", "", "")
-	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
-	fmt.Println(rec.Body.String())
-	// Output:
-	// 401 Bearer realm="svcplatform"
-	// {"type":"https://svcplatform.dev/problems/api_key_missing","title":"Unauthorized","status":401,"detail":"header Authorization is required: send Authorization: Bearer <API key>","code":"api_key_missing","request_id":"req_example","errors":[{"location":"header","name":"Authorization","code":"api_key_missing","detail":"header Authorization is required"}]}
-}
-
-// The same limiter throttles production and never the sandbox.
-func ExampleRateLimit() {
-	issuer, err := sandbox.NewIssuer(nil, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
-	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
-	// 1 request per second; the clock stands still, so every request arrives in the same instant.
-	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	bucket, err := sandbox.NewTokenBucket(1, 1, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	limit, err := sandbox.NewRateLimit(bucket, &sandbox.RateLimitOptions{Now: func() time.Time { return now }})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	auth, err := sandbox.NewAuthenticator(issuer, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	h := auth.Handler(limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-
-	sandboxOK := 0
-	for range 1000 {
-		if call(h, "GET", "/v1/orders", sb.APIKey, "").Code == http.StatusOK {
-			sandboxOK++
-		}
-	}
-	fmt.Println("sandbox:", sandboxOK, "of 1000")
-	fmt.Println("live:", call(h, "GET", "/v1/orders", live.APIKey, "").Code, call(h, "GET", "/v1/orders", live.APIKey, "").Code)
-	// Output:
-	// sandbox: 1000 of 1000
-	// live: 200 429
-}
-
-// ScopedKey puts the environment and licensee in every storage key.
-func ExampleScopedKey() {
-	p := sandbox.Principal{Licensee: "lic_42", Environment: sandbox.Sandbox}
-	fmt.Println(sandbox.ScopedKey(p, "orders", "ord_1"))
-	fmt.Println(sandbox.ScopedKey(p, "a/b"))
-	fmt.Println(p.Scope())
-	// Output:
-	// sandbox/lic_42/orders/ord_1
-	// sandbox/lic_42/a%2Fb
-	// sandbox:lic_42
+	// in the sandbox: true
+	// in the sandbox: false
+	// 200 0.5
+	// 404 0.5
 }
 
 // Production keys cannot reach, or even detect, the sandbox controls.
 func ExampleControls() {
-	issuer, err := sandbox.NewIssuer(nil, nil)
+	issuer, err := apikey.NewIssuer(nil, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	sb, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42"})
-	live, _ := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: "lic_42", Environment: sandbox.Live})
+	sb, _ := issuer.Issue(context.Background(), apikey.Evaluation{Licensee: "lic_42"})
+	live, _ := issuer.Issue(context.Background(), apikey.Evaluation{Licensee: "lic_42", Environment: apikey.Live})
 	faults := &sandbox.FaultTable{}
 	controls, err := sandbox.NewControls(sandbox.Hooks{
-		SetFaults: func(_ context.Context, _ sandbox.Principal, id string, f sandbox.Faults) error {
+		SetFaults: func(_ context.Context, _ apikey.Principal, id string, f sandbox.Faults) error {
 			if id != "we_1" {
 				return sandbox.ErrUnknownEndpoint
 			}
@@ -235,7 +106,7 @@ func ExampleControls() {
 		fmt.Println(err)
 		return
 	}
-	auth, err := sandbox.NewAuthenticator(issuer, nil)
+	auth, err := apikey.NewAuthenticator(issuer, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -254,7 +125,8 @@ func ExampleControls() {
 	// 404
 }
 
-// FaultTransport drops a delivery: the producer sees 200, the consumer sees nothing.
+// FaultTransport drops a delivery: the producer sees 200, the consumer sees nothing. The
+// producer.Dispatcher tags each delivery's context with its endpoint; this example does by hand.
 func ExampleFaultTransport() {
 	consumer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Println("consumer received", r.Header.Get("X-SVC-Sequence"))
@@ -271,7 +143,7 @@ func ExampleFaultTransport() {
 	client := &http.Client{Transport: tr}
 
 	for seq, endpoint := range []string{"we_1", "we_2"} {
-		ctx := sandbox.ContextWithEndpoint(context.Background(), endpoint)
+		ctx := producer.WithEndpointID(context.Background(), endpoint)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, consumer.URL, strings.NewReader(`{}`))
 		req.Header.Set("X-SVC-Sequence", fmt.Sprint(seq+1))
 		resp, _ := client.Do(req)

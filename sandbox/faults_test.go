@@ -23,6 +23,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 func TestFaultsValidate(t *testing.T) {
@@ -136,7 +137,7 @@ func (rc *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 		_ = r.Body.Close()
 	}
 	seq, _ := strconv.ParseUint(r.Header.Get(webhook.HeaderSequence), 10, 64)
-	id, _ := EndpointFromRequest(r)
+	id, _ := dispatcherEndpoint(r)
 	rc.mu.Lock()
 	rc.sent = append(rc.sent, sent{endpoint: id, seq: seq, body: string(body),
 		sigOK: verifySignature(r.Header.Get(webhook.HeaderSignature), body, testSecret), at: time.Now()})
@@ -166,7 +167,7 @@ func delivery(t testing.TB, ctx context.Context, endpoint string, seq uint64) *h
 	body := []byte(`{"id":"evt_` + strconv.FormatUint(seq, 10) + `","sequence":` + strconv.FormatUint(seq, 10) + `,"type":"order.created","created":1767225600,"api_version":"v1","data":{}}`)
 	sig, err := webhook.Sign(body, time.Unix(1767225600, 0), testSecret)
 	require.NoError(t, err)
-	r, err := http.NewRequestWithContext(ContextWithEndpoint(ctx, endpoint), http.MethodPost, "http://consumer.test/hooks", bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(producer.WithEndpointID(ctx, endpoint), http.MethodPost, "http://consumer.test/hooks", bytes.NewReader(body))
 	require.NoError(t, err)
 	r.Header.Set(webhook.HeaderSignature, sig)
 	r.Header.Set(webhook.HeaderSequence, strconv.FormatUint(seq, 10))

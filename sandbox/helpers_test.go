@@ -4,44 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
-
-	"github.com/svcplatform/conventions/internal/testclock"
+	"github.com/svcplatform/conventions/apikey"
 )
 
-// clock is the shared injectable test clock.
-type clock = testclock.Clock
-
-func newClock() *clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
-
-// failingStore is a CredentialStore whose every call fails, as a database that is down.
-type failingStore struct{}
-
-var errStoreDown = errors.New("store down")
-
-func (failingStore) Put(context.Context, Credential) error { return errStoreDown }
-func (failingStore) Get(context.Context, KeyHash) (Credential, error) {
-	return Credential{}, errStoreDown
-}
-func (failingStore) Revoke(context.Context, string, time.Time) error { return errStoreDown }
-func (failingStore) RevokeAll(context.Context, string, Environment, time.Time) (int, error) {
-	return 0, errStoreDown
-}
-
 // issue issues credentials or fails the test.
-func issue(t testing.TB, iss *Issuer, licensee string, env Environment) Credentials {
+func issue(t testing.TB, iss *apikey.Issuer, licensee string, env apikey.Environment) apikey.Credentials {
 	t.Helper()
-	c, err := iss.Issue(context.Background(), Evaluation{Licensee: licensee, Environment: env})
+	c, err := iss.Issue(context.Background(), apikey.Evaluation{Licensee: licensee, Environment: env})
 	require.NoError(t, err)
 	return c
 }
@@ -110,14 +88,3 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
-
-// echoPrincipal answers 200 with the request's principal as JSON.
-var echoPrincipal = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	p, ok := FromContext(r.Context())
-	if !ok {
-		http.Error(w, "no principal", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"licensee": p.Licensee, "environment": string(p.Environment), "key_id": p.KeyID})
-})

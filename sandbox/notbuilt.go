@@ -2,9 +2,8 @@ package sandbox
 
 import "errors"
 
-// ErrNotBuilt: an Authenticator, RateLimit, TokenBucket, Controls, Issuer, Scoped or FaultTransport
-// used without its constructor. The errors their methods return match it with errors.Is and name the
-// type; the middlewares and handlers answer the opaque 500.
+// ErrNotBuilt: Controls or a FaultTransport used without its constructor. The errors their methods
+// return match it with errors.Is and name the type; the Controls answer the opaque 500.
 var ErrNotBuilt = errors.New("sandbox: not built with its constructor")
 
 // notBuiltError is ErrNotBuilt for one type: its message names the type and its constructor.
@@ -14,11 +13,6 @@ func (e *notBuiltError) Error() string        { return e.msg }
 func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
 
 var (
-	errZeroAuthenticator  error = &notBuiltError{"sandbox: Authenticator not built with NewAuthenticator"}
 	errZeroControls       error = &notBuiltError{"sandbox: Controls not built with NewControls"}
 	errZeroFaultTransport error = &notBuiltError{"sandbox: FaultTransport not built with NewFaultTransport"}
-	errZeroIssuer         error = &notBuiltError{"sandbox: Issuer not built with NewIssuer"}
-	errZeroRateLimit      error = &notBuiltError{"sandbox: RateLimit not built with NewRateLimit"}
-	errZeroScoped         error = &notBuiltError{"sandbox: Scoped not built with NewScoped"}
-	errZeroTokenBucket    error = &notBuiltError{"sandbox: TokenBucket not built with NewTokenBucket"}
 )

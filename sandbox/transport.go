@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // Fault names one fault a FaultTransport applied.
@@ -51,8 +52,9 @@ type FaultEvent struct {
 // the defaults.
 type FaultTransportOptions struct {
 	// EndpointOf names the webhook endpoint a request delivers to, or reports false for a request
-	// that is not a delivery (those pass through untouched). Nil means EndpointFromRequest; a webhook
-	// producer that tags its requests' contexts plugs its own accessor in here.
+	// that is not a delivery (those pass through untouched). Nil means the endpoint the
+	// producer.Dispatcher tags each delivery's context with (producer.EndpointIDFromContext); another
+	// producer plugs its own accessor in here.
 	EndpointOf func(*http.Request) (string, bool)
 	// Rand draws the faults; nil means an unseeded generator. Pass rand.New(rand.NewPCG(1, 2)) for a
 	// reproducible run. The transport serializes its use.
@@ -123,7 +125,7 @@ func NewFaultTransport(base http.RoundTripper, source FaultSource, opts *FaultTr
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &FaultTransport{base: base, source: source, endpointOf: EndpointFromRequest,
+	t := &FaultTransport{base: base, source: source, endpointOf: dispatcherEndpoint,
 		holdFor: DefaultHoldFor, sendTimeout: DefaultSendTimeout,
 		queues: make(map[string]*endpointQueue), done: make(chan struct{})}
 	t.idle = sync.NewCond(&t.mu)
@@ -142,17 +144,10 @@ func NewFaultTransport(base http.RoundTripper, source FaultSource, opts *FaultTr
 	return t, nil
 }
 
-type endpointKey struct{}
-
-// ContextWithEndpoint tags ctx with the webhook endpoint a request delivers to, for the default
-// EndpointOf.
-func ContextWithEndpoint(ctx context.Context, endpointID string) context.Context {
-	return context.WithValue(ctx, endpointKey{}, endpointID)
-}
-
-// EndpointFromRequest returns the endpoint ContextWithEndpoint put in r's context.
-func EndpointFromRequest(r *http.Request) (string, bool) {
-	id, ok := r.Context().Value(endpointKey{}).(string)
+// dispatcherEndpoint is the default EndpointOf: the endpoint producer.Dispatcher put in the delivery's
+// context. A request without one, or with an empty one, is not a delivery.
+func dispatcherEndpoint(r *http.Request) (string, bool) {
+	id, ok := producer.EndpointIDFromContext(r.Context())
 	return id, ok && id != ""
 }
 

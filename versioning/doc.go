@@ -134,7 +134,7 @@
 //	router, err := versioning.New(reg, &versioning.Options{
 //		Pins: pins,
 //		Licensee: func(r *http.Request) (string, bool) {
-//			scope, err := sandbox.RequestScope(r) // "sandbox:lic_42": sandbox and live pins are apart
+//			scope, err := apikey.RequestScope(r) // "sandbox:lic_42": sandbox and live pins are apart
 //			return scope, err == nil
 //		},
 //		AllowOverride: func(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) },

@@ -113,7 +113,7 @@ func Example() {
 func ExampleRouter_pinning() {
 	router, err := versioning.New(exampleRegistry(), &versioning.Options{
 		Now: func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
-		// In a service: func(r *http.Request) (string, bool) { s, err := sandbox.RequestScope(r); return s, err == nil }
+		// In a service: func(r *http.Request) (string, bool) { s, err := apikey.RequestScope(r); return s, err == nil }
 		Licensee: func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
 	})
 	if err != nil {

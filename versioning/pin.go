@@ -12,7 +12,7 @@ import (
 )
 
 // MaxLicenseeLen bounds a licensee identifier in bytes. It leaves room for an environment-scoped
-// identifier, the shape the Licensee hook is meant to return: sandbox.Principal.Scope is up to
+// identifier, the shape the Licensee hook is meant to return: apikey.Principal.Scope is up to
 // len("sandbox:") + 255 bytes, and a bound below that refused every request of a licensee the
 // issuer had accepted.
 const MaxLicenseeLen = 512

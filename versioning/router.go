@@ -47,9 +47,8 @@ type Options struct {
 	// with more than one replica must replace with a shared store (pgstore.PinStore).
 	Pins PinStore
 	// Licensee names the licensee a request belongs to, normally from the principal an
-	// authentication middleware put in the context (the sandbox package's
-	// sandbox.ScopeFromContext, say). Requests it names no licensee for (false, or a nil hook) are
-	// not pinned: they are served on the version in their path.
+	// authentication middleware put in the context (apikey.RequestScope, say). Requests it names no
+	// licensee for (false, or a nil hook) are not pinned: they are served on the version in their path.
 	Licensee func(r *http.Request) (licensee string, ok bool)
 	// AllowOverride, when set and returning true, lets a request on another version than the
 	// licensee's pin be served anyway, once, without moving the pin: the per-request override the

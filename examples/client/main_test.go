@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/sandbox"
 )
 
 func TestClient(t *testing.T) {
@@ -19,7 +19,7 @@ func TestClient(t *testing.T) {
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
-	creds, err := srv.IssueCredentials(context.Background(), sandbox.Sandbox)
+	creds, err := srv.IssueCredentials(context.Background(), apikey.Sandbox)
 	require.NoError(t, err)
 
 	var out, errOut bytes.Buffer

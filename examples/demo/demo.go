@@ -16,11 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/consumer/consumer"
 	"github.com/svcplatform/conventions/examples/internal/apiclient"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/idempotency"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -103,7 +103,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	defer stopServer()
 	wg.Go(func() { _ = srv.Serve(srvCtx, srvLn) })
 	defer wg.Wait() // after the cancels above have run: nothing outlives run
-	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	creds, err := srv.IssueCredentials(ctx, apikey.Sandbox)
 	if err != nil {
 		return report{}, err
 	}
@@ -236,7 +236,7 @@ type versionSeen struct {
 // and reads it, and reads it again as v2 (a sandbox key may try the other version); v1's answers
 // announce its deprecation, sunset and successor.
 func tourVersions(ctx context.Context, srv *server.Server, baseURL string, say func(string, ...any)) []versionSeen {
-	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	creds, err := srv.IssueCredentials(ctx, apikey.Sandbox)
 	if err != nil {
 		return []versionSeen{{Err: err}}
 	}

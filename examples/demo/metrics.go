@@ -45,7 +45,7 @@ type figures struct {
 	Processed, Duplicates, Gaps     int64 // svc.webhook.sequence.decisions by outcome
 	RangeFetches, RangeEvents       int64 // svc.webhook.range.fetches and .events
 	Problems                        int64 // svc.apierror.problems
-	Authentications, Authenticated  int64 // svc.sandbox.authentications, all and ok
+	Authentications, Authenticated  int64 // svc.apikey.authentications, all and ok
 	VersionedRequests, VersionsGone int64 // svc.versioning.requests, all and sunset
 }
 
@@ -102,8 +102,8 @@ func (t *telemetry) collect(ctx context.Context) (figures, error) {
 		RangeFetches:      sum("svc.webhook.range.fetches"),
 		RangeEvents:       sum("svc.webhook.range.events"),
 		Problems:          sum("svc.apierror.problems"),
-		Authentications:   sum("svc.sandbox.authentications"),
-		Authenticated:     sum("svc.sandbox.authentications", "svc.sandbox.auth.result", "ok"),
+		Authentications:   sum("svc.apikey.authentications"),
+		Authenticated:     sum("svc.apikey.authentications", "svc.apikey.auth.result", "ok"),
 		VersionsGone:      sum("svc.versioning.requests", "svc.versioning.outcome", "sunset"),
 		VersionedRequests: sum("svc.versioning.requests"),
 	}

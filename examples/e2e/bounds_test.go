@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -49,7 +49,7 @@ func startInProcess(t *testing.T, cfg server.Config) *inProcessServer {
 		_ = ln.Close()
 		t.Fatal(err)
 	}
-	c, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
+	c, err := s.IssueCredentials(context.Background(), apikey.Sandbox)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -79,17 +79,17 @@ func TestContract(t *testing.T) {
 	})
 
 	t.Run("authentication", func(t *testing.T) {
-		unknown, err := sandbox.NewKey(sandbox.Sandbox)
+		unknown, err := apikey.New(apikey.Sandbox)
 		require.NoError(t, err)
 		cases := []struct {
 			name, auth, code string
 		}{
-			{"no Authorization", "", sandbox.CodeAPIKeyMissing},
-			{"not Bearer", "Basic " + srv.SandboxKey, sandbox.CodeAuthScheme},
-			{"malformed key", "Bearer sk_sandbox_nope", sandbox.CodeAPIKeyMalformed},
-			{"checksum broken", "Bearer " + srv.SandboxKey[:len(srv.SandboxKey)-1] + flip(srv.SandboxKey[len(srv.SandboxKey)-1]), sandbox.CodeAPIKeyMalformed},
-			{"unknown key", bearer(unknown.Reveal()), sandbox.CodeAPIKeyInvalid},
-			{"admin token is not an API key", bearer(srv.AdminToken), sandbox.CodeAPIKeyMalformed},
+			{"no Authorization", "", apikey.CodeMissing},
+			{"not Bearer", "Basic " + srv.SandboxKey, apikey.CodeSchemeUnsupported},
+			{"malformed key", "Bearer sk_sandbox_nope", apikey.CodeMalformed},
+			{"checksum broken", "Bearer " + srv.SandboxKey[:len(srv.SandboxKey)-1] + flip(srv.SandboxKey[len(srv.SandboxKey)-1]), apikey.CodeMalformed},
+			{"unknown key", bearer(unknown.Reveal()), apikey.CodeInvalid},
+			{"admin token is not an API key", bearer(srv.AdminToken), apikey.CodeMalformed},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -144,7 +144,7 @@ func TestTelemetryFlags(t *testing.T) {
 	require.EqualValues(t, 3, metric(m, "svc_idempotency_store_duration_seconds_count", `svc_idempotency_store_operation="claim"`, `svc_idempotency_store_backend="memory"`))
 	require.EqualValues(t, 1, metric(m, "svc_versioning_requests_total", `svc_versioning_version="unknown"`),
 		"an unknown version is counted as unknown, never as the segment sent")
-	require.EqualValues(t, 1, metric(m, "svc_sandbox_authentications_total", `svc_sandbox_auth_result="malformed"`))
+	require.EqualValues(t, 1, metric(m, "svc_apikey_authentications_total", `svc_apikey_auth_result="malformed"`))
 	require.EqualValues(t, 1, metric(m, "svc_apierror_problems_total", `http_response_status_code="401"`))
 	require.EqualValues(t, 1, metric(m, "svc_apierror_problems_total", `http_response_status_code="400"`, `svc_apierror_code="idempotency_key_missing"`))
 	for k := range m {

@@ -55,8 +55,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -188,12 +188,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		_ = ln.Close()
 		return err
 	}
-	sandboxKey, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	sandboxKey, err := srv.IssueCredentials(ctx, apikey.Sandbox)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	liveKey, err := srv.IssueCredentials(ctx, sandbox.Live)
+	liveKey, err := srv.IssueCredentials(ctx, apikey.Live)
 	if err != nil {
 		_ = ln.Close()
 		return err

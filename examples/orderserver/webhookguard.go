@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/ssrf"
 )
 
@@ -35,15 +35,15 @@ const EnvWebhookAllow = "SVC_WEBHOOK_ALLOW"
 // entry is an error that names its environment, its position and the entry. nil means the default
 // guard.
 func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *ssrf.Guard, err error) {
-	guards := map[sandbox.Environment]*ssrf.Guard{}
+	guards := map[apikey.Environment]*ssrf.Guard{}
 	for group := range strings.SplitSeq(list, ";") {
 		group = strings.TrimSpace(group)
 		if group == "" {
 			continue
 		}
-		env, entries := sandbox.Sandbox, group
+		env, entries := apikey.Sandbox, group
 		if name, rest, ok := strings.Cut(group, "="); ok {
-			env, entries = sandbox.Environment(strings.TrimSpace(name)), rest
+			env, entries = apikey.Environment(strings.TrimSpace(name)), rest
 			if !env.Valid() {
 				return nil, nil, fmt.Errorf("%s: group %q: the environment must be sandbox or live, as in sandbox=127.0.0.0/8;live=10.1.2.3:443",
 					EnvWebhookAllow, group)
@@ -58,7 +58,7 @@ func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *s
 		}
 		guards[env] = g
 	}
-	for _, env := range []sandbox.Environment{sandbox.Sandbox, sandbox.Live} {
+	for _, env := range []apikey.Environment{apikey.Sandbox, apikey.Live} {
 		g := guards[env]
 		if g == nil {
 			continue
@@ -71,7 +71,7 @@ func webhookGuards(list string, logger *slog.Logger) (sandboxGuard, liveGuard *s
 			"allow", fmt.Sprint(g.Allow), "allow_addr_ports", fmt.Sprint(g.AllowAddrPorts),
 			"allow_hosts", strings.Join(g.AllowHosts, ","))
 	}
-	return guards[sandbox.Sandbox], guards[sandbox.Live], nil
+	return guards[apikey.Sandbox], guards[apikey.Live], nil
 }
 
 // webhookGuard builds one environment's guard from its comma-separated entries.

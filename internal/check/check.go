@@ -1,5 +1,5 @@
 // Package check holds the few comparisons the conformance suites make (idempotency/storetest,
-// webhook/cursortest, versioning/pintest, sandbox/credentialtest, webhook/producer/driver/drivertest), on the
+// webhook/cursortest, versioning/pintest, apikey/credentialtest, webhook/producer/driver/drivertest), on the
 // standard library alone: store authors import those suites into their own tests, and an assertion
 // library imported here would become a dependency of every one of them.
 //

@@ -13,7 +13,7 @@ import (
 
 // TestNoTestifyOutsideTests: testify is for this repository's own _test.go files. A non-test file
 // that imports it makes it a dependency of everyone who imports the package — the conformance suites
-// (idempotency/storetest, webhook/cursortest, versioning/pintest, sandbox/credentialtest,
+// (idempotency/storetest, webhook/cursortest, versioning/pintest, apikey/credentialtest,
 // webhook/producer/driver/drivertest) are imported by third-party store authors' tests, and pgstore and
 // redisstore by applications. Every module of the workspace is checked, nested ones included.
 func TestNoTestifyOutsideTests(t *testing.T) {
@@ -49,7 +49,7 @@ func TestNoTestifyOutsideTests(t *testing.T) {
 		"idempotency/storetest/storetest.go",
 		"webhook/cursortest/cursortest.go",
 		"versioning/pintest/pintest.go",
-		"sandbox/credentialtest/credentialtest.go",
+		"apikey/credentialtest/credentialtest.go",
 		"webhook/producer/driver/drivertest/log.go",
 		"pgstore/idempotency.go",
 		"redisstore/idempotency.go",

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook"
@@ -139,12 +140,12 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		(*handler.Load()).ServeHTTP(w, r)
 	}))
 	p.URL = p.srv.URL
-	issuer, err := sandbox.NewIssuer(nil, &sandbox.IssuerOptions{Now: o.Now, SandboxBaseURL: p.URL})
+	issuer, err := apikey.NewIssuer(nil, &apikey.IssuerOptions{Now: o.Now, SandboxBaseURL: p.URL})
 	if err != nil {
 		p.srv.Close()
 		t.Fatalf("sandboxtest: issuer: %v", err)
 	}
-	creds, err := issuer.Issue(context.Background(), sandbox.Evaluation{Licensee: o.Licensee})
+	creds, err := issuer.Issue(context.Background(), apikey.Evaluation{Licensee: o.Licensee})
 	if err != nil {
 		p.srv.Close()
 		t.Fatalf("sandboxtest: issuing credentials: %v", err)
@@ -163,11 +164,10 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		t.Fatalf("sandboxtest: publisher: %v", err)
 	}
 	p.transport, err = sandbox.NewFaultTransport(o.Transport, p.faults, &sandbox.FaultTransportOptions{
-		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
-		Rand:       o.Rand,
-		HoldFor:    o.HoldFor,
-		OnFault:    p.record,
-		Logger:     o.Logger,
+		Rand:    o.Rand,
+		HoldFor: o.HoldFor,
+		OnFault: p.record,
+		Logger:  o.Logger,
 	})
 	if err != nil {
 		p.srv.Close()
@@ -195,16 +195,16 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		t.Fatalf("sandboxtest: dispatcher: %v", err)
 	}
 
-	auth, err := sandbox.NewAuthenticator(issuer, &sandbox.AuthOptions{Logger: o.Logger})
+	auth, err := apikey.NewAuthenticator(issuer, &apikey.AuthenticatorOptions{Logger: o.Logger})
 	if err != nil {
 		p.srv.Close()
 		t.Fatalf("sandboxtest: authenticator: %v", err)
 	}
 	notFound := apierror.Writer{}.NotFoundHandler()
 	licensee := func(r *http.Request) (string, error) {
-		pr, ok := sandbox.FromContext(r.Context())
+		pr, ok := apikey.FromContext(r.Context())
 		if !ok {
-			return "", sandbox.ErrNoPrincipal
+			return "", apikey.ErrNoPrincipal
 		}
 		return pr.Licensee, nil
 	}
@@ -358,11 +358,11 @@ func (p *Producer) Close() {
 
 // The sandbox control hooks: the test producer's API behaves like the real sandbox's.
 
-func (p *Producer) owns(pr sandbox.Principal, endpointID string) bool {
+func (p *Producer) owns(pr apikey.Principal, endpointID string) bool {
 	return pr.Licensee == p.Licensee && endpointID == p.EndpointID
 }
 
-func (p *Producer) trigger(ctx context.Context, pr sandbox.Principal, req sandbox.TriggerRequest) ([]sandbox.Triggered, error) {
+func (p *Producer) trigger(ctx context.Context, pr apikey.Principal, req sandbox.TriggerRequest) ([]sandbox.Triggered, error) {
 	if pr.Licensee != p.Licensee || (req.Endpoint != "" && req.Endpoint != p.EndpointID) {
 		return nil, sandbox.ErrUnknownEndpoint
 	}
@@ -373,7 +373,7 @@ func (p *Producer) trigger(ctx context.Context, pr sandbox.Principal, req sandbo
 	return []sandbox.Triggered{{Endpoint: p.EndpointID, Event: ev}}, nil
 }
 
-func (p *Producer) setFaults(_ context.Context, pr sandbox.Principal, endpointID string, f sandbox.Faults) error {
+func (p *Producer) setFaults(_ context.Context, pr apikey.Principal, endpointID string, f sandbox.Faults) error {
 	if !p.owns(pr, endpointID) {
 		return sandbox.ErrUnknownEndpoint
 	}
@@ -382,7 +382,7 @@ func (p *Producer) setFaults(_ context.Context, pr sandbox.Principal, endpointID
 
 // reset clears the faults: the test producer's only other data is its event stream, which keeps its
 // sequence so that a consumer's cursor stays valid.
-func (p *Producer) reset(_ context.Context, pr sandbox.Principal) error {
+func (p *Producer) reset(_ context.Context, pr apikey.Principal) error {
 	if pr.Licensee == p.Licensee {
 		p.faults.Clear(p.EndpointID)
 	}

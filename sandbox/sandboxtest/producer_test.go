@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/sandbox/sandboxtest"
 	"github.com/svcplatform/conventions/webhook"
@@ -41,9 +42,9 @@ func seqsUpTo(n uint64) []uint64 {
 
 func TestProducerCredentials(t *testing.T) {
 	p, _ := start(t, nil)
-	k, err := sandbox.ParseKey(p.APIKey)
+	k, err := apikey.Parse(p.APIKey)
 	require.NoError(t, err)
-	require.Equal(t, sandbox.Sandbox, k.Environment())
+	require.Equal(t, apikey.Sandbox, k.Environment())
 	require.Regexp(t, `^whsec_`, p.Secret)
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+$`, p.URL)
 	require.Regexp(t, `^we_`, p.EndpointID)

@@ -140,7 +140,7 @@ func overheads() []overhead {
 		also: &impl{"ours-principal", "ours, scoped by principal"},
 		alsoIntro: "The table above runs ours with its defaults, whose scope is a SHA-256 of the Authorization header " +
 			"(a credential is never stored or compared as it is). A service that authenticates first sets " +
-			"`Options.Scope` from the authenticated principal (`sandbox.RequestScope`; the reference server does " +
+			"`Options.Scope` from the authenticated principal (`apikey.RequestScope`; the reference server does " +
 			"the same); this is ours so wired, against the same bare handler and Fiber's ratio from the table above:",
 	}}
 }

@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/pgstore"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/ssrf"
 )
 
@@ -50,7 +50,7 @@ func TestEventsNumberedAfterTheRequestCommits(t *testing.T) {
 		}
 		wakes = append(wakes, wakeup{pending, n})
 	})
-	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox)
+	creds, err := srv.IssueCredentials(ctx, apikey.Sandbox)
 	require.NoError(t, err)
 	keys := 0
 	post := func(path, body string, withKey bool) *httptest.ResponseRecorder {

@@ -57,7 +57,7 @@
 //
 //	srv, err := server.New(server.Config{BaseURL: "http://127.0.0.1:8080"})
 //	if err != nil { … }
-//	creds, err := srv.IssueCredentials(ctx, sandbox.Sandbox) // a sandbox key for a new licensee
+//	creds, err := srv.IssueCredentials(ctx, apikey.Sandbox) // a sandbox key for a new licensee
 //	ln, err := net.Listen("tcp", "127.0.0.1:8080")
 //	err = srv.Serve(ctx, ln) // until ctx ends, then a graceful shutdown
 package server

@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/sandbox"
 )
 
 // A server in memory, a sandbox key for a new evaluation, and an order created twice with the same
@@ -18,7 +18,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	creds, err := srv.IssueCredentials(context.Background(), sandbox.Sandbox)
+	creds, err := srv.IssueCredentials(context.Background(), apikey.Sandbox)
 	if err != nil {
 		panic(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/ssrf"
@@ -71,7 +72,7 @@ const maxCredentialsBody = 4 << 10
 // scopeOf returns the data scope of the authenticated principal. The Authenticator runs before every
 // handler that calls it, so a missing principal is a wiring mistake and becomes an opaque 500.
 func scopeOf(r *http.Request) (string, error) {
-	return sandbox.ScopeFromContext(r.Context())
+	return apikey.RequestScope(r)
 }
 
 // createOrder handles POST /{version}/orders. The idempotency middleware in front of it makes a retried
@@ -187,9 +188,9 @@ func (in createEndpointRequest) validate(policy ssrf.URLPolicy) error {
 }
 
 // endpointInSandbox reports whether ep belongs to a sandbox key's licensee: its Owner is the
-// principal's scope, "sandbox:<licensee>" or "live:<licensee>" (sandbox.Principal.Scope).
+// principal's scope, "sandbox:<licensee>" or "live:<licensee>" (apikey.Principal.Scope).
 func endpointInSandbox(ep producer.Endpoint) bool {
-	return strings.HasPrefix(ep.Owner, string(sandbox.Sandbox)+":")
+	return strings.HasPrefix(ep.Owner, string(apikey.Sandbox)+":")
 }
 
 // urlPolicy is the URL policy of the request's environment: production keys must use https, sandbox
@@ -355,7 +356,7 @@ func (s *Server) issueCredentials(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c, err := s.IssueCredentials(r.Context(), sandbox.Sandbox)
+	c, err := s.IssueCredentials(r.Context(), apikey.Sandbox)
 	if err != nil {
 		s.problems.Write(w, r, err)
 		return

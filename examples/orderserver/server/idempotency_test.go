@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -21,14 +21,14 @@ func isolatedServer(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *se
 	return s, sk.APIKey, lk.APIKey
 }
 
-func isolatedServerCreds(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *seal.Ring) (*Server, sandbox.Credentials, sandbox.Credentials) {
+func isolatedServerCreds(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *seal.Ring) (*Server, apikey.Credentials, apikey.Credentials) {
 	t.Helper()
 	s, err := New(Config{Idempotency: live, SandboxIdempotency: sbx, Sealer: sealer,
 		Now: func() time.Time { return time.Unix(1767225600, 0) }})
 	require.NoError(t, err)
-	sk, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
+	sk, err := s.IssueCredentials(context.Background(), apikey.Sandbox)
 	require.NoError(t, err)
-	lk, err := s.IssueCredentials(context.Background(), sandbox.Live)
+	lk, err := s.IssueCredentials(context.Background(), apikey.Live)
 	require.NoError(t, err)
 	return s, sk, lk
 }
@@ -102,7 +102,7 @@ func TestNoSecretStoredInPlainText(t *testing.T) {
 			require.Equal(t, "no-store", ep.Header.Get("Cache-Control"))
 			epBody := readAll(t, ep)
 			require.Contains(t, epBody, "whsec_")
-			scope := sandbox.Principal{Licensee: creds.Licensee, Environment: creds.Environment}.Scope()
+			scope := apikey.Principal{Licensee: creds.Licensee, Environment: creds.Environment}.Scope()
 			require.NotContains(t, storedBody(t, sbx, scope, "ep-1"), "whsec_")
 
 			replay := post(s, "/v1/sandbox/credentials", admin, "cred-1", "")

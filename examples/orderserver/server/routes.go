@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
 )
@@ -194,7 +195,7 @@ type adminKey struct{}
 // guesser that the token was wrong, or that the route is there.
 func (s *Server) adminOr(other, admin http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		vals := r.Header.Values(sandbox.HeaderAuthorization)
+		vals := r.Header.Values(apikey.HeaderAuthorization)
 		token, ok := "", false
 		if len(vals) == 1 {
 			token, ok = strings.CutPrefix(vals[0], "Bearer ")
@@ -219,7 +220,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		appended := new(atomic.Bool)
 		r = r.WithContext(context.WithValue(r.Context(), appendedKey{}, appended))
-		if p, ok := sandbox.FromContext(r.Context()); ok && p.Environment == sandbox.Live {
+		if p, ok := apikey.FromContext(r.Context()); ok && p.Environment == apikey.Live {
 			live.ServeHTTP(w, r)
 		} else {
 			sbx.ServeHTTP(w, r)
@@ -245,13 +246,13 @@ func noteAppended(ctx context.Context) {
 // licensee and environment, so two keys of one evaluation share records and nobody else does. The
 // admin's requests have a scope of their own.
 func (s *Server) idempotencyScope(r *http.Request) (string, error) {
-	if p, ok := sandbox.FromContext(r.Context()); ok {
+	if p, ok := apikey.FromContext(r.Context()); ok {
 		return p.Scope(), nil
 	}
 	if admin, _ := r.Context().Value(adminKey{}).(bool); admin {
 		return "admin", nil
 	}
-	return "", sandbox.ErrNoPrincipal // a wiring mistake: an opaque 500, never an unscoped record
+	return "", apikey.ErrNoPrincipal // a wiring mistake: an opaque 500, never an unscoped record
 }
 
 // rangeOwner tells the range handler whose endpoints a request may read: its principal's scope, the
@@ -279,7 +280,7 @@ func (s *Server) pinnedVersion(r *http.Request) string {
 // licensee's sandbox and production integrations are pinned (and upgraded) separately. The admin's
 // requests have no licensee and are not pinned.
 func versionLicensee(r *http.Request) (string, bool) {
-	p, ok := sandbox.FromContext(r.Context())
+	p, ok := apikey.FromContext(r.Context())
 	return p.Scope(), ok
 }
 

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
 // ownEndpoint returns the endpoint if it belongs to p, and sandbox.ErrUnknownEndpoint otherwise: a
 // control never tells an evaluator that someone else's endpoint exists.
-func (s *Server) ownEndpoint(ctx context.Context, p sandbox.Principal, id string) (producer.Endpoint, error) {
+func (s *Server) ownEndpoint(ctx context.Context, p apikey.Principal, id string) (producer.Endpoint, error) {
 	ep, err := s.store.Lookup(ctx, id)
 	if errors.Is(err, producer.ErrUnknownEndpoint) || (err == nil && ep.Owner != p.Scope()) {
 		return producer.Endpoint{}, sandbox.ErrUnknownEndpoint
@@ -20,7 +21,7 @@ func (s *Server) ownEndpoint(ctx context.Context, p sandbox.Principal, id string
 
 // setFaults is the sandbox control behind POST /v1/sandbox/webhook_endpoints/{id}/faults. The fault
 // table lives in this process: with several replicas, each applies the faults set through it.
-func (s *Server) setFaults(ctx context.Context, p sandbox.Principal, id string, f sandbox.Faults) error {
+func (s *Server) setFaults(ctx context.Context, p apikey.Principal, id string, f sandbox.Faults) error {
 	if _, err := s.ownEndpoint(ctx, p, id); err != nil {
 		return err
 	}
@@ -33,7 +34,7 @@ func (s *Server) setFaults(ctx context.Context, p sandbox.Principal, id string, 
 // refused because one endpoint's stream is full, or its event too large, has published nothing: the
 // controls answer the refusal without storing it as the key's response (see sandbox.Hooks), and the
 // same key, retried once retention has freed room, publishes each event once.
-func (s *Server) trigger(ctx context.Context, p sandbox.Principal, req sandbox.TriggerRequest) ([]sandbox.Triggered, error) {
+func (s *Server) trigger(ctx context.Context, p apikey.Principal, req sandbox.TriggerRequest) ([]sandbox.Triggered, error) {
 	ids := []string{req.Endpoint}
 	if req.Endpoint == "" {
 		var err error
@@ -69,7 +70,7 @@ func (s *Server) trigger(ctx context.Context, p sandbox.Principal, req sandbox.T
 // endpoints' faults are cleared and its version pin is dropped (the next request pins afresh).
 // Endpoints and their event streams stay, so a consumer's cursor stays valid; credentials stay, so the
 // evaluation goes on.
-func (s *Server) reset(ctx context.Context, p sandbox.Principal) error {
+func (s *Server) reset(ctx context.Context, p apikey.Principal) error {
 	if _, err := s.store.DeleteOrders(ctx, p.Scope()); err != nil {
 		return err
 	}

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/internal/graceful"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/otelconv"
+	"github.com/svcplatform/conventions/ratelimit"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/ssrf"
@@ -126,8 +128,8 @@ func (o WebhookOptions) maxEndpoints() int {
 type Config struct {
 	// Store keeps orders and webhook endpoints, and owns the event log. Nil means NewMemoryStore().
 	Store Store
-	// Credentials keeps the API keys' hashes. Nil means sandbox.NewMemoryCredentialStore().
-	Credentials sandbox.CredentialStore
+	// Credentials keeps the API keys' hashes. Nil means apikey.NewMemoryCredentialStore().
+	Credentials apikey.CredentialStore
 	// Idempotency keeps the idempotency records of production (live) keys; replicas must share one.
 	// Nil means an in-memory store, right for a single process only.
 	Idempotency idempotency.Store
@@ -195,9 +197,9 @@ type stats struct {
 // team would. Build one with New, serve it with Serve. A Server is safe for concurrent use.
 type Server struct {
 	store      Store
-	issuer     *sandbox.Issuer
-	auth       *sandbox.Authenticator
-	limit      *sandbox.RateLimit
+	issuer     *apikey.Issuer
+	auth       *apikey.Authenticator
+	limit      *ratelimit.Middleware
 	idem       *idempotency.Middleware // production keys
 	idemSbx    *idempotency.Middleware // sandbox keys and the admin
 	publisher  *producer.Publisher
@@ -245,22 +247,22 @@ func New(cfg Config) (*Server, error) {
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
 	var err error
-	if s.issuer, err = sandbox.NewIssuer(cfg.Credentials, &sandbox.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
+	if s.issuer, err = apikey.NewIssuer(cfg.Credentials, &apikey.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
 		LiveBaseURL: cfg.BaseURL, Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if s.auth, err = sandbox.NewAuthenticator(s.issuer, &sandbox.AuthOptions{Problems: s.problems, Logger: s.log,
-		Observer: s.tel.Sandbox()}); err != nil {
+	if s.auth, err = apikey.NewAuthenticator(s.issuer, &apikey.AuthenticatorOptions{Problems: s.problems, Logger: s.log,
+		Observer: s.tel.APIKey()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
 	// sandbox measures the build rather than a throttle.
-	bucket, err := sandbox.NewTokenBucket(LiveRate, LiveBurst, nil)
+	bucket, err := ratelimit.NewTokenBucket(LiveRate, LiveBurst, nil)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if s.limit, err = sandbox.NewRateLimit(bucket,
-		&sandbox.RateLimitOptions{Now: s.now, Problems: s.problems, Logger: s.log, Observer: s.tel.Sandbox()}); err != nil {
+	if s.limit, err = ratelimit.New(bucket, apikey.RateLimitKey,
+		&ratelimit.Options{Now: s.now, Problems: s.problems, Logger: s.log, Observer: s.tel.RateLimit()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 
@@ -317,11 +319,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.transport, err = sandbox.NewFaultTransport(ssrf.NewTransport(wh.SandboxGuard), &s.faults, &sandbox.FaultTransportOptions{
-		EndpointOf: func(r *http.Request) (string, bool) { return producer.EndpointIDFromContext(r.Context()) },
-		Rand:       cfg.Webhooks.FaultRand,
-		HoldFor:    cfg.Webhooks.ReorderHold,
-		OnFault:    s.countFault,
-		Logger:     s.log,
+		Rand:    cfg.Webhooks.FaultRand,
+		HoldFor: cfg.Webhooks.ReorderHold,
+		OnFault: s.countFault,
+		Logger:  s.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -398,8 +399,8 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // IssueCredentials starts a new evaluation (sandbox) or a new production licensee (live): a fresh
 // licensee and an API key for it. The key is in the result only; the store keeps its hash.
-func (s *Server) IssueCredentials(ctx context.Context, env sandbox.Environment) (sandbox.Credentials, error) {
-	return s.issuer.Issue(ctx, sandbox.Evaluation{Licensee: licenseeIDs.New(), Environment: env})
+func (s *Server) IssueCredentials(ctx context.Context, env apikey.Environment) (apikey.Credentials, error) {
+	return s.issuer.Issue(ctx, apikey.Evaluation{Licensee: licenseeIDs.New(), Environment: env})
 }
 
 // Stats returns what the server has done so far.

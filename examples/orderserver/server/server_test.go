@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 )
 
 // testServer is a Server in memory with a sandbox key, driven through its Handler without a network.
@@ -29,7 +29,7 @@ func newTestServer(t testing.TB) *testServer {
 	s, err := New(Config{Now: func() time.Time { return time.Unix(1767225600, 0) },
 		Webhooks: WebhookOptions{SandboxGuard: loopbackGuard()}})
 	require.NoError(t, err)
-	c, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
+	c, err := s.IssueCredentials(context.Background(), apikey.Sandbox)
 	require.NoError(t, err)
 	return &testServer{Server: s, key: c.APIKey}
 }
@@ -119,7 +119,7 @@ func TestServerInProcess(t *testing.T) {
 	t.Run("a missing principal is a wiring mistake, never an unscoped record", func(t *testing.T) {
 		r := httptest.NewRequest("POST", "/orders", nil)
 		_, err := ts.idempotencyScope(r)
-		require.ErrorIs(t, err, sandbox.ErrNoPrincipal)
+		require.ErrorIs(t, err, apikey.ErrNoPrincipal)
 	})
 }
 

@@ -25,7 +25,7 @@ var ErrEndpointLimit = errors.New("server: webhook endpoint limit reached")
 type OutboxFunc func(ctx context.Context, log driver.Log, endpointIDs []string) error
 
 // Store keeps the server's own records: orders and webhook endpoints. Every record belongs to a scope,
-// the principal's "<environment>:<licensee>" (sandbox.Principal.Scope), and is invisible from any
+// the principal's "<environment>:<licensee>" (apikey.Principal.Scope), and is invisible from any
 // other: that is what makes a foreign order ID a 404 and keeps sandbox and production data apart.
 // Implementations must be safe for concurrent use; MemoryStore and pgserver.Store are the two here,
 // and both pass the conformance suite in package storetest.

@@ -20,8 +20,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/otelconv"
-	"github.com/svcplatform/conventions/sandbox"
 )
 
 // scrape renders the Prometheus text of reg and returns the number of series of each metric family
@@ -64,9 +64,9 @@ func TestClientsMintNoSeries(t *testing.T) {
 	s, err := New(Config{Now: func() time.Time { return time.Unix(1767225600, 0) }, Telemetry: tel,
 		Webhooks: WebhookOptions{SandboxGuard: loopbackGuard()}})
 	require.NoError(t, err)
-	c, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
+	c, err := s.IssueCredentials(context.Background(), apikey.Sandbox)
 	require.NoError(t, err)
-	live, err := s.IssueCredentials(context.Background(), sandbox.Live)
+	live, err := s.IssueCredentials(context.Background(), apikey.Live)
 	require.NoError(t, err)
 
 	send := func(i int, path, key string) int {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -57,7 +57,7 @@ func TestTwoVersions(t *testing.T) {
 	}
 	lics := []*licensee{{version: "v1", member: "side", absent: "direction"}, {version: "v2", member: "direction", absent: "side"}}
 	for _, l := range lics {
-		c, err := ts.IssueCredentials(ctx, sandbox.Sandbox)
+		c, err := ts.IssueCredentials(ctx, apikey.Sandbox)
 		require.NoError(t, err)
 		l.key, l.rc = c.APIKey, newRecordingReceiver(t)
 		// The first request pins the licensee to its version.
@@ -141,7 +141,7 @@ func TestTwoVersions(t *testing.T) {
 	}
 
 	t.Run("a production key cannot leave its pin", func(t *testing.T) {
-		c, err := ts.IssueCredentials(ctx, sandbox.Live)
+		c, err := ts.IssueCredentials(ctx, apikey.Live)
 		require.NoError(t, err)
 		w := ts.do("POST", "/v2/orders", c.APIKey, ts.nextKey(), `{"account":"acc_1","direction":"sell"}`)
 		require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
@@ -155,7 +155,7 @@ func TestTwoVersions(t *testing.T) {
 		s, err := New(Config{Now: func() time.Time { return sunsetAt }, V1Sunset: sunsetAt.Add(-time.Hour),
 			V1Deprecated: sunsetAt.Add(-2 * time.Hour)})
 		require.NoError(t, err)
-		c, err := s.IssueCredentials(ctx, sandbox.Sandbox)
+		c, err := s.IssueCredentials(ctx, apikey.Sandbox)
 		require.NoError(t, err)
 		late := &testServer{Server: s, key: c.APIKey}
 		w := late.do("GET", "/v1/orders/ord_x", late.key, "", "")

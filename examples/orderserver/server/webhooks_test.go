@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
-	"github.com/svcplatform/conventions/sandbox"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -56,9 +56,9 @@ func newWebhookServer(t *testing.T, wh WebhookOptions, clock *testClock) (ts *te
 	}
 	s, err := New(Config{Now: clock.Now, Webhooks: wh})
 	require.NoError(t, err)
-	sk, err := s.IssueCredentials(context.Background(), sandbox.Sandbox)
+	sk, err := s.IssueCredentials(context.Background(), apikey.Sandbox)
 	require.NoError(t, err)
-	lk, err := s.IssueCredentials(context.Background(), sandbox.Live)
+	lk, err := s.IssueCredentials(context.Background(), apikey.Live)
 	require.NoError(t, err)
 	return &testServer{Server: s, key: sk.APIKey}, lk.APIKey
 }
@@ -194,7 +194,7 @@ func TestEndpointLimit(t *testing.T) {
 
 	require.Equal(t, http.StatusCreated, ts.register(live, "https://hooks.example.com/").Code,
 		"the same licensee's production scope has a limit of its own")
-	other, err := ts.IssueCredentials(context.Background(), sandbox.Sandbox)
+	other, err := ts.IssueCredentials(context.Background(), apikey.Sandbox)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, ts.register(other.APIKey, "https://hooks.example.com/").Code,
 		"another licensee is not affected")
@@ -465,7 +465,7 @@ func TestDeliveryHistory(t *testing.T) {
 	})
 
 	t.Run("another licensee, the production key and an unknown id get the same 404", func(t *testing.T) {
-		other, err := ts.IssueCredentials(ctx, sandbox.Sandbox)
+		other, err := ts.IssueCredentials(ctx, apikey.Sandbox)
 		require.NoError(t, err)
 		unknown := ts.do("GET", "/v1/webhook_endpoints/we_unknown/deliveries", ts.key, "", "")
 		require.Equal(t, http.StatusNotFound, unknown.Code)
@@ -494,9 +494,9 @@ func TestListEndpoints(t *testing.T) {
 	ctx := context.Background()
 	ts, _ := newWebhookServer(t, WebhookOptions{}, nil)
 	// The same licensee in production: a scope of its own.
-	live, err := ts.issuer.Issue(ctx, sandbox.Evaluation{Licensee: mustLicensee(t, ts.Server, ts.key), Environment: sandbox.Live})
+	live, err := ts.issuer.Issue(ctx, apikey.Evaluation{Licensee: mustLicensee(t, ts.Server, ts.key), Environment: apikey.Live})
 	require.NoError(t, err)
-	other, err := ts.IssueCredentials(ctx, sandbox.Sandbox)
+	other, err := ts.IssueCredentials(ctx, apikey.Sandbox)
 	require.NoError(t, err)
 	schemas := map[string]*openapi3.Schema{}
 	for _, v := range []string{"v1", "v2"} {
@@ -580,7 +580,7 @@ func TestListEndpoints(t *testing.T) {
 	})
 
 	t.Run("without a key, 401", func(t *testing.T) {
-		expectProblem(t, ts.do(http.MethodGet, "/v1/webhook_endpoints", "", "", ""), http.StatusUnauthorized, sandbox.CodeAPIKeyMissing)
+		expectProblem(t, ts.do(http.MethodGet, "/v1/webhook_endpoints", "", "", ""), http.StatusUnauthorized, apikey.CodeMissing)
 	})
 
 	t.Run("other methods are 405 naming GET and POST", func(t *testing.T) {
@@ -625,7 +625,7 @@ func TestListEndpointsStoreMistakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(Config{Store: endpointsStore{Store: mem, endpointIDs: tc.endpointIDs}})
 			require.NoError(t, err)
-			c, err := s.IssueCredentials(ctx, sandbox.Sandbox)
+			c, err := s.IssueCredentials(ctx, apikey.Sandbox)
 			require.NoError(t, err)
 			ts := &testServer{Server: s, key: c.APIKey}
 			w := ts.do(http.MethodGet, "/v1/webhook_endpoints", ts.key, "", "")

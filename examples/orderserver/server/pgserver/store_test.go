@@ -13,13 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/examples/orderserver/server/storetest"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/pgstore"
-	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
@@ -161,7 +161,7 @@ func TestEndpointLimitReplicas(t *testing.T) {
 		return s
 	}
 	a, b := replica(), replica()
-	creds, err := a.IssueCredentials(ctx, sandbox.Sandbox)
+	creds, err := a.IssueCredentials(ctx, apikey.Sandbox)
 	require.NoError(t, err)
 	do := func(s *server.Server, method, path, idemKey, body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))

@@ -1,0 +1,123 @@
+package apikey
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/apierror"
+
+	"github.com/svcplatform/conventions/internal/testclock"
+)
+
+// clock is the shared injectable test clock.
+type clock = testclock.Clock
+
+func newClock() *clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
+
+// failingStore is a CredentialStore whose every call fails, as a database that is down.
+type failingStore struct{}
+
+var errStoreDown = errors.New("store down")
+
+func (failingStore) Put(context.Context, Credential) error { return errStoreDown }
+func (failingStore) Get(context.Context, KeyHash) (Credential, error) {
+	return Credential{}, errStoreDown
+}
+func (failingStore) Revoke(context.Context, string, time.Time) error { return errStoreDown }
+func (failingStore) RevokeAll(context.Context, string, Environment, time.Time) (int, error) {
+	return 0, errStoreDown
+}
+
+// issue issues credentials or fails the test.
+func issue(t testing.TB, iss *Issuer, licensee string, env Environment) Credentials {
+	t.Helper()
+	c, err := iss.Issue(context.Background(), Evaluation{Licensee: licensee, Environment: env})
+	require.NoError(t, err)
+	return c
+}
+
+// do serves one request through h with the given API key ("" sends no Authorization header).
+func do(t testing.TB, h http.Handler, method, path, key string, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	var r *http.Request
+	if body == "" {
+		r = httptest.NewRequest(method, path, nil)
+	} else {
+		r = httptest.NewRequest(method, path, bytes.NewBufferString(body))
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	rec := httptest.NewRecorder()
+	apierror.WithRequestID(h).ServeHTTP(rec, r)
+	return rec
+}
+
+// problem decodes a problem body.
+func problem(t testing.TB, rec *httptest.ResponseRecorder) apierror.Error {
+	t.Helper()
+	require.Equal(t, apierror.MediaType, rec.Header().Get("Content-Type"), rec.Body.String())
+	var p apierror.Error
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+	return p
+}
+
+// requireConforms checks a 4xx against the platform's error conventions.
+func requireConforms(t testing.TB, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	require.NoError(t, apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()))
+}
+
+// withoutRequestID removes the request ID from a problem body, to compare two responses.
+func withoutRequestID(t testing.TB, body []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(body, &m))
+	delete(m, "request_id")
+	return m
+}
+
+// logBuffer returns a logger writing JSON lines into a buffer.
+func logBuffer() (*slog.Logger, *syncBuffer) {
+	var b syncBuffer
+	return slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// echoPrincipal answers 200 with the request's principal as JSON.
+var echoPrincipal = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p, ok := FromContext(r.Context())
+	if !ok {
+		http.Error(w, "no principal", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"licensee": p.Licensee, "environment": string(p.Environment), "key_id": p.KeyID})
+})

@@ -1,0 +1,5 @@
+//go:build !race
+
+package apikey
+
+const raceEnabled = false
