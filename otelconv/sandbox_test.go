@@ -30,7 +30,7 @@ func sandboxService(t testing.TB, h *harness, iss *sandbox.Issuer) http.Handler 
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems := apierror.Writer{Observer: h.tel.APIError()}
+	problems := apierror.Writer{Hooks: h.tel.APIError()}
 	return apierror.WithRequestID(problems.Handler(auth.Handler(limit.Handler(noContent))))
 }
 

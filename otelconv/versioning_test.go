@@ -48,7 +48,7 @@ func versioningService(t testing.TB, h *harness) http.Handler {
 	if err != nil {
 		t.Fatalf("versioning.New: %v", err)
 	}
-	problems := apierror.Writer{Observer: h.tel.APIError()}
+	problems := apierror.Writer{Hooks: h.tel.APIError()}
 	return apierror.WithRequestID(problems.Handler(rt.Handler(noContent)))
 }
 

@@ -240,7 +240,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminToken == "" {
 		s.adminToken = NewAdminToken()
 	}
-	s.problems = apierror.Writer{Logger: s.log, Observer: s.tel.APIError()}
+	s.problems = apierror.Writer{Logger: s.log, Hooks: s.tel.APIError()}
 	s.stats.faults = make(map[string]int64)
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
