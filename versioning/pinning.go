@@ -31,7 +31,7 @@ func (rt *Router) Pin(ctx context.Context, licensee string) (Pin, error) {
 // Pins returns up to limit pins (1..MaxPinList) ordered by licensee, bytewise, starting after the
 // licensee after ("" for the start; not necessarily a pinned one). A non-empty version, which must
 // be a well-formed name, keeps only the pins on it: who still sits on a deprecated version, including
-// licensees that only receive webhooks and so never show in Options.OnRequest. Arguments outside
+// licensees that only receive webhooks and so never show in Options.Hooks. Arguments outside
 // these rules are ErrInvalidPin.
 func (rt *Router) Pins(ctx context.Context, version, after string, limit int) ([]Pin, error) {
 	if rt == nil || rt.reg == nil {

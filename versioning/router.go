@@ -39,6 +39,17 @@ const (
 	PinRequested
 )
 
+// String returns "newest" or "requested".
+func (f FirstUse) String() string {
+	switch f {
+	case PinNewest:
+		return "newest"
+	case PinRequested:
+		return "requested"
+	}
+	return "invalid"
+}
+
 // Options configure a Router. A nil *Options and the zero value mean the defaults.
 type Options struct {
 	// Now is the clock; nil means time.Now. Lifecycle decisions and pin times use it.
@@ -65,15 +76,11 @@ type Options struct {
 	PinCacheTTL time.Duration
 	// PinCacheSize bounds the cached pins; zero means DefaultPinCacheSize.
 	PinCacheSize int
-	// OnRequest, when set, is called for every request on a registered version, served or refused
-	// (not for unknown versions), before the handler runs: the usage telemetry that tells a team who
-	// still calls a deprecated version. It runs on the request's goroutine and must be fast and safe
-	// for concurrent use; UsageCounter.Observe is one.
-	OnRequest func(Usage)
-	// Observer, when set, is told about every request the router decides, unknown versions included:
-	// the telemetry hook (otelconv implements it). Nil calls nothing, at no cost. See Observer for how
-	// it relates to OnRequest.
-	Observer Observer
+	// Hooks, when set, are told about every request the router decides, unknown versions included:
+	// the telemetry that tells a team who still calls a deprecated version (UsageCounter.Observe)
+	// and what every version answers (otelconv fills them). A nil *Hooks, and a nil field, call
+	// nothing, at no cost.
+	Hooks *Hooks
 	// StripVersion removes the version segment from the path the handler sees ("/v1/orders" becomes
 	// "/orders"), as http.StripPrefix does, so that one mux with patterns like "POST /orders" serves
 	// every version. False (the default) leaves the path alone: mux patterns carry the version
@@ -123,8 +130,7 @@ type Router struct {
 	allowOverride func(*http.Request, string, string, string) bool
 	firstUse      FirstUse
 	cache         *pinCache
-	onRequest     func(Usage)
-	observer      Observer
+	decided       func(context.Context, Observation) // Hooks.Decided, nil for none
 	strip         bool
 	successorLink func(*http.Request, string) string
 	maxReq        int64
@@ -148,9 +154,12 @@ func New(reg *Registry, opts *Options) (*Router, error) {
 	}
 	rt := &Router{
 		reg: reg, now: o.Now, pins: o.Pins, licensee: o.Licensee, allowOverride: o.AllowOverride,
-		firstUse: o.FirstUse, onRequest: o.OnRequest, observer: o.Observer, strip: o.StripVersion, successorLink: o.SuccessorLink,
+		firstUse: o.FirstUse, strip: o.StripVersion, successorLink: o.SuccessorLink,
 		maxReq: o.MaxRequestBody, maxResp: o.MaxResponseBody, retryAfter: o.RetryAfter,
 		writer: o.Problems, log: o.Logger,
+	}
+	if o.Hooks != nil {
+		rt.decided = o.Hooks.Decided
 	}
 	if rt.now == nil {
 		rt.now = time.Now
@@ -218,8 +227,7 @@ type Decision struct {
 // ErrNotEnabled, ErrPinUnavailable) and the *apierror.Error to answer with. For a known version the
 // Decision's Version is set even when err is not nil, so that the lifecycle headers can be sent.
 //
-// Deciding has effects: it may create or move the licensee's pin, and it calls Options.OnRequest and
-// Options.Observer.
+// Deciding has effects: it may create or move the licensee's pin, and it calls Options.Hooks.
 func (rt *Router) Decide(r *http.Request) (Decision, error) {
 	if rt == nil || rt.reg == nil {
 		return Decision{}, errZeroRouter
@@ -242,9 +250,9 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 		if !ok {
 			name = ""
 		}
-		if o := rt.observer; o != nil {
+		if rt.decided != nil {
 			// Never the segment itself: the client chooses it.
-			o.Decided(r.Context(), Observation{Lifecycle: LifecycleUnknown, Outcome: OutcomeUnknown,
+			rt.decided(r.Context(), Observation{At: now, Lifecycle: LifecycleUnknown, Outcome: OutcomeUnknown,
 				Duration: rt.now().Sub(now)})
 		}
 		return Decision{}, -1, &decisionError{cause: ErrUnknownVersion, problem: problemUnknown(name, rt.reg.Supported(now))}
@@ -263,17 +271,9 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 			err = rt.enforcePin(r, &d, i, now)
 		}
 	}
-	if rt.onRequest != nil {
-		u := Usage{Time: now, Licensee: d.Licensee, Version: v.Name, Pinned: d.Pinned,
-			Deprecated: d.Deprecated, Override: d.Override}
-		if err != nil {
-			u.Refused = codeOf(err)
-		}
-		rt.onRequest(u)
-	}
-	if o := rt.observer; o != nil {
-		ob := Observation{Version: v.Name, Licensee: d.Licensee, Pinned: d.Pinned, PinChanged: d.PinChanged,
-			Duration: rt.now().Sub(now)}
+	if rt.decided != nil {
+		ob := Observation{At: now, Version: v.Name, Licensee: d.Licensee, Pinned: d.Pinned, PinChanged: d.PinChanged,
+			Outcome: OutcomeServed, Duration: rt.now().Sub(now)}
 		switch {
 		case v.IsSunset(now):
 			ob.Lifecycle = LifecycleSunset
@@ -286,7 +286,7 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 		case d.Override:
 			ob.Outcome = OutcomeOverride
 		}
-		o.Decided(r.Context(), ob)
+		rt.decided(r.Context(), ob)
 	}
 	return d, i, err
 }

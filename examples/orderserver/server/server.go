@@ -289,7 +289,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.versions, err = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
 		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
-		Problems: s.problems, Logger: s.log, Observer: s.tel.Versioning()})
+		Problems: s.problems, Logger: s.log, Hooks: s.tel.Versioning()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
