@@ -60,10 +60,12 @@
 //     apikey.CredentialStore (apikey/credentialtest). Two interfaces have none yet: driver.Settler,
 //     tested only through the Dispatcher's own tests, and ratelimit.Limiter, the rate-limit hook whose
 //     one implementation is the in-memory TokenBucket.
-//   - Observers. Every package that decides something takes an Observer in its options
-//     (idempotency.Options, webhook's Verify, Receiver, Tracker and RangeClient options,
-//     producer's Publisher and Dispatcher options, versioning.Options, apikey.AuthenticatorOptions,
-//     ratelimit.Options, apierror.Writer). It is called at each decision, with plain values and never a
-//     secret, and costs nothing when nil. The otelconv module implements them all with
-//     OpenTelemetry; a team can implement one for anything else.
+//   - Observers and hooks. Every package that decides something takes an Observer or Hooks in its
+//     options: an Observer in idempotency.Options, apikey.AuthenticatorOptions and ratelimit.Options;
+//     Hooks, a struct of optional funcs that can grow without breaking anyone
+//     (net/http/httptrace.ClientTrace), in webhook's Verifier, Receiver, Tracker and RangeClient
+//     options, producer's Publisher, Dispatcher and RangeHandler options, versioning.Options and
+//     apierror.Writer. They are called at each decision, with plain values and never a secret, and
+//     cost nothing when nil. The otelconv module implements them all with OpenTelemetry; a team can
+//     write its own for anything else.
 package conventions

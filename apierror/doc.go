@@ -123,15 +123,16 @@
 //
 // # Observing
 //
-// Writer.Observer is told about every problem written — its status, code, explicit type and number of
-// violations, never its detail — so that a team can count its 4xx and 5xx by cause. Set it on the
-// service's Writer installed with Writer.Handler and it sees the problems of every package below,
-// since a Writer whose Observer is nil takes the one in the request context. With no Observer nothing
-// is called and writing a problem costs nothing more. The otelconv module implements it with
-// OpenTelemetry:
+// Writer.Hooks are told about every problem written — its status, code, explicit type and number of
+// violations, never its detail — so that a team can count its 4xx and 5xx by cause. Set them on the
+// service's Writer installed with Writer.Handler and they see the problems of every package below,
+// since a Writer whose Hooks is nil takes the ones in the request context. Hooks is a struct of
+// optional funcs, like net/http/httptrace.ClientTrace: a field left nil is skipped, and a field added
+// later is nil in hooks written before it. With no Hooks nothing is called and writing a problem
+// costs nothing more. The otelconv module fills them with OpenTelemetry:
 //
 //	tel, _ := otelconv.New(nil)
-//	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Observer: tel.APIError()}
+//	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Hooks: tel.APIError()}
 //
 // # Clients and tests
 //

@@ -2,25 +2,35 @@ package apierror
 
 import "context"
 
-// Observer is told about every problem a Writer writes: the telemetry hook of this package (the
-// otelconv module implements it with OpenTelemetry). Set it once, on the Writer a service installs
-// with Writer.Handler, and it sees every problem written below — by this library's middlewares and by
-// the package-level Write — since every Writer that leaves Observer nil takes the one in the request
-// context.
+// Hooks are told what a Writer writes, for metrics and traces (the otelconv module fills them with
+// OpenTelemetry). Set them once, in the Hooks of the Writer a service installs with Writer.Handler,
+// and they see every problem written below — by this library's middlewares and by the package-level
+// Write — since every Writer whose Hooks is nil takes the ones of the Writer in the request context.
 //
-// Implementations must be safe for concurrent use, and must not block: ProblemWritten is called
-// synchronously, on the request's goroutine, after the response has been handed to the
-// ResponseWriter.
-type Observer interface {
-	// ProblemWritten reports one problem response. ctx is the request's context (context.Background
-	// when Write was given no request), so an implementation can find the request's span in it.
-	ProblemWritten(ctx context.Context, p WrittenProblem)
+// Every field may be nil; the zero value observes nothing, and a nil *Hooks observes nothing at no
+// cost. Fields will be added as the package grows: Hooks written for an earlier version keep
+// compiling and keep working, since a new field is nil in them.
+//
+// The hooks are called synchronously, on the request's goroutine, from many goroutines at once: they
+// must be safe for concurrent use and must not block. A Hooks value must not be modified once in use.
+type Hooks struct {
+	// ProblemWritten is called after a problem response has been handed to the ResponseWriter. ctx
+	// is the request's context (context.Background when Write was given no request), so an
+	// implementation can find the request's span in it.
+	ProblemWritten func(ctx context.Context, p WrittenProblem)
 }
 
-// WrittenProblem is what an Observer learns about one problem response: a plain value that holds no
-// secret and nothing the client sent. Code and Type are chosen by the server (this library's codes and
-// the service's own), never taken from the request. The zero value describes no response: every
-// problem reported has a Status and a Code.
+// problemWritten calls h.ProblemWritten when it is set; h may be nil.
+func (h *Hooks) problemWritten(ctx context.Context, p WrittenProblem) {
+	if h != nil && h.ProblemWritten != nil {
+		h.ProblemWritten(ctx, p)
+	}
+}
+
+// WrittenProblem is what Hooks.ProblemWritten learns about one problem response: a plain value that
+// holds no secret and nothing the client sent. Code and Type are chosen by the server (this library's
+// codes and the service's own), never taken from the request. The zero value describes no response:
+// every problem reported has a Status and a Code.
 type WrittenProblem struct {
 	// Status is the HTTP status written.
 	Status int

@@ -14,7 +14,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// problemRecorder is a fake Observer that keeps every call.
+// problemRecorder keeps every call of its hooks.
 type problemRecorder struct {
 	mu    sync.Mutex
 	calls []apierror.WrittenProblem
@@ -28,6 +28,11 @@ func (o *problemRecorder) ProblemWritten(ctx context.Context, p apierror.Written
 	o.ctxs = append(o.ctxs, ctx)
 }
 
+// hooks returns Hooks that report to o.
+func (o *problemRecorder) hooks() *apierror.Hooks {
+	return &apierror.Hooks{ProblemWritten: o.ProblemWritten}
+}
+
 func (o *problemRecorder) got() []apierror.WrittenProblem {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -36,8 +41,8 @@ func (o *problemRecorder) got() []apierror.WrittenProblem {
 
 type ctxMark struct{}
 
-// TestObserverWrite: every Write reports exactly one problem, with the status and code that went out.
-func TestObserverWrite(t *testing.T) {
+// TestHooksWrite: every Write reports exactly one problem, with the status and code that went out.
+func TestHooksWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -60,7 +65,7 @@ func TestObserverWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &problemRecorder{}
-			wr := apierror.Writer{Observer: obs}
+			wr := apierror.Writer{Hooks: obs.hooks()}
 			req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
 			req = req.WithContext(context.WithValue(req.Context(), ctxMark{}, "mark"))
 			rec := httptest.NewRecorder()
@@ -72,18 +77,18 @@ func TestObserverWrite(t *testing.T) {
 	}
 }
 
-// TestObserverNilRequest: Write without a request reports with a background context.
-func TestObserverNilRequest(t *testing.T) {
+// TestHooksNilRequest: Write without a request reports with a background context.
+func TestHooksNilRequest(t *testing.T) {
 	obs := &problemRecorder{}
-	apierror.Writer{Observer: obs}.Write(httptest.NewRecorder(), nil, apierror.RateLimited(0, ""))
+	apierror.Writer{Hooks: obs.hooks()}.Write(httptest.NewRecorder(), nil, apierror.RateLimited(0, ""))
 	require.Equal(t, []apierror.WrittenProblem{{Status: 429, Code: apierror.CodeRateLimited}}, obs.got())
 	require.NotNil(t, obs.ctxs[0])
 }
 
-// TestObserverFromHandler: one Observer installed with Writer.Handler sees every problem written below
-// it, by a zero Writer, the package-level Write, Recover and ServeMux, exactly once each; a Writer with
-// an Observer of its own reports to that one only.
-func TestObserverFromHandler(t *testing.T) {
+// TestHooksFromHandler: the Hooks installed with Writer.Handler see every problem written below it,
+// by a zero Writer, the package-level Write, Recover and ServeMux, exactly once each; a Writer with
+// Hooks of its own reports to those only.
+func TestHooksFromHandler(t *testing.T) {
 	service := &problemRecorder{}
 	own := &problemRecorder{}
 	mux := http.NewServeMux()
@@ -94,10 +99,10 @@ func TestObserverFromHandler(t *testing.T) {
 		apierror.Write(w, r, apierror.RateLimited(0, ""))
 	})
 	mux.HandleFunc("GET /own", func(w http.ResponseWriter, r *http.Request) {
-		apierror.Writer{Observer: own}.Write(w, r, apierror.RateLimited(0, ""))
+		apierror.Writer{Hooks: own.hooks()}.Write(w, r, apierror.RateLimited(0, ""))
 	})
 	mux.HandleFunc("GET /panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
-	problems := apierror.Writer{Observer: service}
+	problems := apierror.Writer{Hooks: service.hooks()}
 	h := apierror.WithRequestID(problems.Handler(apierror.Writer{}.Recover(apierror.Writer{}.ServeMux(mux))))
 	for _, tc := range []struct {
 		method, path string
@@ -126,14 +131,52 @@ func TestObserverFromHandler(t *testing.T) {
 	}
 }
 
-// nopObserver records nothing and allocates nothing.
-type nopObserver struct{ n int }
+// TestHooksMayBeEmpty: Hooks with no field set (as Hooks written before a field was added leave it)
+// and a nil *Hooks write the same problem and call nothing, alone or installed with Writer.Handler;
+// a Writer's own empty Hooks are its own, so it reports nowhere, not to the Writer in the context.
+func TestHooksMayBeEmpty(t *testing.T) {
+	service := &problemRecorder{}
+	for name, hooks := range map[string]*apierror.Hooks{"nil": nil, "empty": {}} {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			require.NotPanics(t, func() {
+				apierror.Writer{Hooks: hooks}.Write(rec, httptest.NewRequest(http.MethodGet, "/", nil), apierror.RateLimited(0, ""))
+			})
+			require.Equal(t, http.StatusTooManyRequests, rec.Code)
+			require.NotPanics(t, func() { apierror.Writer{Hooks: hooks}.Write(httptest.NewRecorder(), nil, errors.New("boom")) })
 
-func (o *nopObserver) ProblemWritten(context.Context, apierror.WrittenProblem) { o.n++ }
+			rec = httptest.NewRecorder()
+			inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, apierror.RateLimited(0, "")) })
+			require.NotPanics(t, func() {
+				apierror.Writer{Hooks: hooks}.Handler(inner).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			})
+			require.Equal(t, http.StatusTooManyRequests, rec.Code)
 
-// TestObserverAllocs: writing a problem costs the same allocations with no Observer as with one that
-// allocates nothing: the hook itself is free, and the nil check is all a Writer without one pays.
-func TestObserverAllocs(t *testing.T) {
+			service.calls = nil
+			own := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				apierror.Writer{Hooks: hooks}.Write(w, r, apierror.RateLimited(0, ""))
+			})
+			apierror.Writer{Hooks: service.hooks()}.Handler(own).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+			if hooks == nil {
+				require.Len(t, service.got(), 1, "a Writer without Hooks takes the context's")
+			} else {
+				require.Empty(t, service.got(), "a Writer's own Hooks, even empty, win")
+			}
+		})
+	}
+}
+
+// nopHooks counts and allocates nothing.
+type nopHooks struct{ n int }
+
+func (o *nopHooks) hooks() *apierror.Hooks {
+	return &apierror.Hooks{ProblemWritten: func(context.Context, apierror.WrittenProblem) { o.n++ }}
+}
+
+// TestHooksAllocs: writing a problem costs the same allocations with no Hooks, with empty Hooks and
+// with a hook that allocates nothing: the hook itself is free, and the nil check is all a Writer
+// without one pays.
+func TestHooksAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts vary under the race detector")
 	}
@@ -145,25 +188,27 @@ func TestObserverAllocs(t *testing.T) {
 		return testing.AllocsPerRun(200, func() { clear(w.h); wr.Write(w, req, p) })
 	}
 	none := measure(apierror.Writer{})
-	nop := &nopObserver{}
-	with := measure(apierror.Writer{Observer: nop})
+	nop := &nopHooks{}
+	hooks := nop.hooks()
+	with := measure(apierror.Writer{Hooks: hooks})
 	require.Equal(t, none, with)
+	require.Equal(t, none, measure(apierror.Writer{Hooks: &apierror.Hooks{}}))
 	require.Positive(t, nop.n)
 	// Through the service's Writer in the context too.
 	ctxReq := req.WithContext(context.WithValue(req.Context(), ctxMark{}, 1))
 	var inCtx float64
-	apierror.Writer{Observer: nop}.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	apierror.Writer{Hooks: hooks}.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		inCtx = testing.AllocsPerRun(200, func() { clear(w.h); apierror.Writer{}.Write(w, r, p) })
 	})).ServeHTTP(w, ctxReq)
 	require.Equal(t, none, inCtx)
 }
 
-// BenchmarkWriteObserved is BenchmarkWrite400TwoViolations with an Observer that does nothing.
+// BenchmarkWriteObserved is BenchmarkWrite400TwoViolations with a hook that does nothing.
 func BenchmarkWriteObserved(b *testing.B) {
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
 	req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_bench"))
 	w := &discardWriter{h: make(http.Header, 4)}
-	wr := apierror.Writer{Observer: &nopObserver{}}
+	wr := apierror.Writer{Hooks: (&nopHooks{}).hooks()}
 	b.ReportAllocs()
 	for b.Loop() {
 		wr.Write(w, req, apierror.Invalid(

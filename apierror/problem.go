@@ -15,7 +15,8 @@ import (
 // MediaType is the media type of every problem body (RFC 9457 §3).
 const MediaType = "application/problem+json"
 
-// Location says where in the request a violation was found.
+// Location says where in the request a violation was found. The zero value, "", is no location:
+// every Violation the builders make has one of the four below.
 type Location string
 
 // The four places a client can put input.

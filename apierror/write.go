@@ -29,9 +29,9 @@ type Writer struct {
 	TypeBase string
 	// Logger, when set, records every error that became an opaque 5xx, with its request ID.
 	Logger *slog.Logger
-	// Observer, when set, is told about every problem written (its status and code); nil means the
-	// one of the Writer in the request context, and without one nothing is told, at no cost.
-	Observer Observer
+	// Hooks, when set, are told about every problem written (its status and code); nil means the
+	// ones of the Writer in the request context, and without them nothing is told, at no cost.
+	Hooks *Hooks
 }
 
 // Write writes err to w as an application/problem+json response. An *Error anywhere in err's chain is
@@ -42,7 +42,7 @@ func Write(w http.ResponseWriter, r *http.Request, err error) { Writer{}.Write(w
 // Write is the package-level Write with this Writer's settings. A field left empty is taken from the
 // Writer that Handler put in the request's context, when there is one.
 func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
-	if (wr.TypeBase == "" || wr.Logger == nil || wr.Observer == nil) && r != nil {
+	if (wr.TypeBase == "" || wr.Logger == nil || wr.Hooks == nil) && r != nil {
 		wr = wr.withDefaults(r.Context())
 	}
 	p, _ := err.(*Error) // the common case, checked first so that no pointer escapes for errors.As
@@ -102,12 +102,12 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	delete(h, "Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-	if o := wr.Observer; o != nil {
+	if wr.Hooks != nil {
 		ctx := context.Background()
 		if r != nil {
 			ctx = r.Context()
 		}
-		o.ProblemWritten(ctx, WrittenProblem{Status: status, Code: p.Code, Type: p.Type, Violations: len(p.Errors), Opaque: opaque})
+		wr.Hooks.problemWritten(ctx, WrittenProblem{Status: status, Code: p.Code, Type: p.Type, Violations: len(p.Errors), Opaque: opaque})
 	}
 }
 
@@ -241,8 +241,8 @@ type writerKey struct{}
 
 // Handler is middleware that makes wr the Writer of every problem written for the requests through
 // next, by this library's packages and by the package-level Write and WriteJSON: wherever a Writer
-// leaves TypeBase, Logger or Observer empty, wr's is used. This is the one place a service sets its
-// problem type base, logger and observer; a field given explicitly (an Options.Problems with its own
+// leaves TypeBase, Logger or Hooks empty, wr's is used. This is the one place a service sets its
+// problem type base, logger and hooks; a field given explicitly (an Options.Problems with its own
 // TypeBase) still wins.
 //
 //	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: log}
@@ -263,8 +263,8 @@ func (wr Writer) withDefaults(ctx context.Context) Writer {
 		if wr.Logger == nil {
 			wr.Logger = cw.Logger
 		}
-		if wr.Observer == nil {
-			wr.Observer = cw.Observer
+		if wr.Hooks == nil {
+			wr.Hooks = cw.Hooks
 		}
 	}
 	return wr

@@ -32,15 +32,15 @@ type problemKind struct {
 	opaque bool
 }
 
-// apierrorObserver implements apierror.Observer with one counter. It is safe for concurrent use;
-// recording allocates nothing once a kind of problem has been seen.
+// apierrorObserver fills apierror.Hooks with one counter. It is safe for concurrent use; recording
+// allocates nothing once a kind of problem has been seen.
 type apierrorObserver struct {
 	problems metric.Int64Counter
 	kinds    *boundedSets[problemKind, []metric.AddOption]
 	overflow *boundedSets[int, []metric.AddOption] // by status, past maxProblemKinds
+	// hooks are the observer's methods as the hooks APIError returns, built once.
+	hooks *apierror.Hooks
 }
-
-var _ apierror.Observer = (*apierrorObserver)(nil)
 
 func (t *Telemetry) buildAPIError() error {
 	o := &apierrorObserver{}
@@ -53,6 +53,7 @@ func (t *Telemetry) buildAPIError() error {
 	o.overflow = newBoundedSets(600, 0, func(status int) []metric.AddOption {
 		return problemOptions(problemKind{status: status, code: otherValue})
 	})
+	o.hooks = &apierror.Hooks{ProblemWritten: o.ProblemWritten}
 	t.apierror = o
 	return nil
 }
@@ -72,16 +73,18 @@ func problemOptions(k problemKind) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
 }
 
-// APIError returns the observer to set as apierror.Writer.Observer, on the Writer the service installs
-// with Writer.Handler; nil for a nil Telemetry.
-func (t *Telemetry) APIError() apierror.Observer {
+// APIError returns the hooks of package apierror, for apierror.Writer.Hooks on the Writer the service
+// installs with Writer.Handler. They record svc.apierror.problems.
+//
+// On a nil or zero Telemetry it returns nil: no hooks.
+func (t *Telemetry) APIError() *apierror.Hooks {
 	if t == nil || t.apierror == nil {
 		return nil
 	}
-	return t.apierror
+	return t.apierror.hooks
 }
 
-// ProblemWritten implements apierror.Observer. Besides the counter, it adds an event
+// ProblemWritten is apierror.Hooks.ProblemWritten. Besides the counter, it adds an event
 // "svc.apierror.problem" with the status and code to the request's span, when one is recording.
 func (o *apierrorObserver) ProblemWritten(ctx context.Context, p apierror.WrittenProblem) {
 	opts, ok := o.kinds.get(problemKind{status: p.Status, code: p.Code, typ: p.Type, opaque: p.Opaque})

@@ -14,7 +14,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// TestProblemMetrics: one observer on the service's Writer counts every problem written below it, by
+// TestProblemMetrics: the hooks on the service's Writer counts every problem written below it, by
 // status and code, whichever Writer wrote it; explicit types and opaque 500s are marked.
 func TestProblemMetrics(t *testing.T) {
 	h := newHarness(t, nil)
@@ -29,7 +29,7 @@ func TestProblemMetrics(t *testing.T) {
 	mux.HandleFunc("GET /bug", func(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, errors.New("nil pointer somewhere"))
 	})
-	problems := apierror.Writer{Observer: h.tel.APIError()}
+	problems := apierror.Writer{Hooks: h.tel.APIError()}
 	svc := apierror.WithRequestID(problems.Handler(problems.ServeMux(mux)))
 	for _, path := range []string{"/conflict", "/conflict", "/typed", "/bug", "/nowhere", "/nowhere", "/nowhere"} {
 		svc.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
@@ -85,8 +85,8 @@ func TestProblemKindsBounded(t *testing.T) {
 	}
 }
 
-// TestAccessorsOfNilTelemetry: a nil *Telemetry hands out nil interfaces, which the core packages
-// treat as no observer.
+// TestAccessorsOfNilTelemetry: a nil *Telemetry hands out nil observers and nil hooks, which the
+// core packages treat as none.
 func TestAccessorsOfNilTelemetry(t *testing.T) {
 	for name, tel := range map[string]*Telemetry{"nil": nil, "zero": {}} {
 		if tel.APIError() != nil || tel.Versioning() != nil || tel.APIKey() != nil || tel.RateLimit() != nil || tel.Idempotency() != nil ||
@@ -106,7 +106,7 @@ func TestAccessorsOfNilTelemetry(t *testing.T) {
 	}
 }
 
-// BenchmarkProblemObserved is writing a 429 problem with no observer and with the otelconv observer on
+// BenchmarkProblemObserved is writing a 429 problem with no hooks and with the otelconv hooks on
 // the service's Writer, found through the request context as every package's Writer finds it.
 func BenchmarkProblemObserved(b *testing.B) {
 	for _, observed := range []bool{false, true} {
@@ -114,7 +114,7 @@ func BenchmarkProblemObserved(b *testing.B) {
 		var service apierror.Writer
 		if observed {
 			name = "otel"
-			service.Observer = newHarness(b, nil).tel.APIError()
+			service.Hooks = newHarness(b, nil).tel.APIError()
 		}
 		b.Run(name, func(b *testing.B) {
 			var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,7 +131,7 @@ func BenchmarkProblemObserved(b *testing.B) {
 	}
 }
 
-// BenchmarkProblemWritten is the observer's own cost per problem.
+// BenchmarkProblemWritten is the hook's own cost per problem.
 func BenchmarkProblemWritten(b *testing.B) {
 	o := newHarness(b, nil).tel.APIError()
 	ctx := context.Background()

@@ -32,7 +32,7 @@ func keyService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems := apierror.Writer{Observer: h.tel.APIError()}
+	problems := apierror.Writer{Hooks: h.tel.APIError()}
 	return apierror.WithRequestID(problems.Handler(auth.Handler(limit.Handler(noContent))))
 }
 

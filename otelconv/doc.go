@@ -1,17 +1,17 @@
 // Package otelconv reports what the conventions library does to OpenTelemetry: it implements the
-// observer interfaces of idempotency, webhook, webhook/producer, versioning, apikey, ratelimit and
-// apierror with
-// the OpenTelemetry metrics and trace APIs, so that a team's dashboards and traces show every
+// observer interfaces of idempotency, apikey and ratelimit, and fills the Hooks of webhook,
+// webhook/producer, versioning and apierror, with the OpenTelemetry metrics and trace APIs, so that a
+// team's dashboards and traces show every
 // convention without adapters of its own.
 //
 // It is a module of its own, so that the core module never downloads OpenTelemetry. The core
-// packages call an observer only when one is set: without one nothing is measured and nothing is
-// allocated.
+// packages call an observer or a hook only when one is set: without one nothing is measured and
+// nothing is allocated.
 //
 // # Wiring
 //
 // Build one Telemetry per process with the team's providers (the SDK's, exported to Prometheus or
-// OTLP), and hand its observers to the packages' options:
+// OTLP), and hand its observers and hooks to the packages' options:
 //
 //	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp,
 //		EventTypes: []string{"order.created", "order.cancelled"}})

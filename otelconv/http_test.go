@@ -24,7 +24,7 @@ func httpService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems := apierror.Writer{Observer: h.tel.APIError()}
+	problems := apierror.Writer{Hooks: h.tel.APIError()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

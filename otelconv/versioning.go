@@ -37,8 +37,8 @@ type versionSets struct {
 	pin      []metric.AddOption
 }
 
-// versioningObserver implements versioning.Observer with three instruments. It is safe for concurrent
-// use; recording allocates nothing unless Options.LicenseeAttribute is set.
+// versioningObserver fills versioning.Hooks with three instruments. It is safe for concurrent use;
+// recording allocates nothing unless Options.LicenseeAttribute is set.
 type versioningObserver struct {
 	requests  metric.Int64Counter
 	duration  metric.Float64Histogram
@@ -46,9 +46,9 @@ type versioningObserver struct {
 	byOutcome [versioning.NumOutcomes][]metric.RecordOption
 	sets      *boundedSets[string, *versionSets]
 	licensee  bool
+	// hooks are the observer's method as the hooks Versioning returns, built once.
+	hooks *versioning.Hooks
 }
-
-var _ versioning.Observer = (*versioningObserver)(nil)
 
 func (t *Telemetry) buildVersioning() error {
 	o := &versioningObserver{licensee: t.opts.LicenseeAttribute}
@@ -66,10 +66,11 @@ func (t *Telemetry) buildVersioning() error {
 		metric.WithDescription("Licensee pins created on first use or moved off a lapsed version, by the version pinned.")); err != nil {
 		return err
 	}
-	for i := range o.byOutcome {
+	for i := 1; i < versioning.NumOutcomes; i++ { // 0 is no outcome, which the router never reports
 		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrVersioningOutcome.String(versioning.Outcome(i).String())))}
 	}
 	o.sets = newBoundedSets(maxVersions, otherValue, newVersionSets)
+	o.hooks = &versioning.Hooks{Decided: o.Decided}
 	t.versioning = o
 	return nil
 }
@@ -77,7 +78,7 @@ func (t *Telemetry) buildVersioning() error {
 func newVersionSets(name string) *versionSets {
 	vs := &versionSets{pin: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrVersion.String(name)))}}
 	for l := range versioning.NumLifecycles {
-		for oc := range versioning.NumOutcomes {
+		for oc := 1; oc < versioning.NumOutcomes; oc++ {
 			vs.requests[l][oc] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
 				attrVersion.String(name),
 				attrLifecycle.String(versioning.Lifecycle(l).String()),
@@ -88,15 +89,19 @@ func newVersionSets(name string) *versionSets {
 	return vs
 }
 
-// Versioning returns the observer to set as versioning.Options.Observer; nil for a nil Telemetry.
-func (t *Telemetry) Versioning() versioning.Observer {
+// Versioning returns the hooks of package versioning, for versioning.Options.Hooks. They record
+// svc.versioning.requests, svc.versioning.decision.duration and svc.versioning.pin.changes, and
+// annotate the request's span.
+//
+// On a nil or zero Telemetry it returns nil: no hooks.
+func (t *Telemetry) Versioning() *versioning.Hooks {
 	if t == nil || t.versioning == nil {
 		return nil
 	}
-	return t.versioning
+	return t.versioning.hooks
 }
 
-// Decided implements versioning.Observer.
+// Decided is versioning.Hooks.Decided.
 func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observation) {
 	name := ob.Version
 	if name == "" || ob.Lifecycle == versioning.LifecycleUnknown {
@@ -107,7 +112,7 @@ func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observat
 		name = otherValue
 	}
 	l, oc := int(ob.Lifecycle), int(ob.Outcome)
-	if l >= versioning.NumLifecycles || oc >= versioning.NumOutcomes {
+	if l >= versioning.NumLifecycles || oc == 0 || oc >= versioning.NumOutcomes {
 		return // not a value the router reports
 	}
 	if o.licensee && ob.Licensee != "" {

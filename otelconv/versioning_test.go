@@ -43,12 +43,12 @@ var noContent = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { 
 func versioningService(t testing.TB, h *harness) http.Handler {
 	t.Helper()
 	rt, err := versioning.New(edgesRegistry(t), &versioning.Options{
-		Now: func() time.Time { return edgesNow }, Licensee: headerLicensee, Observer: h.tel.Versioning(),
+		Now: func() time.Time { return edgesNow }, Licensee: headerLicensee, Hooks: h.tel.Versioning(),
 	})
 	if err != nil {
 		t.Fatalf("versioning.New: %v", err)
 	}
-	problems := apierror.Writer{Observer: h.tel.APIError()}
+	problems := apierror.Writer{Hooks: h.tel.APIError()}
 	return apierror.WithRequestID(problems.Handler(rt.Handler(noContent)))
 }
 
@@ -198,7 +198,7 @@ func (h *harness) attributeSets(t testing.TB, name string) []attribute.Set {
 }
 
 // BenchmarkVersioningObserved is the router's hot path (newest version, pinned licensee) with no
-// observer and with the otelconv observer on the SDK.
+// hooks and with the otelconv hooks on the SDK.
 func BenchmarkVersioningObserved(b *testing.B) {
 	reg := edgesRegistry(b)
 	for _, observed := range []bool{false, true} {
@@ -209,7 +209,7 @@ func BenchmarkVersioningObserved(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			opts := &versioning.Options{Now: func() time.Time { return edgesNow }, Licensee: headerLicensee}
 			if observed {
-				opts.Observer = newHarness(b, nil).tel.Versioning()
+				opts.Hooks = newHarness(b, nil).tel.Versioning()
 			}
 			rt, err := versioning.New(reg, opts)
 			if err != nil {
@@ -228,11 +228,12 @@ func BenchmarkVersioningObserved(b *testing.B) {
 	}
 }
 
-// BenchmarkVersioningDecided is the observer's own cost per request.
+// BenchmarkVersioningDecided is the hook's own cost per request.
 func BenchmarkVersioningDecided(b *testing.B) {
 	o := newHarness(b, nil).tel.Versioning()
 	ctx := context.Background()
-	ob := versioning.Observation{Version: "v2", Lifecycle: versioning.LifecycleDeprecated, Licensee: "lic_a", Pinned: "v2"}
+	ob := versioning.Observation{At: edgesNow, Version: "v2", Lifecycle: versioning.LifecycleDeprecated, Outcome: versioning.OutcomeServed,
+		Licensee: "lic_a", Pinned: "v2"}
 	b.ReportAllocs()
 	for b.Loop() {
 		o.Decided(ctx, ob)

@@ -10,19 +10,10 @@ func NewContext(ctx context.Context, d Decision) context.Context {
 	return context.WithValue(ctx, decisionKey{}, &d)
 }
 
-// FromContext returns the version the request is served at, and whether the router (or NewContext)
-// put one in ctx.
-func FromContext(ctx context.Context) (Version, bool) {
-	d, ok := ctx.Value(decisionKey{}).(*Decision)
-	if !ok {
-		return Version{}, false
-	}
-	return d.Version, true
-}
-
-// DecisionFromContext returns the router's whole decision for the request: version, licensee, pin,
-// override and deprecation.
-func DecisionFromContext(ctx context.Context) (Decision, bool) {
+// FromContext returns the router's decision for the request — the version it is served at
+// (Decision.Version), its licensee, pin, override and deprecation — and whether the router (or
+// NewContext) put one in ctx.
+func FromContext(ctx context.Context) (Decision, bool) {
 	d, ok := ctx.Value(decisionKey{}).(*Decision)
 	if !ok {
 		return Decision{}, false

@@ -68,19 +68,27 @@
 // moving the pin. Options.PinCacheTTL saves the store round trip; a cached pin is only trusted when
 // it agrees with the request, so an upgrade takes effect at once everywhere.
 //
-// Options.OnRequest reports every request on a known version (licensee, version, pin, deprecated,
-// refusal): plug in UsageCounter.Observe, or a metrics exporter, to know who still calls a deprecated
-// version before its sunset; Router.Pins lists who is pinned to it, webhook-only licensees included.
+// A UsageCounter, its Observe set as Hooks.Decided, counts every request on a known version by
+// licensee and version (served, refused, deprecated, first and last seen): it tells who still calls a
+// deprecated version before its sunset; Router.Pins lists who is pinned to it, webhook-only
+// licensees included.
 //
 // # Observing
 //
-// Options.Observer is the telemetry hook: it is told about every request the router decides, unknown
-// versions included, as an Observation — the registered version (never the segment a client wrote
-// when it names none), its Lifecycle (current, deprecated, sunset, unknown), the Outcome (served,
-// override, or the refusal), the licensee and pin, and how long the decision took by Options.Now.
-// It runs on the request's goroutine and must not block; with no Observer nothing is called, at no
-// cost. The otelconv module implements it with OpenTelemetry (Telemetry.Versioning). OnRequest stays
-// the simple usage hook; both are called when both are set.
+// Options.Hooks are told about every request the router decides, unknown versions included, as an
+// Observation — the instant, the registered version (never the segment a client wrote when it names
+// none), its Lifecycle (current, deprecated, sunset, unknown), the Outcome (served, override, or the
+// refusal), the licensee and pin, and how long the decision took by Options.Now. Hooks is a struct
+// of optional funcs, like net/http/httptrace.ClientTrace: a field left nil is skipped, and a field
+// added later is nil in hooks written before it. They run on the request's goroutine and must not
+// block; with no Hooks nothing is called, at no cost. The otelconv module fills them with
+// OpenTelemetry (Telemetry.Versioning); to keep a UsageCounter as well, call both from one func:
+//
+//	otel := tel.Versioning() // nil only for a nil Telemetry
+//	hooks := &versioning.Hooks{Decided: func(ctx context.Context, o versioning.Observation) {
+//		usage.Observe(ctx, o)
+//		otel.Decided(ctx, o)
+//	}}
 //
 // # Changes
 //
@@ -138,7 +146,7 @@
 //			return scope, err == nil
 //		},
 //		AllowOverride: func(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) },
-//		OnRequest:     usage.Observe,
+//		Hooks:         &versioning.Hooks{Decided: usage.Observe}, // usage is a versioning.UsageCounter
 //		PinCacheTTL:   30 * time.Second,
 //		Logger:        logger,
 //		Problems:      problems, // the service's apierror.Writer (or set it once with problems.Handler)
@@ -153,6 +161,6 @@
 //
 // Mux patterns may carry the version ("POST /v1/orders"), a wildcard ("POST /{version}/orders"), or
 // none at all with Options.StripVersion ("POST /orders"); versioning.FromContext tells a handler
-// which version it serves. A version with its own Version.Handler is dispatched there instead and not
+// which version it serves, and the rest of the router's Decision. A version with its own Version.Handler is dispatched there instead and not
 // shaped, for the rare version that cannot be expressed as a transform.
 package versioning

@@ -159,12 +159,3 @@ func newestOf(names []string) string {
 	}
 	return names[len(names)-1]
 }
-
-// codeOf is the problem code of a decision error, for telemetry.
-func codeOf(err error) string {
-	var p *apierror.Error
-	if errors.As(err, &p) {
-		return p.Code
-	}
-	return apierror.CodeInternal
-}

@@ -190,9 +190,9 @@ func ExampleNewRegistry_noPath() {
 func ExampleUsageCounter() {
 	var usage versioning.UsageCounter
 	router, err := versioning.New(exampleRegistry(), &versioning.Options{
-		Now:       func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
-		Licensee:  func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
-		OnRequest: usage.Observe,
+		Now:      func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
+		Licensee: func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
+		Hooks:    &versioning.Hooks{Decided: usage.Observe},
 	})
 	if err != nil {
 		panic(err)

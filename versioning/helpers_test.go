@@ -136,11 +136,11 @@ const orderJSON = `{"id":"ord_1","object":"order","account":"acc_1","side":"buy"
 func newestOrderHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		v, _ := versioning.FromContext(r.Context())
+		d, _ := versioning.FromContext(r.Context())
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Location", "/orders/ord_1")
 		w.Header().Set("X-Seen-Path", r.URL.Path)
-		w.Header().Set("X-Seen-Version", v.Name)
+		w.Header().Set("X-Seen-Version", d.Version.Name)
 		w.Header().Set("X-Seen-Body", string(body))
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, orderJSON+"\n")

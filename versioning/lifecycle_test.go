@@ -1,6 +1,7 @@
 package versioning_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,14 +56,16 @@ func TestLifecycleBoundaries(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var usage []versioning.Usage
+			var seen []versioning.Observation
 			rt := must(versioning.New(fixtureRegistry(t), &versioning.Options{
-				Now:       func() time.Time { return tc.at },
-				OnRequest: func(u versioning.Usage) { usage = append(usage, u) },
+				Now: func() time.Time { return tc.at },
+				Hooks: &versioning.Hooks{Decided: func(_ context.Context, o versioning.Observation) {
+					seen = append(seen, o)
+				}},
 			}))
 			var deprecated bool
 			h := rt.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				d, _ := versioning.DecisionFromContext(r.Context())
+				d, _ := versioning.FromContext(r.Context())
 				deprecated = d.Deprecated
 			}))
 			w := do(t, h, request{path: tc.path})
@@ -70,14 +73,15 @@ func TestLifecycleBoundaries(t *testing.T) {
 			require.Equal(t, tc.deprecation, w.Header().Get("Deprecation"))
 			require.Equal(t, tc.sunset, w.Header().Get("Sunset"))
 			require.Equal(t, tc.links, w.Header().Values("Link"))
+			require.Len(t, seen, 1)
 			if tc.status == 404 {
-				require.Empty(t, usage, "unknown versions are not telemetry")
+				require.Equal(t, versioning.LifecycleUnknown, seen[0].Lifecycle)
+				require.Empty(t, seen[0].Version, "an unknown version is never named")
 				return
 			}
 			name, _, _ := versioning.ParsePath(tc.path)
 			require.Equal(t, name, w.Header().Get(versioning.HeaderVersion))
-			require.Len(t, usage, 1)
-			require.Equal(t, tc.deprecatedNow, usage[0].Deprecated)
+			require.Equal(t, tc.deprecatedNow, seen[0].Lifecycle == versioning.LifecycleDeprecated || seen[0].Lifecycle == versioning.LifecycleSunset)
 			if tc.status == 200 {
 				require.Equal(t, tc.deprecatedNow, deprecated)
 			}

@@ -5,31 +5,35 @@ import (
 	"time"
 )
 
-// Observer is told about every request the Router decides, on a registered version or not, served or
-// refused: the telemetry hook of this package (the otelconv module implements it with OpenTelemetry).
-// It is set with Options.Observer.
+// Hooks are told what the Router decides, for metrics, traces and usage reports (the otelconv module
+// fills them with OpenTelemetry; UsageCounter.Observe is a Decided). Set them in Options.Hooks. Every
+// field may be nil; the zero value observes nothing, and a nil *Hooks observes nothing at no cost.
+// Fields will be added as the package grows: Hooks written for an earlier version keep compiling and
+// keep working, since a new field is nil in them.
 //
-// Observer and Options.OnRequest are independent and both are called when both are set: OnRequest is
-// the simple usage hook (UsageCounter plugs into it) and keeps its contract — registered versions
-// only, licensee included; Observer also sees unknown versions, and the outcome of each request as an
-// enumeration a metrics system can count.
-//
-// Implementations must be safe for concurrent use, and must not block: Decided is called
-// synchronously, on the request's goroutine, before the handler runs.
-type Observer interface {
-	// Decided reports the decision for one request. ctx is the request's context.
-	Decided(ctx context.Context, o Observation)
+// The hooks are called synchronously, on the request's goroutine, from many goroutines at once: they
+// must be safe for concurrent use and must not block. A Hooks value must not be modified once in use.
+type Hooks struct {
+	// Decided is called once for every request the Router decides, by its Handler or by Decide: on
+	// a registered version or not, served or refused, before the handler runs. ctx is the request's
+	// context. To give a decision to several hooks (a UsageCounter and otelconv's, say), call them
+	// in turn from one func.
+	Decided func(ctx context.Context, o Observation)
 }
 
-// Observation is what an Observer learns about one request: a plain value. It never holds what the
+// Observation is what Hooks.Decided learns about one request: a plain value. It never holds what the
 // client put in the version segment unless that names a registered version: a request on an unknown
 // or malformed version has Version "" and Lifecycle LifecycleUnknown, so a client cannot create new
-// values by sending new paths. The zero value is a request served on a current version named "".
+// values by sending new paths. The zero value is no observation: every one the Router reports has an
+// Outcome and a time.
 type Observation struct {
+	// At is the instant the decision was made at, by Options.Now (Decision.At).
+	At time.Time
 	// Version is the registered version the request was addressed to, "" when the path named none
 	// (unknown, malformed, or not released yet).
 	Version string
-	// Lifecycle is Version's state at the decision's instant.
+	// Lifecycle is Version's state at At: LifecycleDeprecated from the deprecation instant,
+	// LifecycleSunset from the sunset instant, LifecycleUnknown when the path named no version.
 	Lifecycle Lifecycle
 	// Outcome says whether the request was served, and if not, why.
 	Outcome Outcome
@@ -80,13 +84,14 @@ func (l Lifecycle) String() string {
 	return "invalid"
 }
 
-// Outcome is what the router did with a request. The zero value is OutcomeServed.
+// Outcome is what the router did with a request. The zero value is no outcome: every Observation
+// the Router reports has one of the values below.
 type Outcome uint8
 
 // The outcomes. Each refusal is one problem code of the router.
 const (
 	// OutcomeServed: served on its version.
-	OutcomeServed Outcome = iota
+	OutcomeServed Outcome = iota + 1
 	// OutcomeOverride: served on another version than the licensee's pin, because AllowOverride
 	// allowed it.
 	OutcomeOverride
@@ -102,13 +107,15 @@ const (
 	OutcomeError
 )
 
-// NumOutcomes is the number of Outcome values, for tables indexed by them.
+// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
 const NumOutcomes = int(OutcomeError) + 1
 
 // String returns "served", "override", "unknown", "sunset", "not_enabled", "pin_unavailable" or
-// "error".
+// "error"; "none" for the zero value.
 func (o Outcome) String() string {
 	switch o {
+	case 0:
+		return "none"
 	case OutcomeServed:
 		return "served"
 	case OutcomeOverride:
@@ -126,6 +133,9 @@ func (o Outcome) String() string {
 	}
 	return "invalid"
 }
+
+// refused reports whether o is a refusal: neither served nor overridden, nor the zero value.
+func (o Outcome) refused() bool { return o > OutcomeOverride }
 
 // outcomeOf maps a decision error to its Outcome.
 func outcomeOf(err error) Outcome {

@@ -31,7 +31,7 @@ func (rt *Router) Pin(ctx context.Context, licensee string) (Pin, error) {
 // Pins returns up to limit pins (1..MaxPinList) ordered by licensee, bytewise, starting after the
 // licensee after ("" for the start; not necessarily a pinned one). A non-empty version, which must
 // be a well-formed name, keeps only the pins on it: who still sits on a deprecated version, including
-// licensees that only receive webhooks and so never show in Options.OnRequest. Arguments outside
+// licensees that only receive webhooks and so never show in Options.Hooks. Arguments outside
 // these rules are ErrInvalidPin.
 func (rt *Router) Pins(ctx context.Context, version, after string, limit int) ([]Pin, error) {
 	if rt == nil || rt.reg == nil {
@@ -237,6 +237,104 @@ func (rt *Router) pinProblem(ctx context.Context, lic string, err error) error {
 	}
 	rt.log.ErrorContext(ctx, "versioning: pin store failed", "licensee", lic, "error", err)
 	return problemPinUnavailable(rt.retryAfter)
+}
+
+// enforcePin reads (or creates) the licensee's pin and checks the request's version against it.
+func (rt *Router) enforcePin(r *http.Request, d *Decision, i int, now time.Time) error {
+	ctx := r.Context()
+	lic, name := d.Licensee, d.Version.Name
+	if err := checkLicensee(lic); err != nil {
+		rt.log.ErrorContext(ctx, "versioning: the Licensee hook returned a licensee no store accepts", "error", err)
+		return &decisionError{cause: err, problem: apierror.Internal()}
+	}
+	pin, cached, created, err := rt.currentPin(ctx, lic, i, now, true)
+	if err == nil && cached && pin.Version != name {
+		// A cached pin is trusted only when it agrees with the request: it may be stale.
+		pin, _, created, err = rt.currentPin(ctx, lic, i, now, false)
+	}
+	if err != nil {
+		return rt.unavailable(ctx, lic, err)
+	}
+	d.Pinned, d.PinChanged = pin.Version, created
+	if pin.Version == name {
+		return nil
+	}
+	if rt.pinLapsed(pin.Version, now) && rt.newer(name, pin.Version) {
+		moved, err := rt.pins.CompareAndSwap(ctx, lic, pin.Version, name, now)
+		switch {
+		case err == nil:
+			rt.cache.put(lic, moved, now)
+			rt.log.InfoContext(ctx, "versioning: moved a lapsed pin", "licensee", lic, "from", pin.Version, "to", name)
+			d.Pinned, d.PinChanged = name, true
+			return nil
+		case errors.Is(err, ErrPinConflict) || errors.Is(err, ErrNotPinned):
+			// Someone moved or removed it meanwhile: decide on what is there now.
+			pin, _, created, err = rt.currentPin(ctx, lic, i, now, false)
+			if err != nil {
+				return rt.unavailable(ctx, lic, err)
+			}
+			d.Pinned, d.PinChanged = pin.Version, created
+			if pin.Version == name {
+				return nil
+			}
+		default:
+			return rt.unavailable(ctx, lic, err)
+		}
+	}
+	if rt.allowOverride != nil && rt.allowOverride(r, lic, pin.Version, name) {
+		d.Override = true
+		return nil
+	}
+	return &decisionError{cause: ErrNotEnabled, problem: problemNotEnabled(name, pin.Version)}
+}
+
+// currentPin returns the licensee's pin, from the cache when allowed, creating it on first use.
+func (rt *Router) currentPin(ctx context.Context, lic string, i int, now time.Time, useCache bool) (pin Pin, cached, created bool, err error) {
+	if useCache {
+		if p, ok := rt.cache.get(lic, now); ok {
+			return p, true, false, nil
+		}
+	}
+	pin, err = rt.pins.Get(ctx, lic)
+	if errors.Is(err, ErrNotPinned) {
+		first := rt.firstPin(i, now)
+		pin, created, err = rt.pins.SetIfAbsent(ctx, lic, first, now)
+		if err == nil && created {
+			rt.log.InfoContext(ctx, "versioning: pinned a licensee on first use", "licensee", lic, "version", first)
+		}
+	}
+	if err != nil {
+		return Pin{}, false, false, err
+	}
+	rt.cache.put(lic, pin, now)
+	return pin, false, created, nil
+}
+
+func (rt *Router) firstPin(i int, now time.Time) string {
+	if rt.firstUse == PinRequested && !rt.reg.versions[i].IsDeprecated(now) {
+		return rt.reg.versions[i].Name
+	}
+	// The requested version is released, so some version is.
+	v, _ := rt.reg.NewestReleased(now)
+	return v.Name
+}
+
+// pinLapsed reports whether a pin no longer binds: its version is sunset or no longer registered.
+func (rt *Router) pinLapsed(pinned string, now time.Time) bool {
+	j, ok := rt.reg.index[pinned]
+	return !ok || rt.reg.versions[j].IsSunset(now)
+}
+
+// newer reports whether version a has a higher number than b.
+func (rt *Router) newer(a, b string) bool {
+	na, _ := parseName(a)
+	nb, ok := parseName(b)
+	return !ok || na > nb
+}
+
+func (rt *Router) unavailable(ctx context.Context, lic string, err error) error {
+	rt.log.ErrorContext(ctx, "versioning: pin store failed", "licensee", lic, "error", err)
+	return &decisionError{cause: fmt.Errorf("%w: %w", ErrPinUnavailable, err), problem: problemPinUnavailable(rt.retryAfter)}
 }
 
 // pinCache keeps recently read pins. A nil *pinCache caches nothing.

@@ -30,7 +30,7 @@ func newPinEnv(t *testing.T, mod func(*versioning.Options)) *pinEnv {
 	t.Helper()
 	e := &pinEnv{clk: newClock(testNow), pins: &faultyPins{PinStore: versioning.NewMemoryPinStore(), t: t},
 		usage: &versioning.UsageCounter{}, ran: new(int)}
-	opts := &versioning.Options{Now: e.clk.Now, Pins: e.pins, Licensee: headerLicensee, OnRequest: e.usage.Observe}
+	opts := &versioning.Options{Now: e.clk.Now, Pins: e.pins, Licensee: headerLicensee, Hooks: &versioning.Hooks{Decided: e.usage.Observe}}
 	if mod != nil {
 		mod(opts)
 	}
@@ -40,7 +40,7 @@ func newPinEnv(t *testing.T, mod func(*versioning.Options)) *pinEnv {
 		mu.Lock()
 		*e.ran++
 		mu.Unlock()
-		d, _ := versioning.DecisionFromContext(r.Context())
+		d, _ := versioning.FromContext(r.Context())
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("X-Override", map[bool]string{true: "yes", false: "no"}[d.Override])
 		w.Header().Set("X-Pinned", d.Pinned)

@@ -15,13 +15,13 @@ import (
 // echo answers 200 with the pattern, path and version it saw, in JSON the changes do not touch.
 func echo(tag string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := versioning.FromContext(r.Context())
+		d, ok := versioning.FromContext(r.Context())
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Tag", tag)
 		w.Header().Set("X-Pattern", r.Pattern)
 		w.Header().Set("X-Path", r.URL.Path)
 		if ok {
-			w.Header().Set("X-Ctx-Version", v.Name)
+			w.Header().Set("X-Ctx-Version", d.Version.Name)
 		}
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}
@@ -34,8 +34,8 @@ func TestRouting(t *testing.T) {
 	}
 	wildcard := http.NewServeMux()
 	wildcard.HandleFunc("GET /{version}/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		v, _ := versioning.FromContext(r.Context())
-		require.Equal(t, r.PathValue("version"), v.Name, "the mux and the router agree on the version")
+		d, _ := versioning.FromContext(r.Context())
+		require.Equal(t, r.PathValue("version"), d.Version.Name, "the mux and the router agree on the version")
 		echo("wildcard")(w, r)
 	})
 	stripped := http.NewServeMux()
@@ -225,15 +225,11 @@ func TestDecideWithoutMiddleware(t *testing.T) {
 
 func TestContextHelpers(t *testing.T) {
 	ctx := versioning.NewContext(t.Context(), versioning.Decision{Version: versioning.Version{Name: "v2"}, Licensee: "lic_1", Override: true})
-	v, ok := versioning.FromContext(ctx)
+	d, ok := versioning.FromContext(ctx)
 	require.True(t, ok)
-	require.Equal(t, "v2", v.Name)
-	d, ok := versioning.DecisionFromContext(ctx)
-	require.True(t, ok)
+	require.Equal(t, "v2", d.Version.Name)
 	require.True(t, d.Override)
 	require.Equal(t, "lic_1", d.Licensee)
 	_, ok = versioning.FromContext(t.Context())
-	require.False(t, ok)
-	_, ok = versioning.DecisionFromContext(t.Context())
 	require.False(t, ok)
 }

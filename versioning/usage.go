@@ -2,31 +2,11 @@ package versioning
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
 )
-
-// Usage is one request on a registered version, as Options.OnRequest receives it: a plain value. The
-// router never reports the zero Usage (every request it reports has a Time and a Version).
-type Usage struct {
-	// Time is the router's clock when it decided.
-	Time time.Time
-	// Licensee is the request's licensee, "" when the Licensee hook named none.
-	Licensee string
-	// Version is the version the request was addressed to.
-	Version string
-	// Pinned is the licensee's pin, "" when there is none (no licensee, or refused before the pin
-	// was read).
-	Pinned string
-	// Deprecated reports whether Version was deprecated at Time.
-	Deprecated bool
-	// Override reports a request served on another version than the pin (AllowOverride).
-	Override bool
-	// Refused is the problem code when the request was refused (version_sunset,
-	// version_not_enabled, version_pin_unavailable, …), "" when it was served.
-	Refused string
-}
 
 // UsageRecord is what a UsageCounter knows about one licensee on one version: a plain value, a copy
 // that later requests do not change. The zero value is a record of no request.
@@ -37,16 +17,18 @@ type UsageRecord struct {
 	Requests uint64
 	// Refused counts the refused ones.
 	Refused uint64
-	// Deprecated counts requests made while the version was deprecated.
+	// Deprecated counts requests made while the version was deprecated (or sunset).
 	Deprecated uint64
 	// FirstSeen and LastSeen are the times of the first and the latest request.
 	FirstSeen, LastSeen time.Time
 }
 
-// UsageCounter is a small in-memory tally of Usage by licensee and version: plug its Observe into
-// Options.OnRequest and ask it who still calls a deprecated version. Requests without a licensee are
-// counted under the licensee "". It holds one record per licensee and version seen, for the life of
-// the process; export its Snapshot to a metrics system for anything longer.
+// UsageCounter is a small in-memory tally of the Router's decisions by licensee and version: set its
+// Observe as Hooks.Decided and ask it who still calls a deprecated version. It counts every request
+// on a registered version, served or refused; requests on no registered version (LifecycleUnknown)
+// are not counted, and requests without a licensee are counted under the licensee "". It holds one
+// record per licensee and version seen, for the life of the process; export its Snapshot to a
+// metrics system for anything longer.
 //
 // A UsageCounter is safe for concurrent use; the zero value is empty and ready to use.
 type UsageCounter struct {
@@ -56,9 +38,13 @@ type UsageCounter struct {
 
 type usageKey struct{ licensee, version string }
 
-// Observe records one request. Its signature fits Options.OnRequest.
-func (c *UsageCounter) Observe(u Usage) {
-	k := usageKey{u.Licensee, u.Version}
+// Observe records one request; it ignores an Observation of no registered version. Its signature
+// fits Hooks.Decided.
+func (c *UsageCounter) Observe(_ context.Context, o Observation) {
+	if o.Version == "" || o.Lifecycle == LifecycleUnknown {
+		return
+	}
+	k := usageKey{o.Licensee, o.Version}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -66,21 +52,21 @@ func (c *UsageCounter) Observe(u Usage) {
 	}
 	r, ok := c.m[k]
 	if !ok {
-		r = &UsageRecord{Licensee: u.Licensee, Version: u.Version, FirstSeen: u.Time}
+		r = &UsageRecord{Licensee: o.Licensee, Version: o.Version, FirstSeen: o.At}
 		c.m[k] = r
 	}
 	r.Requests++
-	if u.Refused != "" {
+	if o.Outcome.refused() {
 		r.Refused++
 	}
-	if u.Deprecated {
+	if o.Lifecycle == LifecycleDeprecated || o.Lifecycle == LifecycleSunset {
 		r.Deprecated++
 	}
-	if u.Time.After(r.LastSeen) {
-		r.LastSeen = u.Time
+	if o.At.After(r.LastSeen) {
+		r.LastSeen = o.At
 	}
-	if u.Time.Before(r.FirstSeen) {
-		r.FirstSeen = u.Time
+	if o.At.Before(r.FirstSeen) {
+		r.FirstSeen = o.At
 	}
 }
 

@@ -1,7 +1,6 @@
 package versioning_test
 
 import (
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,7 +21,7 @@ func TestUsageThroughRouter(t *testing.T) {
 		{path: "/v3/orders", licensee: "lic_old"}, // refused: pinned to v1
 		{path: "/v3/orders", licensee: "lic_new"},
 		{path: "/v1/orders"},                      // no licensee
-		{path: "/v9/orders", licensee: "lic_new"}, // unknown: not telemetry
+		{path: "/v9/orders", licensee: "lic_new"}, // unknown: not counted
 	}
 	for _, r := range requests {
 		do(t, e.h, r)
@@ -54,20 +53,18 @@ func TestUsageThroughRouter(t *testing.T) {
 	require.Empty(t, e.usage.Users("v1", v1Sunset.Add(time.Second)), "nobody called v1 after its sunset")
 }
 
-func TestUsageHookFields(t *testing.T) {
-	var got []versioning.Usage
-	e := newPinEnv(t, func(o *versioning.Options) {
-		o.OnRequest = func(u versioning.Usage) { got = append(got, u) }
-		o.AllowOverride = func(_ *http.Request, _, _, _ string) bool { return true }
-	})
-	e.pin(t, "lic_a", "v1")
-	do(t, e.h, request{path: "/v2/orders", licensee: "lic_a"})
-	e.pins.setFail(errStoreDown)
-	do(t, e.h, request{path: "/v2/orders", licensee: "lic_b"})
-	require.Equal(t, []versioning.Usage{
-		{Time: testNow, Licensee: "lic_a", Version: "v2", Pinned: "v1", Override: true},
-		{Time: testNow, Licensee: "lic_b", Version: "v2", Refused: versioning.CodePinUnavailable},
-	}, got)
+// TestUsageCounterOutcomes: an override is served, every refusal is refused, whatever its cause;
+// observations of no registered version, the zero one included, are not counted.
+func TestUsageCounterOutcomes(t *testing.T) {
+	var c versioning.UsageCounter
+	ctx := t.Context()
+	for oc := versioning.OutcomeServed; int(oc) < versioning.NumOutcomes; oc++ {
+		c.Observe(ctx, versioning.Observation{At: testNow, Version: "v2", Outcome: oc, Licensee: "lic_a"})
+	}
+	c.Observe(ctx, versioning.Observation{At: testNow, Lifecycle: versioning.LifecycleUnknown, Outcome: versioning.OutcomeUnknown})
+	c.Observe(ctx, versioning.Observation{})
+	require.Equal(t, []versioning.UsageRecord{{Licensee: "lic_a", Version: "v2", Requests: uint64(versioning.NumOutcomes - 1),
+		Refused: uint64(versioning.NumOutcomes - 3), FirstSeen: testNow, LastSeen: testNow}}, c.Snapshot())
 }
 
 func TestUsageCounterConcurrent(t *testing.T) {
@@ -76,7 +73,12 @@ func TestUsageCounterConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 100 {
-				c.Observe(versioning.Usage{Time: testNow.Add(time.Duration(j) * time.Second), Licensee: "lic", Version: "v" + strconv.Itoa(1+i%2), Deprecated: i%2 == 0})
+				o := versioning.Observation{At: testNow.Add(time.Duration(j) * time.Second), Licensee: "lic", Version: "v" + strconv.Itoa(1+i%2),
+					Outcome: versioning.OutcomeServed}
+				if i%2 == 0 {
+					o.Lifecycle = versioning.LifecycleDeprecated
+				}
+				c.Observe(t.Context(), o)
 			}
 		})
 	}
@@ -89,6 +91,6 @@ func TestUsageCounterConcurrent(t *testing.T) {
 	require.Equal(t, testNow, snap[0].FirstSeen)
 	require.Equal(t, testNow.Add(99*time.Second), snap[0].LastSeen)
 	// Out-of-order observations keep the true first and last times.
-	c.Observe(versioning.Usage{Time: testNow.Add(-time.Hour), Licensee: "lic", Version: "v1"})
+	c.Observe(t.Context(), versioning.Observation{At: testNow.Add(-time.Hour), Licensee: "lic", Version: "v1", Outcome: versioning.OutcomeServed})
 	require.Equal(t, testNow.Add(-time.Hour), c.Users("v1", time.Time{})[0].FirstSeen)
 }

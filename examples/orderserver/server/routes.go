@@ -261,8 +261,8 @@ func (s *Server) rangeOwner(r *http.Request) (string, error) { return scopeOf(r)
 
 // versionOf is the version the request is served at, which the router put in the context.
 func (s *Server) versionOf(r *http.Request) string {
-	if v, ok := versioning.FromContext(r.Context()); ok {
-		return v.Name
+	if d, ok := versioning.FromContext(r.Context()); ok {
+		return d.Version.Name
 	}
 	return s.versions.Registry().Newest().Name
 }
@@ -270,7 +270,7 @@ func (s *Server) versionOf(r *http.Request) string {
 // pinnedVersion is the API version the request's licensee is pinned to: webhook events for its
 // endpoints are rendered at it.
 func (s *Server) pinnedVersion(r *http.Request) string {
-	if d, ok := versioning.DecisionFromContext(r.Context()); ok && d.Pinned != "" {
+	if d, ok := versioning.FromContext(r.Context()); ok && d.Pinned != "" {
 		return d.Pinned
 	}
 	return s.versionOf(r)

@@ -242,7 +242,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminToken == "" {
 		s.adminToken = NewAdminToken()
 	}
-	s.problems = apierror.Writer{Logger: s.log, Observer: s.tel.APIError()}
+	s.problems = apierror.Writer{Logger: s.log, Hooks: s.tel.APIError()}
 	s.stats.faults = make(map[string]int64)
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
@@ -291,7 +291,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.versions, err = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
 		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
-		Problems: s.problems, Logger: s.log, Observer: s.tel.Versioning()})
+		Problems: s.problems, Logger: s.log, Hooks: s.tel.Versioning()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
