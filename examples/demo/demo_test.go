@@ -74,7 +74,9 @@ func TestDemo(t *testing.T) {
 			require.Equal(t, int64(rep.ReplaysServed), m.Replayed)
 			require.Equal(t, rep.EventsEmitted, m.EventsAppended)
 			require.Equal(t, rep.EventsEmitted, m.Delivered, "every event delivered once in the end")
-			require.Positive(t, m.Gaps, "dropped deliveries show up as gaps")
+			// A dropped delivery is recovered by a range fetch: the gap the next delivery reveals, or the
+			// consumer's catch-up poll, which on a loaded machine may find it first (then gaps is 0).
+			require.Positive(t, m.RangeFetches, "dropped deliveries are recovered by range fetches")
 			require.GreaterOrEqual(t, m.RangeFetches, m.Gaps-m.RangeFetches, "gaps are filled by range fetches")
 			require.Equal(t, m.Authentications, m.Authenticated, "the demo's own key always authenticates")
 			require.Contains(t, out.String(), "agreement           replays, 409s, events, rejected signatures and duplicates match the report")
