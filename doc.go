@@ -57,9 +57,11 @@
 //     tested only through the Dispatcher's own tests, and sandbox.Limiter, the rate-limit hook whose
 //     one implementation is the in-memory TokenBucket.
 //   - Observers. Every package that decides something takes an Observer in its options
-//     (idempotency.Options, webhook's Verify, Receiver, Tracker and RangeClient options,
+//     (webhook's Verify, Receiver, Tracker and RangeClient options,
 //     producer's Publisher and Dispatcher options, versioning.Options, sandbox's Auth and RateLimit
 //     options, apierror.Writer). It is called at each decision, with plain values and never a
 //     secret, and costs nothing when nil. The otelconv module implements them all with
-//     OpenTelemetry; a team can implement one for anything else.
+//     OpenTelemetry; a team can implement one for anything else. idempotency.Options takes Hooks
+//     instead, a struct of optional funcs in the manner of net/http/httptrace.ClientTrace, so that
+//     a hook can be added without breaking anyone who set the others.
 package conventions

@@ -93,9 +93,9 @@ type Attempt struct {
 	m       *Middleware
 	store   Store
 	tx      bool   // in a Transactor's transaction: serveTx reports the outcome after the commit
-	backend string // store's name for the Observer
-	// mark is the time an Observer's last measurement of this request ended, where the next one
-	// starts (zero without an Observer, or when the next step is not immediate).
+	backend string // store's name for the Hooks
+	// mark is the time the Hooks' last measurement of this request ended, where the next one
+	// starts (zero without Hooks, or when the next step is not immediate).
 	mark    time.Time
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -162,7 +162,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		store = m.store
 	}
 	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store, backend: m.backend}
-	if req.Store != nil && m.observer != nil {
+	if req.Store != nil && m.hooks != nil {
 		a.backend = backendOf(req.Store) // a Transactor's store, bound to its transaction
 	}
 	now := m.now()

@@ -203,12 +203,14 @@
 // completions pending now. Options.Logger receives store errors, refused stale
 // completions and panics, with the idempotency key (never the credential).
 //
-// Options.Observer is told each governed request's Outcome once (executed, replayed, in_use,
-// reused, rejected, quota, store_error, failed_open, lease_lost, released), every store call with
-// its operation, backend, duration and error, and every handler run with its status and duration.
-// Its Start methods return the context the work goes on in, so a tracer can put spans there. The
-// otelconv module implements it with OpenTelemetry; without an Observer nothing is measured and
-// nothing allocated (TestObserverCostsNothingWhenUnset). An Observer never sees a key or a scope.
+// Options.Hooks, a struct of optional funcs in the manner of net/http/httptrace.ClientTrace, are
+// told each governed request's Outcome once (executed, replayed, in_use, reused, rejected, quota,
+// store_error, failed_open, lease_lost, released), every store call with its operation, backend,
+// duration and error, and every handler run with its status and duration. The Start hooks return
+// the context the work goes on in, so a tracer can put spans there. Any field may be nil, and hooks
+// added in later versions are nil in Hooks written before them. The otelconv module fills them with
+// OpenTelemetry; without Hooks nothing is measured and nothing allocated
+// (TestHooksCostNothingWhenUnset). The hooks never see a key or a scope.
 //
 // # Example
 //

@@ -171,9 +171,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Problems renders the problem responses. The zero value uses apierror's defaults.
 	Problems apierror.Writer
-	// Observer is told every request's outcome and the duration of every store call and handler,
-	// for metrics and traces (otelconv implements it with OpenTelemetry). Default: none, at no cost.
-	Observer Observer
+	// Hooks are told every request's outcome and the duration of every store call and handler,
+	// for metrics and traces (otelconv fills them with OpenTelemetry). Default: none, at no cost.
+	Hooks *Hooks
 }
 
 // Middleware makes mutating requests idempotent: see the package documentation for the wire
@@ -203,8 +203,8 @@ type Middleware struct {
 	now              func() time.Time
 	log              *slog.Logger
 	problems         apierror.Writer
-	observer         Observer
-	backend          string // the store's name for the Observer, asked once
+	hooks            *Hooks // nil: none set, nothing measured
+	backend          string // the store's name for the Hooks, asked once
 
 	// Problems that do not depend on the request are built once; apierror.Writer never mutates them.
 	pMissing, pInvalid, pReused, pInUse, pUnavailable, pTooLarge, pNoCredential, pUnreadable, pRespTooLarge, pQuota, pInternal *apierror.Error
@@ -245,7 +245,7 @@ func New(opts *Options) (*Middleware, error) {
 		now:              o.Now,
 		log:              o.Logger,
 		problems:         o.Problems,
-		observer:         o.Observer,
+		hooks:            o.Hooks.used(),
 	}
 	if m.store == nil {
 		m.store = NewMemoryStore(nil)
@@ -536,11 +536,8 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	x.body.reset(x.buf)
 	ctx := a.ctx
 	var start time.Time
-	if m.observer != nil {
-		ctx = m.observer.HandlerStart(ctx)
-		if start = a.mark; start.IsZero() {
-			start = m.now()
-		}
+	if m.hooks != nil {
+		ctx, start = m.handlerStart(ctx, a)
 	}
 	g := &governedRequest{ctx: downstreamContext{Context: ctx, key: a.Key, secret: m.downstreamSecret}}
 	g.req = *r.WithContext(&g.ctx) // WithContext is inlined: its own copy stays on the stack
@@ -558,8 +555,8 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 		// The handler panicked (or called runtime.Goexit). Release the key so that a retry can run
 		// — nothing is stored — and let the panic go on with its original stack.
 		m.stats.panics.Add(1)
-		if m.observer != nil {
-			m.observer.HandlerEnd(ctx, http.StatusInternalServerError, m.now().Sub(start), true)
+		if m.hooks != nil {
+			m.handlerEnd(ctx, a, start, http.StatusInternalServerError, true)
 		}
 		x.detached.parent = r.Context()
 		err := a.Release(&x.detached)
@@ -568,9 +565,8 @@ func (m *Middleware) execute(w http.ResponseWriter, r *http.Request, next http.H
 	}()
 	next.ServeHTTP(rec, r2)
 	finished = true
-	if m.observer != nil {
-		a.mark = m.now() // where the completion's measurement starts
-		m.observer.HandlerEnd(ctx, rec.finalStatus(), a.mark.Sub(start), false)
+	if m.hooks != nil {
+		m.handlerEnd(ctx, a, start, rec.finalStatus(), false)
 	}
 	x.detached.parent = r.Context()
 	m.finish(&x.detached, x, a, rec)

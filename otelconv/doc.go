@@ -1,7 +1,7 @@
 // Package otelconv reports what the conventions library does to OpenTelemetry: it implements the
-// observer interfaces of idempotency, webhook, webhook/producer, versioning, sandbox and apierror with
-// the OpenTelemetry metrics and trace APIs, so that a team's dashboards and traces show every
-// convention without adapters of its own.
+// observer interfaces, or fills the Hooks, of idempotency, webhook, webhook/producer, versioning,
+// sandbox and apierror with the OpenTelemetry metrics and trace APIs, so that a team's dashboards
+// and traces show every convention without adapters of its own.
 //
 // It is a module of its own, so that the core module never downloads OpenTelemetry. The core
 // packages call an observer only when one is set: without one nothing is measured and nothing is
@@ -17,7 +17,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	idem, err := idempotency.New(&idempotency.Options{Store: store, Observer: tel.Idempotency()})
+//	idem, err := idempotency.New(&idempotency.Options{Store: store, Hooks: tel.Idempotency()})
 //	srv := &http.Server{Handler: tel.HTTPHandler(apiHandler)}
 //
 // Every instrument is created once, in New. Recording a measurement allocates nothing: the

@@ -5,32 +5,46 @@ import (
 	"time"
 )
 
-// Observer is told what a Middleware decides and how long its store and its handler take, for
-// metrics and traces (the otelconv module implements it with OpenTelemetry). Set it in
-// Options.Observer; without one nothing is measured and nothing is allocated.
+// Hooks are told what a Middleware decides and how long its store and its handler take, for
+// metrics and traces (package otelconv fills them with OpenTelemetry). Set them in Options.Hooks.
+// Every field may be nil; the zero value observes nothing, and a nil *Hooks observes nothing at no
+// cost. Fields will be added as the middleware grows: Hooks written for an earlier version keep
+// compiling and keep working, since a new field is nil in them.
 //
-// The Start methods return the context the work goes on in, so that an implementation can put a
-// span there; the matching End gets that context. Methods are called synchronously on the request
-// path, from many goroutines at once: an Observer must be safe for concurrent use and must not
-// block. An Observer never sees a key, a scope or a body.
-type Observer interface {
+// The Start hooks return the context the work goes on in, so that an implementation can put a span
+// there; the matching End gets that context. The hooks are called synchronously on the request
+// path, from many goroutines at once: they must be safe for concurrent use and must not block. They
+// never see a key, a scope or a body. New keeps a copy of the Hooks it is given: changing them
+// afterwards changes nothing.
+type Hooks struct {
 	// StoreStart is called before each store call: claim, complete, release and renew.
-	StoreStart(ctx context.Context, call StoreCall) context.Context
+	StoreStart func(ctx context.Context, call StoreCall) context.Context
 	// StoreEnd is called after it with the context StoreStart returned, the call's duration (by
 	// Options.Now) and its error: nil, or one matching ErrLeaseLost, ErrQuotaExceeded, ErrStoreFull
 	// or a store failure.
-	StoreEnd(ctx context.Context, call StoreCall, took time.Duration, err error)
+	StoreEnd func(ctx context.Context, call StoreCall, took time.Duration, err error)
 	// HandlerStart is called before the middleware runs the handler of a claimed request; the
 	// handler runs in the context it returns.
-	HandlerStart(ctx context.Context) context.Context
+	HandlerStart func(ctx context.Context) context.Context
 	// HandlerEnd is called when the handler returned (or panicked: status 500, panicked true).
-	HandlerEnd(ctx context.Context, status int, took time.Duration, panicked bool)
+	HandlerEnd func(ctx context.Context, status int, took time.Duration, panicked bool)
 	// Outcome is called once per governed request (or Begin) when its outcome is known: for an
-	// executed request, when its response is stored, released or refused.
-	Outcome(ctx context.Context, outcome Outcome)
+	// executed request, when its response is stored, released or refused. It is never called with
+	// the zero Outcome.
+	Outcome func(ctx context.Context, outcome Outcome)
 }
 
-// StoreCall names one store call for an Observer. It is a plain value; the zero value names no
+// used returns a copy of h for a Middleware to keep, or nil when h sets no field: a Middleware
+// measures nothing, and reads no clock for it, unless some hook is set.
+func (h *Hooks) used() *Hooks {
+	if h == nil || (h.StoreStart == nil && h.StoreEnd == nil && h.HandlerStart == nil && h.HandlerEnd == nil && h.Outcome == nil) {
+		return nil
+	}
+	c := *h
+	return &c
+}
+
+// StoreCall names one store call for the Hooks. It is a plain value; the zero value names no
 // call.
 type StoreCall struct {
 	// Op is the operation.
@@ -40,7 +54,7 @@ type StoreCall struct {
 	Backend string
 }
 
-// Backender is implemented by stores that name their backend for observers, in lower case and
+// Backender is implemented by stores that name their backend for the Hooks, in lower case and
 // without instance details ("postgresql", "redis"). MemoryStore and the stores of pgstore and
 // redisstore implement it.
 type Backender interface {
@@ -50,7 +64,7 @@ type Backender interface {
 // Backend reports "memory".
 func (s *MemoryStore) Backend() string { return "memory" }
 
-// backendOf names store for an Observer.
+// backendOf names store for the Hooks.
 func backendOf(store Store) string {
 	if b, ok := store.(Backender); ok {
 		if name := b.Backend(); name != "" {
@@ -63,7 +77,7 @@ func backendOf(store Store) string {
 // StoreOp is a store operation. The zero value is no operation.
 type StoreOp uint8
 
-// The store operations an Observer sees.
+// The store operations the Hooks see.
 const (
 	OpClaim StoreOp = iota + 1
 	OpComplete
@@ -132,32 +146,65 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// storeStart and storeEnd bracket one store call when an Observer is set. A caller that has just read
+// storeStart and storeEnd bracket one store call when Hooks are set. A caller that has just read
 // the clock passes that time as known (zero: storeStart reads it); storeEnd returns the time it read,
 // which the next step of the same request starts from: each step costs one clock read, not two.
 func (m *Middleware) storeStart(ctx context.Context, op StoreOp, backend string, known time.Time) (context.Context, StoreCall, time.Time) {
-	if m.observer == nil {
+	h := m.hooks
+	if h == nil {
 		return ctx, StoreCall{}, time.Time{}
 	}
 	if known.IsZero() {
 		known = m.now()
 	}
 	call := StoreCall{Op: op, Backend: backend}
-	return m.observer.StoreStart(ctx, call), call, known
+	if h.StoreStart != nil {
+		ctx = h.StoreStart(ctx, call)
+	}
+	return ctx, call, known
 }
 
 func (m *Middleware) storeEnd(ctx context.Context, call StoreCall, start time.Time, err error) time.Time {
-	if m.observer == nil {
+	h := m.hooks
+	if h == nil {
 		return time.Time{}
 	}
 	end := m.now()
-	m.observer.StoreEnd(ctx, call, end.Sub(start), err)
+	if h.StoreEnd != nil {
+		h.StoreEnd(ctx, call, end.Sub(start), err)
+	}
 	return end
 }
 
-// outcome reports o for one request when an Observer is set.
+// handlerStart is called, when Hooks are set, before a claimed request's handler runs; it returns
+// the context the handler runs in and the time the handler's measurement starts from.
+func (m *Middleware) handlerStart(ctx context.Context, a *Attempt) (context.Context, time.Time) {
+	h := m.hooks
+	if h.HandlerStart != nil {
+		ctx = h.HandlerStart(ctx)
+	}
+	start := a.mark // the claim's end, just now
+	if start.IsZero() {
+		start = m.now()
+	}
+	return ctx, start
+}
+
+// handlerEnd is called, when Hooks are set, after the handler returned or panicked. A handler that
+// returned leaves its end in a.mark, where the completion's measurement starts.
+func (m *Middleware) handlerEnd(ctx context.Context, a *Attempt, start time.Time, status int, panicked bool) {
+	end := m.now()
+	if !panicked {
+		a.mark = end
+	}
+	if h := m.hooks; h.HandlerEnd != nil {
+		h.HandlerEnd(ctx, status, end.Sub(start), panicked)
+	}
+}
+
+// outcome reports o for one request when Hooks are set.
 func (m *Middleware) outcome(ctx context.Context, o Outcome) {
-	if m.observer != nil {
-		m.observer.Outcome(ctx, o)
+	if h := m.hooks; h != nil && h.Outcome != nil {
+		h.Outcome(ctx, o)
 	}
 }

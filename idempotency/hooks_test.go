@@ -15,8 +15,8 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 )
 
-// recordingObserver writes down every call, in order, as a short line.
-type recordingObserver struct {
+// hookRecorder writes down every call of its hooks, in order, as a short line.
+type hookRecorder struct {
 	mu     sync.Mutex
 	events []string
 	tookOK bool // every duration seen was >= 0
@@ -24,13 +24,13 @@ type recordingObserver struct {
 
 type obsCtxKey struct{}
 
-func (o *recordingObserver) add(format string, args ...any) {
+func (o *hookRecorder) add(format string, args ...any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.events = append(o.events, fmt.Sprintf(format, args...))
 }
 
-func (o *recordingObserver) took(d time.Duration) {
+func (o *hookRecorder) took(d time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if d < 0 {
@@ -38,12 +38,12 @@ func (o *recordingObserver) took(d time.Duration) {
 	}
 }
 
-func (o *recordingObserver) StoreStart(ctx context.Context, call idempotency.StoreCall) context.Context {
+func (o *hookRecorder) StoreStart(ctx context.Context, call idempotency.StoreCall) context.Context {
 	o.add("store %s %s", call.Op, call.Backend)
 	return context.WithValue(ctx, obsCtxKey{}, call.Op.String())
 }
 
-func (o *recordingObserver) StoreEnd(ctx context.Context, call idempotency.StoreCall, took time.Duration, err error) {
+func (o *hookRecorder) StoreEnd(ctx context.Context, call idempotency.StoreCall, took time.Duration, err error) {
 	if ctx.Value(obsCtxKey{}) != call.Op.String() {
 		o.add("store %s end: not StoreStart's context", call.Op)
 	}
@@ -60,12 +60,12 @@ func (o *recordingObserver) StoreEnd(ctx context.Context, call idempotency.Store
 	o.add("store %s end %s", call.Op, result)
 }
 
-func (o *recordingObserver) HandlerStart(ctx context.Context) context.Context {
+func (o *hookRecorder) HandlerStart(ctx context.Context) context.Context {
 	o.add("handler")
 	return context.WithValue(ctx, obsCtxKey{}, "handler")
 }
 
-func (o *recordingObserver) HandlerEnd(ctx context.Context, status int, took time.Duration, panicked bool) {
+func (o *hookRecorder) HandlerEnd(ctx context.Context, status int, took time.Duration, panicked bool) {
 	if ctx.Value(obsCtxKey{}) != "handler" {
 		o.add("handler end: not HandlerStart's context")
 	}
@@ -73,11 +73,17 @@ func (o *recordingObserver) HandlerEnd(ctx context.Context, status int, took tim
 	o.add("handler end %d panicked=%t", status, panicked)
 }
 
-func (o *recordingObserver) Outcome(_ context.Context, outcome idempotency.Outcome) {
+func (o *hookRecorder) Outcome(_ context.Context, outcome idempotency.Outcome) {
 	o.add("outcome %s", outcome)
 }
 
-func (o *recordingObserver) take() []string {
+// hooks are the recorder's methods as idempotency.Hooks.
+func (o *hookRecorder) hooks() *idempotency.Hooks {
+	return &idempotency.Hooks{StoreStart: o.StoreStart, StoreEnd: o.StoreEnd, HandlerStart: o.HandlerStart,
+		HandlerEnd: o.HandlerEnd, Outcome: o.Outcome}
+}
+
+func (o *hookRecorder) take() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ev := o.events
@@ -85,7 +91,7 @@ func (o *recordingObserver) take() []string {
 	return ev
 }
 
-// ran is what an Observer sees of a claimed request whose handler ran: the claim, the handler with
+// ran is what the Hooks see of a claimed request whose handler ran: the claim, the handler with
 // its status, the completion or release (op), and the outcome.
 func ran(status int, panicked bool, op, outcome string) []string {
 	return []string{
@@ -104,12 +110,12 @@ func handlerCtxSeen(status int, seen *bool) http.Handler {
 	})
 }
 
-// Every decision point of the middleware tells the Observer once, in order, with the outcome the
+// Every decision point of the middleware tells the Hooks once, in order, with the outcome the
 // client got.
-func TestObserverSeesEveryDecision(t *testing.T) {
-	obs := &recordingObserver{tookOK: true}
+func TestHooksSeeEveryDecision(t *testing.T) {
+	obs := &hookRecorder{tookOK: true}
 	store := &faultStore{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 3})}
-	m := must(idempotency.New(&idempotency.Options{Store: store, Observer: obs, ReleaseServerErrors: true}))
+	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), ReleaseServerErrors: true}))
 	var seen bool
 	created := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
 
@@ -170,21 +176,21 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	obs.mu.Unlock()
 }
 
-// FailOpen runs the handler without idempotency; the observer is told so.
-func TestObserverFailedOpen(t *testing.T) {
-	obs := &recordingObserver{tookOK: true}
+// FailOpen runs the handler without idempotency; the Hooks are told so.
+func TestHooksFailedOpen(t *testing.T) {
+	obs := &hookRecorder{tookOK: true}
 	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
 	store.fail(&store.claimErr, errDown)
-	m := must(idempotency.New(&idempotency.Options{Store: store, Observer: obs, FailOpen: true}))
+	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), FailOpen: true}))
 	require.Equal(t, http.StatusCreated, serve(m.Handler(&orders{}), req("POST", "/v1/orders", "k1", authA, order)).Code)
 	require.Equal(t, []string{"store claim custom", "store claim end error", "outcome failed_open"}, obs.take())
 }
 
 // A stale owner's completion is refused: the handler ran, the outcome is lease_lost.
-func TestObserverLeaseLost(t *testing.T) {
-	obs := &recordingObserver{tookOK: true}
+func TestHooksLeaseLost(t *testing.T) {
+	obs := &hookRecorder{tookOK: true}
 	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
-	m := must(idempotency.New(&idempotency.Options{Store: store, Observer: obs}))
+	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks()}))
 	fp := idempotency.NewFingerprint("POST", "/x", "", [32]byte{})
 	stale := must(m.Begin(context.Background(), idempotency.Request{Scope: "s", Key: "k", Fingerprint: fp, NoRenew: true}))
 	require.Equal(t, idempotency.Execute, stale.Decision)
@@ -196,11 +202,11 @@ func TestObserverLeaseLost(t *testing.T) {
 
 // A completion the store refuses is retried in the background: every try is seen, and one outcome
 // when it lands. Renewals are store calls too.
-func TestObserverPendingCompletionAndRenewals(t *testing.T) {
+func TestHooksPendingCompletionAndRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		obs := &recordingObserver{tookOK: true}
+		obs := &hookRecorder{tookOK: true}
 		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
-		m := must(idempotency.New(&idempotency.Options{Store: store, Observer: obs, Lease: 3 * time.Second}))
+		m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), Lease: 3 * time.Second}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			store.down.Store(true)
 			w.WriteHeader(http.StatusCreated)
@@ -226,10 +232,10 @@ func TestObserverPendingCompletionAndRenewals(t *testing.T) {
 
 // Transactional mode reports the outcome after the commit: a commit that fails is a store error,
 // not an execution.
-func TestObserverTransactional(t *testing.T) {
-	obs := &recordingObserver{tookOK: true}
+func TestHooksTransactional(t *testing.T) {
+	obs := &hookRecorder{tookOK: true}
 	tx := &txStore{records: map[idempotency.Key]idempotency.Record{}}
-	m := must(idempotency.New(&idempotency.Options{Transactor: tx, Observer: obs}))
+	m := must(idempotency.New(&idempotency.Options{Transactor: tx, Hooks: obs.hooks()}))
 	var seen bool
 	h := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
 	require.Equal(t, http.StatusCreated, serve(h, req("POST", "/v1/orders", "k1", authA, order)).Code)
@@ -240,9 +246,9 @@ func TestObserverTransactional(t *testing.T) {
 	require.Equal(t, ran(201, false, "complete", "store_error"), obs.take())
 }
 
-// Without an Observer the middleware allocates exactly what it did before observers existed; with
-// one that does nothing, the executed request's path adds no allocation of its own.
-func TestObserverCostsNothingWhenUnset(t *testing.T) {
+// Without Hooks the middleware allocates exactly what it did before hooks existed; with hooks that
+// do nothing, or with an empty Hooks, the executed request's path adds no allocation of its own.
+func TestHooksCostNothingWhenUnset(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts vary under the race detector")
 	}
@@ -264,20 +270,20 @@ func TestObserverCostsNothingWhenUnset(t *testing.T) {
 		})
 	}
 	without := run(&idempotency.Options{})
-	with := run(&idempotency.Options{Observer: nopObserver{}})
-	require.Equal(t, without, with, "an Observer that keeps no context adds no allocation")
+	require.Equal(t, without, run(&idempotency.Options{Hooks: &idempotency.Hooks{}}), "empty Hooks are no Hooks")
+	require.Equal(t, without, run(&idempotency.Options{Hooks: nopHooks()}), "hooks that keep no context add no allocation")
 }
 
-// nopObserver does nothing and returns the context it gets.
-type nopObserver struct{}
-
-func (nopObserver) StoreStart(ctx context.Context, _ idempotency.StoreCall) context.Context {
-	return ctx
+// nopHooks sets every hook to one that does nothing and returns the context it gets.
+func nopHooks() *idempotency.Hooks {
+	return &idempotency.Hooks{
+		StoreStart:   func(ctx context.Context, _ idempotency.StoreCall) context.Context { return ctx },
+		StoreEnd:     func(context.Context, idempotency.StoreCall, time.Duration, error) {},
+		HandlerStart: func(ctx context.Context) context.Context { return ctx },
+		HandlerEnd:   func(context.Context, int, time.Duration, bool) {},
+		Outcome:      func(context.Context, idempotency.Outcome) {},
+	}
 }
-func (nopObserver) StoreEnd(context.Context, idempotency.StoreCall, time.Duration, error) {}
-func (nopObserver) HandlerStart(ctx context.Context) context.Context                      { return ctx }
-func (nopObserver) HandlerEnd(context.Context, int, time.Duration, bool)                  {}
-func (nopObserver) Outcome(context.Context, idempotency.Outcome)                          {}
 
 // discardWriter is a ResponseWriter that keeps nothing.
 type discardWriter struct{ h http.Header }
@@ -303,4 +309,125 @@ func TestNumOutcomesAndStoreOps(t *testing.T) {
 	require.EqualValues(t, idempotency.OutcomeReleased+1, idempotency.NumOutcomes)
 	require.EqualValues(t, idempotency.OpRenew+1, idempotency.NumStoreOps)
 	require.Equal(t, "released", idempotency.Outcome(idempotency.NumOutcomes-1).String())
+}
+
+// TestHooksMayBePartial: Hooks written before a field existed leave it nil, and every nil field is
+// skipped — Hooks with one field set work on every path: a request executed, replayed, refused as
+// reused or rejected, a handler that panics, Begin with Complete and Release, and transactional
+// mode's execution and replay. Each field alone is called as often as it is with all of them set.
+func TestHooksMayBePartial(t *testing.T) {
+	type counts struct{ storeStart, storeEnd, handlerStart, handlerEnd, outcome int }
+	// paths runs every path through middlewares built with hooks; it checks each answer.
+	paths := func(t *testing.T, hooks *idempotency.Hooks) {
+		t.Helper()
+		ctx := context.Background()
+		m := must(idempotency.New(&idempotency.Options{Hooks: hooks, Lease: time.Hour}))
+		var seen bool
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = r.Context().Value(obsCtxKey{}) == "handler"
+			w.WriteHeader(http.StatusCreated)
+		}))
+		require.Equal(t, http.StatusCreated, serve(h, req("POST", "/v1/orders", "k1", authA, order)).Code)
+		require.Equal(t, hooks.HandlerStart != nil, seen, "the handler runs in HandlerStart's context, when there is one")
+		replay := serve(h, req("POST", "/v1/orders", "k1", authA, order))
+		require.Equal(t, http.StatusCreated, replay.Code)
+		require.Equal(t, "true", replay.Header().Get(idempotency.HeaderReplayed))
+		requireProblem(t, serve(h, req("POST", "/v1/orders", "k1", authA, `{"other":1}`)), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		requireProblem(t, serve(h, req("POST", "/v1/orders", "", authA, order)), http.StatusBadRequest, idempotency.CodeKeyMissing)
+		panicky := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+		require.Panics(t, func() { serve(panicky, req("POST", "/v1/orders", "k2", authA, order)) })
+
+		fp := idempotency.NewFingerprint("POST", "/x", "", [32]byte{})
+		a := must(m.Begin(ctx, idempotency.Request{Scope: "s", Key: "b1", Fingerprint: fp, NoRenew: true}))
+		require.Equal(t, idempotency.Execute, a.Decision)
+		require.NoError(t, a.Release(ctx))
+		a = must(m.Begin(ctx, idempotency.Request{Scope: "s", Key: "b2", Fingerprint: fp, NoRenew: true}))
+		require.NoError(t, a.Complete(ctx, idempotency.Response{Status: http.StatusCreated}))
+
+		tx := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+		mtx := must(idempotency.New(&idempotency.Options{Transactor: tx, Hooks: hooks}))
+		htx := mtx.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+		require.Equal(t, http.StatusCreated, serve(htx, req("POST", "/v1/orders", "t1", authA, order)).Code)
+		replay = serve(htx, req("POST", "/v1/orders", "t1", authA, order))
+		require.Equal(t, http.StatusCreated, replay.Code)
+		require.Equal(t, "true", replay.Header().Get(idempotency.HeaderReplayed))
+		require.Equal(t, 1, tx.commits, "the replay rolled back")
+		require.NoError(t, m.Close(ctx))
+		require.NoError(t, mtx.Close(ctx))
+	}
+
+	// With every field set, the counts each field alone must reach.
+	var mu sync.Mutex
+	var all counts
+	count := func(n *int) { mu.Lock(); *n++; mu.Unlock() }
+	full := &idempotency.Hooks{
+		StoreStart: func(ctx context.Context, _ idempotency.StoreCall) context.Context { count(&all.storeStart); return ctx },
+		StoreEnd:   func(context.Context, idempotency.StoreCall, time.Duration, error) { count(&all.storeEnd) },
+		HandlerStart: func(ctx context.Context) context.Context {
+			count(&all.handlerStart)
+			return context.WithValue(ctx, obsCtxKey{}, "handler")
+		},
+		HandlerEnd: func(context.Context, int, time.Duration, bool) { count(&all.handlerEnd) },
+		Outcome:    func(context.Context, idempotency.Outcome) { count(&all.outcome) },
+	}
+	paths(t, full)
+	// 13 store calls: 6 claims through Handler and Begin, 3 through the Transactor, 2 completions
+	// and 2 releases (the panic, Begin's Release); 3 handlers; 9 outcomes, the rejection included.
+	require.Equal(t, counts{storeStart: 13, storeEnd: 13, handlerStart: 3, handlerEnd: 3, outcome: 9}, all)
+
+	for _, tc := range []struct {
+		name  string
+		hooks func(n *int) *idempotency.Hooks
+		want  int
+	}{
+		{"StoreStart", func(n *int) *idempotency.Hooks {
+			return &idempotency.Hooks{StoreStart: func(ctx context.Context, _ idempotency.StoreCall) context.Context { count(n); return ctx }}
+		}, all.storeStart},
+		{"StoreEnd", func(n *int) *idempotency.Hooks {
+			return &idempotency.Hooks{StoreEnd: func(_ context.Context, _ idempotency.StoreCall, took time.Duration, _ error) {
+				if took >= 0 {
+					count(n)
+				}
+			}}
+		}, all.storeEnd},
+		{"HandlerStart", func(n *int) *idempotency.Hooks {
+			return &idempotency.Hooks{HandlerStart: func(ctx context.Context) context.Context {
+				count(n)
+				return context.WithValue(ctx, obsCtxKey{}, "handler")
+			}}
+		}, all.handlerStart},
+		{"HandlerEnd", func(n *int) *idempotency.Hooks {
+			return &idempotency.Hooks{HandlerEnd: func(_ context.Context, _ int, took time.Duration, _ bool) {
+				if took >= 0 {
+					count(n)
+				}
+			}}
+		}, all.handlerEnd},
+		{"Outcome", func(n *int) *idempotency.Hooks {
+			return &idempotency.Hooks{Outcome: func(_ context.Context, o idempotency.Outcome) {
+				if o != 0 {
+					count(n)
+				}
+			}}
+		}, all.outcome},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n int
+			paths(t, tc.hooks(&n))
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, tc.want, n)
+		})
+	}
+}
+
+// New keeps a copy of the Hooks: a field set afterwards is not called.
+func TestHooksCopiedByNew(t *testing.T) {
+	var outcomes, late int
+	hooks := &idempotency.Hooks{Outcome: func(context.Context, idempotency.Outcome) { outcomes++ }}
+	m := must(idempotency.New(&idempotency.Options{Hooks: hooks}))
+	hooks.Outcome = func(context.Context, idempotency.Outcome) { late++ }
+	hooks.HandlerEnd = func(context.Context, int, time.Duration, bool) { late++ }
+	require.Equal(t, http.StatusCreated, serve(m.Handler(&orders{}), req("POST", "/v1/orders", "k1", authA, order)).Code)
+	require.Equal(t, []int{1, 0}, []int{outcomes, late})
 }
