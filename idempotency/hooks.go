@@ -88,9 +88,10 @@ const (
 	NumStoreOps = iota + 1
 )
 
-var storeOpNames = [...]string{"", "claim", "complete", "release", "renew"}
+var storeOpNames = [...]string{"none", "claim", "complete", "release", "renew"}
 
-// String returns the operation's name: "claim", "complete", "release" or "renew".
+// String returns the operation's name: "claim", "complete", "release" or "renew"; "none" for the
+// zero value and "unknown" for a value this version does not know.
 func (op StoreOp) String() string {
 	if int(op) < len(storeOpNames) {
 		return storeOpNames[op]
@@ -98,7 +99,14 @@ func (op StoreOp) String() string {
 	return "unknown"
 }
 
-// Outcome is what became of one governed request. The zero value is no outcome.
+// Outcome is what became of one governed request, as Hooks.Outcome is told once per request and
+// metrics label it. It is an observation, not an instruction: unlike a Decision, which tells Begin's
+// caller what to do, it also covers the requests refused before any decision (rejected, quota,
+// store_error, failed_open) and how an executed one ended (executed, lease_lost, released), and
+// values will be added as the middleware grows, so a hook must accept one it does not know. Where it
+// names what a Decision names, it uses the same word (replayed for Replay, in_use, reused).
+//
+// The zero value is no outcome: the Hooks are never told it.
 type Outcome uint8
 
 // The outcomes, one per governed request.
@@ -135,10 +143,11 @@ const (
 	NumOutcomes = iota + 1
 )
 
-var outcomeNames = [...]string{"", "executed", "replayed", "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released"}
+var outcomeNames = [...]string{"none", "executed", "replayed", "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released"}
 
-// String returns the outcome's name, as metrics label it: "executed", "replayed",
-// "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released".
+// String returns the outcome's name, as metrics label it: "executed", "replayed", "in_use",
+// "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost" or "released"; "none"
+// for the zero value and "unknown" for a value this version does not know.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]

@@ -143,7 +143,7 @@ func TestHooksSeeEveryDecision(t *testing.T) {
 	require.Equal(t, idempotency.Execute, a.Decision)
 	obs.take()
 	held := must(m.Begin(context.Background(), idempotency.Request{Scope: a.Key.Scope, Key: "k9", Fingerprint: a.Fingerprint}))
-	require.Equal(t, idempotency.InProgress, held.Decision)
+	require.Equal(t, idempotency.InUse, held.Decision)
 	require.Equal(t, []string{"store claim custom", "store claim end ok", "outcome in_use"}, obs.take())
 	require.NoError(t, a.Release(context.Background()))
 	require.Equal(t, []string{"store release custom", "store release end ok", "outcome released"}, obs.take())
@@ -292,7 +292,7 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-func TestOutcomeAndStoreOpNames(t *testing.T) {
+func TestEnumNames(t *testing.T) {
 	var names []string
 	for o := idempotency.OutcomeExecuted; o < idempotency.NumOutcomes; o++ {
 		names = append(names, o.String())
@@ -302,6 +302,17 @@ func TestOutcomeAndStoreOpNames(t *testing.T) {
 	require.Equal(t, "claim", idempotency.OpClaim.String())
 	require.Equal(t, "renew", idempotency.OpRenew.String())
 	require.Equal(t, "unknown", idempotency.StoreOp(99).String())
+	require.Equal(t, []string{"execute", "replay", "in_use", "reused"}, []string{idempotency.Execute.String(),
+		idempotency.Replay.String(), idempotency.InUse.String(), idempotency.Reused.String()})
+	require.Equal(t, []string{"claimed", "in_flight", "completed"}, []string{idempotency.Claimed.String(),
+		idempotency.InFlight.String(), idempotency.Completed.String()})
+	// Every enum's zero value is "none", and a value this version does not know is "unknown".
+	require.Equal(t, []string{"none", "none", "none", "none"}, []string{idempotency.Decision(0).String(),
+		idempotency.Status(0).String(), idempotency.Outcome(0).String(), idempotency.StoreOp(0).String()})
+	require.Equal(t, []string{"unknown", "unknown"}, []string{idempotency.Decision(9).String(), idempotency.Status(9).String()})
+	// A Decision and the Outcome it is share a word.
+	require.Equal(t, idempotency.InUse.String(), idempotency.OutcomeInUse.String())
+	require.Equal(t, idempotency.Reused.String(), idempotency.OutcomeReused.String())
 	require.Equal(t, "memory", idempotency.NewMemoryStore(nil).Backend())
 }
 

@@ -520,7 +520,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	case Replay:
 		writeReplay(w, a.Response)
 		return
-	case InProgress, Mismatch:
+	case InUse, Reused:
 		m.problems.Write(w, r, a.Problem())
 		return
 	}
