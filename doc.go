@@ -60,12 +60,11 @@
 //     apikey.CredentialStore (apikey/credentialtest). Two interfaces have none yet: driver.Settler,
 //     tested only through the Dispatcher's own tests, and ratelimit.Limiter, the rate-limit hook whose
 //     one implementation is the in-memory TokenBucket.
-//   - Observers and hooks. Every package that decides something takes an Observer or Hooks in its
-//     options: an Observer in idempotency.Options, apikey.AuthenticatorOptions and ratelimit.Options;
-//     Hooks, a struct of optional funcs that can grow without breaking anyone
-//     (net/http/httptrace.ClientTrace), in webhook's Verifier, Receiver, Tracker and RangeClient
-//     options, producer's Publisher, Dispatcher and RangeHandler options, versioning.Options and
-//     apierror.Writer. They are called at each decision, with plain values and never a secret, and
+//   - Hooks. Every package that decides something takes Hooks in its options, a struct of optional
+//     funcs that can grow without breaking anyone (net/http/httptrace.ClientTrace): idempotency.Options,
+//     webhook's Verifier, Receiver, Tracker and RangeClient options, producer's Publisher, Dispatcher
+//     and RangeHandler options, versioning.Options and apierror.Writer; apikey and ratelimit still
+//     take an Observer. They are called at each decision, with plain values and never a secret, and
 //     cost nothing when nil. The otelconv module implements them all with OpenTelemetry; a team can
 //     write its own for anything else.
 package conventions

@@ -17,7 +17,15 @@ var ErrStore = errors.New("idempotency: store failed")
 // ErrScopeEmpty: Begin was called without a scope. Every request has one (see Options.Scope).
 var ErrScopeEmpty = errors.New("idempotency: empty scope")
 
-// Decision is what Begin decided about a request.
+// Decision is what Begin decided about a request: what its caller must do now. It is neither the
+// state of the stored record (Status, which a Store reports; Begin derives the Decision from it after
+// checking the fingerprint and, with a Sealer, the seal, so that a completed record of another
+// request is Reused, not Replay) nor what became of the request (Outcome, an open set that the Hooks
+// are told once the response is stored, released or refused). Its four values are the ones a caller
+// switches on; each but Execute is named as the outcome it is, and Execute ends as OutcomeExecuted,
+// OutcomeLeaseLost or OutcomeReleased, by Complete or Release.
+//
+// The zero value is no decision: Begin never returns it, and an Attempt holding it owns nothing.
 type Decision int
 
 const (
@@ -26,23 +34,27 @@ const (
 	// Replay: the key has a stored response (Attempt.Response); answer with it and do not run the
 	// operation.
 	Replay
-	// InProgress: another attempt holds the key. Answer 409 idempotency_key_in_use (Attempt.Problem).
-	InProgress
-	// Mismatch: the key was used with a different request. Answer 422 idempotency_key_reused
+	// InUse: another attempt holds the key. Answer 409 idempotency_key_in_use (Attempt.Problem).
+	InUse
+	// Reused: the key was used with a different request. Answer 422 idempotency_key_reused
 	// (Attempt.Problem).
-	Mismatch
+	Reused
 )
 
+// String returns the decision's name: "execute", "replay", "in_use" or "reused"; "none" for the
+// zero value and "unknown" for a value this version does not know.
 func (d Decision) String() string {
 	switch d {
+	case 0:
+		return "none"
 	case Execute:
 		return "execute"
 	case Replay:
 		return "replay"
-	case InProgress:
-		return "in_progress"
-	case Mismatch:
-		return "mismatch"
+	case InUse:
+		return "in_use"
+	case Reused:
+		return "reused"
 	}
 	return "unknown"
 }
@@ -85,7 +97,7 @@ type Attempt struct {
 	// Token is the claim's fencing token (Execute). Complete and Release present it to the store.
 	Token uint64
 	// LeaseUntil is when the lease Begin took ends (Execute) or when the holder's lease ends
-	// (InProgress). Renewal moves the real lease on; this field keeps the first value.
+	// (InUse). Renewal moves the real lease on; this field keeps the first value.
 	LeaseUntil time.Time
 	// Response is the stored response (Replay). It is shared with the store: do not modify it.
 	Response *Response
@@ -93,9 +105,9 @@ type Attempt struct {
 	m       *Middleware
 	store   Store
 	tx      bool   // in a Transactor's transaction: serveTx reports the outcome after the commit
-	backend string // store's name for the Observer
-	// mark is the time an Observer's last measurement of this request ended, where the next one
-	// starts (zero without an Observer, or when the next step is not immediate).
+	backend string // store's name for the Hooks
+	// mark is the time the Hooks' last measurement of this request ended, where the next one
+	// starts (zero without Hooks, or when the next step is not immediate).
 	mark    time.Time
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -113,7 +125,7 @@ type Attempt struct {
 //	switch a.Decision {
 //	case idempotency.Replay:
 //		return decode(a.Response)
-//	case idempotency.InProgress, idempotency.Mismatch:
+//	case idempotency.InUse, idempotency.Reused:
 //		return a.Problem()
 //	}
 //	res, err := placeOrder(a.Context(), in)
@@ -162,7 +174,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		store = m.store
 	}
 	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store, backend: m.backend}
-	if req.Store != nil && m.observer != nil {
+	if req.Store != nil && m.hooks != nil {
 		a.backend = backendOf(req.Store) // a Transactor's store, bound to its transaction
 	}
 	now := m.now()
@@ -186,7 +198,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	case c.Fingerprint != req.Fingerprint:
 		// Checked before anything else, on every path: a different request never gets this key's
 		// response, nor its lease.
-		a.Decision = Mismatch
+		a.Decision = Reused
 		m.stats.reused.Add(1)
 		m.outcome(ctx, OutcomeReused)
 	case c.Status == Completed && c.Response != nil:
@@ -205,7 +217,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		m.stats.replayed.Add(1)
 		m.outcome(ctx, OutcomeReplayed)
 	case c.Status == InFlight:
-		a.Decision = InProgress
+		a.Decision = InUse
 		a.LeaseUntil = c.LeaseUntil
 		m.stats.conflicts.Add(1)
 		m.outcome(ctx, OutcomeInUse)
@@ -245,17 +257,17 @@ func (a *Attempt) Context() context.Context {
 	return a.ctx
 }
 
-// Problem returns the problem to answer for InProgress (409 idempotency_key_in_use, with
-// Retry-After) and Mismatch (422 idempotency_key_reused), and nil for the other decisions. The
+// Problem returns the problem to answer for InUse (409 idempotency_key_in_use, with Retry-After)
+// and Reused (422 idempotency_key_reused), and nil for the other decisions. The
 // problem is shared: render it, do not modify it.
 func (a *Attempt) Problem() *apierror.Error {
 	if a == nil {
 		return nil
 	}
 	switch a.Decision {
-	case InProgress:
+	case InUse:
 		return a.m.pInUse
-	case Mismatch:
+	case Reused:
 		return a.m.pReused
 	}
 	return nil

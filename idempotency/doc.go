@@ -184,8 +184,16 @@
 // # Without net/http
 //
 // Middleware.Begin decides about a Request (scope, key, fingerprint) and returns an Attempt: Replay
-// (with the stored Response), InProgress or Mismatch (with the problem to answer), or Execute — the
+// (with the stored Response), InUse or Reused (with the problem to answer), or Execute — the
 // caller owns the key, runs the operation under Attempt.Context, and calls Complete or Release.
+//
+// Three enums name three views of one request, each for its own reader. Status is the stored
+// record's state as a Store reports it (claimed, in flight, completed): the vocabulary of Store
+// implementations. Decision is what Begin tells its caller to do (execute, replay, in_use, reused),
+// derived from the Status after the fingerprint and the seal are checked: a closed set to switch
+// on. Outcome is what became of the request (executed, replayed, in_use, reused, rejected, quota,
+// store_error, failed_open, lease_lost, released), which the Hooks are told and metrics count: an
+// open set that grows with the middleware. Where two of them name one fact, they use one word.
 //
 // # Client side
 //
@@ -203,12 +211,14 @@
 // completions pending now. Options.Logger receives store errors, refused stale
 // completions and panics, with the idempotency key (never the credential).
 //
-// Options.Observer is told each governed request's Outcome once (executed, replayed, in_use,
-// reused, rejected, quota, store_error, failed_open, lease_lost, released), every store call with
-// its operation, backend, duration and error, and every handler run with its status and duration.
-// Its Start methods return the context the work goes on in, so a tracer can put spans there. The
-// otelconv module implements it with OpenTelemetry; without an Observer nothing is measured and
-// nothing allocated (TestObserverCostsNothingWhenUnset). An Observer never sees a key or a scope.
+// Options.Hooks, a struct of optional funcs in the manner of net/http/httptrace.ClientTrace, are
+// told each governed request's Outcome once (executed, replayed, in_use, reused, rejected, quota,
+// store_error, failed_open, lease_lost, released), every store call with its operation, backend,
+// duration and error, and every handler run with its status and duration. The Start hooks return
+// the context the work goes on in, so a tracer can put spans there. Any field may be nil, and hooks
+// added in later versions are nil in Hooks written before them. The otelconv module fills them with
+// OpenTelemetry; without Hooks nothing is measured and nothing allocated
+// (TestHooksCostNothingWhenUnset). The hooks never see a key or a scope.
 //
 // # Example
 //

@@ -125,7 +125,7 @@ func ExampleMiddleware_Begin() {
 		switch a.Decision {
 		case idempotency.Replay:
 			return "replayed " + string(a.Response.Body), nil
-		case idempotency.InProgress, idempotency.Mismatch:
+		case idempotency.InUse, idempotency.Reused:
 			return "", a.Problem()
 		}
 		result := "order for " + string(msg) // the side effect, run under a.Context()

@@ -2,10 +2,8 @@ package idempotency
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"hash/maphash"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,18 +25,6 @@ const (
 // smallResponse is the size under which Complete ignores the byte budget, so that a claim can always
 // be finished with a short response (a problem, a placeholder); MaxRecords still bounds those.
 const smallResponse = 2 << 10
-
-// expireBatch bounds the expired records one Claim drops from the head of its shard's expiry queue, so
-// that expiry costs every claim a little and none of them a lot.
-const expireBatch = 4
-
-// fullSweepEvery is how often (in the callers' time) a full store, or a scope at its quota, may scan
-// every record for expired ones before refusing a claim; the scan is the fallback for records the
-// expiry queues have not reached yet.
-const fullSweepEvery = time.Second
-
-// compactAt is the expiry-queue length below which a shard never compacts its queue.
-const compactAt = 64
 
 // MemoryOptions configures a MemoryStore. A nil *MemoryOptions and the zero value mean the defaults.
 type MemoryOptions struct {
@@ -93,14 +79,6 @@ type MemoryStore struct {
 	scopes     []scopeStripe
 }
 
-// scopeStripe counts the records of the scopes that hash to it. Lock order: a shard's mu, then a
-// stripe's; nothing takes them the other way round.
-type scopeStripe struct {
-	mu     sync.Mutex
-	counts map[uint64]*scopeCount
-	_      [48]byte // keeps neighbouring stripes' locks off one cache line
-}
-
 var _ Store = (*MemoryStore)(nil)
 
 type memShard struct {
@@ -115,55 +93,6 @@ type memShard struct {
 	head    int
 	_       [64]byte // keeps neighbouring shards' locks off one cache line
 }
-
-// memRecord is one record. It is kept light for the garbage collector, which otherwise spends more
-// on a large store than the store spends on its requests: times are Unix nanoseconds, and a stored
-// response is one pointer-free blob (encoded header, then body) until it is first read.
-type memRecord struct {
-	key        Key
-	hash       uint64
-	next       *memRecord  // hash collision chain
-	stored     bool        // in the shard's index (false once dropped)
-	requeue    bool        // expiresAt moved later since the record was queued
-	suspect    bool        // a claim found the lease lapsed and extended it once (see Store.Claim)
-	quota      *scopeCount // the scope's count, when quotas are on
-	hasHeader  bool        // the response had a (possibly empty) header
-	status     Status
-	fp         Fingerprint
-	token      uint64
-	leaseUntil int64  // Unix ns
-	expiresAt  int64  // Unix ns
-	code       int    // the response's status code
-	blob       []byte // encoded header fields, then the body
-	hdrLen     int    // length of the header part of blob
-	resp       *Response
-	size       int64
-}
-
-// response returns the stored response, decoding it on first use; it is never changed afterwards,
-// so callers may share it. The shard's lock is held.
-func (r *memRecord) response() *Response {
-	if r.resp == nil {
-		resp := &Response{Status: r.code}
-		if r.hasHeader {
-			resp.Header = decodeFields(r.blob[:r.hdrLen])
-		}
-		if len(r.blob) > r.hdrLen {
-			resp.Body = r.blob[r.hdrLen:len(r.blob):len(r.blob)]
-		}
-		r.resp = resp
-	}
-	return r.resp
-}
-
-func (r *memRecord) setExpiry(ns int64) {
-	if ns > r.expiresAt {
-		r.requeue = true
-	}
-	r.expiresAt = ns
-}
-
-func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
 // NewMemoryStore returns an empty store; opts may be nil.
 func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
@@ -242,163 +171,6 @@ func (sh *memShard) insert(rec *memRecord) {
 	rec.stored = true
 	sh.count++
 	sh.queue = append(sh.queue, rec)
-}
-
-// live returns the record of key unless it has expired at now; an expired one is dropped.
-func (sh *memShard) live(key Key, h uint64, now int64) *memRecord {
-	rec := sh.find(key, h)
-	if rec != nil && rec.expiresAt <= now {
-		sh.drop(rec)
-		return nil
-	}
-	return rec
-}
-
-func (sh *memShard) drop(rec *memRecord) {
-	if !rec.stored {
-		return
-	}
-	sh.store.forget(rec)
-	first := sh.records[rec.hash]
-	if first == rec {
-		if rec.next == nil {
-			delete(sh.records, rec.hash)
-		} else {
-			sh.records[rec.hash] = rec.next
-		}
-	} else {
-		for p := first; p != nil; p = p.next {
-			if p.next == rec {
-				p.next = rec.next
-				break
-			}
-		}
-	}
-	rec.next, rec.stored = nil, false
-	sh.count--
-	sh.bytes -= rec.size
-}
-
-// expire drops up to expireBatch expired records from the head of the queue. A record whose retention
-// was extended (by Complete or a take-over) goes to the back of the queue instead; one already
-// dropped (released, or met expired by Claim or Lookup) is skipped.
-func (sh *memShard) expire(now int64) {
-	for n := 0; n < expireBatch && sh.head < len(sh.queue); n++ {
-		rec := sh.queue[sh.head]
-		if rec.stored {
-			if rec.expiresAt > now {
-				if !rec.requeue {
-					return // the head is live: so, roughly, is everything behind it
-				}
-				rec.requeue = false
-				sh.queue = append(sh.queue, rec)
-			} else {
-				sh.drop(rec)
-			}
-		}
-		sh.queue[sh.head] = nil
-		sh.head++
-	}
-	// Reclaim the consumed front once it is at least half the slice.
-	if sh.head > 32 && sh.head*2 >= len(sh.queue) {
-		n := copy(sh.queue, sh.queue[sh.head:])
-		clear(sh.queue[n:])
-		sh.queue = sh.queue[:n]
-		sh.head = 0
-	}
-}
-
-// sweep scans every record of the shard for expired ones and rebuilds the queue from the survivors.
-func (sh *memShard) sweep(now int64) {
-	q := sh.queue[:0]
-	for _, rec := range sh.queue[sh.head:] {
-		if rec.stored && rec.expiresAt <= now {
-			sh.drop(rec)
-		}
-		if rec.stored {
-			q = append(q, rec)
-		}
-	}
-	clear(sh.queue[len(q):])
-	sh.queue, sh.head = q, 0
-}
-
-// sweepAll sweeps every shard, at most once per fullSweepEvery of the callers' time, and reports
-// whether it ran. The caller holds no shard lock.
-func (s *MemoryStore) sweepAll(now int64) bool {
-	next := s.nextSweep.Load()
-	if now < next || !s.nextSweep.CompareAndSwap(next, now+int64(fullSweepEvery)) {
-		return false
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.sweep(now)
-		sh.mu.Unlock()
-	}
-	return true
-}
-
-// scopeCount is the number of live records of one scope, guarded by its stripe's mu. Records point
-// at theirs, so that a record leaving the store gives its place back without a lookup.
-type scopeCount struct {
-	n      int
-	hash   uint64
-	stripe *scopeStripe
-}
-
-// reserve takes a place for one more record of scope, in the scope's quota and in the store, and
-// returns the scope's count (nil without quotas) for the record to keep.
-func (s *MemoryStore) reserve(scope string) (*scopeCount, error) {
-	var c *scopeCount
-	if s.perScope > 0 {
-		// Scopes are counted by their seeded 64-bit hash: two scopes would share a quota only if
-		// their hashes collided, which nobody can arrange without the seed.
-		h := maphash.String(s.seed, scope)
-		st := &s.scopes[h&s.mask]
-		st.mu.Lock()
-		c = st.counts[h]
-		if c == nil {
-			c = &scopeCount{hash: h, stripe: st}
-			st.counts[h] = c
-		}
-		if c.n >= s.perScope {
-			st.mu.Unlock()
-			return nil, ErrQuotaExceeded
-		}
-		c.n++
-		st.mu.Unlock()
-	}
-	for {
-		n := s.records.Load()
-		if n >= s.maxRecords {
-			c.release()
-			return nil, ErrStoreFull
-		}
-		if s.records.CompareAndSwap(n, n+1) {
-			return c, nil
-		}
-	}
-}
-
-// release gives back one place of the scope; a scope with no record left is forgotten.
-func (c *scopeCount) release() {
-	if c == nil {
-		return
-	}
-	st := c.stripe
-	st.mu.Lock()
-	if c.n--; c.n <= 0 {
-		delete(st.counts, c.hash)
-	}
-	st.mu.Unlock()
-}
-
-// forget gives back the places of a record that left the store.
-func (s *MemoryStore) forget(rec *memRecord) {
-	rec.quota.release()
-	rec.quota = nil
-	s.records.Add(-1)
 }
 
 // Claim implements Store.
@@ -605,85 +377,4 @@ func (s *MemoryStore) Len() int {
 		sh.mu.Unlock()
 	}
 	return n
-}
-
-// field is one response header: the form in which the middleware captures headers and the memory
-// store keeps them, so that neither has to build (or iterate) a map per request. The store builds the
-// http.Header of a record the first time the record is read.
-type field struct {
-	name string
-	vals []string
-}
-
-// encodeResponse encodes header fields and body into one pointer-free buffer: for each field its
-// name and values, each length-prefixed (uvarint), then the body. It returns the buffer and the
-// length of its header part.
-func encodeResponse(fields []field, body []byte) ([]byte, int) {
-	n := binary.MaxVarintLen64 // the field count
-	for _, f := range fields {
-		n += 2*binary.MaxVarintLen64 + len(f.name)
-		for _, v := range f.vals {
-			n += binary.MaxVarintLen64 + len(v)
-		}
-	}
-	b := make([]byte, 0, n+len(body))
-	if fields != nil {
-		b = appendFields(b, fields)
-	}
-	hdrLen := len(b)
-	return append(b, body...), hdrLen
-}
-
-// appendFields appends the count of fs, then each field's name and values, each length-prefixed
-// (uvarint): the header part of encodeResponse's buffer and of a sealed envelope.
-func appendFields(dst []byte, fs []field) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(fs)))
-	for _, f := range fs {
-		dst = binary.AppendUvarint(dst, uint64(len(f.name)))
-		dst = append(dst, f.name...)
-		dst = binary.AppendUvarint(dst, uint64(len(f.vals)))
-		for _, v := range f.vals {
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
-		}
-	}
-	return dst
-}
-
-// decodeFields rebuilds the header encodeResponse encoded: one string holds every name and value,
-// one array every value slice. Each value slice is capped, so that an append by a reader can never
-// write into a neighbour.
-func decodeFields(b []byte) http.Header {
-	if len(b) == 0 {
-		return http.Header{}
-	}
-	s := string(b)
-	i := 0
-	next := func() int {
-		v, n := binary.Uvarint(b[i:])
-		i += n
-		return int(v)
-	}
-	str := func() string {
-		l := next()
-		v := s[i : i+l]
-		i += l
-		return v
-	}
-	nf := next()
-	h := make(http.Header, nf)
-	var all []string
-	for range nf {
-		name := str()
-		nv := next()
-		if nv > len(all) {
-			all = make([]string, max(nv, 4))
-		}
-		for j := range nv {
-			all[j] = str()
-		}
-		h[name] = all[:nv:nv]
-		all = all[nv:]
-	}
-	return h
 }

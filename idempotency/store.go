@@ -32,7 +32,14 @@ type Response struct {
 	Body   []byte
 }
 
-// Status is what a Claim found.
+// Status is the state of a stored record as a Store reports it: what Store.Claim found or made
+// (Claimed, InFlight, Completed) and what Store.Lookup found (InFlight, Completed). It is the
+// vocabulary of Store implementations. Begin's callers see a Decision instead, which the middleware
+// derives from the Status after checking the fingerprint (a completed record of another request is
+// Reused, not Replay) and, with a Sealer, the seal; the Hooks see an Outcome. Stores persist their
+// own encoding of it (pgstore a completed column, redisstore a one-letter state), never its number.
+//
+// The zero value is no status: a Store returns it only along with an error.
 type Status int
 
 const (
@@ -44,8 +51,12 @@ const (
 	Completed
 )
 
+// String returns the status's name: "claimed", "in_flight" or "completed"; "none" for the zero
+// value and "unknown" for a value this version does not know.
 func (s Status) String() string {
 	switch s {
+	case 0:
+		return "none"
 	case Claimed:
 		return "claimed"
 	case InFlight:

@@ -91,14 +91,11 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		x.body.reset(x.buf)
 		hctx := a.ctx // the transaction's context
 		var start time.Time
-		if m.observer != nil {
-			hctx = m.observer.HandlerStart(hctx)
-			if start = a.mark; start.IsZero() {
-				start = m.now()
-			}
+		if m.hooks != nil {
+			hctx, start = m.handlerStart(hctx, a)
 			defer func() {
 				if panicking {
-					m.observer.HandlerEnd(hctx, http.StatusInternalServerError, m.now().Sub(start), true)
+					m.handlerEnd(hctx, a, start, http.StatusInternalServerError, true)
 				}
 			}()
 		}
@@ -107,9 +104,8 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		panicking = true
 		next.ServeHTTP(rec, r2)
 		panicking = false
-		if m.observer != nil {
-			a.mark = m.now() // where the completion's measurement starts
-			m.observer.HandlerEnd(hctx, rec.finalStatus(), a.mark.Sub(start), false)
+		if m.hooks != nil {
+			m.handlerEnd(hctx, a, start, rec.finalStatus(), false)
 		}
 		rec.finalize()
 		switch {

@@ -1,5 +1,5 @@
 // Package otelconv reports what the conventions library does to OpenTelemetry: it implements the
-// observer interfaces of idempotency, apikey and ratelimit, and fills the Hooks of webhook,
+// observer interfaces of apikey and ratelimit, and fills the Hooks of idempotency, webhook,
 // webhook/producer, versioning and apierror, with the OpenTelemetry metrics and trace APIs, so that a
 // team's dashboards and traces show every
 // convention without adapters of its own.
@@ -18,7 +18,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	idem, err := idempotency.New(&idempotency.Options{Store: store, Observer: tel.Idempotency()})
+//	idem, err := idempotency.New(&idempotency.Options{Store: store, Hooks: tel.Idempotency()})
 //	srv := &http.Server{Handler: tel.HTTPHandler(apiHandler)}
 //
 // Every instrument is created once, in New. Recording a measurement allocates nothing: the

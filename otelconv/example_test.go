@@ -23,7 +23,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := idempotency.New(&idempotency.Options{Observer: tel.Idempotency()})
+	m, err := idempotency.New(&idempotency.Options{Hooks: tel.Idempotency()})
 	if err != nil {
 		panic(err)
 	}

@@ -61,8 +61,12 @@ const storeOps = idempotency.NumStoreOps
 // storeOpts are the precomputed record options of one backend, by operation and error kind.
 type storeOpts [storeOps][storeErrKinds][]metric.RecordOption
 
-// idempotencyObserver implements idempotency.Observer.
+// idempotencyObserver fills idempotency.Hooks. Its instruments and attribute sets are made once, by
+// buildIdempotency; it is safe for concurrent use.
 type idempotencyObserver struct {
+	// hooks are the observer's methods as the Hooks Idempotency returns, built once.
+	hooks idempotency.Hooks
+
 	tracer   trace.Tracer
 	requests metric.Int64Counter
 	store    metric.Float64Histogram
@@ -76,8 +80,6 @@ type idempotencyObserver struct {
 	handlerStatus [600][]metric.RecordOption // by status code; 0 for codes outside 100–599
 	handlerPanic  []metric.RecordOption
 }
-
-var _ idempotency.Observer = (*idempotencyObserver)(nil)
 
 func (t *Telemetry) buildIdempotency() error {
 	o := &idempotencyObserver{tracer: t.tracer, backends: newBoundedSets(maxBackends, "custom", buildStoreOpts)}
@@ -114,6 +116,8 @@ func (t *Telemetry) buildIdempotency() error {
 		o.handlerStatus[code] = recordOpts(semconv.HTTPResponseStatusCode(code))
 	}
 	o.handlerPanic = recordOpts(semconv.HTTPResponseStatusCode(500), semconv.ErrorTypeKey.String("panic"))
+	o.hooks = idempotency.Hooks{StoreStart: o.StoreStart, StoreEnd: o.StoreEnd, HandlerStart: o.HandlerStart,
+		HandlerEnd: o.HandlerEnd, Outcome: o.Outcome}
 	t.idempotency = o
 	return nil
 }
@@ -140,7 +144,7 @@ func recordOpts(attrs ...attribute.KeyValue) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 }
 
-// Idempotency returns the observer to set in idempotency.Options.Observer.
+// Idempotency returns the hooks to set in idempotency.Options.Hooks.
 //
 // Metrics: svc.idempotency.requests, svc.idempotency.store.duration,
 // svc.idempotency.handler.duration and svc.idempotency.renewals (see the package documentation).
@@ -149,16 +153,18 @@ func recordOpts(attrs ...attribute.KeyValue) []metric.RecordOption {
 // instrumentation, otelhttp or the team's own, decides what is traced); the outcome is set on the
 // request's span as svc.idempotency.outcome.
 //
-// On a nil or zero Telemetry it returns nil: no observer.
-func (t *Telemetry) Idempotency() idempotency.Observer {
+// On a nil or zero Telemetry it returns nil: no hooks.
+func (t *Telemetry) Idempotency() *idempotency.Hooks {
 	if t == nil || t.idempotency == nil {
 		return nil
 	}
-	return t.idempotency
+	return &t.idempotency.hooks
 }
 
 var storeSpanNames = [storeOps]string{"", "idempotency.claim", "idempotency.complete", "idempotency.release", "idempotency.renew"}
 
+// StoreStart is idempotency.Hooks.StoreStart: a span per claim, completion and release, as a child
+// of the request's span while that span is recording.
 func (o *idempotencyObserver) StoreStart(ctx context.Context, call idempotency.StoreCall) context.Context {
 	if call.Op == idempotency.OpRenew || int(call.Op) >= storeOps || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx
@@ -167,6 +173,8 @@ func (o *idempotencyObserver) StoreStart(ctx context.Context, call idempotency.S
 	return ctx
 }
 
+// StoreEnd is idempotency.Hooks.StoreEnd: it records the call's duration (and a renewal's result)
+// and ends StoreStart's span.
 func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.StoreCall, took time.Duration, err error) {
 	if int(call.Op) >= storeOps || call.Op == 0 {
 		return
@@ -199,6 +207,7 @@ func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.Sto
 	}
 }
 
+// HandlerStart is idempotency.Hooks.HandlerStart: the idempotency.handler span.
 func (o *idempotencyObserver) HandlerStart(ctx context.Context) context.Context {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx
@@ -207,6 +216,8 @@ func (o *idempotencyObserver) HandlerStart(ctx context.Context) context.Context 
 	return ctx
 }
 
+// HandlerEnd is idempotency.Hooks.HandlerEnd: it records the handler's duration by status and ends
+// its span.
 func (o *idempotencyObserver) HandlerEnd(ctx context.Context, status int, took time.Duration, panicked bool) {
 	opts := o.handlerPanic
 	if !panicked {
@@ -231,6 +242,8 @@ func (o *idempotencyObserver) statusOpts(status int) []metric.RecordOption {
 	return o.handlerStatus[status]
 }
 
+// Outcome is idempotency.Hooks.Outcome: it counts the request and sets svc.idempotency.outcome on the
+// request's span.
 func (o *idempotencyObserver) Outcome(ctx context.Context, outcome idempotency.Outcome) {
 	if outcome == 0 || int(outcome) >= len(o.outcomeOpts) {
 		return

@@ -46,7 +46,7 @@ func idemRequest(key, body string) *http.Request {
 func TestIdempotencyMetricsCountEveryOutcome(t *testing.T) {
 	h := newHarness(t, nil)
 	store := &flakyStore{Store: idempotency.NewMemoryStore(nil)}
-	m, err := idempotency.New(&idempotency.Options{Store: store, Observer: h.tel.Idempotency()})
+	m, err := idempotency.New(&idempotency.Options{Store: store, Hooks: h.tel.Idempotency()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestIdempotencyMetricsCountEveryOutcome(t *testing.T) {
 // The idempotency spans are children of the request's span, and the request's span gets the outcome.
 func TestIdempotencySpansUnderTheRequestSpan(t *testing.T) {
 	h := newHarness(t, nil)
-	m, err := idempotency.New(&idempotency.Options{Observer: h.tel.Idempotency()})
+	m, err := idempotency.New(&idempotency.Options{Hooks: h.tel.Idempotency()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +168,9 @@ func TestIdempotencySpansUnderTheRequestSpan(t *testing.T) {
 	}
 }
 
-// benchIdempotency serves distinct keys through the middleware with observer obs (nil: none).
-func benchIdempotency(b *testing.B, obs idempotency.Observer) {
-	m, err := idempotency.New(&idempotency.Options{Observer: obs, Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1 << 22, MaxRecordsPerScope: 1 << 22})})
+// benchIdempotency serves distinct keys through the middleware with hooks (nil: none).
+func benchIdempotency(b *testing.B, hooks *idempotency.Hooks) {
+	m, err := idempotency.New(&idempotency.Options{Hooks: hooks, Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1 << 22, MaxRecordsPerScope: 1 << 22})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -196,11 +196,11 @@ func (w *nopWriter) Header() http.Header         { return w.h }
 func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *nopWriter) WriteHeader(int)             {}
 
-// BenchmarkIdempotency: an executed request (claim, handler, complete) on the memory store, with no
-// observer and with otelconv reporting metrics to the SDK (traces off: no span is recording).
+// BenchmarkIdempotency: an executed request (claim, handler, complete) on the memory store, without
+// hooks and with otelconv's hooks reporting metrics to the SDK (traces off: no span is recording).
 func BenchmarkIdempotency(b *testing.B) {
-	b.Run("observer=none", func(b *testing.B) { benchIdempotency(b, nil) })
-	b.Run("observer=otel-metrics", func(b *testing.B) {
+	b.Run("hooks=none", func(b *testing.B) { benchIdempotency(b, nil) })
+	b.Run("hooks=otel-metrics", func(b *testing.B) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 		defer func() { _ = mp.Shutdown(context.Background()) }()
 		tel, err := New(&Options{MeterProvider: mp, TracerProvider: tracenoop.NewTracerProvider()})

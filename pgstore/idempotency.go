@@ -468,5 +468,5 @@ func (s *IdempotencyStore) DeleteExpired(ctx context.Context, now time.Time, lim
 	return tag.RowsAffected(), nil
 }
 
-// Backend reports "postgresql", for idempotency's Observer (idempotency.Backender).
+// Backend reports "postgresql", for idempotency's Hooks (idempotency.Backender).
 func (s *IdempotencyStore) Backend() string { return "postgresql" }

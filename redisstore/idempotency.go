@@ -412,5 +412,5 @@ func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now 
 	return rec, nil
 }
 
-// Backend reports "redis", for idempotency's Observer (idempotency.Backender).
+// Backend reports "redis", for idempotency's Hooks (idempotency.Backender).
 func (s *IdempotencyStore) Backend() string { return "redis" }

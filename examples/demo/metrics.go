@@ -113,7 +113,7 @@ func (t *telemetry) collect(ctx context.Context) (figures, error) {
 }
 
 // disagreements lists where the metrics and the report's own counters differ: each pair counts the
-// same thing from two sides (the middleware's Stats and its Observer, the consumer's counters and the
+// same thing from two sides (the middleware's Stats and its Hooks, the consumer's counters and the
 // Verifier's Observer), so any difference is a bug in one of them.
 func (r report) disagreements() []string {
 	m := r.Metrics

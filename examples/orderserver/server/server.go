@@ -274,12 +274,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.idem, err = idempotency.New(&idempotency.Options{Store: cfg.Idempotency, Transactor: cfg.Transactor,
 		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems,
-		Observer: s.tel.Idempotency()}); err != nil {
+		Hooks: s.tel.Idempotency()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.idemSbx, err = idempotency.New(&idempotency.Options{Store: sbxStore, Transactor: sbxTx,
 		Scope: s.idempotencyScope, Sealer: cfg.Sealer, Now: s.now, Logger: s.log, Problems: s.problems,
-		Observer: s.tel.Idempotency()}); err != nil {
+		Hooks: s.tel.Idempotency()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 

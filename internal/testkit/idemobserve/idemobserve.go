@@ -1,6 +1,6 @@
 // Package idemobserve serves requests through an idempotency middleware on a given store and writes
-// down the store calls its Observer sees: the check, shared by pgstore and redisstore, that each store
-// names its backend to observers.
+// down the store calls its Hooks see: the check, shared by pgstore and redisstore, that each store
+// names its backend to the Hooks.
 //
 // It is part of this repository's shared test infrastructure, internal/testkit, published as a
 // module of its own so that the nested modules' tests (pgstore, redisstore, examples, benchmarks)
@@ -19,14 +19,10 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 )
 
-// storeCalls is an idempotency.Observer that writes down each store call as "op backend result".
+// storeCalls writes down each store call its StoreEnd hook sees as "op backend result".
 type storeCalls struct {
 	mu    sync.Mutex
 	calls []string
-}
-
-func (s *storeCalls) StoreStart(ctx context.Context, _ idempotency.StoreCall) context.Context {
-	return ctx
 }
 
 func (s *storeCalls) StoreEnd(_ context.Context, c idempotency.StoreCall, _ time.Duration, err error) {
@@ -39,15 +35,11 @@ func (s *storeCalls) StoreEnd(_ context.Context, c idempotency.StoreCall, _ time
 	s.calls = append(s.calls, c.Op.String()+" "+c.Backend+" "+result)
 }
 
-func (s *storeCalls) HandlerStart(ctx context.Context) context.Context     { return ctx }
-func (s *storeCalls) HandlerEnd(context.Context, int, time.Duration, bool) {}
-func (s *storeCalls) Outcome(context.Context, idempotency.Outcome)         {}
-
 // StoreCalls sends one request and its retry, with the same key, through a middleware on store, and
-// returns the store calls the Observer saw: a claim and a completion, then the retry's claim.
+// returns the store calls the Hooks saw: a claim and a completion, then the retry's claim.
 func StoreCalls(store idempotency.Store) ([]string, error) {
 	obs := &storeCalls{}
-	m, err := idempotency.New(&idempotency.Options{Store: store, Observer: obs})
+	m, err := idempotency.New(&idempotency.Options{Store: store, Hooks: &idempotency.Hooks{StoreEnd: obs.StoreEnd}})
 	if err != nil {
 		return nil, err
 	}

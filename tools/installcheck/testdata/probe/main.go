@@ -238,7 +238,7 @@ func redisAndTelemetry(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	idem, err := idempotency.New(&idempotency.Options{Store: store, Observer: tel.Idempotency()})
+	idem, err := idempotency.New(&idempotency.Options{Store: store, Hooks: tel.Idempotency()})
 	if err != nil {
 		return err
 	}

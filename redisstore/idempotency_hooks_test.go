@@ -8,8 +8,8 @@ import (
 	"github.com/svcplatform/conventions/internal/testkit/idemobserve"
 )
 
-// An observer of a middleware on Redis sees its store calls as the redis backend's.
-func TestIdempotencyObserverNamesRedis(t *testing.T) {
+// The Hooks of a middleware on Redis see its store calls as the redis backend's.
+func TestIdempotencyHooksNameRedis(t *testing.T) {
 	store, _ := newIdemStore(t)
 	calls, err := idemobserve.StoreCalls(store)
 	require.NoError(t, err)

@@ -8,8 +8,8 @@ import (
 	"github.com/svcplatform/conventions/internal/testkit/idemobserve"
 )
 
-// An observer of a middleware on PostgreSQL sees its store calls as the postgresql backend's.
-func TestIdempotencyObserverNamesPostgreSQL(t *testing.T) {
+// The Hooks of a middleware on PostgreSQL see its store calls as the postgresql backend's.
+func TestIdempotencyHooksNamePostgreSQL(t *testing.T) {
 	store, _, _ := newIdemStore(t)
 	calls, err := idemobserve.StoreCalls(store)
 	require.NoError(t, err)
