@@ -16,14 +16,11 @@
 //	problems := apierror.Writer{TypeBase: "https://api.example.com/problems/"}
 //	http.ListenAndServe(addr, apierror.WithRequestID(problems.Handler(auth.Handler(mux))))
 //
-// The idempotency, versioning and rate-limit middlewares, which do not import this package, take the
-// principal through their hooks, behind the Authenticator:
+// The idempotency, versioning and rate-limit middlewares and the producer's handlers, which do not
+// import this package, take the caller as a conventions.CallerFunc, behind the Authenticator:
 //
 //	idempotency.Options{Scope: apikey.RequestScope, …}       // records per licensee and environment
-//	versioning.Options{Licensee: func(r *http.Request) (string, bool) {
-//		scope, err := apikey.RequestScope(r)
-//		return scope, err == nil                               // one pin per licensee and environment
-//	}}
+//	versioning.Options{Licensee: apikey.RequestScope, …}     // one pin per licensee and environment
 //	ratelimit.New(bucket, apikey.RateLimitKey, nil)          // per licensee; never in the sandbox
 //
 // # Keys and credentials
@@ -71,7 +68,7 @@
 // The environment comes from the key alone: a request is in the sandbox exactly when its key is a
 // sandbox key (package sandbox's InSandbox), and sandbox and production data never mix when the
 // application keeps its records under Principal.Scope. The sandbox has no rate ceiling:
-// RateLimitKey, the ratelimit.KeyFunc of this package, names a production principal by its scope and
+// RateLimitKey, the key function of this package for ratelimit.New, names a production principal by its scope and
 // a sandbox principal not at all, so the rate limit never even consults its Limiter for one.
 //
 // # Observing

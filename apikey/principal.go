@@ -54,10 +54,11 @@ func FromContext(ctx context.Context) (Principal, bool) {
 	return p, ok && p.Valid()
 }
 
-// RequestScope returns the scope of r's principal, or ErrNoPrincipal. It is the shape of the
-// idempotency middleware's Options.Scope hook, which must refuse a request nobody authenticated (it
-// answers ErrNoPrincipal with an opaque 500: a wiring mistake, not a client error), and what a
-// versioning Licensee hook returns.
+// RequestScope returns the scope of r's principal, or ErrNoPrincipal: the conventions.CallerFunc of
+// the platform's API keys, for idempotency.Options.Scope, versioning.Options.Licensee and the
+// producer's range and deliveries handlers. A request nobody authenticated is a wiring mistake (the
+// middleware runs before the Authenticator), not a client error: they answer ErrNoPrincipal with the
+// opaque 500.
 func RequestScope(r *http.Request) (string, error) {
 	p, ok := FromContext(r.Context())
 	if !ok {

@@ -57,10 +57,7 @@ func TestScopeFitsVersionPins(t *testing.T) {
 	require.NoError(t, err)
 	pins := versioning.NewMemoryPinStore()
 	router := must(versioning.New(reg, &versioning.Options{Pins: pins,
-		Licensee: func(r *http.Request) (string, bool) {
-			scope, err := RequestScope(r)
-			return scope, err == nil
-		}}))
+		Licensee: RequestScope}))
 	iss := must(NewIssuer(nil, nil))
 	h := must(NewAuthenticator(iss, nil)).Handler(router.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)

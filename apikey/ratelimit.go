@@ -2,7 +2,7 @@ package apikey
 
 import "net/http"
 
-// RateLimitKey names the caller a request is rate-limited as, in the shape of ratelimit.KeyFunc: the
+// RateLimitKey names the caller a request is rate-limited as, a conventions.CallerFunc for ratelimit.New: the
 // principal's licensee and environment (Principal.Scope), and no limit at all for a sandbox principal
 // — the sandbox has no rate ceiling, so a load test against it measures the build, not a throttle. A
 // request without a principal is a wiring mistake (the rate limit runs before the Authenticator):

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/seal"
 )
@@ -24,7 +25,7 @@ import (
 // New.
 type Middleware struct {
 	store            Store
-	scope            func(*http.Request) (string, error)
+	scope            conventions.CallerFunc
 	fingerprint      func(*http.Request, []byte) (Fingerprint, error) // nil: over the body's bytes
 	methods          []string                                         // nil: the default set
 	lease            time.Duration

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/seal"
 )
@@ -50,16 +51,17 @@ type Options struct {
 	// for one replica only: replicas that share traffic must share a Store (pgstore, redisstore).
 	Store Store
 
-	// Scope maps a request to its scope: records of different scopes never meet, so the same key sent
-	// with two credentials is two requests, and no client can be replayed another's response. It must
-	// return a non-empty string; an error is answered with apierror.Write (an *apierror.Error as it
-	// is, anything else as an opaque 500).
+	// Scope names the caller a request is made by, its scope: records of different scopes never
+	// meet, so the same key sent with two credentials is two requests, and no client can be replayed
+	// another's response. A request it names no caller for ("" and a nil error) is refused with the
+	// opaque 500 and logged, since no key can be kept for nobody; its error is answered with
+	// apierror.Write (an *apierror.Error as it is, anything else as the opaque 500).
 	//
 	// Default: the hex SHA-256 of the Authorization header (the credential itself is never stored),
 	// and 401 credential_missing located at header Authorization when there is none. Services that
 	// authenticate otherwise, or not at all, must set Scope: typically to the authenticated
 	// principal's licensee and environment, which an earlier middleware put in the request context.
-	Scope func(r *http.Request) (string, error)
+	Scope conventions.CallerFunc
 
 	// Methods are the methods that require a key. Default POST, PUT, PATCH and DELETE. Other methods
 	// pass through untouched.

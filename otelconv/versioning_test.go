@@ -32,9 +32,8 @@ func edgesRegistry(t testing.TB) *versioning.Registry {
 
 const licenseeHeader = "X-Test-Licensee"
 
-func headerLicensee(r *http.Request) (string, bool) {
-	l := r.Header.Get(licenseeHeader)
-	return l, l != ""
+func headerLicensee(r *http.Request) (string, error) {
+	return r.Header.Get(licenseeHeader), nil
 }
 
 var noContent = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })

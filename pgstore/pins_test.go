@@ -148,7 +148,7 @@ func TestPinStoreAcrossReplicas(t *testing.T) {
 		{Name: "v2"},
 	}, []versioning.Change{{Name: "pin_test_step", Version: "v2"}})
 	require.NoError(t, err)
-	lic := func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true }
+	lic := func(r *http.Request) (string, error) { return r.Header.Get("X-Licensee"), nil }
 	now := func() time.Time { return pinT0 }
 	a := must(versioning.New(reg, &versioning.Options{Now: now, Pins: s, Licensee: lic, FirstUse: versioning.PinRequested}))
 	b := must(versioning.New(reg, &versioning.Options{Now: now, Pins: s, Licensee: lic, FirstUse: versioning.PinRequested}))

@@ -11,7 +11,7 @@ import (
 	"github.com/svcplatform/conventions/apikey"
 )
 
-// Check with the principal-keyed KeyFunc: a sandbox principal never reaches the Limiter, a live one
+// Check with the principal-keyed key function: a sandbox principal never reaches the Limiter, a live one
 // does.
 func BenchmarkCheck(b *testing.B) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)

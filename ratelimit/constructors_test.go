@@ -16,7 +16,7 @@ func TestConstructorsRefuseInvalidConfiguration(t *testing.T) {
 		want string
 	}{
 		{"middleware without a limiter", func() error { _, err := New(nil, key, nil); return err }, "New needs a Limiter"},
-		{"middleware without a key function", func() error { _, err := New(must(NewTokenBucket(1, 1, nil)), nil, nil); return err }, "New needs a KeyFunc"},
+		{"middleware without a key function", func() error { _, err := New(must(NewTokenBucket(1, 1, nil)), nil, nil); return err }, "New needs a key CallerFunc"},
 		{"token bucket with burst 0", func() error { _, err := NewTokenBucket(1, 0, nil); return err }, "burst of at least 1"},
 	}
 	for _, tc := range tests {

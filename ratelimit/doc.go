@@ -17,7 +17,7 @@
 //
 // # Keys and limits
 //
-// The KeyFunc names the caller each request counts as; an empty key means the request is not limited
+// The key function, a conventions.CallerFunc, names the caller each request counts as; an empty key means the request is not limited
 // and the Limiter is not consulted (OutcomeExempt), and an error is written as the response — an
 // *apierror.Error (a 401, say) as it is, anything else as the opaque 500. The Limiter knows nothing of
 // how callers are authenticated: it decides whether the caller a key names may make one request at an

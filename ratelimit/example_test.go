@@ -13,7 +13,7 @@ import (
 
 type userKey struct{}
 
-// A service with its own authentication limits each user: the KeyFunc names the caller, and an
+// A service with its own authentication limits each user: the key function names the caller, and an
 // empty key (an operator here) is not limited.
 func Example() {
 	// 1 request per second on average, 2 at once; the clock stands still in this example.

@@ -6,14 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
 )
-
-// KeyFunc names the caller a request is limited as: the key its Limiter counts by. An empty key means
-// the request is not limited at all (apikey.RateLimitKey answers "" for a sandbox principal: the
-// sandbox has no ceiling). An error is written as the response: an *apierror.Error (a 401, say) as it
-// is, anything else as the opaque 500.
-type KeyFunc func(r *http.Request) (key string, err error)
 
 // Options tune a Middleware. A nil *Options and the zero value mean the defaults.
 type Options struct {
@@ -36,7 +31,7 @@ type Options struct {
 var ErrLimited = errors.New("ratelimit: rate limited")
 
 // Middleware is the rate-limit middleware: requests over the Limiter's limit for their key get a 429
-// problem (rate_limited) with Retry-After in seconds. A request its KeyFunc names no key for is not
+// problem (rate_limited) with Retry-After in seconds. A request its key function names no caller for is not
 // limited, and the Limiter is not even consulted: with apikey.RateLimitKey that is every request of a
 // sandbox key, so a sandbox load test measures the build, not a throttle.
 //
@@ -44,7 +39,7 @@ var ErrLimited = errors.New("ratelimit: rate limited")
 // Check returns ErrNotBuilt and its Handler answers the opaque 500.
 type Middleware struct {
 	limiter    Limiter
-	key        KeyFunc
+	key        conventions.CallerFunc
 	now        func() time.Time
 	writer     apierror.Writer
 	log        *slog.Logger
@@ -52,14 +47,17 @@ type Middleware struct {
 	observer   Observer
 }
 
-// New returns middleware that limits requests with l, counting each by the key key names for it. A
-// nil l (a limit that limits nothing would be a silent no-op) and a nil key are errors.
-func New(l Limiter, key KeyFunc, opts *Options) (*Middleware, error) {
+// New returns middleware that limits requests with l, counting each by the caller key names for it:
+// the key its Limiter counts by. A request key names no caller for ("" and a nil error) is not limited
+// at all (apikey.RateLimitKey answers "" for a sandbox principal: the sandbox has no ceiling); key's
+// error is written as the response: an *apierror.Error (a 401, say) as it is, anything else as the
+// opaque 500. A nil l (a limit that limits nothing would be a silent no-op) and a nil key are errors.
+func New(l Limiter, key conventions.CallerFunc, opts *Options) (*Middleware, error) {
 	if l == nil {
 		return nil, errors.New("ratelimit: New needs a Limiter")
 	}
 	if key == nil {
-		return nil, errors.New("ratelimit: New needs a KeyFunc (apikey.RateLimitKey, or the caller's own identity)")
+		return nil, errors.New("ratelimit: New needs a key CallerFunc (apikey.RateLimitKey, or the caller's own identity)")
 	}
 	m := &Middleware{limiter: l, key: key, now: time.Now}
 	if opts != nil {
@@ -81,7 +79,7 @@ func (e *problemError) Error() string   { return e.cause.Error() }
 func (e *problemError) Unwrap() []error { return []error{e.cause, e.problem} }
 
 // Check is the middleware's decision without HTTP: nil when r may proceed, otherwise an error that
-// wraps the condition (ErrLimited, the KeyFunc's error, or the limiter's failure) and the
+// wraps the condition (ErrLimited, the key function's error, or the limiter's failure) and the
 // *apierror.Error to answer with.
 func (m *Middleware) Check(r *http.Request) error {
 	_, err := m.decide(r)
@@ -149,9 +147,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			case errors.Is(err, errZeroMiddleware):
 				m.log.ErrorContext(r.Context(), err.Error())
 			case res == OutcomeNoKey && !(errors.As(err, &p) && p.Status < 500):
-				// Most often the KeyFunc reads what an authentication middleware puts in the context
+				// Most often the key function reads what an authentication middleware puts in the context
 				// (apikey.RateLimitKey: ErrNoPrincipal), and that middleware is not in front.
-				m.log.ErrorContext(r.Context(), "ratelimit: the KeyFunc failed; put the rate limit after the middleware that identifies the caller",
+				m.log.ErrorContext(r.Context(), "ratelimit: the key function failed; put the rate limit after the middleware that identifies the caller",
 					"error", err)
 			case !errors.Is(err, ErrLimited):
 				m.log.ErrorContext(r.Context(), "ratelimit: the request was refused", "error", err)

@@ -35,12 +35,12 @@ type Outcome uint8
 const (
 	// OutcomeAllowed: the Limiter admitted the request.
 	OutcomeAllowed Outcome = iota + 1
-	// OutcomeExempt: no limit applies (the KeyFunc named no key: a sandbox principal with
+	// OutcomeExempt: no limit applies (the key function named no caller: a sandbox principal with
 	// apikey.RateLimitKey); the Limiter was not consulted.
 	OutcomeExempt
 	// OutcomeRefused: over the limit, answered 429 rate_limited with Retry-After.
 	OutcomeRefused
-	// OutcomeNoKey: the KeyFunc failed (no principal, with apikey.RateLimitKey), answered with its
+	// OutcomeNoKey: the key function failed (no principal, with apikey.RateLimitKey), answered with its
 	// problem or the opaque 500.
 	OutcomeNoKey
 	// OutcomeFailedOpen: the Limiter failed and the request went through (the default).

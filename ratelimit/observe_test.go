@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/apikey"
 )
@@ -36,7 +37,7 @@ func TestObserverRateLimit(t *testing.T) {
 	tests := []struct {
 		name       string
 		limiter    Limiter
-		key        KeyFunc // nil means apikey.RateLimitKey
+		key        conventions.CallerFunc // nil means apikey.RateLimitKey
 		failClosed bool
 		principal  *apikey.Principal
 		requests   int

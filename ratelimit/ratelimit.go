@@ -10,7 +10,7 @@ import (
 )
 
 // Limiter is the rate-limit hook: it decides whether the caller a key names may make one more request
-// at now. Keys come from the Middleware's KeyFunc (apikey.RateLimitKey, or a team's own user or
+// at now. Keys come from the Middleware's key function (apikey.RateLimitKey, or a team's own user or
 // account ID), so a Limiter knows nothing of how callers are authenticated. Implementations must be
 // safe for concurrent use; a distributed one (a shared counter in Redis, say) plugs in here.
 type Limiter interface {

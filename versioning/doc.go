@@ -52,8 +52,9 @@
 //
 // # Pinning
 //
-// Options.Licensee names the licensee of a request, normally from the principal that authentication
-// put in the context; requests without one are not pinned. A licensee's first request pins it
+// Options.Licensee, a conventions.CallerFunc, names the licensee of a request, normally from the
+// principal that authentication put in the context; requests it names nobody for are not pinned, and
+// its error is the answer. A licensee's first request pins it
 // (PinNewest, Stripe's rule: to the newest released version; or PinRequested: to the version of
 // that request unless it is deprecated). Afterwards a request on any other version is 403
 // version_not_enabled naming the pin. Pins live behind the PinStore interface: MemoryPinStore by
@@ -141,10 +142,7 @@
 //	}
 //	router, err := versioning.New(reg, &versioning.Options{
 //		Pins: pins,
-//		Licensee: func(r *http.Request) (string, bool) {
-//			scope, err := apikey.RequestScope(r) // "sandbox:lic_42": sandbox and live pins are apart
-//			return scope, err == nil
-//		},
+//		Licensee: apikey.RequestScope, // "sandbox:lic_42": sandbox and live pins are apart
 //		AllowOverride: func(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) },
 //		Hooks:         &versioning.Hooks{Decided: usage.Observe}, // usage is a versioning.UsageCounter
 //		PinCacheTTL:   30 * time.Second,

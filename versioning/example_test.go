@@ -113,8 +113,8 @@ func Example() {
 func ExampleRouter_pinning() {
 	router, err := versioning.New(exampleRegistry(), &versioning.Options{
 		Now: func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
-		// In a service: func(r *http.Request) (string, bool) { s, err := apikey.RequestScope(r); return s, err == nil }
-		Licensee: func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
+		// In a service: apikey.RequestScope, or the service's own conventions.CallerFunc.
+		Licensee: func(r *http.Request) (string, error) { return r.Header.Get("X-Licensee"), nil },
 	})
 	if err != nil {
 		panic(err)
@@ -191,7 +191,7 @@ func ExampleUsageCounter() {
 	var usage versioning.UsageCounter
 	router, err := versioning.New(exampleRegistry(), &versioning.Options{
 		Now:      func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
-		Licensee: func(r *http.Request) (string, bool) { return r.Header.Get("X-Licensee"), true },
+		Licensee: func(r *http.Request) (string, error) { return r.Header.Get("X-Licensee"), nil },
 		Hooks:    &versioning.Hooks{Decided: usage.Observe},
 	})
 	if err != nil {

@@ -103,7 +103,8 @@ const (
 	OutcomeNotEnabled
 	// OutcomePinUnavailable: 503 version_pin_unavailable, the PinStore failed.
 	OutcomePinUnavailable
-	// OutcomeError: the opaque 500, the Licensee hook named a licensee no store accepts.
+	// OutcomeError: the Licensee function failed (its error is the answer), or named a licensee no
+	// store accepts (the opaque 500).
 	OutcomeError
 )
 

@@ -168,11 +168,15 @@ func (rt *Router) PinHandler() http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroRouter) })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lic, ok := "", false
+		var lic string
 		if rt.licensee != nil {
-			lic, ok = rt.licensee(r)
+			var err error
+			if lic, err = rt.licensee(r); err != nil {
+				rt.writer.Write(w, r, err)
+				return
+			}
 		}
-		if !ok {
+		if lic == "" {
 			rt.writer.Write(w, r, apierror.Unauthenticated(CodeLicenseeRequired,
 				"the version pin belongs to a licensee: authenticate the request"))
 			return

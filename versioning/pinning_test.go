@@ -273,12 +273,42 @@ func (swapFails) CompareAndSwap(context.Context, string, string, string, time.Ti
 	return versioning.Pin{}, errStoreDown
 }
 
-func TestLicenseeHookMisbehaves(t *testing.T) {
-	e := newPinEnv(t, func(o *versioning.Options) {
-		o.Licensee = func(*http.Request) (string, bool) { return "", true }
-	})
-	problem(t, do(t, e.h, request{path: "/v3/orders"}), 500, apierror.CodeInternal)
-	require.Zero(t, *e.ran)
+// The Licensee function's error is the answer, on the API and on the pin endpoint alike: an
+// *apierror.Error as it is, anything else as the opaque 500, and the handler never runs.
+func TestLicenseeFuncFails(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err    error
+		status int
+		code   string
+	}{
+		"plain error":   {errors.New("no principal: authentication did not run"), 500, apierror.CodeInternal},
+		"problem (401)": {apierror.Unauthenticated("api_key_missing", "send an API key"), 401, "api_key_missing"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newPinEnv(t, func(o *versioning.Options) {
+				o.Licensee = func(*http.Request) (string, error) { return "", tc.err }
+			})
+			problem(t, do(t, e.h, request{path: "/v3/orders"}), tc.status, tc.code)
+			require.Zero(t, *e.ran)
+			rec := httptest.NewRecorder()
+			e.rt.PinHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/version_pin", nil))
+			problem(t, rec, tc.status, tc.code)
+			require.Zero(t, e.pins.getCount(), "no pin is read for a caller nobody could tell")
+		})
+	}
+}
+
+// A request the Licensee function names nobody for ("" and no error) is served on the version in
+// its path and pins nobody, while the pin endpoint asks it to authenticate.
+func TestNoLicenseeIsNotPinned(t *testing.T) {
+	e := newPinEnv(t, nil)
+	require.Equal(t, 200, do(t, e.h, request{path: "/v1/orders"}).Code)
+	require.Equal(t, 200, do(t, e.h, request{path: "/v3/orders"}).Code)
+	require.Equal(t, 2, *e.ran)
+	require.Zero(t, e.pins.getCount(), "no pin is read for nobody")
+	rec := httptest.NewRecorder()
+	e.rt.PinHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/version_pin", nil))
+	problem(t, rec, 401, versioning.CodeLicenseeRequired)
 }
 
 func TestPinCache(t *testing.T) {
@@ -447,7 +477,7 @@ func TestRouterChecksBeforeTheStore(t *testing.T) {
 	for name, lic := range badLicensees() {
 		t.Run(name, func(t *testing.T) {
 			e := newPinEnv(t, func(o *versioning.Options) {
-				o.Licensee = func(*http.Request) (string, bool) { return lic, true }
+				o.Licensee = func(*http.Request) (string, error) { return lic, nil }
 			})
 			_, err := e.rt.Pin(ctx, lic)
 			require.ErrorIs(t, err, versioning.ErrInvalidPin, "Pin")
@@ -463,8 +493,13 @@ func TestRouterChecksBeforeTheStore(t *testing.T) {
 				_, err = e.rt.Pins(ctx, "", lic, 10)
 				require.ErrorIs(t, err, versioning.ErrInvalidPin, "Pins after")
 			}
-			problem(t, do(t, e.h, request{path: "/v3/orders"}), 500, apierror.CodeInternal)
 			ph := e.rt.PinHandler()
+			if lic == "" { // over HTTP, "" is nobody: not pinned, and the pin endpoint asks who
+				require.Equal(t, 200, do(t, e.h, request{path: "/v3/orders"}).Code)
+				problem(t, do(t, ph, request{path: "/v3/version_pin"}), 401, versioning.CodeLicenseeRequired)
+				return
+			}
+			problem(t, do(t, e.h, request{path: "/v3/orders"}), 500, apierror.CodeInternal)
 			problem(t, do(t, ph, request{path: "/v3/version_pin"}), 500, apierror.CodeInternal)
 			problem(t, do(t, ph, request{method: http.MethodPost, path: "/v3/version_pin", body: `{"version":"v3"}`,
 				contentType: "application/json"}), 500, apierror.CodeInternal)

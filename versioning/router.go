@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
 )
 
@@ -53,8 +54,11 @@ type Options struct {
 	Pins PinStore
 	// Licensee names the licensee a request belongs to, normally from the principal an
 	// authentication middleware put in the context (apikey.RequestScope, say). Requests it names no
-	// licensee for (false, or a nil hook) are not pinned: they are served on the version in their path.
-	Licensee func(r *http.Request) (licensee string, ok bool)
+	// licensee for ("" and a nil error, or a nil Licensee) are not pinned: they are served on the
+	// version in their path. Its error is written as the response (an *apierror.Error such as a 401
+	// as it is, anything else as the opaque 500), except on a sunset version, which answers 410
+	// whoever asks.
+	Licensee conventions.CallerFunc
 	// AllowOverride, when set and returning true, lets a request on another version than the
 	// licensee's pin be served anyway, once, without moving the pin: the per-request override the
 	// sandbox offers so an integration can try the next version before upgrading. Nil allows none.
@@ -119,7 +123,7 @@ type Router struct {
 	reg           *Registry
 	now           func() time.Time
 	pins          PinStore
-	licensee      func(*http.Request) (string, bool)
+	licensee      conventions.CallerFunc
 	allowOverride func(*http.Request, string, string, string) bool
 	firstUse      FirstUse
 	cache         *pinCache

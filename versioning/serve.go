@@ -77,10 +77,16 @@ func (rt *Router) decide(r *http.Request) (Decision, int, error) {
 	if v.IsSunset(now) {
 		err = &decisionError{cause: ErrVersionSunset, problem: problemSunset(v, rt.reg.liveSuccessor(i, now), rt.reg.Supported(now))}
 		if rt.licensee != nil {
-			d.Licensee, _ = rt.licensee(r)
+			if lic, lerr := rt.licensee(r); lerr == nil {
+				d.Licensee = lic
+			}
 		}
 	} else if rt.licensee != nil {
-		if lic, ok := rt.licensee(r); ok {
+		lic, lerr := rt.licensee(r)
+		switch {
+		case lerr != nil:
+			err = lerr
+		case lic != "":
 			d.Licensee = lic
 			err = rt.enforcePin(r, &d, i, now)
 		}

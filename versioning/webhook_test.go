@@ -62,10 +62,7 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 	defer cancel()
 	pins := versioning.NewMemoryPinStore()
 	keys := map[string]string{"Bearer sk_v1": "lic_v1", "Bearer sk_v2": "lic_v2"}
-	licensee := func(r *http.Request) (string, bool) {
-		lic, ok := keys[r.Header.Get("Authorization")]
-		return lic, ok
-	}
+	licensee := func(r *http.Request) (string, error) { return keys[r.Header.Get("Authorization")], nil }
 	router := must(versioning.New(twoVersions(t), &versioning.Options{Pins: pins, Licensee: licensee, StripVersion: true,
 		Now: func() time.Time { return testNow }}))
 	for lic, v := range map[string]string{"lic_v1": "v1", "lic_v2": "v2"} {
@@ -115,8 +112,7 @@ func TestPinnedVersionsDeliverAndRecoverInTheirOwnShape(t *testing.T) {
 			URL: newConsumer("we_v2", "sk_v2", "v2", true)},
 	)
 	require.NoError(t, err)
-	owner := func(r *http.Request) (string, error) { lic, _ := licensee(r); return lic, nil }
-	mux.Handle(producer.RangePattern(""), must(producer.NewRangeHandler(log, eps, owner,
+	mux.Handle(producer.RangePattern(""), must(producer.NewRangeHandler(log, eps, licensee,
 		&producer.RangeHandlerOptions{Render: router.EventRenderer(nil)})))
 
 	pub, err := producer.NewPublisher(log, eps, &producer.PublisherOptions{APIVersion: "v2"})

@@ -20,9 +20,9 @@ func TestHandlerConstructorsRefuseMissingArguments(t *testing.T) {
 	}{
 		{"range without a log", func() error { _, err := producer.NewRangeHandler(nil, eps, lic, nil); return err }, "NewRangeHandler needs a Log"},
 		{"range without endpoints", func() error { _, err := producer.NewRangeHandler(log, nil, lic, nil); return err }, "NewRangeHandler needs Endpoints"},
-		{"range without a licensee", func() error { _, err := producer.NewRangeHandler(log, eps, nil, nil); return err }, "NewRangeHandler needs a LicenseeFunc"},
+		{"range without a licensee", func() error { _, err := producer.NewRangeHandler(log, eps, nil, nil); return err }, "NewRangeHandler needs a licensee CallerFunc"},
 		{"deliveries without a log", func() error { _, err := producer.NewDeliveriesHandler(nil, eps, lic, nil); return err }, "NewDeliveriesHandler needs a Log"},
-		{"deliveries without a licensee", func() error { _, err := producer.NewDeliveriesHandler(log, eps, nil, nil); return err }, "NewDeliveriesHandler needs a LicenseeFunc"},
+		{"deliveries without a licensee", func() error { _, err := producer.NewDeliveriesHandler(log, eps, nil, nil); return err }, "NewDeliveriesHandler needs a licensee CallerFunc"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

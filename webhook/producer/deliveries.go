@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -70,7 +71,7 @@ type DeliveriesHandlerOptions struct {
 type DeliveriesHandler struct {
 	log        driver.Log
 	endpoints  driver.Endpoints
-	licensee   LicenseeFunc
+	licensee   conventions.CallerFunc
 	endpointID func(r *http.Request) string
 	errs       apierror.Writer
 }
@@ -78,7 +79,7 @@ type DeliveriesHandler struct {
 // NewDeliveriesHandler returns the delivery history handler for the attempts in log of the endpoints
 // in endpoints; licensee maps each request to the licensee it is authenticated as, as for
 // NewRangeHandler. A nil log, endpoints or licensee is an error.
-func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *DeliveriesHandlerOptions) (*DeliveriesHandler, error) {
+func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee conventions.CallerFunc, opts *DeliveriesHandlerOptions) (*DeliveriesHandler, error) {
 	if err := handlerDeps("NewDeliveriesHandler", log, endpoints, licensee); err != nil {
 		return nil, err
 	}

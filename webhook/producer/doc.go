@@ -219,10 +219,10 @@
 //	// versioning.Router with StripVersion, mount the version-free patterns once (without one, mount
 //	// RangePattern(v) for each version v). Rendering at the pinned version is the router's
 //	// EventRenderer.
-//	ranges, err := producer.NewRangeHandler(events, eps, licenseeOf,
+//	ranges, err := producer.NewRangeHandler(events, eps, apikey.RequestScope, // who the caller is
 //		&producer.RangeHandlerOptions{Render: router.EventRenderer(nil), Problems: problems})
 //	if err != nil { … }
-//	deliveries, err := producer.NewDeliveriesHandler(events, eps, licenseeOf, nil)
+//	deliveries, err := producer.NewDeliveriesHandler(events, eps, apikey.RequestScope, nil)
 //	if err != nil { … }
 //	mux := http.NewServeMux()
 //	mux.Handle(producer.RangePattern(""), ranges)

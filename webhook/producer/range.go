@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -69,11 +70,6 @@ const (
 	CodeRangeBusy        = "range_requests_in_flight"
 )
 
-// LicenseeFunc says which licensee a request is authenticated as. It must be safe for concurrent
-// use. An error is written as the response
-// (an *apierror.Error such as a 401 keeps its status); an empty licensee sees no endpoint at all.
-type LicenseeFunc func(r *http.Request) (string, error)
-
 // RangeHandlerOptions configures a RangeHandler. The zero value (or nil) means the defaults.
 type RangeHandlerOptions struct {
 	// EndpointID extracts the endpoint ID from the request; nil means r.PathValue("id"), for
@@ -128,7 +124,7 @@ type RangeHandlerOptions struct {
 type RangeHandler struct {
 	log        driver.Log
 	endpoints  driver.Endpoints
-	licensee   LicenseeFunc
+	licensee   conventions.CallerFunc
 	endpointID func(r *http.Request) string
 	render     RenderFunc
 	now        func() time.Time
@@ -142,9 +138,11 @@ type RangeHandler struct {
 }
 
 // NewRangeHandler returns the range retrieval handler for the events in log of the endpoints in
-// endpoints. licensee is required: it maps each request to the licensee it is authenticated as, and
-// only that licensee's endpoints are visible. A nil log, endpoints or licensee is an error.
-func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc, opts *RangeHandlerOptions) (*RangeHandler, error) {
+// endpoints. licensee is required: it names the licensee each request is authenticated as
+// (apikey.RequestScope, or the service's own), and only that licensee's endpoints are visible; a
+// request it names no licensee for sees none, and its error is written as the response (an
+// *apierror.Error such as a 401 keeps its status). A nil log, endpoints or licensee is an error.
+func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee conventions.CallerFunc, opts *RangeHandlerOptions) (*RangeHandler, error) {
 	if err := handlerDeps("NewRangeHandler", log, endpoints, licensee); err != nil {
 		return nil, err
 	}
@@ -177,14 +175,14 @@ func NewRangeHandler(log driver.Log, endpoints driver.Endpoints, licensee Licens
 }
 
 // handlerDeps checks the arguments every handler constructor requires.
-func handlerDeps(ctor string, log driver.Log, endpoints driver.Endpoints, licensee LicenseeFunc) error {
+func handlerDeps(ctor string, log driver.Log, endpoints driver.Endpoints, licensee conventions.CallerFunc) error {
 	switch {
 	case log == nil:
 		return fmt.Errorf("producer: %s needs a Log", ctor)
 	case endpoints == nil:
 		return fmt.Errorf("producer: %s needs Endpoints", ctor)
 	case licensee == nil:
-		return fmt.Errorf("producer: %s needs a LicenseeFunc", ctor)
+		return fmt.Errorf("producer: %s needs a licensee CallerFunc", ctor)
 	}
 	return nil
 }
@@ -476,7 +474,7 @@ func (h *RangeHandler) encodePage(ctx context.Context, ep Endpoint, events []web
 // named id must be the authenticated licensee's. Otherwise it writes the problem and reports false;
 // another licensee's endpoint reads exactly like one that does not exist.
 func ownEndpoint(w http.ResponseWriter, r *http.Request, errs *apierror.Writer, endpoints driver.Endpoints,
-	licenseeOf LicenseeFunc, id string) (Endpoint, bool) {
+	licenseeOf conventions.CallerFunc, id string) (Endpoint, bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		errs.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodGet, http.MethodHead))
 		return Endpoint{}, false

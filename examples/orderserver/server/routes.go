@@ -279,9 +279,11 @@ func (s *Server) pinnedVersion(r *http.Request) string {
 // versionLicensee names the licensee whose pin governs a request: its principal's scope, so a
 // licensee's sandbox and production integrations are pinned (and upgraded) separately. The admin's
 // requests have no licensee and are not pinned.
-func versionLicensee(r *http.Request) (string, bool) {
-	p, ok := apikey.FromContext(r.Context())
-	return p.Scope(), ok
+func versionLicensee(r *http.Request) (string, error) {
+	if p, ok := apikey.FromContext(r.Context()); ok {
+		return p.Scope(), nil
+	}
+	return "", nil
 }
 
 // allowOverride lets sandbox requests try another version than their pin, once, without moving it:
