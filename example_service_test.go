@@ -70,7 +70,7 @@ func (s *payments) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if in.Amount <= 0 {
 		idempotency.NotPerformed(w)
-		apierror.Write(w, r, apierror.InvalidField("/amount", "out_of_range", "must be a positive number of cents"))
+		apierror.Write(w, r, apierror.Invalid(apierror.Body("/amount", "out_of_range", "must be a positive number of cents")))
 		return
 	}
 	user, _ := userOf(r)

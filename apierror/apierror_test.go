@@ -44,12 +44,12 @@ func TestBuilders(t *testing.T) {
 		header   [2]string
 	}{
 		{"missing field", apierror.MissingField("/account"), 400, "field_missing", "body", "/account", [2]string{}},
-		{"invalid field", apierror.InvalidField("/side", "invalid_enum", "must be one of buy, sell"), 400, "invalid_enum", "body", "/side", [2]string{}},
+		{"invalid field", apierror.Invalid(apierror.Body("/side", "invalid_enum", "must be one of buy, sell")), 400, "invalid_enum", "body", "/side", [2]string{}},
 		{"missing header", apierror.MissingHeader("Idempotency-Key"), 400, "header_missing", "header", "Idempotency-Key", [2]string{}},
-		{"invalid header", apierror.InvalidHeader("Idempotency-Key", "idempotency_key_invalid", "must be 1-255 visible ASCII bytes"), 400, "idempotency_key_invalid", "header", "Idempotency-Key", [2]string{}},
+		{"invalid header", apierror.Invalid(apierror.Header("Idempotency-Key", "idempotency_key_invalid", "must be 1-255 visible ASCII bytes")), 400, "idempotency_key_invalid", "header", "Idempotency-Key", [2]string{}},
 		{"missing query", apierror.MissingQuery("from"), 400, "query_missing", "query", "from", [2]string{}},
-		{"invalid query", apierror.InvalidQuery("limit", "out_of_range", "must be between 1 and 1000"), 400, "out_of_range", "query", "limit", [2]string{}},
-		{"invalid path", apierror.InvalidPath("version", "version_malformed", "must look like v1"), 400, "version_malformed", "path", "version", [2]string{}},
+		{"invalid query", apierror.Invalid(apierror.Query("limit", "out_of_range", "must be between 1 and 1000")), 400, "out_of_range", "query", "limit", [2]string{}},
+		{"invalid path", apierror.Invalid(apierror.Path("version", "version_malformed", "must look like v1")), 400, "version_malformed", "path", "version", [2]string{}},
 		{"malformed json", apierror.MalformedJSON(17, "invalid character 'x'"), 400, "malformed_json", "body", "", [2]string{}},
 		{"wrong type", apierror.WrongType("/items/3/qty", "number", "string"), 400, "wrong_type", "body", "/items/3/qty", [2]string{}},
 		{"unknown field", apierror.UnknownField("/sied"), 400, "unknown_field", "body", "/sied", [2]string{}},
@@ -140,8 +140,8 @@ func TestWithReservedPanics(t *testing.T) {
 func TestRequestID(t *testing.T) {
 	var seen, client string
 	h := apierror.WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen = apierror.RequestIDFrom(r.Context())
-		client = apierror.ClientRequestIDFrom(r.Context())
+		seen = apierror.RequestIDFromContext(r.Context())
+		client = apierror.ClientRequestIDFromContext(r.Context())
 		apierror.Write(w, r, apierror.MissingField("/account"))
 	}))
 	liveKey := "sk_live_" + strings.Repeat("a1b2", 8)
@@ -329,7 +329,7 @@ func TestWriteRequestIDHeaderMatchesBody(t *testing.T) {
 			rec.Header().Set(apierror.HeaderRequestID, preset)
 		}
 		req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
-		req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_ctx"))
+		req = req.WithContext(apierror.NewRequestIDContext(req.Context(), "req_ctx"))
 		apierror.Write(rec, req, apierror.NotFound("order_not_found", "no such order"))
 		resp := rec.Result()
 		require.Equal(t, []string{"req_ctx"}, resp.Header.Values(apierror.HeaderRequestID), "preset %q", preset)

@@ -21,7 +21,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // BenchmarkWrite400TwoViolations is the case the benchmarks module compares with peers.
 func BenchmarkWrite400TwoViolations(b *testing.B) {
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
-	req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_bench"))
+	req = req.WithContext(apierror.NewRequestIDContext(req.Context(), "req_bench"))
 	w := &discardWriter{h: make(http.Header, 4)}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -115,7 +115,7 @@ func BenchmarkServeMux(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req := httptest.NewRequest(c.method, "/v1/orders/ord_1", nil)
-			req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_bench"))
+			req = req.WithContext(apierror.NewRequestIDContext(req.Context(), "req_bench"))
 			w := &discardWriter{h: make(http.Header, 4)}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -59,35 +59,14 @@ func MissingField(pointer string) *Error {
 	return Invalid(Body(pointer, CodeFieldMissing, "is required"))
 }
 
-// InvalidField is a 400 for a body member whose value is not acceptable.
-func InvalidField(pointer, code, detail string) *Error {
-	return Invalid(Body(pointer, code, detail))
-}
-
 // MissingHeader is a 400 for a required request header that is absent.
 func MissingHeader(name string) *Error {
 	return Invalid(Header(name, CodeHeaderMissing, "header "+name+" is required"))
 }
 
-// InvalidHeader is a 400 for a request header whose value is not acceptable. The detail must not
-// echo the header's value: it may be a secret.
-func InvalidHeader(name, code, detail string) *Error {
-	return Invalid(Header(name, code, detail))
-}
-
 // MissingQuery is a 400 for a required query parameter that is absent.
 func MissingQuery(name string) *Error {
 	return Invalid(Query(name, CodeQueryMissing, "query parameter "+name+" is required"))
-}
-
-// InvalidQuery is a 400 for a query parameter whose value is not acceptable.
-func InvalidQuery(name, code, detail string) *Error {
-	return Invalid(Query(name, code, detail))
-}
-
-// InvalidPath is a 400 for a path parameter whose value is not acceptable.
-func InvalidPath(name, code, detail string) *Error {
-	return Invalid(Path(name, code, detail))
 }
 
 // MalformedJSON is a 400 for a body that is not valid JSON, located at the byte offset where parsing

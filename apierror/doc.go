@@ -34,11 +34,12 @@
 // X-Request-Id response header and in every problem. A client's X-Request-Id is never taken over or
 // echoed — a client that sent its live key there would see it reflected into every log and proxy on
 // the way; when it is well-formed and not shaped like a credential it is kept for the server's logs
-// (ClientRequestIDFrom).
+// (ClientRequestIDFromContext).
 //
 // When a layer in front already names the request — chi's middleware.RequestID, a gateway — two IDs
 // for one request would split its logs. RequestIDs.From adopts that ID instead of making one (after
-// ValidRequestID: an upstream that copies the client's header as it came cannot reflect a key):
+// the same check of its shape: an upstream that copies the client's header as it came cannot reflect
+// a key):
 //
 //	r.Use(middleware.RequestID, apierror.RequestIDs{From: func(r *http.Request) string {
 //		return middleware.GetReqID(r.Context())

@@ -53,7 +53,7 @@ func TestWriterEchoesNoCredential(t *testing.T) {
 				}},
 			{name: "path, as a violation's name", target: "/v1/orders/x",
 				problem: func(r *http.Request) error {
-					return apierror.InvalidPath(secret, "path_invalid", "is not a known parameter")
+					return apierror.Invalid(apierror.Path(secret, "path_invalid", "is not a known parameter"))
 				}},
 			{name: "query, as a parameter name", target: "/v1/events?" + secret + "=%zz",
 				problem: func(r *http.Request) error { _, err := apierror.ParseQuery(r); return err }},
@@ -61,13 +61,13 @@ func TestWriterEchoesNoCredential(t *testing.T) {
 				problem: func(r *http.Request) error { _, err := apierror.ParseQuery(r); return err }},
 			{name: "query, in an extension member", target: "/v1/events?from=" + secret,
 				problem: func(r *http.Request) error {
-					return apierror.InvalidQuery("from", "query_invalid", "must be a sequence number").
+					return apierror.Invalid(apierror.Query("from", "query_invalid", "must be a sequence number")).
 						With("got", r.URL.Query().Get("from")).
 						With("nested", map[string]any{"values": []string{r.URL.Query().Get("from")}, r.URL.Query().Get("from"): 1})
 				}},
 			{name: "header, in a detail", target: "/v1/orders", header: http.Header{"X-Account": {secret}},
 				problem: func(r *http.Request) error {
-					return apierror.InvalidHeader("X-Account", "account_unknown", "no account "+r.Header.Get("X-Account"))
+					return apierror.Invalid(apierror.Header("X-Account", "account_unknown", "no account "+r.Header.Get("X-Account")))
 				}},
 			{name: "header, X-Request-Id", target: "/v1/orders", header: http.Header{"X-Request-Id": {secret}},
 				problem: func(r *http.Request) error { return apierror.MissingField("/account") }},

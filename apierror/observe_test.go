@@ -181,7 +181,7 @@ func TestHooksAllocs(t *testing.T) {
 		t.Skip("allocation counts vary under the race detector")
 	}
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
-	req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_allocs"))
+	req = req.WithContext(apierror.NewRequestIDContext(req.Context(), "req_allocs"))
 	w := &discardWriter{h: make(http.Header, 4)}
 	p := apierror.Invalid(apierror.Body("/a", "field_missing", "is required"))
 	measure := func(wr apierror.Writer) float64 {
@@ -206,7 +206,7 @@ func TestHooksAllocs(t *testing.T) {
 // BenchmarkWriteObserved is BenchmarkWrite400TwoViolations with a hook that does nothing.
 func BenchmarkWriteObserved(b *testing.B) {
 	req := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
-	req = req.WithContext(apierror.ContextWithRequestID(req.Context(), "req_bench"))
+	req = req.WithContext(apierror.NewRequestIDContext(req.Context(), "req_bench"))
 	w := &discardWriter{h: make(http.Header, 4)}
 	wr := apierror.Writer{Hooks: (&nopHooks{}).hooks()}
 	b.ReportAllocs()

@@ -44,7 +44,8 @@ func Body(pointer, code, detail string) Violation {
 	return Violation{Location: LocationBody, Pointer: pointer, Code: code, Detail: detail}
 }
 
-// Header returns a violation located at a request header.
+// Header returns a violation located at a request header. The detail must not echo the header's
+// value: it may be a secret.
 func Header(name, code, detail string) Violation {
 	return Violation{Location: LocationHeader, Name: name, Code: code, Detail: detail}
 }

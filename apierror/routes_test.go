@@ -193,7 +193,7 @@ func TestRequestIDsAdoptsAnUpstreamID(t *testing.T) {
 	from := func(r *http.Request) string { s, _ := r.Context().Value(ctxKey{}).(string); return s }
 	var seen string
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen = apierror.RequestIDFrom(r.Context())
+		seen = apierror.RequestIDFromContext(r.Context())
 		apierror.Write(w, r, apierror.MissingHeader("Idempotency-Key"))
 	})
 	tests := []struct {

@@ -67,7 +67,7 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 				msg = Redact(err.Error())
 			}
 			wr.Logger.ErrorContext(ctx, "apierror: internal error", "request_id", reqID,
-				"client_request_id", ClientRequestIDFrom(ctx), "error", msg)
+				"client_request_id", ClientRequestIDFromContext(ctx), "error", msg)
 		}
 	}
 	// The problem is never copied or mutated: the caller may reuse it (a package-level value, say).
@@ -132,24 +132,24 @@ func putBuf(b *[]byte) {
 
 type requestIDKey struct{}
 
-// RequestIDFrom returns the request ID that WithRequestID stored in ctx, or "".
-func RequestIDFrom(ctx context.Context) string {
+// RequestIDFromContext returns the request ID that WithRequestID stored in ctx, or "".
+func RequestIDFromContext(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
 
-// ContextWithRequestID returns a copy of ctx that carries id as the request ID.
-func ContextWithRequestID(ctx context.Context, id string) context.Context {
+// NewRequestIDContext returns a copy of ctx that carries id as the request ID.
+func NewRequestIDContext(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, id)
 }
 
-// NewRequestID returns a fresh request ID: "req_" and 26 random characters.
-func NewRequestID() string { return randid.New("req_") }
+// newRequestID returns a fresh request ID: "req_" and 26 random characters.
+func newRequestID() string { return randid.New("req_") }
 
-// ValidRequestID reports whether a client-sent X-Request-Id is worth keeping for the server's logs:
+// validRequestID reports whether a client-sent X-Request-Id is worth keeping for the server's logs:
 // 1 to 128 bytes of letters, digits, '-', '_', '.', ':' and '/', and not shaped like a credential
 // (LooksLikeCredential). It is never echoed either way: see WithRequestID.
-func ValidRequestID(id string) bool {
+func validRequestID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
 		return false
 	}
@@ -164,23 +164,23 @@ func ValidRequestID(id string) bool {
 
 type clientRequestIDKey struct{}
 
-// ClientRequestIDFrom returns the X-Request-Id the client sent, when WithRequestID found it valid
-// (ValidRequestID), or "". It is for the server's own logs, to join them with the client's: it is
-// never sent back.
-func ClientRequestIDFrom(ctx context.Context) string {
+// ClientRequestIDFromContext returns the X-Request-Id the client sent, when WithRequestID found it
+// well-formed (see RequestIDs.From), or "". It is for the server's own logs, to join them with the
+// client's: it is never sent back.
+func ClientRequestIDFromContext(ctx context.Context) string {
 	id, _ := ctx.Value(clientRequestIDKey{}).(string)
 	return id
 }
 
 // WithRequestID is middleware that gives every request an ID of the server's own, "req_" and 26
-// random characters: it is in the request context (RequestIDFrom), on the response's X-Request-Id
-// header, and in every problem body Write renders. It is RequestIDs{}.Handler.
+// random characters: it is in the request context (RequestIDFromContext), on the response's
+// X-Request-Id header, and in every problem body Write renders. It is RequestIDs{}.Handler.
 //
 // A client's X-Request-Id is never taken over or echoed. Echoing it would reflect whatever the client
 // put there — a client that sent its live API key as the header would see the key repeated in the
 // response and in every log, proxy and error tracker on the way. When it is well-formed and not
-// shaped like a credential (ValidRequestID) it is kept for the server's logs (ClientRequestIDFrom);
-// the client correlates by the ID it gets back.
+// shaped like a credential it is kept for the server's logs (ClientRequestIDFromContext); the
+// client correlates by the ID it gets back.
 func WithRequestID(next http.Handler) http.Handler { return RequestIDs{}.Handler(next) }
 
 // RequestIDs is the request-ID middleware with its one option. The zero value is WithRequestID. It is
@@ -195,7 +195,7 @@ type RequestIDs struct {
 	//	}}.Handler)
 	//
 	// An ID From returns is echoed on X-Request-Id and in problem bodies, so it is adopted only when it
-	// is ValidRequestID — 1 to 128 bytes of letters, digits and -_.:/, not shaped like a credential;
+	// is well-formed — 1 to 128 bytes of letters, digits and -_.:/, not shaped like a credential;
 	// anything else, "" included, gets an ID of the server's own. Upstream sources often take the
 	// client's X-Request-Id as it came (chi's does): this check is what keeps a key pasted there from
 	// coming back.
@@ -207,16 +207,16 @@ func (ri RequestIDs) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id string
 		if ri.From != nil {
-			if up := ri.From(r); ValidRequestID(up) {
+			if up := ri.From(r); validRequestID(up) {
 				id = up
 			}
 		}
 		if id == "" {
-			id = NewRequestID()
+			id = newRequestID()
 		}
 		w.Header().Set(HeaderRequestID, id)
-		ctx := ContextWithRequestID(r.Context(), id)
-		if sent := r.Header.Get(HeaderRequestID); sent != "" && ValidRequestID(sent) {
+		ctx := NewRequestIDContext(r.Context(), id)
+		if sent := r.Header.Get(HeaderRequestID); sent != "" && validRequestID(sent) {
 			ctx = context.WithValue(ctx, clientRequestIDKey{}, sent)
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -227,14 +227,14 @@ func (ri RequestIDs) Handler(next http.Handler) http.Handler {
 // and otherwise a fresh one, so that a problem always carries one.
 func requestID(w http.ResponseWriter, r *http.Request) string {
 	if r != nil {
-		if id := RequestIDFrom(r.Context()); id != "" {
+		if id := RequestIDFromContext(r.Context()); id != "" {
 			return id
 		}
 	}
 	if id := w.Header().Get(HeaderRequestID); id != "" {
 		return id
 	}
-	return NewRequestID()
+	return newRequestID()
 }
 
 type writerKey struct{}

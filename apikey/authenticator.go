@@ -274,10 +274,10 @@ func (a *Authenticator) logRefusal(r *http.Request, err error) {
 	}
 	var p *apierror.Error
 	if errors.As(err, &p) && p.Status >= 500 {
-		a.log.ErrorContext(r.Context(), "apikey: authentication failed", "request_id", apierror.RequestIDFrom(r.Context()), "error", apierror.Redact(err.Error()))
+		a.log.ErrorContext(r.Context(), "apikey: authentication failed", "request_id", apierror.RequestIDFromContext(r.Context()), "error", apierror.Redact(err.Error()))
 		return
 	}
-	attrs := []any{"request_id", apierror.RequestIDFrom(r.Context()), "reason", apierror.Redact(err.Error())}
+	attrs := []any{"request_id", apierror.RequestIDFromContext(r.Context()), "reason", apierror.Redact(err.Error())}
 	// Only a well-formed key is logged, redacted: a malformed "key" may be some other secret pasted by
 	// mistake, and none of it belongs in a log.
 	if tok, tErr := bearerToken(r.Header); tErr == nil {

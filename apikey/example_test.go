@@ -35,7 +35,7 @@ func call(h http.Handler, method, path, key, body string) *httptest.ResponseReco
 func exampleRequestID(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(apierror.HeaderRequestID, "req_example")
-		h.ServeHTTP(w, r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_example")))
+		h.ServeHTTP(w, r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_example")))
 	})
 }
 

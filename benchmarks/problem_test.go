@@ -105,7 +105,7 @@ func problemCases() []problemCase {
 func problemRequest() *http.Request {
 	r := httptest.NewRequest(http.MethodPost, "/v1/orders", nil)
 	r.Header.Set("Accept", "application/json")
-	return r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_01jbenchbenchbenchbenchbenc"))
+	return r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_01jbenchbenchbenchbenchbenc"))
 }
 
 // BenchmarkProblemWrite writes one 400 problem with two violations per operation.

@@ -62,7 +62,7 @@ func ExampleMiddleware_reusedKey() {
 		r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer sk_sandbox_example")
 		r.Header.Set("Idempotency-Key", "k-1")
-		r = r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_example"))
+		r = r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_example"))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w

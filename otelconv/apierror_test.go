@@ -125,7 +125,7 @@ func BenchmarkProblemObserved(b *testing.B) {
 				}
 			})
 			r := httptest.NewRequest(http.MethodGet, "/v1/orders", nil)
-			r = r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_bench"))
+			r = r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_bench"))
 			service.Handler(inner).ServeHTTP(&discard{h: make(http.Header, 8)}, r)
 		})
 	}

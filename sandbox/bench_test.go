@@ -29,7 +29,7 @@ func BenchmarkFaultTransport(b *testing.B) {
 	body := strings.Repeat("x", 512)
 	for _, ep := range []string{"we_clean", "we_faulty"} {
 		b.Run(ep, func(b *testing.B) {
-			ctx := producer.WithEndpointID(context.Background(), ep)
+			ctx := producer.NewEndpointIDContext(context.Background(), ep)
 			b.ReportAllocs()
 			for b.Loop() {
 				r, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://consumer.test/hooks", strings.NewReader(body))

@@ -341,7 +341,7 @@ func (c *Controls) fail(w http.ResponseWriter, r *http.Request, control string, 
 	var p *apierror.Error
 	if c.log != nil && !errors.As(err, &p) {
 		c.log.ErrorContext(r.Context(), "sandbox: control failed", "control", control,
-			"request_id", apierror.RequestIDFrom(r.Context()), "error", apierror.Redact(err.Error()))
+			"request_id", apierror.RequestIDFromContext(r.Context()), "error", apierror.Redact(err.Error()))
 	}
 	c.writer.Write(w, r, err)
 }

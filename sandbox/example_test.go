@@ -32,7 +32,7 @@ func call(h http.Handler, method, path, key, body string) *httptest.ResponseReco
 func exampleRequestID(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(apierror.HeaderRequestID, "req_example")
-		h.ServeHTTP(w, r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_example")))
+		h.ServeHTTP(w, r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_example")))
 	})
 }
 
@@ -143,7 +143,7 @@ func ExampleFaultTransport() {
 	client := &http.Client{Transport: tr}
 
 	for seq, endpoint := range []string{"we_1", "we_2"} {
-		ctx := producer.WithEndpointID(context.Background(), endpoint)
+		ctx := producer.NewEndpointIDContext(context.Background(), endpoint)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, consumer.URL, strings.NewReader(`{}`))
 		req.Header.Set("X-SVC-Sequence", fmt.Sprint(seq+1))
 		resp, _ := client.Do(req)

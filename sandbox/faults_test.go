@@ -167,7 +167,7 @@ func delivery(t testing.TB, ctx context.Context, endpoint string, seq uint64) *h
 	body := []byte(`{"id":"evt_` + strconv.FormatUint(seq, 10) + `","sequence":` + strconv.FormatUint(seq, 10) + `,"type":"order.created","created":1767225600,"api_version":"v1","data":{}}`)
 	sig, err := webhook.Sign(body, time.Unix(1767225600, 0), testSecret)
 	require.NoError(t, err)
-	r, err := http.NewRequestWithContext(producer.WithEndpointID(ctx, endpoint), http.MethodPost, "http://consumer.test/hooks", bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(producer.NewEndpointIDContext(ctx, endpoint), http.MethodPost, "http://consumer.test/hooks", bytes.NewReader(body))
 	require.NoError(t, err)
 	r.Header.Set(webhook.HeaderSignature, sig)
 	r.Header.Set(webhook.HeaderSequence, strconv.FormatUint(seq, 10))

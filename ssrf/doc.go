@@ -7,7 +7,7 @@
 //	if err := policy.Check(endpointURL); err != nil {
 //		var ue *ssrf.URLError
 //		if errors.As(err, &ue) {
-//			return apierror.InvalidField("/url", ue.Code, ue.Detail)
+//			return apierror.Invalid(apierror.Body("/url", ue.Code, ue.Detail))
 //		}
 //	}
 //

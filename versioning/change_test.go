@@ -193,7 +193,7 @@ func TestChangeOrderWithinVersion(t *testing.T) {
 
 func TestTransformErrors(t *testing.T) {
 	boom := errors.New("boom")
-	located := apierror.InvalidField("/amount", "invalid_amount", "must be a decimal string")
+	located := apierror.Invalid(apierror.Body("/amount", "invalid_amount", "must be a decimal string"))
 	reg, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}, {Name: "v2"}}, []versioning.Change{{
 		Name: "breaks", Version: "v2", Object: "order",
 		Response: func(map[string]any) error { return boom },

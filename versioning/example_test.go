@@ -75,7 +75,7 @@ func Example() {
 	// In a service: apierror.WithRequestID, whose IDs are fresh and random; a fixed one here keeps the
 	// output stable.
 	srv := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		router.Handler(mux).ServeHTTP(w, r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_example")))
+		router.Handler(mux).ServeHTTP(w, r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_example")))
 	})
 
 	for _, req := range []struct{ path, body string }{

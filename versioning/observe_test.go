@@ -244,7 +244,7 @@ func TestHooksAllocs(t *testing.T) {
 	for _, path := range []string{"/v3/orders", "/v1/orders", "/v9/orders"} {
 		for _, lic := range []string{"", "lic_allocs"} {
 			r := httptest.NewRequest(http.MethodGet, path, nil)
-			r = r.WithContext(apierror.ContextWithRequestID(r.Context(), "req_allocs")) // no random ID per problem
+			r = r.WithContext(apierror.NewRequestIDContext(r.Context(), "req_allocs")) // no random ID per problem
 			if lic != "" {
 				r.Header.Set(licenseeHeader, lic)
 			}

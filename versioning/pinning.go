@@ -226,7 +226,7 @@ func (rt *Router) PinHandler() http.Handler {
 
 func (rt *Router) pinProblem(ctx context.Context, lic string, err error) error {
 	invalid := func(code, detail string) error {
-		return apierror.InvalidField("/version", code, detail)
+		return apierror.Invalid(apierror.Body("/version", code, detail))
 	}
 	switch {
 	case errors.Is(err, ErrUnknownVersion):

@@ -110,7 +110,7 @@ func TestShapingWriterPaths(t *testing.T) {
 			_, _ = w.Write(v3order)
 		}), 200, strings.TrimSuffix(orderV1, "\n"), map[string]string{"Content-Length": strconv.Itoa(len(orderV1) - 1)}, false, nil, false},
 		{"problem+json is the same in every version", "GET", writes(func(w http.ResponseWriter, r *http.Request) {
-			apierror.Write(w, r, apierror.InvalidField("/side", "invalid_enum", "must be one of buy, sell"))
+			apierror.Write(w, r, apierror.Invalid(apierror.Body("/side", "invalid_enum", "must be one of buy, sell")))
 		}), 400, "", nil, false, nil, false},
 		{"non-JSON passes through and flushes", "GET", writes(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/csv")
@@ -282,7 +282,7 @@ func TestRequestShaping(t *testing.T) {
 			Name: "side_required", Version: "v2",
 			Request: func(b map[string]any) error {
 				if _, ok := b["direction"].(string); !ok {
-					return apierror.InvalidField("/direction", "wrong_type", "must be a string")
+					return apierror.Invalid(apierror.Body("/direction", "wrong_type", "must be a string"))
 				}
 				return nil
 			},

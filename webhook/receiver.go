@@ -207,8 +207,9 @@ func (rc *Receiver) receive(ctx context.Context, signature, sequence string, bod
 		if errors.Is(err, ErrMissingSequence) {
 			return Result{}, apierror.MissingHeader(HeaderSequence)
 		}
-		return Result{}, apierror.InvalidHeader(HeaderSequence, CodeSequenceInvalid,
-			"must be a decimal sequence number from 1 to 9223372036854775807, without sign or leading zeros")
+		return Result{}, apierror.Invalid(apierror.Header(HeaderSequence, CodeSequenceInvalid,
+			"must be a decimal sequence number from 1 to 9223372036854775807, without sign or leading zeros"))
+
 	}
 	if len(body) == 0 {
 		return Result{}, apierror.Invalid(apierror.Body("", apierror.CodeBodyMissing, "a JSON event is required"))
@@ -251,8 +252,9 @@ func signatureProblem(err error) *apierror.Error {
 	case errors.Is(err, ErrMalformedHeader):
 		// err names what is wrong with the header's shape, never a value from it.
 		reason := strings.TrimPrefix(err.Error(), ErrMalformedHeader.Error()+": ")
-		return apierror.InvalidHeader(HeaderSignature, CodeSignatureInvalid,
-			"must be t=<unix seconds>,v1=<64 hex digits>[,v1=…] ("+reason+")")
+		return apierror.Invalid(apierror.Header(HeaderSignature, CodeSignatureInvalid,
+			"must be t=<unix seconds>,v1=<64 hex digits>[,v1=…] ("+reason+")"))
+
 	case errors.Is(err, ErrTooOld):
 		code, detail = CodeSignatureTooOld, "the signature's timestamp is older than the receiver's tolerance"
 	case errors.Is(err, ErrTooNew):

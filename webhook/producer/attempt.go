@@ -92,7 +92,7 @@ func (d *Dispatcher) attemptResult(dl driver.Delivery, r *result) AttemptResult 
 // send makes one delivery request and describes its outcome; Class is empty on success. sent reports
 // whether the request reached the client.
 func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, body []byte, sig string) (a driver.Attempt, sent bool) {
-	rctx, cancel := context.WithTimeout(WithEndpointID(ctx, ep.ID), d.timeout)
+	rctx, cancel := context.WithTimeout(NewEndpointIDContext(ctx, ep.ID), d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
@@ -184,9 +184,9 @@ func transportFailure(rctx context.Context, err error) driver.Attempt {
 
 type endpointIDKey struct{}
 
-// WithEndpointID returns a context carrying a webhook endpoint ID, as every delivery request's context
+// NewEndpointIDContext returns a context carrying a webhook endpoint ID, as every delivery request's context
 // does.
-func WithEndpointID(ctx context.Context, id string) context.Context {
+func NewEndpointIDContext(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, endpointIDKey{}, id)
 }
 

@@ -331,7 +331,7 @@ func TestDispatcherEndpointIDInRequestContext(t *testing.T) {
 
 	_, ok := producer.EndpointIDFromContext(ctx)
 	require.False(t, ok)
-	id, ok := producer.EndpointIDFromContext(producer.WithEndpointID(ctx, "we_x"))
+	id, ok := producer.EndpointIDFromContext(producer.NewEndpointIDContext(ctx, "we_x"))
 	require.True(t, ok)
 	require.Equal(t, "we_x", id)
 }

@@ -245,8 +245,8 @@ func queryUint(w http.ResponseWriter, r *http.Request, v, name string, lo, hi, d
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || n < lo || n > hi {
-		apierror.Write(w, r, apierror.InvalidQuery(name, "invalid_range",
-			"must be an integer from "+strconv.FormatUint(lo, 10)+" to "+strconv.FormatUint(hi, 10)))
+		apierror.Write(w, r, apierror.Invalid(apierror.Query(name, "invalid_range",
+			"must be an integer from "+strconv.FormatUint(lo, 10)+" to "+strconv.FormatUint(hi, 10))))
 		return 0, false
 	}
 	return n, true
