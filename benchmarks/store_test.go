@@ -61,7 +61,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("redis", func(b *testing.B) {
 		client, prefix := redisClient(b)
 		storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store {
-			s, err := redisstore.NewIdempotencyStore(context.Background(), client, &redisstore.IdempotencyOptions{Prefix: prefix})
+			s, err := redisstore.NewIdempotencyStore(context.Background(), client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func BenchmarkStore(b *testing.B) {
 	})
 	b.Run("postgres", func(b *testing.B) {
 		pool, schema := postgresPool(b)
-		opts := &pgstore.IdempotencyOptions{Schema: schema}
+		opts := &pgstore.IdempotencyStoreOptions{Schema: schema}
 		if err := pgstore.Migrate(context.Background(), pool, opts); err != nil {
 			b.Fatal(err)
 		}

@@ -222,7 +222,7 @@
 //
 // # Example
 //
-//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyOptions{
+//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyStoreOptions{
 //		MaxRecordsPerScope: 100_000, // one tenant cannot fill the Redis every tenant shares
 //	}) // fails unless the Redis runs with maxmemory-policy noeviction
 //	if err != nil {

@@ -12,12 +12,12 @@ import (
 	"github.com/svcplatform/conventions/apikey"
 )
 
-// DefaultCredentialTable is the table a CredentialStore uses when CredentialOptions.Table is empty.
+// DefaultCredentialTable is the table a CredentialStore uses when CredentialStoreOptions.Table is empty.
 const DefaultCredentialTable = "sandbox_credentials"
 
-// CredentialOptions configures a CredentialStore and its migration. A nil *CredentialOptions and the
+// CredentialStoreOptions configures a CredentialStore and its migration. A nil *CredentialStoreOptions and the
 // zero value mean the defaults.
-type CredentialOptions struct {
+type CredentialStoreOptions struct {
 	// Schema holds the table. Default "": the table name is unqualified and resolves through the
 	// connection's search_path.
 	Schema string
@@ -25,16 +25,16 @@ type CredentialOptions struct {
 	Table string
 }
 
-// credConfig is CredentialOptions with the defaults applied and the names quoted.
+// credConfig is CredentialStoreOptions with the defaults applied and the names quoted.
 type credConfig struct {
-	CredentialOptions
+	CredentialStoreOptions
 	qualified string
 }
 
-func credResolve(opts *CredentialOptions) credConfig {
+func credResolve(opts *CredentialStoreOptions) credConfig {
 	var o credConfig
 	if opts != nil {
-		o.CredentialOptions = *opts
+		o.CredentialStoreOptions = *opts
 	}
 	if o.Table == "" {
 		o.Table = DefaultCredentialTable
@@ -59,7 +59,7 @@ var _ apikey.CredentialStore = (*CredentialStore)(nil)
 
 // NewCredentialStore returns a store on db with opts (nil means the defaults). Run Migrate with the
 // same opts (or MigrationSQL's SQL) first.
-func NewCredentialStore(db DB, opts *CredentialOptions) (*CredentialStore, error) {
+func NewCredentialStore(db DB, opts *CredentialStoreOptions) (*CredentialStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewCredentialStore")
 	}

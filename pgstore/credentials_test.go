@@ -20,7 +20,7 @@ import (
 func TestCredentialStoreConformance(t *testing.T) {
 	credentialtest.Run(t, func(t *testing.T) apikey.CredentialStore {
 		pool, schema := pgtest.Pool(t)
-		opts := &pgstore.CredentialOptions{Schema: schema}
+		opts := &pgstore.CredentialStoreOptions{Schema: schema}
 		require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 		return must(pgstore.NewCredentialStore(pool, opts))
 	})
@@ -29,14 +29,14 @@ func TestCredentialStoreConformance(t *testing.T) {
 func TestCredentialMigration(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.CredentialOptions{Schema: schema + "_creds", Table: "api_keys"}
+	opts := &pgstore.CredentialStoreOptions{Schema: schema + "_creds", Table: "api_keys"}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+opts.Schema+`" CASCADE`) })
 
 	sql := must(pgstore.MigrationSQL(opts))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "`+opts.Schema+`"`)
 	require.Contains(t, sql, `"`+opts.Schema+`"."api_keys"`)
-	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.CredentialOptions{})), "CREATE SCHEMA")
-	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CredentialOptions{})), `"`+pgstore.DefaultCredentialTable+`"`)
+	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.CredentialStoreOptions{})), "CREATE SCHEMA")
+	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CredentialStoreOptions{})), `"`+pgstore.DefaultCredentialTable+`"`)
 
 	// Replicas starting together: concurrent migrations all succeed, and a rerun is harmless.
 	var wg sync.WaitGroup
@@ -69,7 +69,7 @@ func TestCredentialMigration(t *testing.T) {
 func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.CredentialOptions{Schema: schema}
+	opts := &pgstore.CredentialStoreOptions{Schema: schema}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	iss := must(apikey.NewIssuer(must(pgstore.NewCredentialStore(pool, opts)), nil))
 	c, err := iss.Issue(ctx, apikey.Evaluation{Licensee: "lic_a"})
@@ -88,7 +88,7 @@ func TestCredentialStoreKeepsOnlyHashes(t *testing.T) {
 func TestCredentialStoreWithAuthenticator(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.CredentialOptions{Schema: schema}
+	opts := &pgstore.CredentialStoreOptions{Schema: schema}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
@@ -137,7 +137,7 @@ func TestCredentialStoreWithAuthenticator(t *testing.T) {
 func TestCredentialStoreDatabaseDown(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.CredentialOptions{Schema: schema}
+	opts := &pgstore.CredentialStoreOptions{Schema: schema}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
 	iss := must(apikey.NewIssuer(s, nil))
@@ -165,7 +165,7 @@ func TestCredentialStoreDatabaseDown(t *testing.T) {
 func TestCredentialStoreInTransaction(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.CredentialOptions{Schema: schema}
+	opts := &pgstore.CredentialStoreOptions{Schema: schema}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -179,7 +179,7 @@ func TestCredentialStoreInTransaction(t *testing.T) {
 func BenchmarkCredentialStoreGet(b *testing.B) {
 	pool, schema := pgtest.Pool(b)
 	ctx := context.Background()
-	opts := &pgstore.CredentialOptions{Schema: schema}
+	opts := &pgstore.CredentialStoreOptions{Schema: schema}
 	require.NoError(b, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewCredentialStore(pool, opts))
 	c := credentialtest.Credential(1, "lic_a", apikey.Sandbox)

@@ -11,12 +11,12 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// DefaultCursorTable is the table a CursorStore uses when CursorOptions.Table is empty.
+// DefaultCursorTable is the table a CursorStore uses when CursorStoreOptions.Table is empty.
 const DefaultCursorTable = "webhook_cursors"
 
-// CursorOptions configures a CursorStore and its migration. A nil *CursorOptions and the zero value
+// CursorStoreOptions configures a CursorStore and its migration. A nil *CursorStoreOptions and the zero value
 // mean the defaults.
-type CursorOptions struct {
+type CursorStoreOptions struct {
 	// Schema holds the table. Default "": the table name is unqualified and resolves through the
 	// connection's search_path.
 	Schema string
@@ -24,9 +24,9 @@ type CursorOptions struct {
 	Table string
 }
 
-// cursorConfig is CursorOptions with the defaults applied and the SQL built once.
+// cursorConfig is CursorStoreOptions with the defaults applied and the SQL built once.
 type cursorConfig struct {
-	CursorOptions
+	CursorStoreOptions
 	qualified string
 	get       string
 	lock      string
@@ -34,10 +34,10 @@ type cursorConfig struct {
 	update    string
 }
 
-func cursorResolve(opts *CursorOptions) cursorConfig {
+func cursorResolve(opts *CursorStoreOptions) cursorConfig {
 	var c cursorConfig
 	if opts != nil {
-		c.CursorOptions = *opts
+		c.CursorStoreOptions = *opts
 	}
 	if c.Table == "" {
 		c.Table = DefaultCursorTable
@@ -72,7 +72,7 @@ var _ webhook.CursorStore = (*CursorStore)(nil)
 
 // NewCursorStore returns a store on db (a pool, a connection, or a transaction) with the table opts
 // name; nil opts mean the defaults.
-func NewCursorStore(db DB, opts *CursorOptions) (*CursorStore, error) {
+func NewCursorStore(db DB, opts *CursorStoreOptions) (*CursorStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewCursorStore")
 	}

@@ -22,7 +22,7 @@ import (
 // (TestCursorProcessInTxExactlyOnce runs 300 events through two replicas); go test's -timeout bounds them.
 func cursorCtx(t *testing.T) context.Context { return t.Context() }
 
-func newCursorStore(t *testing.T, opts *pgstore.CursorOptions) (*pgstore.CursorStore, pgstore.DB) {
+func newCursorStore(t *testing.T, opts *pgstore.CursorStoreOptions) (*pgstore.CursorStore, pgstore.DB) {
 	t.Helper()
 	pool, _ := pgtest.Pool(t)
 	require.NoError(t, pgstore.Migrate(cursorCtx(t), pool, opts))
@@ -40,15 +40,15 @@ func TestCursorStoreConformanceQualifiedTable(t *testing.T) {
 	cursortest.Run(t, func(t *testing.T) webhook.CursorStore {
 		_, schema := pgtest.Pool(t)
 		pool, _ := pgtest.Pool(t) // search_path elsewhere: only the qualified name can find the table
-		opts := &pgstore.CursorOptions{Schema: schema, Table: `odd "name"`}
+		opts := &pgstore.CursorStoreOptions{Schema: schema, Table: `odd "name"`}
 		require.NoError(t, pgstore.Migrate(cursorCtx(t), pool, opts))
 		return must(pgstore.NewCursorStore(pool, opts))
 	})
 }
 
 func TestCursorMigration(t *testing.T) {
-	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CursorOptions{})), `CREATE TABLE IF NOT EXISTS "webhook_cursors"`)
-	sql := must(pgstore.MigrationSQL(&pgstore.CursorOptions{Schema: "app", Table: "cur"}))
+	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CursorStoreOptions{})), `CREATE TABLE IF NOT EXISTS "webhook_cursors"`)
+	sql := must(pgstore.MigrationSQL(&pgstore.CursorStoreOptions{Schema: "app", Table: "cur"}))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "app";`)
 	require.Contains(t, sql, `"app"."cur"`)
 
@@ -59,13 +59,13 @@ func TestCursorMigration(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}); err != nil {
+			if err := pgstore.Migrate(ctx, pool, &pgstore.CursorStoreOptions{}); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}), "idempotent")
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.CursorStoreOptions{}), "idempotent")
 }
 
 func TestCursorStoreWithoutTable(t *testing.T) {

@@ -34,7 +34,7 @@
 //	err := pgstore.Migrate(ctx, pool) // every store, default names, in the search_path
 //	err = pgstore.Migrate(ctx, pool,   // or the stores a service uses, with their options
 //		&pgstore.EventLogOptions{Schema: "app", MaxStreamEvents: 10_000},
-//		&pgstore.IdempotencyOptions{Schema: "app"})
+//		&pgstore.IdempotencyStoreOptions{Schema: "app"})
 //
 // Each store has numbered migrations (migrations/<store>/NNNN_….sql, embedded in the package), each
 // applied in a transaction of its own and recorded in the version table pgstore_migrations, one per

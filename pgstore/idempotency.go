@@ -12,12 +12,12 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 )
 
-// DefaultIdempotencyTable is the table an IdempotencyStore uses when IdempotencyOptions.Table is empty.
+// DefaultIdempotencyTable is the table an IdempotencyStore uses when IdempotencyStoreOptions.Table is empty.
 const DefaultIdempotencyTable = "idempotency_keys"
 
-// IdempotencyOptions configures an IdempotencyStore and its migration. A nil *IdempotencyOptions and
+// IdempotencyStoreOptions configures an IdempotencyStore and its migration. A nil *IdempotencyStoreOptions and
 // the zero value mean the defaults.
-type IdempotencyOptions struct {
+type IdempotencyStoreOptions struct {
 	// Schema holds the table. Default "": the table name is unqualified and resolves through the
 	// connection's search_path.
 	Schema string
@@ -25,18 +25,18 @@ type IdempotencyOptions struct {
 	Table string
 }
 
-// idemConfig is IdempotencyOptions with the defaults applied and the names quoted.
+// idemConfig is IdempotencyStoreOptions with the defaults applied and the names quoted.
 type idemConfig struct {
-	IdempotencyOptions
+	IdempotencyStoreOptions
 	qualified  string // the table
 	seq        string // the token sequence
 	seqLiteral string // the token sequence as a string literal, for nextval
 }
 
-func idemResolve(opts *IdempotencyOptions) idemConfig {
+func idemResolve(opts *IdempotencyStoreOptions) idemConfig {
 	var o idemConfig
 	if opts != nil {
-		o.IdempotencyOptions = *opts
+		o.IdempotencyStoreOptions = *opts
 	}
 	if o.Table == "" {
 		o.Table = DefaultIdempotencyTable
@@ -206,7 +206,7 @@ FROM ` + t + ` WHERE scope = $1 AND key = $2 AND expires_at > $3`,
 // NewIdempotencyStore returns a store on db, which the caller owns (a *pgxpool.Pool, *pgx.Conn or
 // pgx.Tx). The table must exist: run Migrate with the same opts (or MigrationSQL's SQL) first. It
 // fails when db is nil.
-func NewIdempotencyStore(db DB, opts *IdempotencyOptions) (*IdempotencyStore, error) {
+func NewIdempotencyStore(db DB, opts *IdempotencyStoreOptions) (*IdempotencyStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewIdempotencyStore")
 	}

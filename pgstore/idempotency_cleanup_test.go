@@ -136,7 +136,7 @@ func TestIdempotencyRunCleanupDrainsInBatches(t *testing.T) {
 	require.Equal(t, 2510, idemCountRows(t, pool, schema, "true"))
 
 	counter := &idemDeleteCounter{DB: pool}
-	cs := must(pgstore.NewIdempotencyStore(counter, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+	cs := must(pgstore.NewIdempotencyStore(counter, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	logs := &idemLogCounter{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -207,7 +207,7 @@ func TestIdempotencyRunCleanupSurvivesFailures(t *testing.T) {
 		base := time.Now().UTC()
 		idemFillExpired(t, direct, "lic_a", 250, base, base.Add(time.Hour))
 		proxied, proxy := idemProxiedPool(t, schema)
-		s := must(pgstore.NewIdempotencyStore(proxied, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+		s := must(pgstore.NewIdempotencyStore(proxied, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 
 		proxy.Cut()
 		logs, stop := run(t, s, base.Add(2*time.Hour))

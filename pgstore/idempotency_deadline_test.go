@@ -46,7 +46,7 @@ func idemStoreCalls(s *pgstore.IdempotencyStore, fresh, owned idempotency.Key, o
 func TestIdempotencyStoreDeadlineOnStalledServer(t *testing.T) {
 	direct, _, schema := newIdemStore(t)
 	pool, proxy := idemProxiedPool(t, schema)
-	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	ctx := context.Background()
 	now := time.Now().UTC()
 	fresh := idempotency.Key{Scope: "lic_stall", Key: "fresh"}
@@ -115,7 +115,7 @@ func TestIdempotencyStoreDeadlineOnStalledServer(t *testing.T) {
 func TestIdempotencyStoreConnectionsCut(t *testing.T) {
 	_, _, schema := newIdemStore(t)
 	pool, proxy := idemProxiedPool(t, schema)
-	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	ctx := context.Background()
 	now := time.Now().UTC()
 	fresh := idempotency.Key{Scope: "lic_cut", Key: "fresh"}

@@ -24,7 +24,7 @@ func ExampleNewIdempotencyStore() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	opts := &pgstore.IdempotencyOptions{Schema: "platform"} // table platform.idempotency_keys
+	opts := &pgstore.IdempotencyStoreOptions{Schema: "platform"} // table platform.idempotency_keys
 	if err := pgstore.Migrate(ctx, pool, opts); err != nil {
 		log.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func ExampleNewTransactor() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if err := pgstore.Migrate(ctx, pool, &pgstore.IdempotencyOptions{}); err != nil {
+	if err := pgstore.Migrate(ctx, pool, &pgstore.IdempotencyStoreOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	tr, err := pgstore.NewTransactor(pool, nil)

@@ -50,7 +50,7 @@ func TestIdempotencyOutage(t *testing.T) {
 		_, _, schema := newIdemStore(t)
 		pool, proxy := idemProxiedPool(t, schema)
 		return storetest.OutageBackend{
-			Store:   must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"})),
+			Store:   must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"})),
 			Cut:     proxy.Cut,
 			Stall:   proxy.Stall,
 			Restore: func() { proxy.Resume(); proxy.Restore() },

@@ -21,14 +21,14 @@ import (
 func TestIdempotencyReplicas(t *testing.T) {
 	storetest.RunReplicas(t, storetest.ReplicaConfig{Modes: []storetest.ReplicaMode{
 		{Name: "store", Setup: func(t *testing.T) storetest.ReplicaBackend {
-			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
+			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyStoreOptions) *idempotency.Options {
 				return &idempotency.Options{Store: must(pgstore.NewIdempotencyStore(pool, opts))}
 			})
 		}, Unreachable: func(t *testing.T) *idempotency.Options {
 			return &idempotency.Options{Store: must(pgstore.NewIdempotencyStore(idemUnreachablePool(t), nil))}
 		}},
 		{Name: "transactional", Setup: func(t *testing.T) storetest.ReplicaBackend {
-			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyOptions) *idempotency.Options {
+			return idemReplicaBackend(t, func(pool *pgxpool.Pool, opts *pgstore.IdempotencyStoreOptions) *idempotency.Options {
 				return &idempotency.Options{Transactor: must(pgstore.NewTransactor(pool, opts))}
 			})
 		}, Unreachable: func(t *testing.T) *idempotency.Options {
@@ -39,10 +39,10 @@ func TestIdempotencyReplicas(t *testing.T) {
 
 // idemReplicaBackend migrates a fresh schema with the idempotency table and the handler's own orders
 // table; options builds one replica's middleware options on it.
-func idemReplicaBackend(t *testing.T, options func(*pgxpool.Pool, *pgstore.IdempotencyOptions) *idempotency.Options) storetest.ReplicaBackend {
+func idemReplicaBackend(t *testing.T, options func(*pgxpool.Pool, *pgstore.IdempotencyStoreOptions) *idempotency.Options) storetest.ReplicaBackend {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL)`)
 	require.NoError(t, err)

@@ -50,7 +50,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Table: "idem"}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))

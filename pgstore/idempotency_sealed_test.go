@@ -27,7 +27,7 @@ import (
 func TestSealedRecordsFailClosedOnPostgres(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	store := must(pgstore.NewIdempotencyStore(pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))

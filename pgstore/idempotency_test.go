@@ -20,7 +20,7 @@ import (
 func newIdemStore(t testing.TB) (*pgstore.IdempotencyStore, *pgxpool.Pool, string) {
 	t.Helper()
 	pool, schema := pgtest.Pool(t)
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(t, pgstore.Migrate(context.Background(), pool, opts))
 	return must(pgstore.NewIdempotencyStore(pool, opts)), pool, schema
 }
@@ -93,7 +93,7 @@ func TestIdempotencyDeleteExpired(t *testing.T) {
 func TestIdempotencyMigration(t *testing.T) {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema + "_idem", Table: `odd "name"`}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema + "_idem", Table: `odd "name"`}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`_idem" CASCADE`) })
 	sql := must(pgstore.MigrationSQL(opts))
 	require.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "`+schema+`_idem"`)
@@ -111,16 +111,16 @@ func TestIdempotencyMigration(t *testing.T) {
 	require.Equal(t, idempotency.Claimed, c.Status)
 
 	// Defaults: the table lands on the search_path (the test schema).
-	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.IdempotencyOptions{}))
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.IdempotencyStoreOptions{}))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".idempotency_keys`).Scan(&n))
 	require.Zero(t, n)
-	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.IdempotencyOptions{})), "CREATE SCHEMA")
+	require.NotContains(t, must(pgstore.MigrationSQL(&pgstore.IdempotencyStoreOptions{})), "CREATE SCHEMA")
 }
 
 func TestIdempotencyStoreWithoutTable(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
-	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyOptions{Table: "missing"}))
+	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Table: "missing"}))
 	_, err := s.Claim(context.Background(), idempotency.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.Error(t, err)
 	require.NotErrorIs(t, err, idempotency.ErrNotFound)
@@ -136,7 +136,7 @@ func TestIdempotencyStoreWithoutTable(t *testing.T) {
 func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 	s, pool, schema := newIdemStore(t)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	cases := []struct {
 		name  string
 		setup func(k idempotency.Key) time.Time // returns the instant both claims use

@@ -91,7 +91,7 @@ var _ idempotency.Transactor = (*Transactor)(nil)
 // NewTransactor returns the transactional mode on db (typically a *pgxpool.Pool), with the records in
 // the idempotency table opts names (nil means the defaults, as for NewIdempotencyStore). A nil db is
 // an error.
-func NewTransactor(db DB, opts *IdempotencyOptions) (*Transactor, error) {
+func NewTransactor(db DB, opts *IdempotencyStoreOptions) (*Transactor, error) {
 	if db == nil {
 		return nil, errNoDB("NewTransactor")
 	}

@@ -61,6 +61,6 @@ func (s idemTxPerCall) Lookup(ctx context.Context, key idempotency.Key, now time
 // mode.
 func TestTransactorStoreConformance(t *testing.T) {
 	_, pool, schema := newIdemStore(t)
-	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	storetest.Run(t, func(*testing.T) idempotency.Store { return idemTxPerCall{tr} })
 }

@@ -31,7 +31,7 @@ import (
 type idemTxEnv struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
-	opts   *pgstore.IdempotencyOptions
+	opts   *pgstore.IdempotencyStoreOptions
 	clock  *idemClock
 	runs   atomic.Int32
 	status int // what the handler answers
@@ -44,7 +44,7 @@ type idemClock = pgtest.Clock
 func newIdemTxEnv(t *testing.T) *idemTxEnv {
 	pool, schema := pgtest.Pool(t)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	_, err := pool.Exec(ctx, `CREATE TABLE orders (key text NOT NULL, run text NOT NULL,
 		CONSTRAINT orders_key_unique UNIQUE (key) DEFERRABLE INITIALLY DEFERRED)`)
@@ -615,7 +615,7 @@ func TestTransactorFnError(t *testing.T) {
 func BenchmarkIdempotencyTransactor(b *testing.B) {
 	pool, schema := pgtest.Pool(b)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(b, pgstore.Migrate(ctx, pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))
 	resp := idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 256)}

@@ -44,7 +44,7 @@ func TestIdempotencyMigrationUpgradesEarlierTable(t *testing.T) {
 		k.Scope, k.Key, idemFP1[:], idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
 
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts), "running it again changes nothing")
 	var (
@@ -71,7 +71,7 @@ func TestIdempotencyMigrationUpgradesEarlierTable(t *testing.T) {
 func TestIdempotencyMigrationUpToDateTakesNoLock(t *testing.T) {
 	s, pool, schema := newIdemStore(t)
 	ctx := context.Background()
-	opts := &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	// A request in transactional mode holds its claim, uncommitted, in an open transaction.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)

@@ -34,8 +34,8 @@ const migrateLockClass = 0x70676d67 // "pgmg"
 var ErrNewerDatabase = errors.New("pgstore: the tables were migrated by a newer pgstore")
 
 // Tables names one store's tables for Migrate and MigrationSQL. It is that store's options — an
-// *IdempotencyOptions, *EventLogOptions, *EndpointStoreOptions, *CursorOptions, *PinStoreOptions or
-// *CredentialOptions, the value its constructor takes, where a nil pointer means the defaults — and
+// *IdempotencyStoreOptions, *EventLogOptions, *EndpointStoreOptions, *CursorStoreOptions, *PinStoreOptions or
+// *CredentialStoreOptions, the value its constructor takes, where a nil pointer means the defaults — and
 // no other type implements it.
 type Tables interface {
 	migrationTables() (tableSet, error)
@@ -127,7 +127,7 @@ func (s *tableSet) render(fsys fs.FS, name string) (string, error) {
 //
 //	err := pgstore.Migrate(ctx, pool,
 //		&pgstore.EventLogOptions{Schema: "app", MaxStreamEvents: 10_000},
-//		&pgstore.IdempotencyOptions{Schema: "app"})
+//		&pgstore.IdempotencyStoreOptions{Schema: "app"})
 //
 // Each migration runs in a transaction of its own that records it in the version table,
 // pgstore_migrations, which Migrate creates in each schema that holds a store's tables: one row per
@@ -179,8 +179,8 @@ func migrate(ctx context.Context, db DB, fsys fs.FS, stores []Tables) error {
 // there are none.
 func tableSets(stores []Tables) ([]tableSet, error) {
 	if len(stores) == 0 {
-		stores = []Tables{&IdempotencyOptions{}, &EventLogOptions{}, &EndpointStoreOptions{},
-			&CursorOptions{}, &PinStoreOptions{}, &CredentialOptions{}}
+		stores = []Tables{&IdempotencyStoreOptions{}, &EventLogOptions{}, &EndpointStoreOptions{},
+			&CursorStoreOptions{}, &PinStoreOptions{}, &CredentialStoreOptions{}}
 	}
 	sets := make([]tableSet, len(stores))
 	for i, t := range stores {

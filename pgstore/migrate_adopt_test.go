@@ -40,29 +40,29 @@ var adoptCases = []adoptCase{
 
 // storeOpts sorts a Tables list by store.
 type storeOpts struct {
-	idem *pgstore.IdempotencyOptions
+	idem *pgstore.IdempotencyStoreOptions
 	ev   *pgstore.EventLogOptions
 	ep   *pgstore.EndpointStoreOptions
-	cur  *pgstore.CursorOptions
+	cur  *pgstore.CursorStoreOptions
 	pin  *pgstore.PinStoreOptions
-	cred *pgstore.CredentialOptions
+	cred *pgstore.CredentialStoreOptions
 }
 
 func sortStores(tables []pgstore.Tables) storeOpts {
 	var o storeOpts
 	for _, t := range tables {
 		switch t := t.(type) {
-		case *pgstore.IdempotencyOptions:
+		case *pgstore.IdempotencyStoreOptions:
 			o.idem = t
 		case *pgstore.EventLogOptions:
 			o.ev = t
 		case *pgstore.EndpointStoreOptions:
 			o.ep = t
-		case *pgstore.CursorOptions:
+		case *pgstore.CursorStoreOptions:
 			o.cur = t
 		case *pgstore.PinStoreOptions:
 			o.pin = t
-		case *pgstore.CredentialOptions:
+		case *pgstore.CredentialStoreOptions:
 			o.cred = t
 		}
 	}

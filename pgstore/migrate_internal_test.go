@@ -108,8 +108,8 @@ func TestMigrationFilesMisnumbered(t *testing.T) {
 // TestEveryMigrationRenders: each store's migrations are numbered from 1 without a gap, and every
 // placeholder of every file has a value; and no file lies where no store looks.
 func TestEveryMigrationRenders(t *testing.T) {
-	stores := []Tables{&IdempotencyOptions{}, &EventLogOptions{MaxStreamEvents: 1}, &EndpointStoreOptions{},
-		&CursorOptions{}, &PinStoreOptions{}, &CredentialOptions{}}
+	stores := []Tables{&IdempotencyStoreOptions{}, &EventLogOptions{MaxStreamEvents: 1}, &EndpointStoreOptions{},
+		&CursorStoreOptions{}, &PinStoreOptions{}, &CredentialStoreOptions{}}
 	used := map[string]bool{"migrations/versions.sql": true}
 	for _, st := range stores {
 		s, err := st.migrationTables()

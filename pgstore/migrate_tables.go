@@ -6,15 +6,15 @@ import "errors"
 // migrations (migrations/<store>/), the same names its constructor resolves.
 
 var (
-	_ Tables = (*IdempotencyOptions)(nil)
+	_ Tables = (*IdempotencyStoreOptions)(nil)
 	_ Tables = (*EventLogOptions)(nil)
 	_ Tables = (*EndpointStoreOptions)(nil)
-	_ Tables = (*CursorOptions)(nil)
+	_ Tables = (*CursorStoreOptions)(nil)
 	_ Tables = (*PinStoreOptions)(nil)
-	_ Tables = (*CredentialOptions)(nil)
+	_ Tables = (*CredentialStoreOptions)(nil)
 )
 
-func (opts *IdempotencyOptions) migrationTables() (tableSet, error) {
+func (opts *IdempotencyStoreOptions) migrationTables() (tableSet, error) {
 	o := idemResolve(opts)
 	n := newSQLNames(o.Schema)
 	n.table("table", o.Table)
@@ -53,7 +53,7 @@ func (opts *EndpointStoreOptions) migrationTables() (tableSet, error) {
 	return tableSet{store: "endpoints", what: "endpoint store", schema: o.Schema, table: o.Table, names: n}, nil
 }
 
-func (opts *CursorOptions) migrationTables() (tableSet, error) {
+func (opts *CursorStoreOptions) migrationTables() (tableSet, error) {
 	o := cursorResolve(opts)
 	n := newSQLNames(o.Schema)
 	n.table("table", o.Table)
@@ -68,7 +68,7 @@ func (opts *PinStoreOptions) migrationTables() (tableSet, error) {
 	return tableSet{store: "pins", what: "pin store", schema: o.Schema, table: o.Table, names: n}, nil
 }
 
-func (opts *CredentialOptions) migrationTables() (tableSet, error) {
+func (opts *CredentialStoreOptions) migrationTables() (tableSet, error) {
 	o := credResolve(opts)
 	n := newSQLNames(o.Schema)
 	n.table("table", o.Table)

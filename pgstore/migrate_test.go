@@ -23,24 +23,24 @@ import (
 // everyStore is every store's options with the default names in schema ("": the search_path).
 func everyStore(schema string) []pgstore.Tables {
 	return []pgstore.Tables{
-		&pgstore.IdempotencyOptions{Schema: schema},
+		&pgstore.IdempotencyStoreOptions{Schema: schema},
 		&pgstore.EventLogOptions{Schema: schema},
 		&pgstore.EndpointStoreOptions{Schema: schema},
-		&pgstore.CursorOptions{Schema: schema},
+		&pgstore.CursorStoreOptions{Schema: schema},
 		&pgstore.PinStoreOptions{Schema: schema},
-		&pgstore.CredentialOptions{Schema: schema},
+		&pgstore.CredentialStoreOptions{Schema: schema},
 	}
 }
 
 // otherNames is every store's options with the names of testdata/unversioned_custom.sql in schema.
 func otherNames(schema string) []pgstore.Tables {
 	return []pgstore.Tables{
-		&pgstore.IdempotencyOptions{Schema: schema, Table: "idempotency_keys_sandbox"},
+		&pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idempotency_keys_sandbox"},
 		&pgstore.EventLogOptions{Schema: schema, Table: "Order Events", MaxStreamEvents: 1000},
 		&pgstore.EndpointStoreOptions{Schema: schema, Table: "hooks"},
-		&pgstore.CursorOptions{Schema: schema, Table: "consumer_cursors"},
+		&pgstore.CursorStoreOptions{Schema: schema, Table: "consumer_cursors"},
 		&pgstore.PinStoreOptions{Schema: schema, Table: "pins"},
-		&pgstore.CredentialOptions{Schema: schema, Table: "api_keys"},
+		&pgstore.CredentialStoreOptions{Schema: schema, Table: "api_keys"},
 	}
 }
 
@@ -203,7 +203,7 @@ func TestMigrateRefusals(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.Pool(t)
 	require.ErrorContains(t, pgstore.Migrate(ctx, nil), "pgstore: Migrate needs a DB")
-	require.ErrorContains(t, pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}, nil), "pgstore: migrate: store 1 is nil")
+	require.ErrorContains(t, pgstore.Migrate(ctx, pool, &pgstore.CursorStoreOptions{}, nil), "pgstore: migrate: store 1 is nil")
 	require.ErrorContains(t, pgstore.Migrate(ctx, pool, &pgstore.EventLogOptions{MaxStreamEvents: -1}), "negative")
 	_, err := pgstore.MigrationSQL(nil)
 	require.Error(t, err)
@@ -217,7 +217,7 @@ func TestMigrateRefusals(t *testing.T) {
 func TestMigrateNilOptionsMeanDefaults(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
-	require.NoError(t, pgstore.Migrate(ctx, pool, (*pgstore.CursorOptions)(nil), (*pgstore.EventLogOptions)(nil)))
+	require.NoError(t, pgstore.Migrate(ctx, pool, (*pgstore.CursorStoreOptions)(nil), (*pgstore.EventLogOptions)(nil)))
 	require.Equal(t, []string{"cursors webhook_cursors 1", "eventlog webhook_events 1"}, versionKeys(t, pool, schema))
 }
 
@@ -251,8 +251,8 @@ func TestMigrateOddNames(t *testing.T) {
 	})
 	stores := []pgstore.Tables{
 		&pgstore.EventLogOptions{Schema: odd, Table: "ev$pgstore$'; --"},
-		&pgstore.IdempotencyOptions{Schema: odd, Table: "idem\nDROP TABLE x; --"},
-		&pgstore.CursorOptions{Table: "cur $pgstore1$"},
+		&pgstore.IdempotencyStoreOptions{Schema: odd, Table: "idem\nDROP TABLE x; --"},
+		&pgstore.CursorStoreOptions{Table: "cur $pgstore1$"},
 	}
 	sql, err := pgstore.MigrationSQL(stores...)
 	require.NoError(t, err)

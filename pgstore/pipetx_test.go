@@ -22,7 +22,7 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.pipe (n int PRIMARY KEY)`)
 	require.NoError(t, err)
-	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	count := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.pipe`).Scan(&n))
 		return n
@@ -105,7 +105,7 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 	t.Run("a handler's failure is told from the store's in a nested Transactor", func(t *testing.T) {
 		key := idempotency.Key{Scope: "s", Key: "nested"}
 		err := run(func(ctx context.Context, outer pgx.Tx) error {
-			inner := must(pgstore.NewTransactor(outer, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+			inner := must(pgstore.NewTransactor(outer, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 			return inner.InTx(ctx, func(ctx context.Context, st idempotency.Store) error {
 				c, err := st.Claim(ctx, key, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 				require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestTransactorEscapeHatches(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyOptions{Schema: schema, Table: "idem"}))
+	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	errRollback := errors.New("roll back")
 	run := func(fn func(ctx context.Context, tx pgx.Tx) error) error {
 		return tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {

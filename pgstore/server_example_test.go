@@ -49,7 +49,7 @@ func ExampleIdempotencyStore() {
 		return
 	}
 	defer pool.Close()
-	opts := &pgstore.IdempotencyOptions{Schema: exampleSchema()}
+	opts := &pgstore.IdempotencyStoreOptions{Schema: exampleSchema()}
 	defer dropSchema(pool, opts.Schema)
 	if err := pgstore.Migrate(ctx, pool, opts); err != nil {
 		fmt.Println(err)

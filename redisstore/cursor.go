@@ -12,11 +12,11 @@ import (
 	"github.com/svcplatform/conventions/webhook"
 )
 
-// DefaultCursorPrefix is the key prefix a CursorStore uses when CursorOptions.Prefix is empty.
+// DefaultCursorPrefix is the key prefix a CursorStore uses when CursorStoreOptions.Prefix is empty.
 const DefaultCursorPrefix = "svc:"
 
-// CursorOptions configures a CursorStore. A nil *CursorOptions and the zero value mean the defaults.
-type CursorOptions struct {
+// CursorStoreOptions configures a CursorStore. A nil *CursorStoreOptions and the zero value mean the defaults.
+type CursorStoreOptions struct {
 	// Prefix starts every key the store writes, so that several applications (or tests) can share one
 	// Redis. Default DefaultCursorPrefix. It must not contain '{' or '}': the store puts a hash tag
 	// after it.
@@ -56,7 +56,7 @@ var _ webhook.CursorStore = (*CursorStore)(nil)
 
 // NewCursorStore returns a store on client; nil opts mean the defaults. A nil client, or a prefix
 // that contains a brace (it would change the keys' cluster hash slot), is an error.
-func NewCursorStore(client redis.UniversalClient, opts *CursorOptions) (*CursorStore, error) {
+func NewCursorStore(client redis.UniversalClient, opts *CursorStoreOptions) (*CursorStore, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: NewCursorStore needs a client")
 	}

@@ -16,7 +16,7 @@ import (
 func TestCursorStoreConformance(t *testing.T) {
 	cursortest.Run(t, func(t *testing.T) webhook.CursorStore {
 		client, prefix := redistest.Client(t)
-		return must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
+		return must(redisstore.NewCursorStore(client, &redisstore.CursorStoreOptions{Prefix: prefix}))
 	})
 }
 
@@ -26,7 +26,7 @@ func cursorCtx(t *testing.T) context.Context { return t.Context() }
 
 func TestCursorStoreKeys(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorStoreOptions{Prefix: prefix}))
 	ctx := cursorCtx(t)
 	require.NoError(t, s.Advance(ctx, "we_1", 0, 42))
 
@@ -40,7 +40,7 @@ func TestCursorStoreKeys(t *testing.T) {
 
 func TestCursorStoreCorruptValue(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorStoreOptions{Prefix: prefix}))
 	ctx := cursorCtx(t)
 	for _, bad := range []string{"x", "-1", "9223372036854775808", "1.5"} {
 		require.NoError(t, client.Set(ctx, prefix+"webhook-cursor:{we_bad}", bad, 0).Err())
@@ -53,7 +53,7 @@ func TestCursorStoreCorruptValue(t *testing.T) {
 func TestCursorStoreLargeSequencesAreExact(t *testing.T) {
 	// Lua numbers are doubles: a script comparing with tonumber would confuse these two.
 	client, prefix := redistest.Client(t)
-	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorStoreOptions{Prefix: prefix}))
 	ctx := cursorCtx(t)
 	const big = uint64(1)<<53 + 1
 	require.NoError(t, s.Advance(ctx, "we_1", 0, big))
@@ -67,7 +67,7 @@ func TestCursorStoreLargeSequencesAreExact(t *testing.T) {
 func TestNewCursorStorePanicsOnMisuse(t *testing.T) {
 	client, _ := redistest.Client(t)
 	require.Panics(t, func() { must(redisstore.NewCursorStore(nil, nil)) })
-	_, err := redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: "a{b}:"})
+	_, err := redisstore.NewCursorStore(client, &redisstore.CursorStoreOptions{Prefix: "a{b}:"})
 	require.ErrorContains(t, err, `redisstore: NewCursorStore: the key prefix "a{b}:" must not contain '{' or '}'`)
 	_, err = redisstore.NewCursorStore(nil, nil)
 	require.EqualError(t, err, "redisstore: NewCursorStore needs a client")
@@ -76,7 +76,7 @@ func TestNewCursorStorePanicsOnMisuse(t *testing.T) {
 
 func TestCursorStoreUnreachable(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := must(redisstore.NewCursorStore(client, &redisstore.CursorOptions{Prefix: prefix}))
+	s := must(redisstore.NewCursorStore(client, &redisstore.CursorStoreOptions{Prefix: prefix}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()

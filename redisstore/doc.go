@@ -4,7 +4,7 @@
 //   - IdempotencyStore (idempotency.Store): one round trip to claim (a Lua script issuing a fencing
 //     token), one to complete, one for a replay; lease renewal and release only by the owner; a lapsed
 //     lease taken over only after one extra lease; an optional per-scope quota
-//     (IdempotencyOptions.MaxRecordsPerScope) that a Redis shared by tenants should set.
+//     (IdempotencyStoreOptions.MaxRecordsPerScope) that a Redis shared by tenants should set.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position, advanced atomically.
 //
 // Stores take a redis.UniversalClient the caller owns (single node, sentinel or cluster) and never
@@ -20,7 +20,7 @@
 //     cluster) and returns an error unless it is noeviction: under any other policy Redis deletes
 //     records when memory runs short, and an evicted completed record lets a retry run its handler a
 //     second time. Fix the server (CONFIG SET maxmemory-policy noeviction, and the same line in
-//     redis.conf), or accept the risk explicitly with IdempotencyOptions.AllowEviction, which is also
+//     redis.conf), or accept the risk explicitly with IdempotencyStoreOptions.AllowEviction, which is also
 //     the way past a managed Redis that refuses CONFIG once its policy is confirmed another way.
 //   - A full Redis. Under noeviction a Redis out of memory answers OOM errors instead of dropping
 //     data: new keys cannot be claimed and completions fail, while completed records still replay.
@@ -37,7 +37,7 @@
 // # Example
 //
 //	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs})
-//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyOptions{
+//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyStoreOptions{
 //		MaxRecordsPerScope: 100_000, // tenants share this Redis
 //	})
 //	if err != nil {

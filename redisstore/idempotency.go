@@ -16,7 +16,7 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 )
 
-// DefaultIdempotencyPrefix is the key prefix an IdempotencyStore uses when IdempotencyOptions.Prefix
+// DefaultIdempotencyPrefix is the key prefix an IdempotencyStore uses when IdempotencyStoreOptions.Prefix
 // is empty.
 const DefaultIdempotencyPrefix = "svc:"
 
@@ -40,9 +40,9 @@ var (
 	errZeroIdempotencyStore error = &notBuiltError{"redisstore: IdempotencyStore not built with NewIdempotencyStore"}
 )
 
-// IdempotencyOptions configures an IdempotencyStore. A nil *IdempotencyOptions and the zero value mean
+// IdempotencyStoreOptions configures an IdempotencyStore. A nil *IdempotencyStoreOptions and the zero value mean
 // the defaults.
-type IdempotencyOptions struct {
+type IdempotencyStoreOptions struct {
 	// Prefix starts every key the store writes, so that several applications (or tests) can share one
 	// Redis. Default DefaultIdempotencyPrefix. It must not contain '{' or '}': the store puts its own
 	// hash tag right after it.
@@ -85,7 +85,7 @@ type IdempotencyOptions struct {
 //
 // Keys are "<prefix>{<scope hash>}:idem:<key>" for records, "<prefix>{<scope hash>}:idem-seq" for
 // the scope's fencing-token counter and "<prefix>{<scope hash>}:idem-quota" for the scope's quota
-// count (only with IdempotencyOptions.MaxRecordsPerScope). The hash tag is the base64url SHA-256 of
+// count (only with IdempotencyStoreOptions.MaxRecordsPerScope). The hash tag is the base64url SHA-256 of
 // the scope: every key of one scope lands in one cluster slot, a scope can hold any bytes, and two
 // scopes never share a key.
 //
@@ -109,7 +109,7 @@ type IdempotencyOptions struct {
 // What the store promises rests on Redis keeping what it was told, so the server's configuration is
 // part of it:
 //   - Eviction: NewIdempotencyStore refuses a Redis whose maxmemory-policy is not noeviction (see
-//     IdempotencyOptions.AllowEviction for what eviction costs). A Redis full under noeviction
+//     IdempotencyStoreOptions.AllowEviction for what eviction costs). A Redis full under noeviction
 //     answers OOM errors instead: every write fails (claims of new keys, the mark and take-over of a
 //     lapsed lease, renewals, completions) and changes nothing, while completed records still replay
 //     and in-flight ones still answer in flight. The middleware answers 503 to the new requests and
@@ -152,8 +152,8 @@ const idemTokenStart = 1 << 52
 // wrapping ErrEvictionPolicy unless each one runs with noeviction; an error too when the policy
 // cannot be read (the server does not answer, or refuses CONFIG). It returns an error as well for a
 // nil client, a prefix with a brace or a negative MaxRecordsPerScope.
-func NewIdempotencyStore(ctx context.Context, client redis.UniversalClient, opts *IdempotencyOptions) (*IdempotencyStore, error) {
-	var o IdempotencyOptions
+func NewIdempotencyStore(ctx context.Context, client redis.UniversalClient, opts *IdempotencyStoreOptions) (*IdempotencyStore, error) {
+	var o IdempotencyStoreOptions
 	if opts != nil {
 		o = *opts
 	}
@@ -167,7 +167,7 @@ func NewIdempotencyStore(ctx context.Context, client redis.UniversalClient, opts
 		return nil, fmt.Errorf("redisstore: the idempotency key prefix %q contains '{' or '}', which would break the store's cluster hash tag", o.Prefix)
 	}
 	if o.MaxRecordsPerScope < 0 {
-		return nil, fmt.Errorf("redisstore: IdempotencyOptions.MaxRecordsPerScope is %d; use 0 for no quota", o.MaxRecordsPerScope)
+		return nil, fmt.Errorf("redisstore: IdempotencyStoreOptions.MaxRecordsPerScope is %d; use 0 for no quota", o.MaxRecordsPerScope)
 	}
 	if !o.AllowEviction {
 		if err := checkNoEviction(ctx, client); err != nil {
@@ -211,7 +211,7 @@ func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp id
 	}
 	c, err := idemParseClaim(res, fp, leaseUntil)
 	if errors.Is(err, idempotency.ErrQuotaExceeded) {
-		return idempotency.Claim{}, fmt.Errorf("redisstore: idempotency claim: scope at its quota of %d records (IdempotencyOptions.MaxRecordsPerScope): %w", s.quota, err)
+		return idempotency.Claim{}, fmt.Errorf("redisstore: idempotency claim: scope at its quota of %d records (IdempotencyStoreOptions.MaxRecordsPerScope): %w", s.quota, err)
 	}
 	if err != nil {
 		return idempotency.Claim{}, err

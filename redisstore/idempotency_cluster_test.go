@@ -34,12 +34,12 @@ func TestIdempotencyCluster(t *testing.T) {
 	})
 	t.Run("quota", func(t *testing.T) {
 		storetest.RunQuota(t, idemQuota, func(t *testing.T) idempotency.Store {
-			return mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: "quota:", MaxRecordsPerScope: idemQuota})
+			return mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: "quota:", MaxRecordsPerScope: idemQuota})
 		})
 	})
 	t.Run("scopes spread over the masters", func(t *testing.T) {
 		// Enough scopes that every master holds some, so the suites above ran on all three.
-		s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: "spread:", MaxRecordsPerScope: idemQuota})
+		s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: "spread:", MaxRecordsPerScope: idemQuota})
 		for i := range 64 {
 			k := idempotency.Key{Scope: "tenant-" + strconv.Itoa(i), Key: "k"}
 			require.Equal(t, idempotency.Claimed, idemClaim(t, s, k, idemFP1, idemT0).Status)
@@ -79,7 +79,7 @@ func TestIdempotencyCluster(t *testing.T) {
 		_, err := redisstore.NewIdempotencyStore(ctx, client, nil)
 		require.ErrorContains(t, err, nodes[0].Addr+" db:0> runs with maxmemory-policy allkeys-lru")
 		require.ErrorContains(t, err, nodes[2].Addr+" db:0> runs with maxmemory-policy allkeys-lfu")
-		_, err = redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{AllowEviction: true})
+		_, err = redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 		require.NoError(t, err)
 	})
 }

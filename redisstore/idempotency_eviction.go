@@ -55,20 +55,20 @@ func checkServerPolicy(ctx context.Context, c redis.Cmdable, server string) erro
 		// The server answered and said no: managed services rename or forbid CONFIG.
 		return fmt.Errorf("redisstore: %s refused CONFIG GET maxmemory-policy (%w), so the store cannot "+
 			"check that Redis will not evict idempotency records. Confirm with the provider that "+
-			"maxmemory-policy is noeviction, then set IdempotencyOptions.AllowEviction to skip the check", server, err)
+			"maxmemory-policy is noeviction, then set IdempotencyStoreOptions.AllowEviction to skip the check", server, err)
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: reading maxmemory-policy from %s: %w", server, err)
 	}
 	policy, ok := vals["maxmemory-policy"]
 	if !ok {
-		return fmt.Errorf("redisstore: %s did not report maxmemory-policy; set IdempotencyOptions.AllowEviction "+
+		return fmt.Errorf("redisstore: %s did not report maxmemory-policy; set IdempotencyStoreOptions.AllowEviction "+
 			"if you have confirmed it is noeviction", server)
 	}
 	if policy != "noeviction" {
 		return fmt.Errorf("%w: %s runs with maxmemory-policy %s, and an evicted completed record lets a "+
 			"retry run its handler again. Run CONFIG SET maxmemory-policy noeviction there (and set it "+
-			"in redis.conf so that a restart keeps it), or set IdempotencyOptions.AllowEviction to "+
+			"in redis.conf so that a restart keeps it), or set IdempotencyStoreOptions.AllowEviction to "+
 			"accept the risk", ErrEvictionPolicy, server, policy)
 	}
 	return nil

@@ -20,7 +20,7 @@ func ExampleNewIdempotencyStore() {
 	ctx := context.Background()
 	client := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
 	defer client.Close() // the application owns the client; the store never closes it
-	store, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{
+	store, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{
 		Prefix:             "orders-api:",
 		MaxRecordsPerScope: 100_000, // tenants share this Redis: none may fill it for the others
 	})

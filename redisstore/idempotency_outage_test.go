@@ -24,7 +24,7 @@ func TestIdempotencyOutageBetweenClaimAndComplete(t *testing.T) {
 		client := redis.NewClient(&opts)
 		t.Cleanup(func() { _ = client.Close() })
 		return storetest.OutageBackend{
-			Store:   mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix}),
+			Store:   mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix}),
 			Cut:     proxy.Cut,
 			Stall:   proxy.Stall,
 			Restore: func() { proxy.Resume(); proxy.Restore() },

@@ -21,7 +21,7 @@ const idemQuota = 5
 func newQuotaStore(t *testing.T) (*redisstore.IdempotencyStore, *redis.Client, string) {
 	t.Helper()
 	client, prefix := redistest.Client(t)
-	return mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix, MaxRecordsPerScope: idemQuota}), client, prefix
+	return mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: idemQuota}), client, prefix
 }
 
 func TestIdempotencyQuotaConformance(t *testing.T) {
@@ -35,7 +35,7 @@ func TestIdempotencyQuotaConformance(t *testing.T) {
 func TestIdempotencyQuotaConformanceFull(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	// Run's scopes are random per subtest and hold a handful of records each; 1000 never binds.
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix, MaxRecordsPerScope: 1000})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 1000})
 	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
 }
 
@@ -168,7 +168,7 @@ func TestIdempotencyQuotaTakeOverNeedsNoPlace(t *testing.T) {
 // for one pays nothing for it.
 func TestIdempotencyNoQuotaNoSet(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "tenant", Key: "k"}
 	c := idemClaim(t, s, k, idemFP1, idemT0)
@@ -183,9 +183,9 @@ func TestIdempotencyNoQuotaNoSet(t *testing.T) {
 func TestIdempotencyQuotaSharedAcrossReplicas(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	ctx := context.Background()
-	a := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix, MaxRecordsPerScope: 2})
-	b := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix, MaxRecordsPerScope: 2})
-	plain := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	a := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 2})
+	b := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 2})
+	plain := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	k := func(name string) idempotency.Key { return idempotency.Key{Scope: "tenant", Key: name} }
 	c1 := idemClaim(t, a, k("1"), idemFP1, idemT0)
 	idemClaim(t, b, k("2"), idemFP1, idemT0)
@@ -208,6 +208,6 @@ func TestIdempotencyQuotaSharedAcrossReplicas(t *testing.T) {
 func BenchmarkIdempotencyStoreQuota(b *testing.B) {
 	storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
 		client, prefix := redistest.Client(b)
-		return mustIdemStore(b, client, &redisstore.IdempotencyOptions{Prefix: prefix, MaxRecordsPerScope: 50_000})
+		return mustIdemStore(b, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 50_000})
 	})
 }

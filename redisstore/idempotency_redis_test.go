@@ -40,7 +40,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	counter := &idemCounter{}
 	client.AddHook(counter)
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
 	resp := idempotency.Response{Status: 201, Body: []byte(`{"id":"ord_1"}`)}
 	// Warm the server's script cache: the very first call of a script may need EVAL after EVALSHA.
@@ -83,7 +83,7 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 
 func TestIdempotencyKeyLayout(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
 	cases := []struct{ name, scope, key string }{
 		{"plain", "lic_1:live", "order-1"},
@@ -112,7 +112,7 @@ func TestIdempotencyKeyLayout(t *testing.T) {
 
 func TestIdempotencyTTL(t *testing.T) {
 	client, prefix := redistest.Client(t)
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
 	sum := sha256.Sum256([]byte("lic"))
 	base := prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}:idem"
@@ -181,7 +181,7 @@ func TestIdempotencyOutage(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	// Nothing answers to check the eviction policy of: the check is skipped so that the methods can be
 	// shown to fail.
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{AllowEviction: true})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "lic", Key: "k"}
 	ops := map[string]func() error{
@@ -218,19 +218,19 @@ func TestNewIdempotencyStoreOptions(t *testing.T) {
 	cases := []struct {
 		name    string
 		client  redis.UniversalClient
-		opts    *redisstore.IdempotencyOptions
+		opts    *redisstore.IdempotencyStoreOptions
 		wantErr string // a substring of the error; "" for success
 	}{
 		{"defaults", live, nil, ""},
-		{"zero options", live, &redisstore.IdempotencyOptions{}, ""},
-		{"prefix and quota", live, &redisstore.IdempotencyOptions{Prefix: "app:", MaxRecordsPerScope: 10}, ""},
-		{"open brace", live, &redisstore.IdempotencyOptions{Prefix: "a{"}, "contains '{' or '}'"},
-		{"close brace", live, &redisstore.IdempotencyOptions{Prefix: "a}"}, "contains '{' or '}'"},
-		{"negative quota", live, &redisstore.IdempotencyOptions{MaxRecordsPerScope: -1}, "MaxRecordsPerScope"},
+		{"zero options", live, &redisstore.IdempotencyStoreOptions{}, ""},
+		{"prefix and quota", live, &redisstore.IdempotencyStoreOptions{Prefix: "app:", MaxRecordsPerScope: 10}, ""},
+		{"open brace", live, &redisstore.IdempotencyStoreOptions{Prefix: "a{"}, "contains '{' or '}'"},
+		{"close brace", live, &redisstore.IdempotencyStoreOptions{Prefix: "a}"}, "contains '{' or '}'"},
+		{"negative quota", live, &redisstore.IdempotencyStoreOptions{MaxRecordsPerScope: -1}, "MaxRecordsPerScope"},
 		{"nil client", nil, nil, "needs a client"},
 		// The policy cannot be read from a server that does not answer: refused, not assumed.
 		{"unreachable", down, nil, "reading maxmemory-policy from Redis<127.0.0.1:1"},
-		{"unreachable, check skipped", down, &redisstore.IdempotencyOptions{AllowEviction: true}, ""},
+		{"unreachable, check skipped", down, &redisstore.IdempotencyStoreOptions{AllowEviction: true}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +257,7 @@ func FuzzIdempotencyKeys(f *testing.F) {
 	f.Add("", "")
 	f.Add("\x00\xff", ":idem:")
 	client, prefix := redistest.Client(f)
-	s := mustIdemStore(f, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	s := mustIdemStore(f, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, scope, key string) {

@@ -36,7 +36,7 @@ func TestIdempotencyReplicas(t *testing.T) {
 			opts.ReadTimeout, opts.WriteTimeout = opts.PoolTimeout, opts.PoolTimeout
 			client := redis.NewClient(&opts)
 			t.Cleanup(func() { _ = client.Close() })
-			store := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+			store := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 			return storetest.ReplicaBackend{
 				Options: func() *idempotency.Options { return &idempotency.Options{Store: store} },
 				Store:   store,
@@ -48,7 +48,7 @@ func TestIdempotencyReplicas(t *testing.T) {
 				DialerRetries: 1, DialerRetryTimeout: time.Microsecond})
 			t.Cleanup(func() { _ = client.Close() })
 			// Nothing answers to check the eviction policy of; the point is the methods' failures.
-			return &idempotency.Options{Store: mustIdemStore(t, client, &redisstore.IdempotencyOptions{AllowEviction: true})}
+			return &idempotency.Options{Store: mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})}
 		},
 	}}})
 }

@@ -27,7 +27,7 @@ import (
 func TestSealedRecordsFailClosedOnRedis(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	ctx := context.Background()
-	store := mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	store := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	k, err := seal.GenerateKey(1)
 	require.NoError(t, err)
 	ring := must(seal.NewRing(k))

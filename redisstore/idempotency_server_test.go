@@ -56,7 +56,7 @@ func TestIdempotencyRefusesEviction(t *testing.T) {
 		s, err := redisstore.NewIdempotencyStore(ctx, client, nil)
 		require.ErrorIs(t, err, redisstore.ErrEvictionPolicy)
 		require.Nil(t, s)
-		for _, want := range []string{"allkeys-lru", srv.Addr, "CONFIG SET maxmemory-policy noeviction", "IdempotencyOptions.AllowEviction"} {
+		for _, want := range []string{"allkeys-lru", srv.Addr, "CONFIG SET maxmemory-policy noeviction", "IdempotencyStoreOptions.AllowEviction"} {
 			require.ErrorContains(t, err, want)
 		}
 	})
@@ -80,7 +80,7 @@ func TestIdempotencyRefusesEviction(t *testing.T) {
 	})
 
 	t.Run("allowed, and what it costs", func(t *testing.T) {
-		s, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{AllowEviction: true})
+		s, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 		require.NoError(t, err)
 		k := idempotency.Key{Scope: "lic", Key: "pay-1"}
 		c := idemClaim(t, s, k, idemFP1, idemT0)
@@ -120,10 +120,10 @@ func TestIdempotencyConfigRefused(t *testing.T) {
 	require.NotErrorIs(t, err, redisstore.ErrEvictionPolicy, "the policy is unknown, not wrong")
 	var rerr redis.Error
 	require.ErrorAs(t, err, &rerr, "the server's refusal is kept")
-	for _, want := range []string{"refused CONFIG GET maxmemory-policy", srv.Addr, "noeviction", "IdempotencyOptions.AllowEviction"} {
+	for _, want := range []string{"refused CONFIG GET maxmemory-policy", srv.Addr, "noeviction", "IdempotencyStoreOptions.AllowEviction"} {
 		require.ErrorContains(t, err, want)
 	}
-	s, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{AllowEviction: true})
+	s, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Claimed, idemClaim(t, s, idempotency.Key{Scope: "lic", Key: "k"}, idemFP1, idemT0).Status)
 }
@@ -160,7 +160,7 @@ func testOutOfMemory(t *testing.T, quota int) {
 	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
 	client := srv.Client(t)
 	ctx := context.Background()
-	s := mustIdemStore(t, client, &redisstore.IdempotencyOptions{MaxRecordsPerScope: quota})
+	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{MaxRecordsPerScope: quota})
 	done := idempotency.Key{Scope: "lic", Key: "done"}
 	busy := idempotency.Key{Scope: "lic", Key: "busy"}
 	lapsed := idempotency.Key{Scope: "lic", Key: "lapsed"}

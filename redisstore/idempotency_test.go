@@ -19,11 +19,11 @@ import (
 func newIdemStore(t testing.TB) (*redisstore.IdempotencyStore, *redis.Client) {
 	t.Helper()
 	client, prefix := redistest.Client(t)
-	return mustIdemStore(t, client, &redisstore.IdempotencyOptions{Prefix: prefix}), client
+	return mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix}), client
 }
 
 // mustIdemStore builds a store on client and fails the test if the server is refused.
-func mustIdemStore(t testing.TB, client redis.UniversalClient, opts *redisstore.IdempotencyOptions) *redisstore.IdempotencyStore {
+func mustIdemStore(t testing.TB, client redis.UniversalClient, opts *redisstore.IdempotencyStoreOptions) *redisstore.IdempotencyStore {
 	t.Helper()
 	s, err := redisstore.NewIdempotencyStore(context.Background(), client, opts)
 	require.NoError(t, err)

@@ -49,7 +49,7 @@ func ExampleIdempotencyStore() {
 	}
 	client := redis.NewClient(ropts)
 	defer client.Close() // the application owns the client; the store never closes it
-	opts := &redisstore.IdempotencyOptions{Prefix: examplePrefix()}
+	opts := &redisstore.IdempotencyStoreOptions{Prefix: examplePrefix()}
 	defer deleteKeys(client, opts.Prefix)
 	store, err := redisstore.NewIdempotencyStore(ctx, client, opts)
 	if err != nil {

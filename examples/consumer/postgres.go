@@ -35,7 +35,7 @@ func usePostgres(ctx context.Context, dsn string, cfg *consumer.Config) (func(),
 		pool.Close()
 		return nil, err
 	}
-	if err := pgstore.Migrate(ctx, pool, &pgstore.CursorOptions{}); err != nil {
+	if err := pgstore.Migrate(ctx, pool, &pgstore.CursorStoreOptions{}); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -101,14 +101,14 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 		// fencing) applies, and the order's own transaction still keeps it and its events together.
 		// Refused unless the Redis runs with maxmemory-policy noeviction: an evicted record would let a
 		// retry run its handler again. Tenants share the Redis, so each has a quota of records.
-		idem, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: redisPrefix, MaxRecordsPerScope: 100_000})
+		idem, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{Prefix: redisPrefix, MaxRecordsPerScope: 100_000})
 		if err != nil {
 			closeAll()
 			return cfg, nil, fmt.Errorf("%s: %w", EnvRedisURL, err)
 		}
 		// The sandbox's records under a prefix of their own: with a Redis shared by both, a sandbox
 		// flood fills the sandbox's quotas, never production's.
-		sbx, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: redisPrefix + "sandbox:", MaxRecordsPerScope: 100_000})
+		sbx, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{Prefix: redisPrefix + "sandbox:", MaxRecordsPerScope: 100_000})
 		if err != nil {
 			closeAll()
 			return cfg, nil, fmt.Errorf("%s: %w", EnvRedisURL, err)

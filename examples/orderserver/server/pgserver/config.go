@@ -18,8 +18,8 @@ import (
 const SandboxIdempotencyTable = "idempotency_keys_sandbox"
 
 // sandboxIdempotency configures the sandbox's idempotency store, transactor and migration.
-func sandboxIdempotency() *pgstore.IdempotencyOptions {
-	return &pgstore.IdempotencyOptions{Table: SandboxIdempotencyTable}
+func sandboxIdempotency() *pgstore.IdempotencyStoreOptions {
+	return &pgstore.IdempotencyStoreOptions{Table: SandboxIdempotencyTable}
 }
 
 // Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
@@ -35,8 +35,8 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 	return errors.Join(
 		migrateOrders(ctx, db),
 		// After the server's own: the table exists, with pos; this adds sealed_secrets when missing.
-		pgstore.Migrate(ctx, db, &pgstore.EndpointStoreOptions{}, &pgstore.CredentialOptions{},
-			&pgstore.IdempotencyOptions{}, sandboxIdempotency(), &pgstore.PinStoreOptions{}),
+		pgstore.Migrate(ctx, db, &pgstore.EndpointStoreOptions{}, &pgstore.CredentialStoreOptions{},
+			&pgstore.IdempotencyStoreOptions{}, sandboxIdempotency(), &pgstore.PinStoreOptions{}),
 	)
 }
 
@@ -84,7 +84,7 @@ func RunCleanup(ctx context.Context, db pgstore.DB, logger *slog.Logger) error {
 		return errors.New("pgserver: RunCleanup: nil DB")
 	}
 	var stores []*pgstore.IdempotencyStore
-	for _, opts := range []*pgstore.IdempotencyOptions{nil, sandboxIdempotency()} {
+	for _, opts := range []*pgstore.IdempotencyStoreOptions{nil, sandboxIdempotency()} {
 		st, err := pgstore.NewIdempotencyStore(db, opts)
 		if err != nil {
 			return fmt.Errorf("pgserver: RunCleanup: %w", err)

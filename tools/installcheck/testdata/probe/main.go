@@ -229,7 +229,7 @@ func redisAndTelemetry(ctx context.Context) error {
 			client.Del(context.Background(), iter.Val())
 		}
 	}()
-	store, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyOptions{Prefix: prefix})
+	store, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	if err != nil {
 		return err
 	}
