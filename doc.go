@@ -33,6 +33,28 @@
 // events are signed, sequenced and rendered at the licensee's version. The examples module wires all of it into a reference order server; Example_service
 // wires a small service with its own authentication on a plain ServeMux.
 //
+// # Names
+//
+// One vocabulary holds in every package; a name read in one means the same in the others:
+//
+//	What                          Name                             For example
+//	the package's own type        New(…) (*T, error)               idempotency.New, versioning.New
+//	any other type T              NewT(…) (*T, error)              webhook.NewVerifier, producer.NewDispatcher
+//	what configures T             TOptions; Options for New's T    webhook.VerifierOptions, pgstore.CursorStoreOptions
+//	the package's context value   NewContext, FromContext          apikey.NewContext, versioning.FromContext
+//	another context value         NewXContext, XFromContext        apierror.RequestIDFromContext
+//	who the caller is             CallerFunc                       apikey.RequestScope, for every package
+//	what a package decided        Hooks, a struct of funcs         idempotency.Options.Hooks
+//	what a decision came to       Outcome; zero value: none        ratelimit.OutcomeAllowed
+//	a value not built by New      ErrNotBuilt                      producer.ErrNotBuilt
+//	a problem's code              CodeX, a snake_case constant     idempotency.CodeKeyMissing
+//	a default                     DefaultX                         producer.DefaultTimeout
+//	a route to mount              XPattern(version)                producer.RangePattern
+//	a storage contract            XStore; package driver when it   versioning.PinStore; webhook/producer/driver
+//	                              needs types of its own
+//	its in-memory implementation  MemoryXStore; package memstore   versioning.MemoryPinStore; …/producer/memstore
+//	its conformance suite         package …test                    versioning/pintest; …/driver/drivertest
+//
 // # One library
 //
 // The packages keep the same rules, so that what a team learns in one holds in the others:
