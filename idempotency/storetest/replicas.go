@@ -478,9 +478,11 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	} else {
 		kStore.killed.Store(true)
 	}
+	// The client gives up first, and only then does the replica die: were the handler released
+	// before the client saw its cancellation, the answer could reach it first.
 	kill()
-	close(dying)
 	check.Error(t, (<-aDone).err)
+	close(dying)
 	<-stopped
 
 	if !tx {
