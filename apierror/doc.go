@@ -1,5 +1,30 @@
 // Package apierror is the one way every package and handler of the platform reports a failed request:
-// RFC 9457 problem details that say which input failed and why.
+// RFC 9457 problem details that say which input failed and why. A complete server:
+//
+//	func createOrder(w http.ResponseWriter, r *http.Request) {
+//		var in struct {
+//			Account string `json:"account"`
+//			Side    string `json:"side"`
+//		}
+//		if err := apierror.Decode(r, &in, nil); err != nil { // size-capped, strict, located
+//			apierror.Write(w, r, err)
+//			return
+//		}
+//		var c apierror.Collector
+//		c.Require("/account", in.Account != "")
+//		c.Check(in.Side == "buy" || in.Side == "sell",
+//			apierror.Body("/side", "invalid_enum", "must be one of buy, sell"))
+//		if err := c.Err(); err != nil {
+//			apierror.Write(w, r, err) // 400, every failing member located
+//			return
+//		}
+//		apierror.WriteJSON(w, r, http.StatusCreated, createOrderFor(in)) // the team's own work
+//	}
+//
+//	mux := http.NewServeMux()
+//	mux.HandleFunc("POST /v1/orders", createOrder)
+//	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: logger}
+//	http.ListenAndServe(addr, apierror.WithRequestID(problems.Handler(problems.Recover(problems.ServeMux(mux)))))
 //
 // # Wire format
 //
@@ -97,30 +122,9 @@
 //
 // Handlers build problems with the builders (Invalid, MissingField, MissingHeader, NotFound,
 // Unauthenticated, RateLimited, …) or collect several violations with a Collector, and render them with
-// Write, which turns any other error into an opaque 500:
-//
-//	func createOrder(w http.ResponseWriter, r *http.Request) {
-//		var in struct {
-//			Account string `json:"account"`
-//			Side    string `json:"side"`
-//		}
-//		if err := apierror.Decode(r, &in, nil); err != nil { // size-capped, strict, located
-//			apierror.Write(w, r, err)
-//			return
-//		}
-//		var c apierror.Collector
-//		c.Require("/account", in.Account != "")
-//		c.Check(in.Side == "buy" || in.Side == "sell",
-//			apierror.Body("/side", "invalid_enum", "must be one of buy, sell"))
-//		if err := c.Err(); err != nil {
-//			apierror.Write(w, r, err)
-//			return
-//		}
-//		…
-//	}
-//
-// Wrap the server in WithRequestID so that every response and problem carries the request's ID, and
-// answer successes with WriteJSON(w, r, http.StatusCreated, order).
+// Write, which turns any other error into an opaque 500, as createOrder above does. Wrap the server
+// in WithRequestID so that every response and problem carries the request's ID, and answer successes
+// with WriteJSON.
 //
 // # Observing
 //

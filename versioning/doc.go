@@ -1,7 +1,43 @@
 // Package versioning serves several major versions of an API from one code base: the version is the
 // first path segment (/v1/…), each licensee is pinned to a version, deprecated versions announce
 // themselves and their sunset, and older versions are served by transforming the newest handler's
-// output, one small named change at a time (Stripe's version-change modules).
+// output, one small named change at a time (Stripe's version-change modules). A complete server:
+//
+//	reg, err := versioning.NewRegistry(
+//		[]versioning.Version{
+//			{Name: "v1", Released: jan2025, Deprecated: jan2026, Sunset: jul2026,
+//				DeprecationLink: "https://docs.example.com/upgrade/v2"},
+//			{Name: "v2", Released: oct2025},
+//		},
+//		[]versioning.Change{{
+//			Name: "order_side_renamed", Version: "v2", Object: "order",
+//			Description: "An order's direction is called side.",
+//			Response: func(o map[string]any) error { o["direction"] = o["side"]; delete(o, "side"); return nil },
+//			Request:  func(b map[string]any) error { b["side"] = b["direction"]; delete(b, "direction"); return nil },
+//		}})
+//	if err != nil {
+//		log.Fatal(err) // a version without a path from the newest, a sunset before its deprecation, …
+//	}
+//	pins, err := pgstore.NewPinStore(pool, nil)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	router, err := versioning.New(reg, &versioning.Options{
+//		Pins:          pins,
+//		Licensee:      apikey.RequestScope, // "sandbox:lic_42": sandbox and live pins are apart
+//		AllowOverride: func(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) },
+//		Hooks:         &versioning.Hooks{Decided: usage.Observe}, // usage is a versioning.UsageCounter
+//		PinCacheTTL:   30 * time.Second,
+//		Logger:        logger,
+//		Problems:      problems, // the service's apierror.Writer (or set it once with problems.Handler)
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mux := http.NewServeMux()
+//	mux.HandleFunc("POST /{version}/orders", createOrder) // writes the v2 shape only
+//	mux.Handle("/{version}/version_pin", router.PinHandler())
+//	handler := apierror.WithRequestID(auth.Handler(router.Handler(idem.Handler(problems.ServeMux(mux)))))
 //
 // # Versions and their lifecycle
 //
@@ -116,46 +152,11 @@
 //
 // # Putting it together
 //
-// Order the middleware: request IDs, then authentication (so the Licensee hook sees the principal),
+// Order the middleware as the server above does: request IDs, then authentication (so the Licensee
+// function sees the principal),
 // then the versioning Router, then idempotency (so stored responses are in the newest shape and
 // every replay is shaped for the version it is made on), then the handlers. Compression belongs
 // outside the router: an encoded body cannot be shaped.
-//
-//	reg, err := versioning.NewRegistry(
-//		[]versioning.Version{
-//			{Name: "v1", Released: jan2025, Deprecated: jan2026, Sunset: jul2026,
-//				DeprecationLink: "https://docs.example.com/upgrade/v2"},
-//			{Name: "v2", Released: oct2025},
-//		},
-//		[]versioning.Change{{
-//			Name: "order_side_renamed", Version: "v2", Object: "order",
-//			Description: "An order's direction is called side.",
-//			Response: func(o map[string]any) error { o["direction"] = o["side"]; delete(o, "side"); return nil },
-//			Request:  func(b map[string]any) error { b["side"] = b["direction"]; delete(b, "direction"); return nil },
-//		}})
-//	if err != nil {
-//		log.Fatal(err) // a version without a path from the newest, a sunset before its deprecation, …
-//	}
-//	pins, err := pgstore.NewPinStore(pool, nil)
-//	if err != nil {
-//		log.Fatal(err)
-//	}
-//	router, err := versioning.New(reg, &versioning.Options{
-//		Pins: pins,
-//		Licensee: apikey.RequestScope, // "sandbox:lic_42": sandbox and live pins are apart
-//		AllowOverride: func(r *http.Request, _, _, _ string) bool { return sandbox.InSandbox(r) },
-//		Hooks:         &versioning.Hooks{Decided: usage.Observe}, // usage is a versioning.UsageCounter
-//		PinCacheTTL:   30 * time.Second,
-//		Logger:        logger,
-//		Problems:      problems, // the service's apierror.Writer (or set it once with problems.Handler)
-//	})
-//	if err != nil {
-//		log.Fatal(err)
-//	}
-//	mux := http.NewServeMux()
-//	mux.HandleFunc("POST /{version}/orders", createOrder) // writes the v2 shape only
-//	mux.Handle("/{version}/version_pin", router.PinHandler())
-//	handler := apierror.WithRequestID(auth.Handler(router.Handler(idem.Handler(problems.ServeMux(mux)))))
 //
 // Mux patterns may carry the version ("POST /v1/orders"), a wildcard ("POST /{version}/orders"), or
 // none at all with Options.StripVersion ("POST /orders"); versioning.FromContext tells a handler
