@@ -164,7 +164,7 @@ func TestHooksChain(t *testing.T) {
 	iss := must(NewIssuer(nil, nil))
 	live := issue(t, iss, "lic_a", Live).APIKey
 	auth := must(NewAuthenticator(iss, &AuthenticatorOptions{Hooks: obs.hooks()}))
-	rl := must(ratelimit.New(must(ratelimit.NewTokenBucket(0, 1, nil)), RateLimitKey, &ratelimit.Options{Observer: obs}))
+	rl := must(ratelimit.New(must(ratelimit.NewTokenBucket(0, 1, nil)), RateLimitKey, &ratelimit.Options{Hooks: &ratelimit.Hooks{Checked: obs.Checked}}))
 	h := auth.Handler(rl.Handler(echoPrincipal))
 	require.Equal(t, 200, do(t, h, "GET", "/v1/orders", live, "").Code)
 	require.Equal(t, 429, do(t, h, "GET", "/v1/orders", live, "").Code)

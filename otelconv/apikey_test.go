@@ -28,7 +28,7 @@ func keyService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit, err := ratelimit.New(bucket, apikey.RateLimitKey, &ratelimit.Options{Now: func() time.Time { return edgesNow }, Observer: h.tel.RateLimit()})
+	limit, err := ratelimit.New(bucket, apikey.RateLimitKey, &ratelimit.Options{Now: func() time.Time { return edgesNow }, Hooks: h.tel.RateLimit()})
 	if err != nil {
 		t.Fatal(err)
 	}
