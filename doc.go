@@ -85,8 +85,8 @@
 //   - Hooks. Every package that decides something takes Hooks in its options, a struct of optional
 //     funcs that can grow without breaking anyone (net/http/httptrace.ClientTrace): idempotency.Options,
 //     webhook's Verifier, Receiver, Tracker and RangeClient options, producer's Publisher, Dispatcher
-//     and RangeHandler options, versioning.Options and apierror.Writer; apikey and ratelimit still
-//     take an Observer. They are called at each decision, with plain values and never a secret, and
+//     and RangeHandler options, versioning.Options, apierror.Writer, apikey.AuthenticatorOptions and
+//     ratelimit.Options. They are called at each decision, with plain values and never a secret, and
 //     cost nothing when nil. The otelconv module implements them all with OpenTelemetry; a team can
 //     write its own for anything else.
 package conventions

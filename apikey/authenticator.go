@@ -59,9 +59,9 @@ type AuthenticatorOptions struct {
 	// Realm names the protection space in every challenge (RFC 6750 §3); empty means
 	// apierror.DefaultRealm.
 	Realm string
-	// Observer, when set, is told the outcome of every authentication (never the key); nil calls
-	// nothing, at no cost.
-	Observer Observer
+	// Hooks, when set, are told the outcome of every authentication (never the key), for metrics
+	// and traces (otelconv fills them). A nil *Hooks, and a nil field, call nothing, at no cost.
+	Hooks *Hooks
 }
 
 // Authenticator is the authentication middleware: it reads "Authorization: Bearer <key>", checks the
@@ -82,7 +82,8 @@ type Authenticator struct {
 	log        *slog.Logger
 	retryAfter time.Duration
 	realm      string
-	observer   Observer
+	// authenticated is Hooks.Authenticated, nil for none.
+	authenticated func(context.Context, Observation)
 }
 
 // NewAuthenticator returns an Authenticator that resolves keys with r; a nil r is an error.
@@ -92,7 +93,10 @@ func NewAuthenticator(r Resolver, opts *AuthenticatorOptions) (*Authenticator, e
 	}
 	a := &Authenticator{resolver: r, retryAfter: DefaultRetryAfter, realm: apierror.DefaultRealm}
 	if opts != nil {
-		a.writer, a.log, a.observer = opts.Problems, opts.Logger, opts.Observer
+		a.writer, a.log = opts.Problems, opts.Logger
+		if opts.Hooks != nil {
+			a.authenticated = opts.Hooks.Authenticated
+		}
 		if opts.RetryAfter > 0 {
 			a.retryAfter = opts.RetryAfter
 		}
@@ -153,18 +157,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if a == nil || a.resolver == nil {
 		return Principal{}, &problemError{cause: errZeroAuthenticator, problem: apierror.Internal()}
 	}
-	o := a.observer
-	if o == nil {
+	hook := a.authenticated
+	if hook == nil {
 		p, _, _, err := a.authenticate(r)
 		return p, err
 	}
 	start := time.Now()
 	p, res, env, err := a.authenticate(r)
-	o.Authenticated(r.Context(), Observation{Outcome: res, Environment: env, Licensee: p.Licensee, Duration: time.Since(start)})
+	hook(r.Context(), Observation{Outcome: res, Environment: env, Licensee: p.Licensee, Duration: time.Since(start)})
 	return p, err
 }
 
-// authenticate is Authenticate with the outcome and the key's environment for the Observer.
+// authenticate is Authenticate with the outcome and the key's environment for the Hooks.
 func (a *Authenticator) authenticate(r *http.Request) (Principal, Outcome, Environment, error) {
 	token, err := a.bearerToken(r.Header)
 	if err != nil {

@@ -73,10 +73,11 @@
 //
 // # Observing
 //
-// AuthenticatorOptions.Observer is told the Outcome of every authentication (ok, missing,
+// AuthenticatorOptions.Hooks are told the Outcome of every authentication (ok, missing,
 // scheme_unsupported, malformed, checksum_mismatch, unknown, expired, revoked, unavailable,
-// environment_mismatch — the client sees one 401 for unknown, expired and revoked; the observer tells
-// them apart), with the environment and licensee but never a key. It runs on the request's goroutine
-// and must not block; with no Observer nothing is called, at no cost. The otelconv module implements
-// it with OpenTelemetry (Telemetry.APIKey).
+// environment_mismatch — the client sees one 401 for unknown, expired and revoked; the hooks tell
+// them apart), with the environment and licensee but never a key. Hooks is a struct of optional
+// funcs, in the manner of net/http/httptrace.ClientTrace: a field added later is nil in hooks written
+// before it. They run on the request's goroutine and must not block; with no Hooks nothing is called,
+// at no cost. The otelconv module fills them with OpenTelemetry (Telemetry.APIKey).
 package apikey

@@ -5,22 +5,24 @@ import (
 	"time"
 )
 
-// Observer is told what the Authenticator decides: the telemetry hook of this package (the otelconv
-// module implements it with OpenTelemetry). It is set with AuthenticatorOptions.Observer.
+// Hooks are told what the Authenticator decides, for metrics and traces (the otelconv module fills
+// them with OpenTelemetry). Set them in AuthenticatorOptions.Hooks. Every field may be nil; the zero
+// value observes nothing, and a nil *Hooks observes nothing at no cost. Fields will be added as the
+// package grows: Hooks written for an earlier version keep compiling and keep working, since a new
+// field is nil in them.
 //
-// No observation ever holds a key or a part of one: only the environment a key names, the licensee it
-// resolved to, and an enumeration.
-//
-// Implementations must be safe for concurrent use, and must not block: Authenticated is called
-// synchronously, on the request's goroutine, before the next handler runs.
-type Observer interface {
-	// Authenticated reports one Authenticate (the Authenticator's Handler included). ctx is the
-	// request's context.
-	Authenticated(ctx context.Context, o Observation)
+// No hook is ever given a key or a part of one: only the environment a key names, the licensee it
+// resolved to, and an enumeration. The hooks are called synchronously, on the request's goroutine,
+// before the next handler runs, from many goroutines at once: they must be safe for concurrent use
+// and must not block. A Hooks value must not be modified once in use.
+type Hooks struct {
+	// Authenticated is called once for every Authenticate (the Authenticator's Handler included),
+	// whatever its outcome, before Authenticate returns. ctx is the request's context.
+	Authenticated func(ctx context.Context, o Observation)
 }
 
-// Observation is what an Observer learns about one authentication: a plain value. The zero value has
-// no outcome, which the Authenticator never reports.
+// Observation is what Hooks.Authenticated learns about one authentication: a plain value. The zero
+// value has no outcome, which the Authenticator never reports.
 type Observation struct {
 	// Outcome is what the Authenticator decided.
 	Outcome Outcome
@@ -38,8 +40,9 @@ type Observation struct {
 type Outcome uint8
 
 // The outcomes, one per authentication. The client sees one 401 for OutcomeUnknownKey,
-// OutcomeExpired and OutcomeRevoked; the observer tells them apart, so that a team can see keys
-// expiring under its users.
+// OutcomeExpired and OutcomeRevoked; the Hooks tell them apart, so that a team can see keys expiring
+// under its users. Values will be added as the package grows, so a hook must accept one it does not
+// know (its String is "invalid").
 const (
 	// OutcomeAuthenticated: the key resolved to a principal of its environment.
 	OutcomeAuthenticated Outcome = iota + 1
@@ -65,9 +68,6 @@ const (
 	// OutcomeEnvironmentMismatch: the Resolver answered with a principal of another environment than
 	// the key's, or an invalid one; refused with the opaque 500 so that data never mixes.
 	OutcomeEnvironmentMismatch
-
-	// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
-	NumOutcomes = iota + 1
 )
 
 var outcomeNames = [...]string{"", "ok", "missing", "scheme_unsupported", "malformed", "checksum_mismatch",

@@ -85,13 +85,13 @@ func TestProblemKindsBounded(t *testing.T) {
 	}
 }
 
-// TestAccessorsOfNilTelemetry: a nil *Telemetry hands out nil observers and nil hooks, which the
-// core packages treat as none.
+// TestAccessorsOfNilTelemetry: a nil or zero *Telemetry hands out nil hooks, which the core packages
+// treat as none.
 func TestAccessorsOfNilTelemetry(t *testing.T) {
 	for name, tel := range map[string]*Telemetry{"nil": nil, "zero": {}} {
 		if tel.APIError() != nil || tel.Versioning() != nil || tel.APIKey() != nil || tel.RateLimit() != nil || tel.Idempotency() != nil ||
 			tel.Webhook() != nil || tel.Producer() != nil {
-			t.Errorf("a %s Telemetry returned a non-nil observer", name)
+			t.Errorf("a %s Telemetry returned non-nil hooks", name)
 		}
 	}
 	if _, err := (&Telemetry{}).ObserveBacklog(nil); err == nil {

@@ -42,20 +42,28 @@ func environmentAttrs(i int) []attribute.KeyValue {
 	return nil
 }
 
-// apikeyObserver implements apikey.Observer with two instruments and one attribute set per outcome
-// and environment, built once. It is safe for concurrent use; recording allocates nothing unless
+// numAuthOutcomes sizes the tables of apikeyObserver: one more than the largest apikey.Outcome this
+// version knows. TestAuthOutcomesKnown fails when apikey grows an outcome, so that it is added here
+// and in the documented values of svc.apikey.auth.result. An outcome past it (a newer apikey under
+// this otelconv) is counted at index numAuthOutcomes, as otherValue.
+const numAuthOutcomes = int(apikey.OutcomeEnvironmentMismatch) + 1
+
+// apikeyObserver fills apikey.Hooks with two instruments and one attribute set per outcome and
+// environment, built once. It is safe for concurrent use; recording allocates nothing unless
 // Options.LicenseeAttribute is set.
 type apikeyObserver struct {
 	auths    metric.Int64Counter
 	authTime metric.Float64Histogram
 
-	authSets [apikey.NumOutcomes][numEnvironments]attribute.Set
-	authAdd  [apikey.NumOutcomes][numEnvironments][]metric.AddOption
-	authRec  [apikey.NumOutcomes][numEnvironments][]metric.RecordOption
+	// The attribute sets by outcome (the last index for an outcome this version does not know) and
+	// environment index.
+	authSets [numAuthOutcomes + 1][numEnvironments]attribute.Set
+	authAdd  [numAuthOutcomes + 1][numEnvironments][]metric.AddOption
+	authRec  [numAuthOutcomes + 1][numEnvironments][]metric.RecordOption
 	licensee bool
+	// hooks are the observer's method as the hooks APIKey returns, built once.
+	hooks *apikey.Hooks
 }
-
-var _ apikey.Observer = (*apikeyObserver)(nil)
 
 func (t *Telemetry) buildAPIKey() error {
 	o := &apikeyObserver{licensee: t.opts.LicenseeAttribute}
@@ -69,33 +77,44 @@ func (t *Telemetry) buildAPIKey() error {
 		metric.WithExplicitBucketBoundaries(fastBuckets...)); err != nil {
 		return err
 	}
-	for r := apikey.Outcome(1); r < apikey.NumOutcomes; r++ {
+	for r := 1; r <= numAuthOutcomes; r++ {
+		result := otherValue
+		if r < numAuthOutcomes {
+			result = apikey.Outcome(r).String()
+		}
 		for e := range numEnvironments {
-			set := attribute.NewSet(append(environmentAttrs(e), attrAuthResult.String(r.String()))...)
+			set := attribute.NewSet(append(environmentAttrs(e), attrAuthResult.String(result))...)
 			o.authSets[r][e] = set
 			o.authAdd[r][e] = []metric.AddOption{metric.WithAttributeSet(set)}
 			o.authRec[r][e] = []metric.RecordOption{metric.WithAttributeSet(set)}
 		}
 	}
+	o.hooks = &apikey.Hooks{Authenticated: o.Authenticated}
 	t.apikey = o
 	return nil
 }
 
-// APIKey returns the observer to set as apikey.AuthenticatorOptions.Observer; nil for a nil
-// Telemetry.
-func (t *Telemetry) APIKey() apikey.Observer {
+// APIKey returns the hooks of package apikey, for apikey.AuthenticatorOptions.Hooks. They record
+// svc.apikey.authentications and svc.apikey.authentication.duration, and annotate the request's
+// span.
+//
+// On a nil or zero Telemetry it returns nil: no hooks.
+func (t *Telemetry) APIKey() *apikey.Hooks {
 	if t == nil || t.apikey == nil {
 		return nil
 	}
-	return t.apikey
+	return t.apikey.hooks
 }
 
-// Authenticated implements apikey.Observer. The request's span, when one is recording, gets the
+// Authenticated is apikey.Hooks.Authenticated. The request's span, when one is recording, gets the
 // result and the environment as attributes.
 func (o *apikeyObserver) Authenticated(ctx context.Context, a apikey.Observation) {
 	r, e := int(a.Outcome), environmentIndex(a.Environment)
-	if r <= 0 || r >= apikey.NumOutcomes {
-		return // not a value the Authenticator reports
+	switch {
+	case r == 0:
+		return // no outcome: not a value the Authenticator reports
+	case r >= numAuthOutcomes:
+		r = numAuthOutcomes // an outcome newer than this otelconv: otherValue
 	}
 	if o.licensee && a.Licensee != "" {
 		o.auths.Add(ctx, 1, metric.WithAttributeSet(withLicensee(o.authSets[r][e], a.Licensee)))

@@ -20,7 +20,7 @@ import (
 // by h.
 func keyService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	t.Helper()
-	auth, err := apikey.NewAuthenticator(iss, &apikey.AuthenticatorOptions{Observer: h.tel.APIKey()})
+	auth, err := apikey.NewAuthenticator(iss, &apikey.AuthenticatorOptions{Hooks: h.tel.APIKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func keyService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit, err := ratelimit.New(bucket, apikey.RateLimitKey, &ratelimit.Options{Now: func() time.Time { return edgesNow }, Observer: h.tel.RateLimit()})
+	limit, err := ratelimit.New(bucket, apikey.RateLimitKey, &ratelimit.Options{Now: func() time.Time { return edgesNow }, Hooks: h.tel.RateLimit()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestAPIKeySpan(t *testing.T) {
 	}
 }
 
-// BenchmarkAuthenticateObserved is Authenticate with no observer and with the otelconv observer.
+// BenchmarkAuthenticateObserved is Authenticate with no hooks and with otelconv's.
 func BenchmarkAuthenticateObserved(b *testing.B) {
 	iss, _ := apikey.NewIssuer(nil, nil)
 	live := issueKey(b, iss, apikey.Live)
@@ -223,7 +223,7 @@ func BenchmarkAuthenticateObserved(b *testing.B) {
 		opts := &apikey.AuthenticatorOptions{}
 		if observed {
 			name = "otel"
-			opts.Observer = newHarness(b, nil).tel.APIKey()
+			opts.Hooks = newHarness(b, nil).tel.APIKey()
 		}
 		b.Run(name, func(b *testing.B) {
 			auth, _ := apikey.NewAuthenticator(iss, opts)
@@ -236,5 +236,46 @@ func BenchmarkAuthenticateObserved(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuthOutcomesKnown: numAuthOutcomes is one more than the last apikey.Outcome. It fails when
+// apikey grows an outcome: raise numAuthOutcomes, and add the value to svc.apikey.auth.result in
+// doc.go and README.md.
+func TestAuthOutcomesKnown(t *testing.T) {
+	for o := apikey.Outcome(1); int(o) < numAuthOutcomes; o++ {
+		if s := o.String(); s == "" || s == "invalid" {
+			t.Errorf("apikey.Outcome(%d) is %q: numAuthOutcomes is past the last outcome", o, s)
+		}
+	}
+	if s := apikey.Outcome(numAuthOutcomes).String(); s != "invalid" {
+		t.Errorf("apikey.Outcome(%d) is %q, which otelconv does not count: raise numAuthOutcomes", numAuthOutcomes, s)
+	}
+}
+
+// TestAuthOutcomeUnknown: an outcome this otelconv does not know (a newer apikey's) is counted and
+// timed as _OTHER, with its environment, and set on the span; the zero Outcome, which the
+// Authenticator never reports, is not counted. Neither panics.
+func TestAuthOutcomeUnknown(t *testing.T) {
+	h := newHarness(t, nil)
+	hooks := h.tel.APIKey()
+	ctx, span := h.tel.tracer.Start(context.Background(), "GET")
+	for _, o := range []apikey.Outcome{apikey.Outcome(numAuthOutcomes), apikey.Outcome(numAuthOutcomes + 1), 255} {
+		hooks.Authenticated(ctx, apikey.Observation{Outcome: o, Environment: apikey.Live, Duration: time.Millisecond})
+	}
+	hooks.Authenticated(ctx, apikey.Observation{Environment: apikey.Live})
+	span.End()
+	other := []attribute.KeyValue{attrAuthResult.String(otherValue), attrEnvironment.String(string(apikey.Live))}
+	if got := h.sum(t, "svc.apikey.authentications", other...); got != 3 {
+		t.Errorf("authentications as %s = %d, want 3", otherValue, got)
+	}
+	if got := h.sum(t, "svc.apikey.authentications"); got != 3 {
+		t.Errorf("authentications = %d, want 3", got)
+	}
+	if n, _ := h.histCount(t, "svc.apikey.authentication.duration", other...); n != 3 {
+		t.Errorf("authentications timed as %s: %d, want 3", otherValue, n)
+	}
+	if s := h.ended("GET"); len(s) != 1 || !matches(attribute.NewSet(s[0].Attributes()...), other) {
+		t.Errorf("span attributes %v", s)
 	}
 }

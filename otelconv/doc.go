@@ -1,17 +1,16 @@
-// Package otelconv reports what the conventions library does to OpenTelemetry: it implements the
-// observer interfaces of apikey and ratelimit, and fills the Hooks of idempotency, webhook,
-// webhook/producer, versioning and apierror, with the OpenTelemetry metrics and trace APIs, so that a
-// team's dashboards and traces show every
-// convention without adapters of its own.
+// Package otelconv reports what the conventions library does to OpenTelemetry: it fills the Hooks of
+// idempotency, webhook, webhook/producer, versioning, apikey, ratelimit and apierror with the
+// OpenTelemetry metrics and trace APIs, so that a team's dashboards and traces show every convention
+// without adapters of its own.
 //
 // It is a module of its own, so that the core module never downloads OpenTelemetry. The core
-// packages call an observer or a hook only when one is set: without one nothing is measured and
-// nothing is allocated.
+// packages call a hook only when one is set: without one nothing is measured and nothing is
+// allocated.
 //
 // # Wiring
 //
 // Build one Telemetry per process with the team's providers (the SDK's, exported to Prometheus or
-// OTLP), and hand its observers and hooks to the packages' options:
+// OTLP), and hand its hooks to the packages' options:
 //
 //	tel, err := otelconv.New(&otelconv.Options{MeterProvider: mp, TracerProvider: tp,
 //		EventTypes: []string{"order.created", "order.cancelled"}})
@@ -87,7 +86,8 @@
 // svc.webhook.verification.result is ok, missing, malformed, mismatch, too_old or too_new;
 // svc.webhook.sequence.outcome is processed, duplicate or gap; svc.versioning.lifecycle is current,
 // deprecated, sunset or unknown, and an unknown version is recorded as "unknown", never as the
-// segment the client sent.
+// segment the client sent; svc.apikey.auth.result and svc.ratelimit.result are the name of the
+// apikey.Outcome and ratelimit.Outcome, or _OTHER for an outcome newer than this module.
 //
 // # Traces
 //

@@ -20,7 +20,7 @@ import (
 // SetHTTPRoute.
 func httpService(t testing.TB, h *harness, iss *apikey.Issuer) http.Handler {
 	t.Helper()
-	auth, err := apikey.NewAuthenticator(iss, &apikey.AuthenticatorOptions{Observer: h.tel.APIKey()})
+	auth, err := apikey.NewAuthenticator(iss, &apikey.AuthenticatorOptions{Hooks: h.tel.APIKey()})
 	if err != nil {
 		t.Fatal(err)
 	}

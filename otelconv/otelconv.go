@@ -45,8 +45,8 @@ type Options struct {
 }
 
 // Telemetry holds the instruments of every package's observer, created once by New. It is safe for
-// concurrent use. The zero value observes nothing: its observer accessors return nil (no observer)
-// and its providers are nil. Build one with New.
+// concurrent use. The zero value observes nothing: its hook accessors return nil (no hooks) and its
+// providers are nil. Build one with New.
 type Telemetry struct {
 	meter      metric.Meter
 	tracer     trace.Tracer

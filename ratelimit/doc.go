@@ -40,9 +40,10 @@
 //
 // # Observing
 //
-// Options.Observer is told the Outcome of every check (allowed, exempt, refused, no_key, failed_open,
-// failed_closed), never the key counted by; it reads the caller from the request's context if it
-// wants one (apikey.FromContext). It runs on the request's goroutine and must not block; with no
-// Observer nothing is called, at no cost. The otelconv module implements it with OpenTelemetry
-// (Telemetry.RateLimit).
+// Options.Hooks are told the Outcome of every check (allowed, exempt, refused, no_key, failed_open,
+// failed_closed), never the key counted by; a hook reads the caller from the request's context if it
+// wants one (apikey.FromContext). Hooks is a struct of optional funcs, in the manner of
+// net/http/httptrace.ClientTrace: a field added later is nil in hooks written before it. They run on
+// the request's goroutine and must not block; with no Hooks nothing is called, at no cost. The
+// otelconv module fills them with OpenTelemetry (Telemetry.RateLimit).
 package ratelimit

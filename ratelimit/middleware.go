@@ -22,9 +22,9 @@ type Options struct {
 	// FailClosed answers 503 when the Limiter fails. By default the request goes through: a rate limit
 	// protects capacity, and an outage of the limiter should not become an outage of the API.
 	FailClosed bool
-	// Observer, when set, is told the outcome of every check (never the key counted by); nil calls
-	// nothing, at no cost.
-	Observer Observer
+	// Hooks, when set, are told the outcome of every check (never the key counted by), for metrics
+	// and traces (otelconv fills them). A nil *Hooks, and a nil field, call nothing, at no cost.
+	Hooks *Hooks
 }
 
 // ErrLimited: the caller is over its rate limit.
@@ -44,7 +44,7 @@ type Middleware struct {
 	writer     apierror.Writer
 	log        *slog.Logger
 	failClosed bool
-	observer   Observer
+	hooks      Hooks // Options.Hooks, copied; the zero value for none
 }
 
 // New returns middleware that limits requests with l, counting each by the caller key names for it:
@@ -64,7 +64,7 @@ func New(l Limiter, key conventions.CallerFunc, opts *Options) (*Middleware, err
 		if opts.Now != nil {
 			m.now = opts.Now
 		}
-		m.writer, m.log, m.failClosed, m.observer = opts.Problems, opts.Logger, opts.FailClosed, opts.Observer
+		m.writer, m.log, m.failClosed, m.hooks = opts.Problems, opts.Logger, opts.FailClosed, opts.Hooks.copy()
 	}
 	return m, nil
 }
@@ -92,13 +92,13 @@ func (m *Middleware) decide(r *http.Request) (Outcome, error) {
 		return 0, &problemError{cause: errZeroMiddleware, problem: apierror.Internal()}
 	}
 	res, retry, err := m.check(r)
-	if o := m.observer; o != nil {
-		o.Checked(r.Context(), Observation{Outcome: res, RetryAfter: retry})
+	if h := m.hooks.Checked; h != nil {
+		h(r.Context(), Observation{Outcome: res, RetryAfter: retry})
 	}
 	return res, err
 }
 
-// check is Check with the outcome and the wait for the Observer.
+// check is Check with the outcome and the wait for the Hooks.
 func (m *Middleware) check(r *http.Request) (Outcome, time.Duration, error) {
 	key, err := m.key(r)
 	if err != nil {

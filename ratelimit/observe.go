@@ -5,21 +5,25 @@ import (
 	"time"
 )
 
-// Observer is told what the Middleware decides: the telemetry hook of this package (the otelconv
-// module implements it with OpenTelemetry). It is set with Options.Observer.
+// Hooks are told what the Middleware decides, for metrics and traces (the otelconv module fills them
+// with OpenTelemetry). Set them in Options.Hooks. Every field may be nil; the zero value observes
+// nothing, and a nil *Hooks observes nothing at no cost. Fields will be added as the package grows:
+// Hooks written for an earlier version keep compiling and keep working, since a new field is nil in
+// them.
 //
-// No observation holds the key a request was counted by: keys can be user or account IDs, which a
-// metrics system should not see. An implementation that wants the caller reads it from ctx, where the
-// authentication middleware put it (apikey.FromContext: the environment and licensee).
-//
-// Implementations must be safe for concurrent use, and must not block: Checked is called
-// synchronously, on the request's goroutine, before the next handler runs.
-type Observer interface {
-	// Checked reports one Middleware.Check (its Handler included). ctx is the request's context.
-	Checked(ctx context.Context, o Observation)
+// No hook is given the key a request was counted by: keys can be user or account IDs, which a metrics
+// system should not see. A hook that wants the caller reads it from ctx, where the authentication
+// middleware put it (apikey.FromContext: the environment and licensee). The hooks are called
+// synchronously, on the request's goroutine, before the next handler runs, from many goroutines at
+// once: they must be safe for concurrent use and must not block. A Hooks value must not be modified
+// once in use.
+type Hooks struct {
+	// Checked is called once for every Middleware.Check (its Handler included), whatever its
+	// outcome, before Check returns. ctx is the request's context.
+	Checked func(ctx context.Context, o Observation)
 }
 
-// Observation is what an Observer learns about one rate-limit check: a plain value, without the key
+// Observation is what Hooks.Checked learns about one rate-limit check: a plain value, without the key
 // the Limiter counted by. The zero value has no outcome, which the Middleware never reports.
 type Observation struct {
 	// Outcome is what the Middleware decided.
@@ -31,7 +35,8 @@ type Observation struct {
 // Outcome is what became of one rate-limit check. The zero value is no outcome.
 type Outcome uint8
 
-// The outcomes, one per check.
+// The outcomes, one per check. Values will be added as the package grows, so a hook must accept one
+// it does not know (its String is "invalid").
 const (
 	// OutcomeAllowed: the Limiter admitted the request.
 	OutcomeAllowed Outcome = iota + 1
@@ -47,9 +52,6 @@ const (
 	OutcomeFailedOpen
 	// OutcomeFailedClosed: the Limiter failed and the request was answered 503 (FailClosed).
 	OutcomeFailedClosed
-
-	// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
-	NumOutcomes = iota + 1
 )
 
 var outcomeNames = [...]string{"", "allowed", "exempt", "refused", "no_key", "failed_open", "failed_closed"}
@@ -61,4 +63,12 @@ func (o Outcome) String() string {
 		return outcomeNames[o]
 	}
 	return "invalid"
+}
+
+// copy returns the Hooks a Middleware keeps: *h, or the zero Hooks for a nil h.
+func (h *Hooks) copy() Hooks {
+	if h == nil {
+		return Hooks{}
+	}
+	return *h
 }

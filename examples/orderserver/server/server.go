@@ -252,7 +252,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.auth, err = apikey.NewAuthenticator(s.issuer, &apikey.AuthenticatorOptions{Problems: s.problems, Logger: s.log,
-		Observer: s.tel.APIKey()}); err != nil {
+		Hooks: s.tel.APIKey()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
@@ -262,7 +262,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.limit, err = ratelimit.New(bucket, apikey.RateLimitKey,
-		&ratelimit.Options{Now: s.now, Problems: s.problems, Logger: s.log, Observer: s.tel.RateLimit()}); err != nil {
+		&ratelimit.Options{Now: s.now, Problems: s.problems, Logger: s.log, Hooks: s.tel.RateLimit()}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 
