@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -116,6 +117,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (port 0 picks a free one): every convention's metrics, see the otelconv module")
 	otlp := fs.String("otlp", "", "send traces over OTLP/HTTP to `URL` (such as http://127.0.0.1:4318/v1/traces); the standard OTEL_EXPORTER_OTLP_* variables turn it on too")
+	liveRate := fs.Float64("live-rate", server.LiveRate, "production requests a second per licensee, with -live-burst at once (the sandbox has no limit)")
+	liveBurst := fs.Int("live-burst", server.LiveBurst, "production requests per licensee at once, before -live-rate applies")
 	envFile := fs.String("env-file", "", "also write what it prints at start as shell assignments (BASE, KEY, LIVE, ADMIN) to `file`, mode 0600, for '. file' in another shell")
 	if err := refuseSecretFlags(args); err != nil {
 		return err
@@ -132,6 +135,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return fmt.Errorf("-base-url: want an absolute http or https URL such as http://127.0.0.1:8080, got %q", *publicURL)
 		}
+	}
+	if !(*liveRate > 0) || math.IsInf(*liveRate, 0) {
+		return fmt.Errorf("-live-rate: want requests a second above 0, got %v", *liveRate)
+	}
+	if *liveBurst < 1 {
+		return fmt.Errorf("-live-burst: want at least 1 request, got %d", *liveBurst)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -183,6 +192,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		baseURL = strings.TrimSuffix(*publicURL, "/")
 	}
 	cfg.AdminToken, cfg.BaseURL, cfg.Logger = sec.adminToken, baseURL, logger
+	cfg.LiveRate, cfg.LiveBurst = *liveRate, *liveBurst
 	srv, err := server.New(cfg)
 	if err != nil {
 		_ = ln.Close()

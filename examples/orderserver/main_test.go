@@ -91,3 +91,16 @@ func TestWebhookGuardFromEnvironment(t *testing.T) {
 		require.ErrorContains(t, err, EnvWebhookAllow+": "+tc.bad, tc.list)
 	}
 }
+
+// A production rate limit the flags cannot express refuses to start, naming the flag, before any
+// backend is opened.
+func TestRateLimitFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-live-rate", "0"}, {"-live-rate", "-5"}, {"-live-rate", "NaN"}, {"-live-rate", "+Inf"},
+		{"-live-burst", "0"}, {"-live-burst", "-1"},
+	} {
+		var stderr strings.Builder
+		err := run(args, &strings.Builder{}, &stderr)
+		require.ErrorContains(t, err, args[0]+": want", "%v", args)
+	}
+}

@@ -33,7 +33,8 @@ const (
 	DefaultPollInterval = 100 * time.Millisecond
 	// DefaultShutdownTimeout bounds the graceful shutdown: requests in flight get this long to finish.
 	DefaultShutdownTimeout = 10 * time.Second
-	// LiveRate and LiveBurst are the production rate limit per licensee. The sandbox has none.
+	// LiveRate and LiveBurst are the default production rate limit per licensee (Config.LiveRate,
+	// Config.LiveBurst). The sandbox has none.
 	LiveRate  = 100
 	LiveBurst = 200
 	// DefaultMaxEndpoints is how many webhook endpoints one licensee may register in one environment
@@ -174,6 +175,10 @@ type Config struct {
 	// graceful.DefaultTimeouts: headers in 5 s, a request in 30 s, a response in 60 s, 120 s idle,
 	// headers of at most 64 KiB.
 	Timeouts graceful.Timeouts
+	// LiveRate and LiveBurst are the production rate limit per licensee: requests a second, and how
+	// many at once. Zero means the package's LiveRate and LiveBurst. The sandbox has none.
+	LiveRate  float64
+	LiveBurst int
 }
 
 // Stats counts what the server did, for the demo's report.
@@ -257,7 +262,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Production keys are rate limited per licensee; sandbox keys never are, so a load test in the
 	// sandbox measures the build rather than a throttle.
-	bucket, err := ratelimit.NewTokenBucket(LiveRate, LiveBurst, nil)
+	rate, burst := cmp.Or(cfg.LiveRate, LiveRate), cmp.Or(cfg.LiveBurst, LiveBurst)
+	bucket, err := ratelimit.NewTokenBucket(rate, burst, nil)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
