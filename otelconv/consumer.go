@@ -40,6 +40,11 @@ const (
 // gap, a consumer that was down for hours has thousands.
 var gapBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
+// numOutcomes sizes the tables indexed by webhook.Outcome: one more than the largest value this
+// version knows. TestWebhookEnumTables fails when webhook grows a value; until the table does, a
+// value past it is counted as unknown.
+const numOutcomes = int(webhook.Gap) + 1
+
 // maxDynamicSets bounds the attribute sets built after New (those naming an HTTP status, a problem
 // code or, when opted in, an endpoint). Past it, a measurement is counted without its endpoint and
 // with the code _OTHER (collapsed), so that the series stay bounded.
@@ -89,14 +94,14 @@ type consumerObserver struct {
 
 	// Attribute sets known in advance, indexed by the core's enums.
 	verify    [webhook.NumVerifyResults][webhook.NumVerifySources]measure
-	decision  [webhook.NumSequenceOutcomes]measure
+	decision  [numOutcomes]measure
 	fetch     [webhook.NumRangeFetchResults]measure
 	empty     measure
 	receiveOK measure
 
 	// Span attributes known in advance.
 	verifySpan   [webhook.NumVerifyResults][]attribute.KeyValue
-	decisionSpan [webhook.NumSequenceOutcomes][]attribute.KeyValue
+	decisionSpan [numOutcomes][]attribute.KeyValue
 	serverKind   []trace.SpanStartOption
 	internalKind []trace.SpanStartOption
 
@@ -161,7 +166,7 @@ func (t *Telemetry) buildConsumer() error {
 		}
 		o.verifySpan[r] = []attribute.KeyValue{attrVerificationResult.String(r.String())}
 	}
-	for d := range webhook.SequenceOutcome(webhook.NumSequenceOutcomes) {
+	for d := range webhook.Outcome(numOutcomes) {
 		o.decision[d] = newMeasure(attrSequenceOutcome.String(d.String()))
 		o.decisionSpan[d] = []attribute.KeyValue{attrSequenceOutcome.String(d.String())}
 	}
@@ -191,7 +196,7 @@ func (k dynKey) measure() measure {
 	var kvs []attribute.KeyValue
 	switch k.kind {
 	case dynDecision:
-		kvs = append(kvs, attrSequenceOutcome.String(webhook.SequenceOutcome(k.n).String()))
+		kvs = append(kvs, attrSequenceOutcome.String(webhook.Outcome(k.n).String()))
 	case dynFetch:
 		kvs = fetchAttrs(webhook.RangeFetchResult(k.n))
 	case dynReceive:
@@ -279,15 +284,16 @@ func (o *consumerObserver) ReceiveEnd(ctx context.Context, info webhook.ReceiveE
 
 // Sequenced counts the sequence rule's verdict and records the size of a gap.
 func (o *consumerObserver) Sequenced(ctx context.Context, info webhook.SequenceInfo) {
-	if info.Outcome >= webhook.NumSequenceOutcomes {
-		return
+	oc := info.Outcome
+	if oc < 0 || int(oc) >= numOutcomes {
+		oc = 0 // a verdict this version does not know: counted as unknown
 	}
-	m := o.decision[info.Outcome]
+	m := o.decision[oc]
 	if o.endpointIDs {
-		m = o.dyn(dynKey{kind: dynDecision, n: int(info.Outcome), stream: info.Stream})
+		m = o.dyn(dynKey{kind: dynDecision, n: int(oc), stream: info.Stream})
 	}
 	o.decisions.Add(ctx, 1, m.add...)
-	if info.Outcome == webhook.SequenceGap {
+	if oc == webhook.Gap {
 		g := o.empty
 		if o.endpointIDs {
 			g = o.dyn(dynKey{kind: dynGap, stream: info.Stream})
@@ -295,8 +301,8 @@ func (o *consumerObserver) Sequenced(ctx context.Context, info webhook.SequenceI
 		o.gapSize.Record(ctx, int64(info.Missing), g.rec...)
 	}
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-		sp.SetAttributes(o.decisionSpan[info.Outcome]...)
-		if info.Outcome == webhook.SequenceGap {
+		sp.SetAttributes(o.decisionSpan[oc]...)
+		if oc == webhook.Gap {
 			sp.SetAttributes(attrGapSize.Int64(int64(info.Missing)))
 		}
 	}

@@ -375,6 +375,30 @@ func TestWebhookEndpointAttribute(t *testing.T) {
 	}
 }
 
+// TestWebhookEnumTables: the tables of precomputed attribute sets cover every value of webhook's
+// enums, and fail here when webhook grows one.
+func TestWebhookEnumTables(t *testing.T) {
+	checkEnumTable(t, "webhook.Outcome", 1, numOutcomes, func(v int) string { return webhook.Outcome(v).String() }, "unknown")
+}
+
+// TestWebhookUnknownValues: a value past otelconv's tables (webhook grew one this version does not
+// know) is counted as unknown, with or without endpoint IDs, and nothing panics.
+func TestWebhookUnknownValues(t *testing.T) {
+	for _, opts := range []*Options{nil, {EndpointAttribute: true}} {
+		h := newHarness(t, opts)
+		hooks := h.tel.Webhook()
+		ctx, sp := h.tel.tracer.Start(context.Background(), "test")
+		for _, oc := range []webhook.Outcome{webhook.Outcome(numOutcomes), 200, -1} {
+			hooks.Sequenced(ctx, webhook.SequenceInfo{Stream: testStream, Sequence: 1, Outcome: oc})
+		}
+		sp.End()
+		requireCount(t, "decisions{unknown}", h.sum(t, "svc.webhook.sequence.decisions", attrSequenceOutcome.String("unknown")), 3)
+		if n, _ := h.histCount(t, "svc.webhook.gap.size"); n != 0 {
+			t.Errorf("gap.size recorded %d times for outcomes that are not a gap", n)
+		}
+	}
+}
+
 // TestWebhookObserverWithoutSDK: with the global (no-op) providers, the observer works and records
 // nothing, and a Receive without HTTP headers starts no trace of its own making.
 func TestWebhookObserverWithoutSDK(t *testing.T) {
@@ -508,7 +532,7 @@ func TestWebhookEndpointSeriesBounded(t *testing.T) {
 	obs := h.tel.Webhook()
 	const streams = maxDynamicSets + 100
 	for i := range streams {
-		obs.Sequenced(context.Background(), webhook.SequenceInfo{Stream: fmt.Sprintf("we_%d", i), Sequence: 1, Outcome: webhook.SequenceProcessed})
+		obs.Sequenced(context.Background(), webhook.SequenceInfo{Stream: fmt.Sprintf("we_%d", i), Sequence: 1, Outcome: webhook.Processed})
 	}
 	if got := h.sum(t, "svc.webhook.sequence.decisions", attrSequenceOutcome.String("processed")); got != streams {
 		t.Fatalf("decisions = %d, want %d", got, streams)

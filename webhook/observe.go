@@ -299,49 +299,18 @@ func asProblem(err error) *apierror.Error {
 	return nil
 }
 
-// SequenceOutcome is the sequence rule's verdict on a delivered event. The zero value is
-// SequenceUnknown, which no Tracker reports.
-type SequenceOutcome uint8
-
-const (
-	SequenceUnknown SequenceOutcome = iota
-	// SequenceProcessed: the event is the next one (sequence = cursor+1) and is processed now.
-	SequenceProcessed
-	// SequenceDuplicate: the event was processed before (sequence ≤ cursor); it is acknowledged and
-	// not processed again.
-	SequenceDuplicate
-	// SequenceGap: events are missing before this one (sequence > cursor+1); they are fetched and
-	// processed first.
-	SequenceGap
-
-	// NumSequenceOutcomes is one more than the largest SequenceOutcome, for tables indexed by it.
-	NumSequenceOutcomes = iota
-)
-
-// String returns "processed", "duplicate" or "gap" (and "unknown").
-func (o SequenceOutcome) String() string {
-	switch o {
-	case SequenceProcessed:
-		return "processed"
-	case SequenceDuplicate:
-		return "duplicate"
-	case SequenceGap:
-		return "gap"
-	}
-	return "unknown"
-}
-
 // SequenceInfo describes one application of the sequence rule. It is a plain value; the zero value
-// (SequenceUnknown) is never reported.
+// (an unknown Outcome) is never reported.
 type SequenceInfo struct {
 	// Stream is the stream (webhook endpoint ID) the event was delivered on.
 	Stream string
 	// Sequence is the delivered event's sequence.
 	Sequence uint64
 	// Cursor is the stream's cursor as the rule read it: the last sequence processed, 0 for none.
-	Cursor  uint64
-	Outcome SequenceOutcome
-	// Missing is, for SequenceGap, how many events are missing before the delivered one; 0 otherwise.
+	Cursor uint64
+	// Outcome is the rule's verdict: Processed, Duplicate or Gap.
+	Outcome Outcome
+	// Missing is, for Gap, how many events are missing before the delivered one; 0 otherwise.
 	Missing uint64
 }
 
