@@ -40,6 +40,17 @@ const (
 // gap, a consumer that was down for hours has thousands.
 var gapBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
+// verifySources are the values of svc.webhook.verification.source, indexed by sourceOf.
+var verifySources = [2]string{"delivery", "range_response"}
+
+// sourceOf is the index in verifySources of a verification: 1 for a range response, 0 for a delivery.
+func sourceOf(info webhook.VerifyInfo) int {
+	if info.RangeResponse {
+		return 1
+	}
+	return 0
+}
+
 // numOutcomes sizes the tables indexed by webhook.Outcome: one more than the largest value this
 // version knows. TestWebhookEnumTables fails when webhook grows a value; until the table does, a
 // value past it is counted as unknown.
@@ -93,7 +104,7 @@ type consumerObserver struct {
 	receiveDuration metric.Float64Histogram
 
 	// Attribute sets known in advance, indexed by the core's enums.
-	verify    [webhook.NumVerifyResults][webhook.NumVerifySources]measure
+	verify    [webhook.NumVerifyResults][len(verifySources)]measure
 	decision  [numOutcomes]measure
 	fetch     [webhook.NumRangeFetchResults]measure
 	empty     measure
@@ -161,8 +172,8 @@ func (t *Telemetry) buildConsumer() error {
 	}
 
 	for r := range webhook.VerifyResult(webhook.NumVerifyResults) {
-		for s := range webhook.VerifySource(webhook.NumVerifySources) {
-			o.verify[r][s] = newMeasure(attrVerificationResult.String(r.String()), attrVerificationSource.String(s.String()))
+		for s, src := range verifySources {
+			o.verify[r][s] = newMeasure(attrVerificationResult.String(r.String()), attrVerificationSource.String(src))
 		}
 		o.verifySpan[r] = []attribute.KeyValue{attrVerificationResult.String(r.String())}
 	}
@@ -227,10 +238,10 @@ func (o *consumerObserver) dyn(k dynKey) measure {
 
 // Verified counts a verification and notes its result on the span in ctx.
 func (o *consumerObserver) Verified(ctx context.Context, info webhook.VerifyInfo) {
-	if info.Result >= webhook.NumVerifyResults || info.Source >= webhook.NumVerifySources {
+	if info.Result >= webhook.NumVerifyResults {
 		return
 	}
-	o.verifications.Add(ctx, 1, o.verify[info.Result][info.Source].add...)
+	o.verifications.Add(ctx, 1, o.verify[info.Result][sourceOf(info)].add...)
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
 		sp.SetAttributes(o.verifySpan[info.Result]...)
 	}

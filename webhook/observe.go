@@ -156,32 +156,13 @@ func verifyResultOf(err error) VerifyResult {
 	return VerifyUnknown
 }
 
-// VerifySource says what was verified. The zero value is VerifyDelivery.
-type VerifySource uint8
-
-const (
-	// VerifyDelivery: a delivery's body, by a Receiver or by a Verify or VerifyTime call.
-	VerifyDelivery VerifySource = iota
-	// VerifyRangeResponse: a range response's body, by a RangeClient.
-	VerifyRangeResponse
-
-	// NumVerifySources is one more than the largest VerifySource, for tables indexed by it.
-	NumVerifySources = iota
-)
-
-// String returns "delivery" or "range_response".
-func (s VerifySource) String() string {
-	if s == VerifyRangeResponse {
-		return "range_response"
-	}
-	return "delivery"
-}
-
 // VerifyInfo describes one verification. It is a plain value; the zero value (VerifyUnknown of a
 // delivery) is never reported.
 type VerifyInfo struct {
 	Result VerifyResult
-	Source VerifySource
+	// RangeResponse is true when a RangeClient checked a range response's body, and false when a
+	// delivery's body was checked, by a Receiver or by a Verify or VerifyTime call.
+	RangeResponse bool
 }
 
 // TraceCarrier gives hooks the headers of a delivery (to read trace context from) or of a range

@@ -168,7 +168,7 @@ func TestObserverVerifyResults(t *testing.T) {
 			require.NoError(t, err)
 			_ = v.Verify(tc.header, body)
 			_, _ = v.VerifyTime(tc.header, body)
-			want := call[webhook.VerifyInfo]{0, webhook.VerifyInfo{Result: tc.want, Source: webhook.VerifyDelivery}}
+			want := call[webhook.VerifyInfo]{0, webhook.VerifyInfo{Result: tc.want, RangeResponse: false}}
 			require.Equal(t, []call[webhook.VerifyInfo]{want, want}, obs.verified)
 		})
 	}
@@ -388,7 +388,7 @@ func TestObserverRangeFetch(t *testing.T) {
 		require.Equal(t, []call[webhook.RangeFetchStartInfo]{{99, webhook.RangeFetchStartInfo{Stream: stream, From: 3, To: 12}}}, obs.fetches)
 		require.Equal(t, []int{1, 1, 1}, obs.injected)
 		require.Equal(t, []string{"span-1 " + bearer, "span-1 " + bearer, "span-1 " + bearer}, seen)
-		rangeVerified := call[webhook.VerifyInfo]{1, webhook.VerifyInfo{Result: webhook.VerifyOK, Source: webhook.VerifyRangeResponse}}
+		rangeVerified := call[webhook.VerifyInfo]{1, webhook.VerifyInfo{Result: webhook.VerifyOK, RangeResponse: true}}
 		require.Equal(t, []call[webhook.VerifyInfo]{rangeVerified, rangeVerified, rangeVerified}, obs.verified)
 		require.Len(t, obs.fetchEnds, 1)
 		end := obs.fetchEnds[0]
@@ -462,7 +462,7 @@ func TestObserverRangeFetch(t *testing.T) {
 			require.Equal(t, clock.Now().Sub(start), end.Duration)
 			var got []webhook.VerifyResult
 			for _, v := range obs.verified {
-				require.Equal(t, webhook.VerifyRangeResponse, v.info.Source)
+				require.True(t, v.info.RangeResponse)
 				got = append(got, v.info.Result)
 			}
 			require.Equal(t, tc.verified, got)
@@ -496,7 +496,7 @@ func TestObserverGapFetchThroughRangeClient(t *testing.T) {
 	require.Equal(t, []call[webhook.RangeFetchStartInfo]{{1, webhook.RangeFetchStartInfo{Stream: stream, From: 1, To: 4}}}, obs.fetches)
 	require.Equal(t, []call[webhook.VerifyInfo]{
 		{1, webhook.VerifyInfo{Result: webhook.VerifyOK}},
-		{2, webhook.VerifyInfo{Result: webhook.VerifyOK, Source: webhook.VerifyRangeResponse}},
+		{2, webhook.VerifyInfo{Result: webhook.VerifyOK, RangeResponse: true}},
 	}, obs.verified)
 	require.Equal(t, webhook.SequenceInfo{Stream: stream, Sequence: 5, Outcome: webhook.Gap, Missing: 4}, obs.sequenced[0].info)
 	require.Equal(t, webhook.RangeFetchOK, obs.fetchEnds[0].info.Result)
@@ -551,8 +551,6 @@ func TestObserverEnumStrings(t *testing.T) {
 	}
 	require.Equal(t, []string{"unknown", "processed", "duplicate", "gap", "unknown"}, got)
 	require.Equal(t, "unknown", webhook.Outcome(-1).String())
-	require.Equal(t, "delivery", webhook.VerifyDelivery.String())
-	require.Equal(t, "range_response", webhook.VerifyRangeResponse.String())
 }
 
 // TestObserverNilCostsNothing: Verify allocates nothing with or without an observer, and the
