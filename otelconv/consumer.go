@@ -51,10 +51,14 @@ func sourceOf(info webhook.VerifyInfo) int {
 	return 0
 }
 
-// numOutcomes sizes the tables indexed by webhook.Outcome: one more than the largest value this
-// version knows. TestWebhookEnumTables fails when webhook grows a value; until the table does, a
-// value past it is counted as unknown.
-const numOutcomes = int(webhook.Gap) + 1
+// The sizes of the tables indexed by webhook's enums: one more than the largest value this version
+// knows. TestWebhookEnumTables fails when webhook grows a value; until the table grows with it, a
+// value past it is counted as unknown (the zero value's set), never out of range.
+const (
+	numVerifyResults = int(webhook.VerifyTooNew) + 1
+	numFetchResults  = int(webhook.RangeFetchCanceled) + 1
+	numOutcomes      = int(webhook.Gap) + 1
+)
 
 // maxDynamicSets bounds the attribute sets built after New (those naming an HTTP status, a problem
 // code or, when opted in, an endpoint). Past it, a measurement is counted without its endpoint and
@@ -104,14 +108,14 @@ type consumerObserver struct {
 	receiveDuration metric.Float64Histogram
 
 	// Attribute sets known in advance, indexed by the core's enums.
-	verify    [webhook.NumVerifyResults][len(verifySources)]measure
+	verify    [numVerifyResults][len(verifySources)]measure
 	decision  [numOutcomes]measure
-	fetch     [webhook.NumRangeFetchResults]measure
+	fetch     [numFetchResults]measure
 	empty     measure
 	receiveOK measure
 
 	// Span attributes known in advance.
-	verifySpan   [webhook.NumVerifyResults][]attribute.KeyValue
+	verifySpan   [numVerifyResults][]attribute.KeyValue
 	decisionSpan [numOutcomes][]attribute.KeyValue
 	serverKind   []trace.SpanStartOption
 	internalKind []trace.SpanStartOption
@@ -171,7 +175,7 @@ func (t *Telemetry) buildConsumer() error {
 		return err
 	}
 
-	for r := range webhook.VerifyResult(webhook.NumVerifyResults) {
+	for r := range webhook.VerifyResult(numVerifyResults) {
 		for s, src := range verifySources {
 			o.verify[r][s] = newMeasure(attrVerificationResult.String(r.String()), attrVerificationSource.String(src))
 		}
@@ -181,7 +185,7 @@ func (t *Telemetry) buildConsumer() error {
 		o.decision[d] = newMeasure(attrSequenceOutcome.String(d.String()))
 		o.decisionSpan[d] = []attribute.KeyValue{attrSequenceOutcome.String(d.String())}
 	}
-	for r := range webhook.RangeFetchResult(webhook.NumRangeFetchResults) {
+	for r := range webhook.RangeFetchResult(numFetchResults) {
 		o.fetch[r] = newMeasure(fetchAttrs(r)...)
 	}
 	o.empty = newMeasure()
@@ -238,12 +242,13 @@ func (o *consumerObserver) dyn(k dynKey) measure {
 
 // Verified counts a verification and notes its result on the span in ctx.
 func (o *consumerObserver) Verified(ctx context.Context, info webhook.VerifyInfo) {
-	if info.Result >= webhook.NumVerifyResults {
-		return
+	r := info.Result
+	if int(r) >= numVerifyResults {
+		r = webhook.VerifyUnknown // a result this version does not know
 	}
-	o.verifications.Add(ctx, 1, o.verify[info.Result][sourceOf(info)].add...)
+	o.verifications.Add(ctx, 1, o.verify[r][sourceOf(info)].add...)
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-		sp.SetAttributes(o.verifySpan[info.Result]...)
+		sp.SetAttributes(o.verifySpan[r]...)
 	}
 }
 
@@ -339,8 +344,8 @@ func (o *consumerObserver) InjectTrace(ctx context.Context, carrier webhook.Trac
 // RangeFetchEnd counts the fetch, records its duration and ends its span.
 func (o *consumerObserver) RangeFetchEnd(ctx context.Context, info webhook.RangeFetchEndInfo) {
 	r := info.Result
-	if r >= webhook.NumRangeFetchResults {
-		r = webhook.RangeFetchUnknown
+	if int(r) >= numFetchResults {
+		r = webhook.RangeFetchUnknown // a result this version does not know
 	}
 	m, ev := o.fetch[r], o.empty
 	if o.endpointIDs {

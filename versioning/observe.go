@@ -66,9 +66,6 @@ const (
 	LifecycleUnknown
 )
 
-// NumLifecycles is the number of Lifecycle values, for tables indexed by them.
-const NumLifecycles = int(LifecycleUnknown) + 1
-
 // String returns "current", "deprecated", "sunset" or "unknown".
 func (l Lifecycle) String() string {
 	switch l {
@@ -106,9 +103,6 @@ const (
 	// OutcomeError: the opaque 500, the Licensee hook named a licensee no store accepts.
 	OutcomeError
 )
-
-// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
-const NumOutcomes = int(OutcomeError) + 1
 
 // String returns "served", "override", "unknown", "sunset", "not_enabled", "pin_unavailable" or
 // "error"; "none" for the zero value.

@@ -121,12 +121,9 @@ const (
 	VerifyMismatch               // ErrSignatureMismatch
 	VerifyTooOld                 // ErrTooOld
 	VerifyTooNew                 // ErrTooNew
-
-	// NumVerifyResults is one more than the largest VerifyResult, for tables indexed by it.
-	NumVerifyResults = iota
 )
 
-var verifyResultNames = [NumVerifyResults]string{"unknown", "ok", "missing", "malformed", "mismatch", "too_old", "too_new"}
+var verifyResultNames = [...]string{"unknown", "ok", "missing", "malformed", "mismatch", "too_old", "too_new"}
 
 // String returns the result in snake_case: "ok", "missing", "malformed", "mismatch", "too_old",
 // "too_new" (and "unknown").
@@ -317,12 +314,9 @@ const (
 	RangeFetchTransport
 	// RangeFetchCanceled: the context was cancelled or its deadline passed.
 	RangeFetchCanceled
-
-	// NumRangeFetchResults is one more than the largest RangeFetchResult, for tables indexed by it.
-	NumRangeFetchResults = iota
 )
 
-var rangeFetchResultNames = [NumRangeFetchResults]string{"unknown", "ok", "too_large", "signature", "invalid_response", "problem", "transport", "canceled"}
+var rangeFetchResultNames = [...]string{"unknown", "ok", "too_large", "signature", "invalid_response", "problem", "transport", "canceled"}
 
 // String returns the result in snake_case: "ok", "too_large", "signature", "invalid_response",
 // "problem", "transport", "canceled" (and "unknown").

@@ -536,12 +536,12 @@ func TestTraceCarrierHidesCredentials(t *testing.T) {
 // TestObserverEnumStrings: the strings are the attribute values otelconv records.
 func TestObserverEnumStrings(t *testing.T) {
 	var got []string
-	for r := range webhook.VerifyResult(webhook.NumVerifyResults + 1) {
+	for r := range webhook.VerifyTooNew + 2 {
 		got = append(got, r.String())
 	}
 	require.Equal(t, []string{"unknown", "ok", "missing", "malformed", "mismatch", "too_old", "too_new", "unknown"}, got)
 	got = nil
-	for r := range webhook.RangeFetchResult(webhook.NumRangeFetchResults + 1) {
+	for r := range webhook.RangeFetchCanceled + 2 {
 		got = append(got, r.String())
 	}
 	require.Equal(t, []string{"unknown", "ok", "too_large", "signature", "invalid_response", "problem", "transport", "canceled", "unknown"}, got)
