@@ -45,11 +45,6 @@ var (
 	errNilFetcherFunc  error = &notBuiltError{"webhook: nil RangeFetcherFunc"}
 )
 
-// DefaultFetchBatch is how many missed events a Tracker fetches, holds and processes at a time when
-// TrackerOptions.FetchBatch is zero: one page of the range endpoint at its default limit, so that a
-// gap of any length is worked through page by page and never held whole.
-const DefaultFetchBatch = DefaultPageSize
-
 // maxConflictRetries bounds how often one delivery re-reads the cursor after losing a compare-and-set.
 // Each conflict means another process made progress, so a handful always suffices in practice.
 const maxConflictRetries = 10
@@ -162,9 +157,11 @@ type TrackerOptions struct {
 	// ErrNotAdvanced if it did not move.
 	ProcessAdvances bool
 	// FetchBatch is how many missed events are fetched and held at a time; zero means
-	// DefaultFetchBatch. The cursor advances event by event, so a long gap makes progress even when a
-	// later batch fails. When the RangeFetcher answers ErrRangeTooLarge (the events are bigger than
-	// its byte budget), the Tracker asks for half as many, down to one event at a time.
+	// DefaultPageSize, one page of the range endpoint at its default limit, so that a gap of any
+	// length is worked through page by page and never held whole. The cursor advances event by
+	// event, so a long gap makes progress even when a later batch fails. When the RangeFetcher
+	// answers ErrRangeTooLarge (the events are bigger than its byte budget), the Tracker asks for
+	// half as many, down to one event at a time.
 	FetchBatch int
 	// Logger records recovered gaps, duplicates and conflicts; nil means no logging.
 	Logger *slog.Logger
@@ -227,7 +224,7 @@ func NewTracker(store CursorStore, fetch RangeFetcher, process ProcessFunc, opts
 	case process == nil:
 		return nil, errors.New("webhook: NewTracker needs a ProcessFunc")
 	}
-	t := &Tracker{store: store, fetch: fetch, process: process, batch: DefaultFetchBatch, locks: make(map[string]*streamLock)}
+	t := &Tracker{store: store, fetch: fetch, process: process, batch: DefaultPageSize, locks: make(map[string]*streamLock)}
 	if opts != nil {
 		switch opts.Start {
 		case StartAtBeginning, StartAtFirstSeen:
