@@ -83,9 +83,6 @@ const (
 	OpComplete
 	OpRelease
 	OpRenew
-
-	// NumStoreOps is one more than the largest StoreOp, for tables indexed by it.
-	NumStoreOps = iota + 1
 )
 
 var storeOpNames = [...]string{"none", "claim", "complete", "release", "renew"}
@@ -138,9 +135,6 @@ const (
 	// NotPerformed, a response over MaxResponseBytes or a handler whose own SQL aborted the
 	// transaction in transactional mode, Attempt.Release).
 	OutcomeReleased
-
-	// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
-	NumOutcomes = iota + 1
 )
 
 var outcomeNames = [...]string{"none", "executed", "replayed", "in_use", "reused", "rejected", "quota", "store_error", "failed_open", "lease_lost", "released"}

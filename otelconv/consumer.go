@@ -40,6 +40,26 @@ const (
 // gap, a consumer that was down for hours has thousands.
 var gapBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
 
+// verifySources are the values of svc.webhook.verification.source, indexed by sourceOf.
+var verifySources = [2]string{"delivery", "range_response"}
+
+// sourceOf is the index in verifySources of a verification: 1 for a range response, 0 for a delivery.
+func sourceOf(info webhook.VerifyInfo) int {
+	if info.RangeResponse {
+		return 1
+	}
+	return 0
+}
+
+// The sizes of the tables indexed by webhook's enums: one more than the largest value this version
+// knows. TestWebhookEnumTables fails when webhook grows a value; until the table grows with it, a
+// value past it is counted as unknown (the zero value's set), never out of range.
+const (
+	numVerifyResults = int(webhook.VerifyTooNew) + 1
+	numFetchResults  = int(webhook.RangeFetchCanceled) + 1
+	numOutcomes      = int(webhook.Gap) + 1
+)
+
 // maxDynamicSets bounds the attribute sets built after New (those naming an HTTP status, a problem
 // code or, when opted in, an endpoint). Past it, a measurement is counted without its endpoint and
 // with the code _OTHER (collapsed), so that the series stay bounded.
@@ -88,15 +108,15 @@ type consumerObserver struct {
 	receiveDuration metric.Float64Histogram
 
 	// Attribute sets known in advance, indexed by the core's enums.
-	verify    [webhook.NumVerifyResults][webhook.NumVerifySources]measure
-	decision  [webhook.NumSequenceOutcomes]measure
-	fetch     [webhook.NumRangeFetchResults]measure
+	verify    [numVerifyResults][len(verifySources)]measure
+	decision  [numOutcomes]measure
+	fetch     [numFetchResults]measure
 	empty     measure
 	receiveOK measure
 
 	// Span attributes known in advance.
-	verifySpan   [webhook.NumVerifyResults][]attribute.KeyValue
-	decisionSpan [webhook.NumSequenceOutcomes][]attribute.KeyValue
+	verifySpan   [numVerifyResults][]attribute.KeyValue
+	decisionSpan [numOutcomes][]attribute.KeyValue
 	serverKind   []trace.SpanStartOption
 	internalKind []trace.SpanStartOption
 
@@ -155,17 +175,17 @@ func (t *Telemetry) buildConsumer() error {
 		return err
 	}
 
-	for r := range webhook.VerifyResult(webhook.NumVerifyResults) {
-		for s := range webhook.VerifySource(webhook.NumVerifySources) {
-			o.verify[r][s] = newMeasure(attrVerificationResult.String(r.String()), attrVerificationSource.String(s.String()))
+	for r := range webhook.VerifyResult(numVerifyResults) {
+		for s, src := range verifySources {
+			o.verify[r][s] = newMeasure(attrVerificationResult.String(r.String()), attrVerificationSource.String(src))
 		}
 		o.verifySpan[r] = []attribute.KeyValue{attrVerificationResult.String(r.String())}
 	}
-	for d := range webhook.SequenceOutcome(webhook.NumSequenceOutcomes) {
+	for d := range webhook.Outcome(numOutcomes) {
 		o.decision[d] = newMeasure(attrSequenceOutcome.String(d.String()))
 		o.decisionSpan[d] = []attribute.KeyValue{attrSequenceOutcome.String(d.String())}
 	}
-	for r := range webhook.RangeFetchResult(webhook.NumRangeFetchResults) {
+	for r := range webhook.RangeFetchResult(numFetchResults) {
 		o.fetch[r] = newMeasure(fetchAttrs(r)...)
 	}
 	o.empty = newMeasure()
@@ -191,7 +211,7 @@ func (k dynKey) measure() measure {
 	var kvs []attribute.KeyValue
 	switch k.kind {
 	case dynDecision:
-		kvs = append(kvs, attrSequenceOutcome.String(webhook.SequenceOutcome(k.n).String()))
+		kvs = append(kvs, attrSequenceOutcome.String(webhook.Outcome(k.n).String()))
 	case dynFetch:
 		kvs = fetchAttrs(webhook.RangeFetchResult(k.n))
 	case dynReceive:
@@ -222,12 +242,13 @@ func (o *consumerObserver) dyn(k dynKey) measure {
 
 // Verified counts a verification and notes its result on the span in ctx.
 func (o *consumerObserver) Verified(ctx context.Context, info webhook.VerifyInfo) {
-	if info.Result >= webhook.NumVerifyResults || info.Source >= webhook.NumVerifySources {
-		return
+	r := info.Result
+	if int(r) >= numVerifyResults {
+		r = webhook.VerifyUnknown // a result this version does not know
 	}
-	o.verifications.Add(ctx, 1, o.verify[info.Result][info.Source].add...)
+	o.verifications.Add(ctx, 1, o.verify[r][sourceOf(info)].add...)
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-		sp.SetAttributes(o.verifySpan[info.Result]...)
+		sp.SetAttributes(o.verifySpan[r]...)
 	}
 }
 
@@ -279,15 +300,16 @@ func (o *consumerObserver) ReceiveEnd(ctx context.Context, info webhook.ReceiveE
 
 // Sequenced counts the sequence rule's verdict and records the size of a gap.
 func (o *consumerObserver) Sequenced(ctx context.Context, info webhook.SequenceInfo) {
-	if info.Outcome >= webhook.NumSequenceOutcomes {
-		return
+	oc := info.Outcome
+	if oc < 0 || int(oc) >= numOutcomes {
+		oc = 0 // a verdict this version does not know: counted as unknown
 	}
-	m := o.decision[info.Outcome]
+	m := o.decision[oc]
 	if o.endpointIDs {
-		m = o.dyn(dynKey{kind: dynDecision, n: int(info.Outcome), stream: info.Stream})
+		m = o.dyn(dynKey{kind: dynDecision, n: int(oc), stream: info.Stream})
 	}
 	o.decisions.Add(ctx, 1, m.add...)
-	if info.Outcome == webhook.SequenceGap {
+	if oc == webhook.Gap {
 		g := o.empty
 		if o.endpointIDs {
 			g = o.dyn(dynKey{kind: dynGap, stream: info.Stream})
@@ -295,8 +317,8 @@ func (o *consumerObserver) Sequenced(ctx context.Context, info webhook.SequenceI
 		o.gapSize.Record(ctx, int64(info.Missing), g.rec...)
 	}
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-		sp.SetAttributes(o.decisionSpan[info.Outcome]...)
-		if info.Outcome == webhook.SequenceGap {
+		sp.SetAttributes(o.decisionSpan[oc]...)
+		if oc == webhook.Gap {
 			sp.SetAttributes(attrGapSize.Int64(int64(info.Missing)))
 		}
 	}
@@ -322,8 +344,8 @@ func (o *consumerObserver) InjectTrace(ctx context.Context, carrier webhook.Trac
 // RangeFetchEnd counts the fetch, records its duration and ends its span.
 func (o *consumerObserver) RangeFetchEnd(ctx context.Context, info webhook.RangeFetchEndInfo) {
 	r := info.Result
-	if r >= webhook.NumRangeFetchResults {
-		r = webhook.RangeFetchUnknown
+	if int(r) >= numFetchResults {
+		r = webhook.RangeFetchUnknown // a result this version does not know
 	}
 	m, ev := o.fetch[r], o.empty
 	if o.endpointIDs {

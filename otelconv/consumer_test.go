@@ -375,6 +375,45 @@ func TestWebhookEndpointAttribute(t *testing.T) {
 	}
 }
 
+// TestWebhookEnumTables: the tables of precomputed attribute sets cover every value of webhook's
+// enums, and fail here when webhook grows one.
+func TestWebhookEnumTables(t *testing.T) {
+	checkEnumTable(t, "webhook.VerifyResult", 1, numVerifyResults, func(v int) string { return webhook.VerifyResult(v).String() }, "unknown")
+	checkEnumTable(t, "webhook.RangeFetchResult", 1, numFetchResults, func(v int) string { return webhook.RangeFetchResult(v).String() }, "unknown")
+	checkEnumTable(t, "webhook.Outcome", 1, numOutcomes, func(v int) string { return webhook.Outcome(v).String() }, "unknown")
+}
+
+// TestWebhookUnknownValues: a value past otelconv's tables (webhook grew one this version does not
+// know) is counted as unknown, with or without endpoint IDs, and nothing panics.
+func TestWebhookUnknownValues(t *testing.T) {
+	for _, opts := range []*Options{nil, {EndpointAttribute: true}} {
+		h := newHarness(t, opts)
+		hooks := h.tel.Webhook()
+		ctx, sp := h.tel.tracer.Start(context.Background(), "test")
+		for _, oc := range []webhook.Outcome{webhook.Outcome(numOutcomes), 200, -1} {
+			hooks.Sequenced(ctx, webhook.SequenceInfo{Stream: testStream, Sequence: 1, Outcome: oc})
+		}
+		for _, r := range []webhook.VerifyResult{webhook.VerifyResult(numVerifyResults), 255} {
+			hooks.Verified(ctx, webhook.VerifyInfo{Result: r})
+			hooks.Verified(ctx, webhook.VerifyInfo{Result: r, RangeResponse: true})
+		}
+		for _, r := range []webhook.RangeFetchResult{webhook.RangeFetchResult(numFetchResults), 255} {
+			fctx := hooks.RangeFetchStart(ctx, webhook.RangeFetchStartInfo{Stream: testStream, From: 1, To: 2})
+			hooks.RangeFetchEnd(fctx, webhook.RangeFetchEndInfo{Stream: testStream, Result: r, Events: 2})
+		}
+		sp.End()
+		requireCount(t, "decisions{unknown}", h.sum(t, "svc.webhook.sequence.decisions", attrSequenceOutcome.String("unknown")), 3)
+		if n, _ := h.histCount(t, "svc.webhook.gap.size"); n != 0 {
+			t.Errorf("gap.size recorded %d times for outcomes that are not a gap", n)
+		}
+		unknown := attrVerificationResult.String("unknown")
+		requireCount(t, "verifications{unknown, delivery}", h.sum(t, "svc.webhook.verifications", unknown, attrVerificationSource.String("delivery")), 2)
+		requireCount(t, "verifications{unknown, range_response}", h.sum(t, "svc.webhook.verifications", unknown, attrVerificationSource.String("range_response")), 2)
+		requireCount(t, "range.fetches{unknown}", h.sum(t, "svc.webhook.range.fetches", attrErrorType.String("unknown")), 2)
+		requireCount(t, "range.events", h.sum(t, "svc.webhook.range.events"), 0)
+	}
+}
+
 // TestWebhookObserverWithoutSDK: with the global (no-op) providers, the observer works and records
 // nothing, and a Receive without HTTP headers starts no trace of its own making.
 func TestWebhookObserverWithoutSDK(t *testing.T) {
@@ -508,7 +547,7 @@ func TestWebhookEndpointSeriesBounded(t *testing.T) {
 	obs := h.tel.Webhook()
 	const streams = maxDynamicSets + 100
 	for i := range streams {
-		obs.Sequenced(context.Background(), webhook.SequenceInfo{Stream: fmt.Sprintf("we_%d", i), Sequence: 1, Outcome: webhook.SequenceProcessed})
+		obs.Sequenced(context.Background(), webhook.SequenceInfo{Stream: fmt.Sprintf("we_%d", i), Sequence: 1, Outcome: webhook.Processed})
 	}
 	if got := h.sum(t, "svc.webhook.sequence.decisions", attrSequenceOutcome.String("processed")); got != streams {
 		t.Fatalf("decisions = %d, want %d", got, streams)

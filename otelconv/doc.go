@@ -37,7 +37,9 @@
 // (SetHTTPRoute); event types come from the catalogue Options.EventTypes, any other counted as
 // _OTHER of its licensee class (sandbox, live), so a sandbox key triggering made-up types never
 // pushes a live type out. Span attributes taken from the request (url.path, user_agent.original)
-// have every word shaped like a credential redacted (apierror.Redact).
+// have every word shaped like a credential redacted (apierror.Redact). An outcome, result or
+// operation that a newer version of its package adds, before otelconv knows it, is counted as
+// unknown (webhook's enums) or _OTHER (idempotency's and versioning's), never lost.
 //
 // # Names
 //

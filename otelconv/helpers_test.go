@@ -183,3 +183,19 @@ func pointSets(data metricdata.Aggregation) []attribute.Set {
 	}
 	return out
 }
+
+// checkEnumTable fails unless the table of size entries that otelconv keeps for an enum of another
+// package covers every value that package has: each value from first to size-1 has a name of its
+// own (not unknown, the name String gives a value the package does not know), and the value at size
+// is unknown. A package that grows a value makes this fail until the table grows with it.
+func checkEnumTable(t *testing.T, enum string, first, size int, name func(v int) string, unknown string) {
+	t.Helper()
+	for v := first; v < size; v++ {
+		if s := name(v); s == unknown {
+			t.Errorf("%s(%d) is %q, inside otelconv's table of %d: the table is larger than the enum", enum, v, s, size)
+		}
+	}
+	if s := name(size); s != unknown {
+		t.Errorf("%s(%d) is %q: the package has a value otelconv's table of %d leaves out; grow the table and document the value", enum, size, s, size)
+	}
+}

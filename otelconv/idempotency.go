@@ -56,10 +56,25 @@ func storeErrKind(err error) int {
 // make a series per instance. Past it, a backend is counted as "custom".
 const maxBackends = 16
 
-const storeOps = idempotency.NumStoreOps
+// The sizes of the tables indexed by idempotency's enums: one more than the largest value this
+// version knows. TestIdempotencyEnumTables fails when idempotency grows a value; until the tables
+// grow with it, a value past them is recorded as otherValue (each table has a last entry for it),
+// never out of range.
+const (
+	numStoreOps     = int(idempotency.OpRenew) + 1
+	numIdemOutcomes = int(idempotency.OutcomeReleased) + 1
+)
+
+// storeOpName is the svc.idempotency.store.operation of a table index.
+func storeOpName(op int) string {
+	if op >= numStoreOps {
+		return otherValue
+	}
+	return idempotency.StoreOp(op).String()
+}
 
 // storeOpts are the precomputed record options of one backend, by operation and error kind.
-type storeOpts [storeOps][storeErrKinds][]metric.RecordOption
+type storeOpts [numStoreOps + 1][storeErrKinds][]metric.RecordOption
 
 // idempotencyObserver fills idempotency.Hooks. Its instruments and attribute sets are made once, by
 // buildIdempotency; it is safe for concurrent use.
@@ -73,7 +88,7 @@ type idempotencyObserver struct {
 	handler  metric.Float64Histogram
 	renewals metric.Int64Counter
 
-	outcomeOpts [idempotency.NumOutcomes][]metric.AddOption
+	outcomeOpts [numIdemOutcomes + 1][]metric.AddOption
 	renewOpts   [3][]metric.AddOption            // ok, lease_lost, error
 	backends    *boundedSets[string, *storeOpts] // built on a backend's first call
 
@@ -105,9 +120,10 @@ func (t *Telemetry) buildIdempotency() error {
 	if err != nil {
 		return err
 	}
-	for oc := idempotency.OutcomeExecuted; oc < idempotency.NumOutcomes; oc++ {
-		o.outcomeOpts[oc] = addOpts(keyIdemOutcome.String(oc.String()))
+	for oc := 1; oc < numIdemOutcomes; oc++ { // 0 is no outcome, which the Hooks are never told
+		o.outcomeOpts[oc] = addOpts(keyIdemOutcome.String(idempotency.Outcome(oc).String()))
 	}
+	o.outcomeOpts[numIdemOutcomes] = addOpts(keyIdemOutcome.String(otherValue))
 	for i, r := range [3]string{"ok", "lease_lost", "error"} {
 		o.renewOpts[i] = addOpts(keyIdemRenewal.String(r))
 	}
@@ -124,9 +140,9 @@ func (t *Telemetry) buildIdempotency() error {
 
 func buildStoreOpts(backend string) *storeOpts {
 	s := new(storeOpts)
-	for op := idempotency.OpClaim; int(op) < storeOps; op++ {
+	for op := 1; op < len(s); op++ { // 0 is no operation, which the Hooks are never told
 		for kind := range storeErrKinds {
-			attrs := []attribute.KeyValue{keyIdemOperation.String(op.String()), keyIdemBackend.String(backend)}
+			attrs := []attribute.KeyValue{keyIdemOperation.String(storeOpName(op)), keyIdemBackend.String(backend)}
 			if kind != storeErrNone {
 				attrs = append(attrs, semconv.ErrorTypeKey.String(storeErrNames[kind]))
 			}
@@ -161,12 +177,12 @@ func (t *Telemetry) Idempotency() *idempotency.Hooks {
 	return &t.idempotency.hooks
 }
 
-var storeSpanNames = [storeOps]string{"", "idempotency.claim", "idempotency.complete", "idempotency.release", "idempotency.renew"}
+var storeSpanNames = [numStoreOps]string{"", "idempotency.claim", "idempotency.complete", "idempotency.release", "idempotency.renew"}
 
 // StoreStart is idempotency.Hooks.StoreStart: a span per claim, completion and release, as a child
 // of the request's span while that span is recording.
 func (o *idempotencyObserver) StoreStart(ctx context.Context, call idempotency.StoreCall) context.Context {
-	if call.Op == idempotency.OpRenew || int(call.Op) >= storeOps || !trace.SpanFromContext(ctx).IsRecording() {
+	if call.Op == 0 || call.Op == idempotency.OpRenew || int(call.Op) >= numStoreOps || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx
 	}
 	ctx, _ = o.tracer.Start(ctx, storeSpanNames[call.Op], trace.WithAttributes(keyIdemBackend.String(call.Backend)))
@@ -176,12 +192,15 @@ func (o *idempotencyObserver) StoreStart(ctx context.Context, call idempotency.S
 // StoreEnd is idempotency.Hooks.StoreEnd: it records the call's duration (and a renewal's result)
 // and ends StoreStart's span.
 func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.StoreCall, took time.Duration, err error) {
-	if int(call.Op) >= storeOps || call.Op == 0 {
+	if call.Op == 0 {
 		return
 	}
+	// An operation past the table (idempotency grew one this version does not know) takes its last
+	// entry, otherValue's.
+	op := min(int(call.Op), numStoreOps)
 	kind := storeErrKind(err)
 	opts, _ := o.backends.get(call.Backend) // past maxBackends, custom's
-	o.store.Record(ctx, took.Seconds(), opts[call.Op][kind]...)
+	o.store.Record(ctx, took.Seconds(), opts[op][kind]...)
 	if call.Op == idempotency.OpRenew {
 		i := 0
 		switch kind {
@@ -193,6 +212,9 @@ func (o *idempotencyObserver) StoreEnd(ctx context.Context, call idempotency.Sto
 		}
 		o.renewals.Add(ctx, 1, o.renewOpts[i]...)
 		return
+	}
+	if op == numStoreOps {
+		return // StoreStart began no span for it
 	}
 	// A recording span here is the one StoreStart began: it began one exactly when the request's
 	// span was recording.
@@ -245,10 +267,12 @@ func (o *idempotencyObserver) statusOpts(status int) []metric.RecordOption {
 // Outcome is idempotency.Hooks.Outcome: it counts the request and sets svc.idempotency.outcome on the
 // request's span.
 func (o *idempotencyObserver) Outcome(ctx context.Context, outcome idempotency.Outcome) {
-	if outcome == 0 || int(outcome) >= len(o.outcomeOpts) {
+	if outcome == 0 {
 		return
 	}
-	o.requests.Add(ctx, 1, o.outcomeOpts[outcome]...)
+	// An outcome past the table (idempotency grew one this version does not know) takes its last
+	// entry, otherValue's.
+	o.requests.Add(ctx, 1, o.outcomeOpts[min(int(outcome), numIdemOutcomes)]...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(keyIdemOutcome.String(outcome.String()))
 	}

@@ -99,6 +99,51 @@ func TestIdempotencyMetricsCountEveryOutcome(t *testing.T) {
 	}
 }
 
+// TestIdempotencyEnumTables: the tables of precomputed attribute sets cover every value of
+// idempotency's enums, and fail here when idempotency grows one.
+func TestIdempotencyEnumTables(t *testing.T) {
+	checkEnumTable(t, "idempotency.StoreOp", 1, numStoreOps, func(v int) string { return idempotency.StoreOp(v).String() }, "unknown")
+	checkEnumTable(t, "idempotency.Outcome", 1, numIdemOutcomes, func(v int) string { return idempotency.Outcome(v).String() }, "unknown")
+	if len(storeSpanNames) != numStoreOps {
+		t.Errorf("%d span names for %d store operations", len(storeSpanNames), numStoreOps)
+	}
+}
+
+// TestIdempotencyUnknownValues: an outcome or a store operation past otelconv's tables (idempotency
+// grew one this version does not know) is counted as _OTHER, makes no span and ends none, and
+// nothing panics; the zero values, which the Hooks are never told, are not counted.
+func TestIdempotencyUnknownValues(t *testing.T) {
+	h := newHarness(t, nil)
+	hooks := h.tel.Idempotency()
+	ctx, span := h.tel.tracer.Start(context.Background(), "POST /v1/orders")
+	for _, oc := range []idempotency.Outcome{idempotency.Outcome(numIdemOutcomes), 255, 0} {
+		hooks.Outcome(ctx, oc)
+	}
+	for _, op := range []idempotency.StoreOp{idempotency.StoreOp(numStoreOps), 255, 0} {
+		call := idempotency.StoreCall{Op: op, Backend: "memory"}
+		sctx := hooks.StoreStart(ctx, call)
+		if sctx != ctx {
+			t.Errorf("StoreStart made a span for operation %d", op)
+		}
+		hooks.StoreEnd(sctx, call, time.Millisecond, nil)
+	}
+	if !span.IsRecording() {
+		t.Fatal("StoreEnd ended the request's span")
+	}
+	span.End()
+	requireCount(t, "requests", h.sum(t, "svc.idempotency.requests"), 2)
+	requireCount(t, "requests{_OTHER}", h.sum(t, "svc.idempotency.requests", keyIdemOutcome.String(otherValue)), 2)
+	if n, _ := h.histCount(t, "svc.idempotency.store.duration"); n != 2 {
+		t.Errorf("store.duration count = %d, want 2", n)
+	}
+	if n, _ := h.histCount(t, "svc.idempotency.store.duration", keyIdemOperation.String(otherValue), keyIdemBackend.String("memory")); n != 2 {
+		t.Errorf("store.duration{_OTHER} count = %d, want 2", n)
+	}
+	if n := len(h.spans.Ended()); n != 1 {
+		t.Errorf("%d spans ended, want the request's alone", n)
+	}
+}
+
 // The idempotency spans are children of the request's span, and the request's span gets the outcome.
 func TestIdempotencySpansUnderTheRequestSpan(t *testing.T) {
 	h := newHarness(t, nil)

@@ -31,9 +31,34 @@ const maxVersions = 64
 // otherValue stands for any value past a bound, as in OpenTelemetry's semantic conventions.
 const otherValue = "_OTHER"
 
+// The sizes of the tables indexed by versioning's enums: one more than the largest value this
+// version knows. TestVersioningEnumTables fails when versioning grows a value; until the tables grow
+// with it, a value past them is recorded as otherValue (each table has a last entry for it), never
+// out of range.
+const (
+	numLifecycles         = int(versioning.LifecycleUnknown) + 1
+	numVersioningOutcomes = int(versioning.OutcomeError) + 1
+)
+
+// lifecycleName is the svc.versioning.lifecycle of a table index.
+func lifecycleName(l int) string {
+	if l >= numLifecycles {
+		return otherValue
+	}
+	return versioning.Lifecycle(l).String()
+}
+
+// versioningOutcomeName is the svc.versioning.outcome of a table index.
+func versioningOutcomeName(oc int) string {
+	if oc >= numVersioningOutcomes {
+		return otherValue
+	}
+	return versioning.Outcome(oc).String()
+}
+
 // versionSets are the precomputed attribute options of one version name.
 type versionSets struct {
-	requests [versioning.NumLifecycles][versioning.NumOutcomes][]metric.AddOption
+	requests [numLifecycles + 1][numVersioningOutcomes + 1][]metric.AddOption
 	pin      []metric.AddOption
 }
 
@@ -43,7 +68,7 @@ type versioningObserver struct {
 	requests  metric.Int64Counter
 	duration  metric.Float64Histogram
 	pins      metric.Int64Counter
-	byOutcome [versioning.NumOutcomes][]metric.RecordOption
+	byOutcome [numVersioningOutcomes + 1][]metric.RecordOption
 	sets      *boundedSets[string, *versionSets]
 	licensee  bool
 	// hooks are the observer's method as the hooks Versioning returns, built once.
@@ -66,8 +91,8 @@ func (t *Telemetry) buildVersioning() error {
 		metric.WithDescription("Licensee pins created on first use or moved off a lapsed version, by the version pinned.")); err != nil {
 		return err
 	}
-	for i := 1; i < versioning.NumOutcomes; i++ { // 0 is no outcome, which the router never reports
-		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrVersioningOutcome.String(versioning.Outcome(i).String())))}
+	for i := 1; i < len(o.byOutcome); i++ { // 0 is no outcome, which the router never reports
+		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrVersioningOutcome.String(versioningOutcomeName(i))))}
 	}
 	o.sets = newBoundedSets(maxVersions, otherValue, newVersionSets)
 	o.hooks = &versioning.Hooks{Decided: o.Decided}
@@ -77,12 +102,12 @@ func (t *Telemetry) buildVersioning() error {
 
 func newVersionSets(name string) *versionSets {
 	vs := &versionSets{pin: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrVersion.String(name)))}}
-	for l := range versioning.NumLifecycles {
-		for oc := 1; oc < versioning.NumOutcomes; oc++ {
+	for l := range len(vs.requests) {
+		for oc := 1; oc < len(vs.requests[l]); oc++ {
 			vs.requests[l][oc] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
 				attrVersion.String(name),
-				attrLifecycle.String(versioning.Lifecycle(l).String()),
-				attrVersioningOutcome.String(versioning.Outcome(oc).String()),
+				attrLifecycle.String(lifecycleName(l)),
+				attrVersioningOutcome.String(versioningOutcomeName(oc)),
 			))}
 		}
 	}
@@ -103,6 +128,9 @@ func (t *Telemetry) Versioning() *versioning.Hooks {
 
 // Decided is versioning.Hooks.Decided.
 func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observation) {
+	if ob.Outcome == 0 {
+		return // no outcome, which the router never reports
+	}
 	name := ob.Version
 	if name == "" || ob.Lifecycle == versioning.LifecycleUnknown {
 		name = unknownVersion
@@ -111,13 +139,12 @@ func (o *versioningObserver) Decided(ctx context.Context, ob versioning.Observat
 	if !ok {
 		name = otherValue
 	}
-	l, oc := int(ob.Lifecycle), int(ob.Outcome)
-	if l >= versioning.NumLifecycles || oc == 0 || oc >= versioning.NumOutcomes {
-		return // not a value the router reports
-	}
+	// A value past the tables (versioning grew one this version does not know) takes their last
+	// entry, otherValue's.
+	l, oc := min(int(ob.Lifecycle), numLifecycles), min(int(ob.Outcome), numVersioningOutcomes)
 	if o.licensee && ob.Licensee != "" {
 		o.requests.Add(ctx, 1, metric.WithAttributes(attrVersion.String(name),
-			attrLifecycle.String(ob.Lifecycle.String()), attrVersioningOutcome.String(ob.Outcome.String()),
+			attrLifecycle.String(lifecycleName(l)), attrVersioningOutcome.String(versioningOutcomeName(oc)),
 			attrLicensee.String(ob.Licensee)))
 	} else {
 		o.requests.Add(ctx, 1, vs.requests[l][oc]...)

@@ -186,6 +186,45 @@ func TestVersioningSpan(t *testing.T) {
 	}
 }
 
+// TestVersioningEnumTables: the tables of precomputed attribute sets cover every value of
+// versioning's enums, and fail here when versioning grows one. versioning names a value it does not
+// know "invalid" ("unknown" is a value of both enums).
+func TestVersioningEnumTables(t *testing.T) {
+	checkEnumTable(t, "versioning.Lifecycle", 0, numLifecycles, func(v int) string { return versioning.Lifecycle(v).String() }, "invalid")
+	checkEnumTable(t, "versioning.Outcome", 1, numVersioningOutcomes, func(v int) string { return versioning.Outcome(v).String() }, "invalid")
+}
+
+// TestVersioningUnknownValues: a lifecycle or an outcome past otelconv's tables (versioning grew one
+// this version does not know) is counted as _OTHER, with or without the licensee, and nothing
+// panics; the zero Outcome, which the router never reports, is not counted.
+func TestVersioningUnknownValues(t *testing.T) {
+	for _, opts := range []*Options{nil, {LicenseeAttribute: true}} {
+		h := newHarness(t, opts)
+		hooks := h.tel.Versioning()
+		ctx := context.Background()
+		for _, ob := range []versioning.Observation{
+			{Version: "v2", Lifecycle: versioning.Lifecycle(numLifecycles), Outcome: versioning.OutcomeServed, Licensee: "lic_a"},
+			{Version: "v2", Lifecycle: 255, Outcome: versioning.OutcomeServed, Licensee: "lic_a"},
+			{Version: "v2", Lifecycle: versioning.LifecycleCurrent, Outcome: versioning.Outcome(numVersioningOutcomes), Licensee: "lic_a"},
+			{Version: "v2", Lifecycle: versioning.LifecycleCurrent, Outcome: 255, Licensee: "lic_a"},
+			{Version: "v2", Lifecycle: 255, Outcome: 255},
+			{Version: "v2", Lifecycle: versioning.LifecycleCurrent},
+		} {
+			hooks.Decided(ctx, ob)
+		}
+		if got := h.sum(t, "svc.versioning.requests"); got != 5 {
+			t.Errorf("requests = %d, want 5: the zero Outcome is not counted", got)
+		}
+		requireCount(t, "requests{lifecycle _OTHER}", h.sum(t, "svc.versioning.requests", attrLifecycle.String(otherValue)), 3)
+		requireCount(t, "requests{outcome _OTHER}", h.sum(t, "svc.versioning.requests", attrVersioningOutcome.String(otherValue)), 3)
+		requireCount(t, "requests{lifecycle _OTHER, served}", h.sum(t, "svc.versioning.requests", attrLifecycle.String(otherValue),
+			attrVersioningOutcome.String("served")), 2)
+		if n, _ := h.histCount(t, "svc.versioning.decision.duration", attrVersioningOutcome.String(otherValue)); n != 3 {
+			t.Errorf("decision.duration{_OTHER} count = %d, want 3", n)
+		}
+	}
+}
+
 // attributeSets returns the attribute sets of every point of the metric name.
 func (h *harness) attributeSets(t testing.TB, name string) []attribute.Set {
 	t.Helper()

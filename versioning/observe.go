@@ -66,9 +66,6 @@ const (
 	LifecycleUnknown
 )
 
-// NumLifecycles is the number of Lifecycle values, for tables indexed by them.
-const NumLifecycles = int(LifecycleUnknown) + 1
-
 // String returns "current", "deprecated", "sunset" or "unknown".
 func (l Lifecycle) String() string {
 	switch l {
@@ -107,9 +104,6 @@ const (
 	// store accepts (the opaque 500).
 	OutcomeError
 )
-
-// NumOutcomes is one more than the largest Outcome, for tables indexed by it.
-const NumOutcomes = int(OutcomeError) + 1
 
 // String returns "served", "override", "unknown", "sunset", "not_enabled", "pin_unavailable" or
 // "error"; "none" for the zero value.

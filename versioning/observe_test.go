@@ -202,14 +202,14 @@ func TestHooksDuration(t *testing.T) {
 
 func TestEnumStrings(t *testing.T) {
 	var ls, os []string
-	for l := range versioning.NumLifecycles {
-		ls = append(ls, versioning.Lifecycle(l).String())
+	for l := range versioning.LifecycleUnknown + 2 {
+		ls = append(ls, l.String())
 	}
-	for o := range versioning.NumOutcomes {
-		os = append(os, versioning.Outcome(o).String())
+	for o := range versioning.OutcomeError + 2 {
+		os = append(os, o.String())
 	}
-	require.Equal(t, []string{"current", "deprecated", "sunset", "unknown"}, ls)
-	require.Equal(t, []string{"none", "served", "override", "unknown", "sunset", "not_enabled", "pin_unavailable", "error"}, os)
+	require.Equal(t, []string{"current", "deprecated", "sunset", "unknown", "invalid"}, ls, "LifecycleUnknown is the last")
+	require.Equal(t, []string{"none", "served", "override", "unknown", "sunset", "not_enabled", "pin_unavailable", "error", "invalid"}, os, "OutcomeError is the last")
 	require.Equal(t, "invalid", versioning.Lifecycle(200).String())
 	require.Equal(t, "invalid", versioning.Outcome(200).String())
 	require.Equal(t, []string{"newest", "requested", "invalid"},

@@ -58,13 +58,13 @@ func TestUsageThroughRouter(t *testing.T) {
 func TestUsageCounterOutcomes(t *testing.T) {
 	var c versioning.UsageCounter
 	ctx := t.Context()
-	for oc := versioning.OutcomeServed; int(oc) < versioning.NumOutcomes; oc++ {
+	for oc := versioning.OutcomeServed; oc <= versioning.OutcomeError; oc++ {
 		c.Observe(ctx, versioning.Observation{At: testNow, Version: "v2", Outcome: oc, Licensee: "lic_a"})
 	}
 	c.Observe(ctx, versioning.Observation{At: testNow, Lifecycle: versioning.LifecycleUnknown, Outcome: versioning.OutcomeUnknown})
 	c.Observe(ctx, versioning.Observation{})
-	require.Equal(t, []versioning.UsageRecord{{Licensee: "lic_a", Version: "v2", Requests: uint64(versioning.NumOutcomes - 1),
-		Refused: uint64(versioning.NumOutcomes - 3), FirstSeen: testNow, LastSeen: testNow}}, c.Snapshot())
+	require.Equal(t, []versioning.UsageRecord{{Licensee: "lic_a", Version: "v2", Requests: uint64(versioning.OutcomeError),
+		Refused: uint64(versioning.OutcomeError - versioning.OutcomeOverride), FirstSeen: testNow, LastSeen: testNow}}, c.Snapshot())
 }
 
 func TestUsageCounterConcurrent(t *testing.T) {

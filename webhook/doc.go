@@ -63,7 +63,7 @@
 // endpoint_mismatch) a delivery signed for another endpoint, one captured on its way there and
 // replayed to an endpoint that shares its secret, and the RangeClient refuses such events in a page.
 //
-// A gap of any length is fetched and processed a page at a time (DefaultFetchBatch, 100 events), so a
+// A gap of any length is fetched and processed a page at a time (DefaultPageSize, 100 events), so a
 // consumer never holds the gap: a 10,000-event gap of 1 KiB events peaks at a few MiB. The RangeClient
 // reads no response past MaxResponseBytes (4 MiB) and no fetch past MaxFetchBytes (8 MiB) together
 // (ErrRangeTooLarge); the Tracker then asks for fewer events at a time, so a producer with big events

@@ -121,12 +121,9 @@ const (
 	VerifyMismatch               // ErrSignatureMismatch
 	VerifyTooOld                 // ErrTooOld
 	VerifyTooNew                 // ErrTooNew
-
-	// NumVerifyResults is one more than the largest VerifyResult, for tables indexed by it.
-	NumVerifyResults = iota
 )
 
-var verifyResultNames = [NumVerifyResults]string{"unknown", "ok", "missing", "malformed", "mismatch", "too_old", "too_new"}
+var verifyResultNames = [...]string{"unknown", "ok", "missing", "malformed", "mismatch", "too_old", "too_new"}
 
 // String returns the result in snake_case: "ok", "missing", "malformed", "mismatch", "too_old",
 // "too_new" (and "unknown").
@@ -156,32 +153,13 @@ func verifyResultOf(err error) VerifyResult {
 	return VerifyUnknown
 }
 
-// VerifySource says what was verified. The zero value is VerifyDelivery.
-type VerifySource uint8
-
-const (
-	// VerifyDelivery: a delivery's body, by a Receiver or by a Verify or VerifyTime call.
-	VerifyDelivery VerifySource = iota
-	// VerifyRangeResponse: a range response's body, by a RangeClient.
-	VerifyRangeResponse
-
-	// NumVerifySources is one more than the largest VerifySource, for tables indexed by it.
-	NumVerifySources = iota
-)
-
-// String returns "delivery" or "range_response".
-func (s VerifySource) String() string {
-	if s == VerifyRangeResponse {
-		return "range_response"
-	}
-	return "delivery"
-}
-
 // VerifyInfo describes one verification. It is a plain value; the zero value (VerifyUnknown of a
 // delivery) is never reported.
 type VerifyInfo struct {
 	Result VerifyResult
-	Source VerifySource
+	// RangeResponse is true when a RangeClient checked a range response's body, and false when a
+	// delivery's body was checked, by a Receiver or by a Verify or VerifyTime call.
+	RangeResponse bool
 }
 
 // TraceCarrier gives hooks the headers of a delivery (to read trace context from) or of a range
@@ -299,49 +277,18 @@ func asProblem(err error) *apierror.Error {
 	return nil
 }
 
-// SequenceOutcome is the sequence rule's verdict on a delivered event. The zero value is
-// SequenceUnknown, which no Tracker reports.
-type SequenceOutcome uint8
-
-const (
-	SequenceUnknown SequenceOutcome = iota
-	// SequenceProcessed: the event is the next one (sequence = cursor+1) and is processed now.
-	SequenceProcessed
-	// SequenceDuplicate: the event was processed before (sequence ≤ cursor); it is acknowledged and
-	// not processed again.
-	SequenceDuplicate
-	// SequenceGap: events are missing before this one (sequence > cursor+1); they are fetched and
-	// processed first.
-	SequenceGap
-
-	// NumSequenceOutcomes is one more than the largest SequenceOutcome, for tables indexed by it.
-	NumSequenceOutcomes = iota
-)
-
-// String returns "processed", "duplicate" or "gap" (and "unknown").
-func (o SequenceOutcome) String() string {
-	switch o {
-	case SequenceProcessed:
-		return "processed"
-	case SequenceDuplicate:
-		return "duplicate"
-	case SequenceGap:
-		return "gap"
-	}
-	return "unknown"
-}
-
 // SequenceInfo describes one application of the sequence rule. It is a plain value; the zero value
-// (SequenceUnknown) is never reported.
+// (an unknown Outcome) is never reported.
 type SequenceInfo struct {
 	// Stream is the stream (webhook endpoint ID) the event was delivered on.
 	Stream string
 	// Sequence is the delivered event's sequence.
 	Sequence uint64
 	// Cursor is the stream's cursor as the rule read it: the last sequence processed, 0 for none.
-	Cursor  uint64
-	Outcome SequenceOutcome
-	// Missing is, for SequenceGap, how many events are missing before the delivered one; 0 otherwise.
+	Cursor uint64
+	// Outcome is the rule's verdict: Processed, Duplicate or Gap.
+	Outcome Outcome
+	// Missing is, for Gap, how many events are missing before the delivered one; 0 otherwise.
 	Missing uint64
 }
 
@@ -367,12 +314,9 @@ const (
 	RangeFetchTransport
 	// RangeFetchCanceled: the context was cancelled or its deadline passed.
 	RangeFetchCanceled
-
-	// NumRangeFetchResults is one more than the largest RangeFetchResult, for tables indexed by it.
-	NumRangeFetchResults = iota
 )
 
-var rangeFetchResultNames = [NumRangeFetchResults]string{"unknown", "ok", "too_large", "signature", "invalid_response", "problem", "transport", "canceled"}
+var rangeFetchResultNames = [...]string{"unknown", "ok", "too_large", "signature", "invalid_response", "problem", "transport", "canceled"}
 
 // String returns the result in snake_case: "ok", "too_large", "signature", "invalid_response",
 // "problem", "transport", "canceled" (and "unknown").

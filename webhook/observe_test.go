@@ -168,7 +168,7 @@ func TestObserverVerifyResults(t *testing.T) {
 			require.NoError(t, err)
 			_ = v.Verify(tc.header, body)
 			_, _ = v.VerifyTime(tc.header, body)
-			want := call[webhook.VerifyInfo]{0, webhook.VerifyInfo{Result: tc.want, Source: webhook.VerifyDelivery}}
+			want := call[webhook.VerifyInfo]{0, webhook.VerifyInfo{Result: tc.want, RangeResponse: false}}
 			require.Equal(t, []call[webhook.VerifyInfo]{want, want}, obs.verified)
 		})
 	}
@@ -212,7 +212,7 @@ func TestObserverReceiverVerifications(t *testing.T) {
 			end := webhook.ReceiveEndInfo{Stream: stream, Status: tc.status, Code: tc.code}
 			if tc.status == 200 {
 				end = webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 1}
-				require.Equal(t, []call[webhook.SequenceInfo]{{1, webhook.SequenceInfo{Stream: stream, Sequence: 1, Outcome: webhook.SequenceProcessed}}}, obs.sequenced)
+				require.Equal(t, []call[webhook.SequenceInfo]{{1, webhook.SequenceInfo{Stream: stream, Sequence: 1, Outcome: webhook.Processed}}}, obs.sequenced)
 			} else {
 				require.Empty(t, obs.sequenced)
 			}
@@ -257,7 +257,7 @@ func TestObserverReceiverAnswers(t *testing.T) {
 		require.Equal(t, []call[webhook.ReceiveStartInfo]{{0, webhook.ReceiveStartInfo{Stream: stream}}}, obs.starts)
 		require.Equal(t, []string{""}, obs.traces)
 		require.Equal(t, []call[webhook.VerifyInfo]{{1, webhook.VerifyInfo{Result: webhook.VerifyOK}}}, obs.verified)
-		require.Equal(t, []call[webhook.SequenceInfo]{{1, webhook.SequenceInfo{Stream: stream, Sequence: 3, Outcome: webhook.SequenceGap, Missing: 2}}}, obs.sequenced)
+		require.Equal(t, []call[webhook.SequenceInfo]{{1, webhook.SequenceInfo{Stream: stream, Sequence: 3, Outcome: webhook.Gap, Missing: 2}}}, obs.sequenced)
 		require.Equal(t, []call[webhook.ReceiveEndInfo]{{1, webhook.ReceiveEndInfo{Stream: stream, Status: 503, Code: webhook.CodeDeliveryFailed}}}, obs.ends)
 	})
 	t.Run("Receive ok", func(t *testing.T) {
@@ -270,9 +270,9 @@ func TestObserverReceiverAnswers(t *testing.T) {
 	})
 }
 
-// TestObserverSequenceOutcomes: the Tracker reports each verdict once, in the delivery's context,
+// TestObserverSequenceVerdicts: the Tracker reports each verdict once, in the delivery's context,
 // with the gap's size.
-func TestObserverSequenceOutcomes(t *testing.T) {
+func TestObserverSequenceVerdicts(t *testing.T) {
 	secret := webhook.NewSecret()
 	src := webhooktest.NewSource(secret, "sk_sandbox_test", &webhooktest.SourceOptions{Now: func() time.Time { return epoch }})
 	for i := range 10 {
@@ -285,17 +285,17 @@ func TestObserverSequenceOutcomes(t *testing.T) {
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 	}
 	require.Equal(t, uint64(10), cursorOf(t, store))
-	info := func(seq, cur uint64, o webhook.SequenceOutcome, missing uint64) webhook.SequenceInfo {
+	info := func(seq, cur uint64, o webhook.Outcome, missing uint64) webhook.SequenceInfo {
 		return webhook.SequenceInfo{Stream: stream, Sequence: seq, Cursor: cur, Outcome: o, Missing: missing}
 	}
 	require.Equal(t, []call[webhook.SequenceInfo]{
-		{1, info(1, 0, webhook.SequenceProcessed, 0)},
-		{2, info(2, 1, webhook.SequenceProcessed, 0)},
-		{3, info(2, 2, webhook.SequenceDuplicate, 0)},
-		{4, info(1, 2, webhook.SequenceDuplicate, 0)},
-		{5, info(7, 2, webhook.SequenceGap, 4)},
-		{6, info(8, 7, webhook.SequenceProcessed, 0)},
-		{7, info(10, 8, webhook.SequenceGap, 1)},
+		{1, info(1, 0, webhook.Processed, 0)},
+		{2, info(2, 1, webhook.Processed, 0)},
+		{3, info(2, 2, webhook.Duplicate, 0)},
+		{4, info(1, 2, webhook.Duplicate, 0)},
+		{5, info(7, 2, webhook.Gap, 4)},
+		{6, info(8, 7, webhook.Processed, 0)},
+		{7, info(10, 8, webhook.Gap, 1)},
 	}, obs.sequenced)
 	require.Len(t, obs.verified, 7)
 	require.Equal(t, webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 7, Recovered: 4}, obs.ends[4].info)
@@ -313,8 +313,8 @@ func TestObserverSequenceOutcomes(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, []call[webhook.SequenceInfo]{
-		{0, info(5, 0, webhook.SequenceProcessed, 0)},
-		{0, info(3, 5, webhook.SequenceDuplicate, 0)},
+		{0, info(5, 0, webhook.Processed, 0)},
+		{0, info(3, 5, webhook.Duplicate, 0)},
 	}, obs2.sequenced)
 }
 
@@ -388,7 +388,7 @@ func TestObserverRangeFetch(t *testing.T) {
 		require.Equal(t, []call[webhook.RangeFetchStartInfo]{{99, webhook.RangeFetchStartInfo{Stream: stream, From: 3, To: 12}}}, obs.fetches)
 		require.Equal(t, []int{1, 1, 1}, obs.injected)
 		require.Equal(t, []string{"span-1 " + bearer, "span-1 " + bearer, "span-1 " + bearer}, seen)
-		rangeVerified := call[webhook.VerifyInfo]{1, webhook.VerifyInfo{Result: webhook.VerifyOK, Source: webhook.VerifyRangeResponse}}
+		rangeVerified := call[webhook.VerifyInfo]{1, webhook.VerifyInfo{Result: webhook.VerifyOK, RangeResponse: true}}
 		require.Equal(t, []call[webhook.VerifyInfo]{rangeVerified, rangeVerified, rangeVerified}, obs.verified)
 		require.Len(t, obs.fetchEnds, 1)
 		end := obs.fetchEnds[0]
@@ -462,7 +462,7 @@ func TestObserverRangeFetch(t *testing.T) {
 			require.Equal(t, clock.Now().Sub(start), end.Duration)
 			var got []webhook.VerifyResult
 			for _, v := range obs.verified {
-				require.Equal(t, webhook.VerifyRangeResponse, v.info.Source)
+				require.True(t, v.info.RangeResponse)
 				got = append(got, v.info.Result)
 			}
 			require.Equal(t, tc.verified, got)
@@ -496,9 +496,9 @@ func TestObserverGapFetchThroughRangeClient(t *testing.T) {
 	require.Equal(t, []call[webhook.RangeFetchStartInfo]{{1, webhook.RangeFetchStartInfo{Stream: stream, From: 1, To: 4}}}, obs.fetches)
 	require.Equal(t, []call[webhook.VerifyInfo]{
 		{1, webhook.VerifyInfo{Result: webhook.VerifyOK}},
-		{2, webhook.VerifyInfo{Result: webhook.VerifyOK, Source: webhook.VerifyRangeResponse}},
+		{2, webhook.VerifyInfo{Result: webhook.VerifyOK, RangeResponse: true}},
 	}, obs.verified)
-	require.Equal(t, webhook.SequenceInfo{Stream: stream, Sequence: 5, Outcome: webhook.SequenceGap, Missing: 4}, obs.sequenced[0].info)
+	require.Equal(t, webhook.SequenceInfo{Stream: stream, Sequence: 5, Outcome: webhook.Gap, Missing: 4}, obs.sequenced[0].info)
 	require.Equal(t, webhook.RangeFetchOK, obs.fetchEnds[0].info.Result)
 	require.Equal(t, 4, obs.fetchEnds[0].info.Events)
 	require.Equal(t, webhook.ReceiveEndInfo{Stream: stream, Status: 200, Outcome: webhook.Processed, Sequence: 5, Recovered: 4}, obs.ends[0].info)
@@ -536,22 +536,21 @@ func TestTraceCarrierHidesCredentials(t *testing.T) {
 // TestObserverEnumStrings: the strings are the attribute values otelconv records.
 func TestObserverEnumStrings(t *testing.T) {
 	var got []string
-	for r := range webhook.VerifyResult(webhook.NumVerifyResults + 1) {
+	for r := range webhook.VerifyTooNew + 2 {
 		got = append(got, r.String())
 	}
 	require.Equal(t, []string{"unknown", "ok", "missing", "malformed", "mismatch", "too_old", "too_new", "unknown"}, got)
 	got = nil
-	for r := range webhook.RangeFetchResult(webhook.NumRangeFetchResults + 1) {
+	for r := range webhook.RangeFetchCanceled + 2 {
 		got = append(got, r.String())
 	}
 	require.Equal(t, []string{"unknown", "ok", "too_large", "signature", "invalid_response", "problem", "transport", "canceled", "unknown"}, got)
 	got = nil
-	for o := range webhook.SequenceOutcome(webhook.NumSequenceOutcomes + 1) {
+	for o := range webhook.Gap + 2 {
 		got = append(got, o.String())
 	}
 	require.Equal(t, []string{"unknown", "processed", "duplicate", "gap", "unknown"}, got)
-	require.Equal(t, "delivery", webhook.VerifyDelivery.String())
-	require.Equal(t, "range_response", webhook.VerifyRangeResponse.String())
+	require.Equal(t, "unknown", webhook.Outcome(-1).String())
 }
 
 // TestObserverNilCostsNothing: Verify allocates nothing with or without an observer, and the

@@ -280,7 +280,7 @@ func (c *RangeClient) page(ctx context.Context, stream string, from, to uint64, 
 	if int64(len(body)) > limit {
 		return nil, 0, fmt.Errorf("%w: stream %q: body over %d bytes", ErrRangeTooLarge, stream, limit)
 	}
-	if _, err := c.verifier.check(ctx, VerifyRangeResponse, resp.Header.Get(HeaderSignature), body); err != nil {
+	if _, err := c.verifier.check(ctx, true /* a range response */, resp.Header.Get(HeaderSignature), body); err != nil {
 		return nil, 0, fmt.Errorf("%w: stream %q: %w", ErrRangeResponse, stream, err)
 	}
 	var wire struct {

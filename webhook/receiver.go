@@ -199,7 +199,7 @@ func (rc *Receiver) Receive(ctx context.Context, signature, sequence string, bod
 
 // receive is Receive without the observer's start and end.
 func (rc *Receiver) receive(ctx context.Context, signature, sequence string, body []byte) (Result, error) {
-	if _, err := rc.verifier.check(ctx, VerifyDelivery, signature, body); err != nil {
+	if _, err := rc.verifier.check(ctx, false /* a delivery */, signature, body); err != nil {
 		return Result{}, signatureProblem(err)
 	}
 	seq, err := ParseSequence(sequence)

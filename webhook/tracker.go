@@ -45,11 +45,6 @@ var (
 	errNilFetcherFunc  error = &notBuiltError{"webhook: nil RangeFetcherFunc"}
 )
 
-// DefaultFetchBatch is how many missed events a Tracker fetches, holds and processes at a time when
-// TrackerOptions.FetchBatch is zero: one page of the range endpoint at its default limit, so that a
-// gap of any length is worked through page by page and never held whole.
-const DefaultFetchBatch = DefaultPageSize
-
 // maxConflictRetries bounds how often one delivery re-reads the cursor after losing a compare-and-set.
 // Each conflict means another process made progress, so a handful always suffices in practice.
 const maxConflictRetries = 10
@@ -105,22 +100,36 @@ func (f RangeFetcherFunc) FetchRange(ctx context.Context, stream string, from, t
 	return f(ctx, stream, from, to)
 }
 
-// Outcome says what a Tracker did with a delivery.
+// Outcome is what a Tracker makes of a delivered event under the sequence rule. Hooks.Sequenced is
+// told the rule's verdict, any of the three, before the event is processed; Receive returns what
+// became of the delivery, Processed or Duplicate (see Result.Outcome). The zero value is the unknown
+// outcome: the Result of a failed Receive carries it, as does the ReceiveEndInfo of an answer other
+// than 200, and Hooks.Sequenced is never told it.
 type Outcome int
 
 const (
-	// Processed: the event (and any missed ones before it) was processed and the cursor moved past it.
+	// Processed: as a verdict, the event is the next one (sequence = cursor+1) and is processed now;
+	// in a Result, the event (and any missed ones before it) was processed and the cursor moved past
+	// it.
 	Processed Outcome = iota + 1
-	// Duplicate: the event was already processed; it was acknowledged and not processed again.
+	// Duplicate: the event was already processed (sequence ≤ cursor); it is acknowledged and not
+	// processed again.
 	Duplicate
+	// Gap: events are missing before this one (sequence > cursor+1); they are fetched and processed
+	// first. Only a verdict: a Result never says Gap, since a recovered gap ends Processed.
+	Gap
 )
 
+// String returns the outcome in snake_case: "processed", "duplicate" or "gap"; "unknown" for the zero
+// value and for a value this version does not know.
 func (o Outcome) String() string {
 	switch o {
 	case Processed:
 		return "processed"
 	case Duplicate:
 		return "duplicate"
+	case Gap:
+		return "gap"
 	}
 	return "unknown"
 }
@@ -128,6 +137,8 @@ func (o Outcome) String() string {
 // Result reports a delivery the Tracker accepted. It is a plain value; the zero Result (an unknown
 // Outcome) is what Receive returns along with an error.
 type Result struct {
+	// Outcome is Processed or Duplicate, never Gap: a gap that is recovered ends Processed, with
+	// Recovered above zero. It is the zero (unknown) Outcome when Receive returns an error.
 	Outcome Outcome
 	// Sequence is the delivered event's sequence.
 	Sequence uint64
@@ -146,9 +157,11 @@ type TrackerOptions struct {
 	// ErrNotAdvanced if it did not move.
 	ProcessAdvances bool
 	// FetchBatch is how many missed events are fetched and held at a time; zero means
-	// DefaultFetchBatch. The cursor advances event by event, so a long gap makes progress even when a
-	// later batch fails. When the RangeFetcher answers ErrRangeTooLarge (the events are bigger than
-	// its byte budget), the Tracker asks for half as many, down to one event at a time.
+	// DefaultPageSize, one page of the range endpoint at its default limit, so that a gap of any
+	// length is worked through page by page and never held whole. The cursor advances event by
+	// event, so a long gap makes progress even when a later batch fails. When the RangeFetcher
+	// answers ErrRangeTooLarge (the events are bigger than its byte budget), the Tracker asks for
+	// half as many, down to one event at a time.
 	FetchBatch int
 	// Logger records recovered gaps, duplicates and conflicts; nil means no logging.
 	Logger *slog.Logger
@@ -211,7 +224,7 @@ func NewTracker(store CursorStore, fetch RangeFetcher, process ProcessFunc, opts
 	case process == nil:
 		return nil, errors.New("webhook: NewTracker needs a ProcessFunc")
 	}
-	t := &Tracker{store: store, fetch: fetch, process: process, batch: DefaultFetchBatch, locks: make(map[string]*streamLock)}
+	t := &Tracker{store: store, fetch: fetch, process: process, batch: DefaultPageSize, locks: make(map[string]*streamLock)}
 	if opts != nil {
 		switch opts.Start {
 		case StartAtBeginning, StartAtFirstSeen:
@@ -265,7 +278,7 @@ func (t *Tracker) Receive(ctx context.Context, stream string, ev *Event) (Result
 		if ev.Sequence <= last {
 			t.log.DebugContext(ctx, "webhook: duplicate delivery", "stream", stream, "sequence", ev.Sequence, "cursor", cur)
 			if o := t.hooks; o != nil {
-				o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceDuplicate})
+				o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: Duplicate})
 			}
 			res.Outcome = Duplicate
 			return res, nil
@@ -273,11 +286,11 @@ func (t *Tracker) Receive(ctx context.Context, stream string, ev *Event) (Result
 		if ev.Sequence > last+1 {
 			t.log.InfoContext(ctx, "webhook: gap, fetching missed events", "stream", stream, "from", last+1, "to", ev.Sequence-1)
 			if o := t.hooks; o != nil {
-				o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceGap,
+				o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: Gap,
 					Missing: ev.Sequence - 1 - last})
 			}
 		} else if o := t.hooks; o != nil {
-			o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: SequenceProcessed})
+			o.sequenced(ctx, SequenceInfo{Stream: stream, Sequence: ev.Sequence, Cursor: cur, Outcome: Processed})
 		}
 		var n int
 		n, cur, err = t.fill(ctx, stream, cur, last+1, ev.Sequence-1, false)

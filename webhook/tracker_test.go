@@ -328,7 +328,7 @@ func TestTrackerCatchUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2497, n)
 	require.Equal(t, seqRange(4, 2500), rec.processed())
-	require.Equal(t, int32(25), calls.Load(), "a page of DefaultFetchBatch at a time: 24 full, one short")
+	require.Equal(t, int32(25), calls.Load(), "a page of DefaultPageSize at a time: 24 full, one short")
 
 	n, err = tr.CatchUp(context.Background(), stream)
 	require.NoError(t, err)

@@ -151,25 +151,26 @@ func NewVerifier(secrets []string, opts *VerifierOptions) (*Verifier, error) {
 // ErrInvalidTimestamp, ErrNoSignature), ErrSignatureMismatch, ErrTooOld or ErrTooNew. The signature is
 // checked before the timestamp, so ErrTooOld and ErrTooNew always describe an authentic message.
 func (v *Verifier) Verify(header string, body []byte) error {
-	_, err := v.check(context.Background(), VerifyDelivery, header, body)
+	_, err := v.check(context.Background(), false, header, body)
 	return err
 }
 
 // VerifyTime is Verify that also returns the signed timestamp, for callers that log delivery latency
 // or order deliveries by signing time. The time is zero when the error is not nil.
 func (v *Verifier) VerifyTime(header string, body []byte) (time.Time, error) {
-	t, err := v.check(context.Background(), VerifyDelivery, header, body)
+	t, err := v.check(context.Background(), false, header, body)
 	if err != nil {
 		return time.Time{}, err
 	}
 	return time.Unix(t, 0), nil
 }
 
-// check is verify, reported to the observer with ctx as a verification of src.
-func (v *Verifier) check(ctx context.Context, src VerifySource, header string, body []byte) (int64, error) {
+// check is verify, reported to the hooks with ctx as a verification of a delivery's body, or of a
+// range response's with rangeResponse.
+func (v *Verifier) check(ctx context.Context, rangeResponse bool, header string, body []byte) (int64, error) {
 	t, err := v.verify(header, body)
 	if v != nil && v.hooks != nil {
-		v.hooks.verified(ctx, VerifyInfo{Result: verifyResultOf(err), Source: src})
+		v.hooks.verified(ctx, VerifyInfo{Result: verifyResultOf(err), RangeResponse: rangeResponse})
 	}
 	return t, err
 }
