@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/internal/syncbuf"
 )
 
 func TestAuthenticatorAdmits(t *testing.T) {
@@ -49,7 +50,7 @@ func TestAuthenticator401(t *testing.T) {
 	good := issue(t, iss, "lic_a", Sandbox).APIKey
 	typo := good[:len(good)-1] + map[bool]string{true: "b", false: "a"}[good[len(good)-1] == 'a']
 
-	logger, logs := logBuffer()
+	logger, logs := syncbuf.Logger()
 	auth := must(NewAuthenticator(iss, &AuthenticatorOptions{Logger: logger}))
 	h := auth.Handler(echoPrincipal)
 
@@ -121,7 +122,7 @@ func TestAuthenticator401(t *testing.T) {
 }
 
 func TestAuthenticatorResolverFailure(t *testing.T) {
-	logger, logs := logBuffer()
+	logger, logs := syncbuf.Logger()
 	auth := must(NewAuthenticator(must(NewIssuer(failingStore{}, nil)), &AuthenticatorOptions{Logger: logger, RetryAfter: 3 * time.Second}))
 	k, err := New(Live)
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func (leakyResolver) Resolve(_ context.Context, k Key) (Principal, error) {
 // D10, issue 30: what the Authenticator logs about a failure or a refusal never repeats a key, even
 // when the cause quotes one.
 func TestAuthenticatorLogsNoCredential(t *testing.T) {
-	logger, logs := logBuffer()
+	logger, logs := syncbuf.Logger()
 	auth := must(NewAuthenticator(leakyResolver{}, &AuthenticatorOptions{Logger: logger}))
 	k, err := New(Live)
 	require.NoError(t, err)

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -86,29 +84,6 @@ func withoutRequestID(t testing.TB, body []byte) map[string]any {
 	require.NoError(t, json.Unmarshal(body, &m))
 	delete(m, "request_id")
 	return m
-}
-
-// logBuffer returns a logger writing JSON lines into a buffer.
-func logBuffer() (*slog.Logger, *syncBuffer) {
-	var b syncBuffer
-	return slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // echoPrincipal answers 200 with the request's principal as JSON.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/internal/syncbuf"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -199,7 +200,7 @@ func TestResolveChecksTheStoresAnswer(t *testing.T) {
 
 func TestCredentialsNeverPrintSecrets(t *testing.T) {
 	c := issue(t, must(NewIssuer(nil, nil)), "lic_a", Sandbox)
-	logger, buf := logBuffer()
+	logger, buf := syncbuf.Logger()
 	logger.Info("issued", "credentials", c)
 	for name, out := range map[string]string{
 		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c),
@@ -219,7 +220,7 @@ func TestCredentialsNeverPrintSecrets(t *testing.T) {
 }
 
 func TestIssuerLogsNoSecrets(t *testing.T) {
-	logger, buf := logBuffer()
+	logger, buf := syncbuf.Logger()
 	iss := must(NewIssuer(nil, &IssuerOptions{Logger: logger}))
 	c := issue(t, iss, "lic_a", Sandbox)
 	require.NoError(t, iss.Revoke(context.Background(), c.KeyID))
@@ -233,7 +234,7 @@ func TestIssuerLogsNoSecrets(t *testing.T) {
 
 // A production key without an expiry is logged as never expiring, not as the year 1.
 func TestIssuerLogsNeverExpiring(t *testing.T) {
-	logger, buf := logBuffer()
+	logger, buf := syncbuf.Logger()
 	clk := newClock()
 	iss := must(NewIssuer(nil, &IssuerOptions{Now: clk.Now, Logger: logger}))
 	live := issue(t, iss, "lic_a", Live)

@@ -1,13 +1,10 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,27 +53,4 @@ func problem(t testing.TB, rec *httptest.ResponseRecorder) apierror.Error {
 func requireConforms(t testing.TB, rec *httptest.ResponseRecorder) {
 	t.Helper()
 	require.NoError(t, apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()))
-}
-
-// logBuffer returns a logger writing JSON lines into a buffer.
-func logBuffer() (*slog.Logger, *syncBuffer) {
-	var b syncBuffer
-	return slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

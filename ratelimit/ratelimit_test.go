@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/internal/syncbuf"
 )
 
 func TestTokenBucket(t *testing.T) {
@@ -143,7 +144,7 @@ func TestMiddlewareFailures(t *testing.T) {
 		rl.Handler(ok).ServeHTTP(rec, r)
 		return rec
 	}
-	logger, logs := logBuffer()
+	logger, logs := syncbuf.Logger()
 	key := apikey.RateLimitKey
 	tests := []struct {
 		name string

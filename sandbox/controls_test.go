@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/internal/syncbuf"
 	"github.com/svcplatform/conventions/webhook"
 )
 
@@ -283,7 +284,7 @@ func TestControlsReset(t *testing.T) {
 }
 
 func TestControlsHookFailures(t *testing.T) {
-	logger, logs := logBuffer()
+	logger, logs := syncbuf.Logger()
 	a := newControlsApp(t, nil)
 	// The cause quotes a key, as a driver error may quote a query's argument: it is logged redacted.
 	leaked := issue(t, a.iss, "lic_b", apikey.Live).APIKey

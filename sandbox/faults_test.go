@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/internal/syncbuf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -358,7 +359,7 @@ func (failingBase) RoundTrip(*http.Request) (*http.Response, error) {
 
 func TestFaultTransportHeldSendFailureIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logger, logs := logBuffer()
+		logger, logs := syncbuf.Logger()
 		var ft FaultTable
 		require.NoError(t, ft.Set("we_1", Faults{Reorder: 1}))
 		tr := must(NewFaultTransport(failingBase{}, &ft, &FaultTransportOptions{Logger: logger}))

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,27 +62,4 @@ func withoutRequestID(t testing.TB, body []byte) map[string]any {
 	require.NoError(t, json.Unmarshal(body, &m))
 	delete(m, "request_id")
 	return m
-}
-
-// logBuffer returns a logger writing JSON lines into a buffer.
-func logBuffer() (*slog.Logger, *syncBuffer) {
-	var b syncBuffer
-	return slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

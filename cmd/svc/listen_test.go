@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/internal/syncbuf"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/webhooktest"
 )
@@ -165,7 +166,7 @@ func (rc *receiver) snapshot() ([]uint64, []string) {
 // listenRun is a listen running in the background.
 type listenRun struct {
 	interrupts     chan os.Signal
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	done           chan int
 }
 

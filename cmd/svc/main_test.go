@@ -1,34 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/svcplatform/conventions/internal/syncbuf"
 )
-
-// syncBuffer is an io.Writer that listen's goroutines may share with the test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // result is what one run of svc did.
 type result struct {
@@ -38,13 +19,13 @@ type result struct {
 
 // testEnv is svc's environment in a test: vars only (never the test process's own environment, so
 // a developer's SVC_API_KEY cannot leak in), a configuration directory of the test's own.
-func testEnv(t testing.TB, vars map[string]string, stdin string) (env, *syncBuffer, *syncBuffer) {
+func testEnv(t testing.TB, vars map[string]string, stdin string) (env, *syncbuf.Buffer, *syncbuf.Buffer) {
 	t.Helper()
 	all := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
 	for k, v := range vars {
 		all[k] = v
 	}
-	out, errb := &syncBuffer{}, &syncBuffer{}
+	out, errb := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	return env{getenv: func(k string) string { return all[k] }, stdin: strings.NewReader(stdin), stdout: out, stderr: errb,
 		uid: os.Geteuid(), interrupts: make(chan os.Signal)}, out, errb
 }
