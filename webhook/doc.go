@@ -1,6 +1,15 @@
 // Package webhook signs and verifies the platform's webhook deliveries and gives consumers a receiver
 // that never loses an event: it tracks each endpoint's sequence and fetches any gap from the
-// producer before going on.
+// producer before going on. A complete consumer:
+//
+//	v, err := webhook.NewVerifier([]string{os.Getenv("WEBHOOK_SECRET")}, nil) // (each err checked: none panics)
+//	fetch, err := webhook.NewRangeClient("https://api.svcplatform.dev", os.Getenv("API_KEY"), v, nil)
+//	cursors := &webhook.MemoryCursorStore{} // pgstore.CursorStore to commit the cursor with your writes
+//	tracker, err := webhook.NewTracker(cursors, fetch, func(ctx context.Context, s webhook.Step) error {
+//		return apply(ctx, s.Event) // in sequence order, once per event, gaps fetched first
+//	}, nil)
+//	rc, err := webhook.NewReceiver("we_123", v, tracker, nil)
+//	http.Handle("POST /webhooks/svc", rc)
 //
 // # Wire format
 //
@@ -73,15 +82,8 @@
 // twice. A failing ProcessFunc leaves the cursor where it was (503). Store choices: MemoryCursorStore
 // here; pgstore.CursorStore, which can advance the cursor in the same transaction as the consumer's own
 // writes (so processing and cursor commit together, exactly once even across replicas); and
-// redisstore.CursorStore. webhook/cursortest is their conformance suite.
-//
-//	v, _ := webhook.NewVerifier([]string{os.Getenv("WEBHOOK_SECRET")}, nil)
-//	fetch, _ := webhook.NewRangeClient("https://api.svcplatform.dev", os.Getenv("API_KEY"), v, nil)
-//	tracker, _ := webhook.NewTracker(cursors, fetch, func(ctx context.Context, s webhook.Step) error {
-//		return apply(ctx, s.Event) // in sequence order, once per event
-//	}, nil)
-//	rc, _ := webhook.NewReceiver("we_123", v, tracker, nil)
-//	http.Handle("POST /webhooks/svc", rc)
+// redisstore.CursorStore. webhook/cursortest is their conformance suite. The consumer at the top of
+// this page is all of it.
 //
 // Problems are RFC 9457 bodies (package apierror): 400 for a malformed X-SVC-Signature or
 // X-SVC-Sequence, a body that is not an event, or a sequence mismatch — located at the header or body

@@ -1,7 +1,42 @@
 // Package producer is the sending half of the platform's webhooks (docs/spec.md part 6,
 // docs/decisions.md D3): a durable event log with gap-free per-endpoint sequences, a dispatcher that
 // delivers signed events and retries them, and the range endpoint a consumer uses to fetch what it
-// missed. The consumer half — verifying, ordering, gap recovery — is package webhook.
+// missed. The consumer half — verifying, ordering, gap recovery — is package webhook. A complete
+// producer:
+//
+//	eps, _ := memstore.NewEndpoints(producer.Endpoint{
+//		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1",
+//		Secrets: []string{secret}, APIVersion: "v1",
+//	})
+//	events, err := pgstore.NewEventLog(pool, nil) // or memstore.NewLog()
+//	if err != nil { … }
+//	pub, err := producer.NewPublisher(events, eps, nil)
+//	if err != nil { … }
+//
+//	d, err := producer.NewDispatcher(events, eps, &producer.DispatcherOptions{Logger: logger})
+//	// (a consumer on loopback, in a demo: Guard: &ssrf.Guard{Allow: …127.0.0.0/8…})
+//	if err != nil { … }
+//	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
+//
+//	// Range retrieval and the delivery history answer on every API version: behind a
+//	// versioning.Router with StripVersion, mount the version-free patterns once (without one, mount
+//	// RangePattern(v) for each version v). Rendering at the pinned version is the router's
+//	// EventRenderer.
+//	ranges, err := producer.NewRangeHandler(events, eps, apikey.RequestScope, // who the caller is
+//		&producer.RangeHandlerOptions{Render: router.EventRenderer(nil), Problems: problems})
+//	if err != nil { … }
+//	deliveries, err := producer.NewDeliveriesHandler(events, eps, apikey.RequestScope, nil)
+//	if err != nil { … }
+//	mux := http.NewServeMux()
+//	mux.Handle(producer.RangePattern(""), ranges)
+//	mux.Handle(producer.DeliveriesPattern(""), deliveries)
+//	api := router.Handler(problems.ServeMux(mux)) // the mux's own 404 and 405 as problems
+//
+//	// In a handler, inside the transaction that creates the order (the outbox):
+//	tx, _ := pool.Begin(ctx)
+//	… INSERT the order …
+//	_, err = pub.WithLog(events.WithDB(tx)).Publish(ctx, "we_123", "order.created", order)
+//	… tx.Commit(ctx): the order and its event commit together, or neither does
 //
 // # The pieces
 //
@@ -199,42 +234,6 @@
 //	 "errors":[{"location":"query","name":"from","code":"events_pruned","detail":"must be at least 42, the first retained sequence"}],
 //	 "first_retained":42}
 //
-// # A complete producer
-//
-//	eps, _ := memstore.NewEndpoints(producer.Endpoint{
-//		ID: "we_123", URL: "https://consumer.example/hooks", Owner: "lic_1",
-//		Secrets: []string{secret}, APIVersion: "v1",
-//	})
-//	events, err := pgstore.NewEventLog(pool, nil) // or memstore.NewLog()
-//	if err != nil { … }
-//	pub, err := producer.NewPublisher(events, eps, nil)
-//	if err != nil { … }
-//
-//	d, err := producer.NewDispatcher(events, eps, &producer.DispatcherOptions{Logger: logger})
-//	// (a consumer on loopback, in a demo: Guard: &ssrf.Guard{Allow: …127.0.0.0/8…})
-//	if err != nil { … }
-//	go d.Run(ctx) // stops, settling what is in flight, when ctx is cancelled
-//
-//	// Range retrieval and the delivery history answer on every API version: behind a
-//	// versioning.Router with StripVersion, mount the version-free patterns once (without one, mount
-//	// RangePattern(v) for each version v). Rendering at the pinned version is the router's
-//	// EventRenderer.
-//	ranges, err := producer.NewRangeHandler(events, eps, apikey.RequestScope, // who the caller is
-//		&producer.RangeHandlerOptions{Render: router.EventRenderer(nil), Problems: problems})
-//	if err != nil { … }
-//	deliveries, err := producer.NewDeliveriesHandler(events, eps, apikey.RequestScope, nil)
-//	if err != nil { … }
-//	mux := http.NewServeMux()
-//	mux.Handle(producer.RangePattern(""), ranges)
-//	mux.Handle(producer.DeliveriesPattern(""), deliveries)
-//	api := router.Handler(problems.ServeMux(mux)) // the mux's own 404 and 405 as problems
-//
-//	// In a handler, inside the transaction that creates the order (the outbox):
-//	tx, _ := pool.Begin(ctx)
-//	… INSERT the order …
-//	_, err = pub.WithLog(events.WithDB(tx)).Publish(ctx, "we_123", "order.created", order)
-//	… tx.Commit(ctx): the order and its event commit together, or neither does
-//
-// Example (the package example) runs the same with the in-memory log against a consumer built from
+// Example (the package example) runs the producer above with the in-memory log against a consumer built from
 // package webhook.
 package producer
