@@ -4,9 +4,9 @@
 // behaviour, as fixed by docs/decisions.md D2.
 //
 // The package has four parts: the Middleware (net/http) and its decision API (Begin, for other
-// routers and RPC frameworks); the Store contract with an in-memory implementation (MemoryStore) and
-// a conformance suite (package storetest) that the PostgreSQL and Redis adapters also run; and the
-// client side, NewKey and Transport.
+// routers and RPC frameworks); the storage contract (package driver) with an in-memory
+// implementation (MemoryStore) and a conformance suite (package storetest) that the PostgreSQL and
+// Redis adapters also run; and the client side, NewKey and Transport.
 //
 // # Wire behaviour
 //
@@ -76,13 +76,13 @@
 //
 // # Exactly once: claims, leases, fencing
 //
-// Each governed request makes one atomic Store.Claim (never check-then-lock): it either creates an
-// in-flight record that this request owns under a fresh fencing token, or reports the record that
-// exists — in flight, completed, or with another fingerprint. Only the owner runs the handler. The
-// claim holds a lease (Options.Lease, 30 s), renewed every Lease/3 while the handler runs, and at
-// every Lease/6 after a renewal failed. Renewals of different keys never wait on each other: each
-// runs on its own goroutine with its own deadline, so a renewal stuck on a dead connection delays no
-// other key's. Every store call is bounded by Options.StoreTimeout.
+// Each governed request makes one atomic claim (driver.Store.Claim, never check-then-lock): it
+// either creates an in-flight record that this request owns under a fresh fencing token, or reports
+// the record that exists — in flight, completed, or with another fingerprint. Only the owner runs
+// the handler. The claim holds a lease (Options.Lease, 30 s), renewed every Lease/3 while the
+// handler runs, and at every Lease/6 after a renewal failed. Renewals of different keys never wait
+// on each other: each runs on its own goroutine with its own deadline, so a renewal stuck on a dead
+// connection delays no other key's. Every store call is bounded by Options.StoreTimeout.
 //
 // When the store fails after the handler ran (PostgreSQL or Redis unreachable, Redis out of memory),
 // the client still gets its response, and the process keeps the claim: it goes on renewing the lease
@@ -91,13 +91,14 @@
 // (503); none runs the handler.
 //
 // A lapsed lease is not taken over at once: the first claim that finds it only marks the record and
-// grants the owner one more lease (Store.Claim). An owner that was merely cut off from the store (an
-// outage longer than the lease) renews or completes within it as soon as the store is back, and the
-// mark is forgotten; only an owner that let both leases pass — it crashed or stalled — is taken over
-// with a new token. The stale owner's Complete then fails with ErrLeaseLost (its client still gets
-// its response, which is not stored, and the event is logged); with Options.CancelOnLeaseLoss its
-// context is also cancelled. A handler that panics releases its key, so the retry runs at once. The
-// lease is not the retention: a crashed request blocks its key for two leases (60 s by default) only.
+// grants the owner one more lease (driver.Store.Claim). An owner that was merely cut off from the
+// store (an outage longer than the lease) renews or completes within it as soon as the store is
+// back, and the mark is forgotten; only an owner that let both leases pass — it crashed or stalled
+// — is taken over with a new token. The stale owner's Complete then fails with ErrLeaseLost (its
+// client still gets its response, which is not stored, and the event is logged); with
+// Options.CancelOnLeaseLoss its context is also cancelled. A handler that panics releases its key,
+// so the retry runs at once. The lease is not the retention: a crashed request blocks its key for
+// two leases (60 s by default) only.
 //
 // # What each guarantee rests on
 //
@@ -160,7 +161,8 @@
 //
 // # Stores
 //
-// The Store interface is small and its contract is the conformance suite in package storetest.
+// The storage contract, package driver, is small — a Store, and a Transactor for the transactional
+// mode — and package storetest is its conformance suite.
 // MemoryStore (the default) is sharded, bounded (MaxRecords in all, MaxRecordsPerScope per
 // credential) and expires its records itself; it is right for a single replica. Replicas that share
 // traffic must share a store: pgstore and redisstore (nested modules) implement it on PostgreSQL and
@@ -187,8 +189,8 @@
 // (with the stored Response), InUse or Reused (with the problem to answer), or Execute — the
 // caller owns the key, runs the operation under Attempt.Context, and calls Complete or Release.
 //
-// Three enums name three views of one request, each for its own reader. Status is the stored
-// record's state as a Store reports it (claimed, in flight, completed): the vocabulary of Store
+// Three enums name three views of one request, each for its own reader. driver.Status is the stored
+// record's state as a store reports it (claimed, in flight, completed): the vocabulary of store
 // implementations. Decision is what Begin tells its caller to do (execute, replay, in_use, reused),
 // derived from the Status after the fingerprint and the seal are checked: a closed set to switch
 // on. Outcome is what became of the request (executed, replayed, in_use, reused, rejected, quota,

@@ -14,24 +14,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // outageStore fails every call while down, as an unreachable PostgreSQL or an OOM Redis does.
 type outageStore struct {
-	idempotency.Store
+	driver.Store
 	down                     atomic.Bool
 	claims, renews, complets atomic.Int64
 }
 
-func (o *outageStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (o *outageStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	o.claims.Add(1)
 	if o.down.Load() {
-		return idempotency.Claim{}, errDown
+		return driver.Claim{}, errDown
 	}
 	return o.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
 }
 
-func (o *outageStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+func (o *outageStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	o.renews.Add(1)
 	if o.down.Load() {
 		return errDown
@@ -39,7 +40,7 @@ func (o *outageStore) Renew(ctx context.Context, key idempotency.Key, token uint
 	return o.Store.Renew(ctx, key, token, leaseUntil)
 }
 
-func (o *outageStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (o *outageStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	o.complets.Add(1)
 	if o.down.Load() {
 		return errDown
@@ -141,12 +142,12 @@ func TestCloseWaitsForPendingCompletions(t *testing.T) {
 // hangStore's Renew of one key hangs, ignoring its context, until released: a store call stuck on a
 // dead connection.
 type hangStore struct {
-	idempotency.Store
+	driver.Store
 	hangKey string
 	release chan struct{}
 }
 
-func (s *hangStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+func (s *hangStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if key.Key == s.hangKey {
 		<-s.release
 		return errDown
@@ -172,7 +173,7 @@ func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 			wg.Go(func() { serve(mw, req("POST", "/v1/orders", k, authA, order)) })
 		}
 		synctest.Wait()
-		fast := idempotency.Key{Scope: idempotency.CredentialScope(authA), Key: "fast"}
+		fast := driver.Key{Scope: idempotency.CredentialScope(authA), Key: "fast"}
 		// For five leases, the fast key's lease never lapses, though the slow key's renewal hangs.
 		for range 5 * lease / time.Second {
 			time.Sleep(time.Second)
@@ -188,11 +189,11 @@ func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 }
 
 // blockingStore's Claim waits for its context, as a call to a partitioned database does.
-type blockingStore struct{ idempotency.Store }
+type blockingStore struct{ driver.Store }
 
-func (blockingStore) Claim(ctx context.Context, _ idempotency.Key, _ idempotency.Fingerprint, _, _, _ time.Time) (idempotency.Claim, error) {
+func (blockingStore) Claim(ctx context.Context, _ driver.Key, _ driver.Fingerprint, _, _, _ time.Time) (driver.Claim, error) {
 	<-ctx.Done()
-	return idempotency.Claim{}, ctx.Err()
+	return driver.Claim{}, ctx.Err()
 }
 
 // Issue 13, case 4: every store call has a deadline; a partitioned store costs a 503 with
@@ -269,16 +270,16 @@ func TestMemoryMaxRecordsExact(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1000, MaxRecordsPerScope: -1})
 	for i := range 1000 {
-		c, err := s.Claim(ctx, idempotency.Key{Scope: "s" + itoa(int64(i%7)), Key: itoa(int64(i))}, idempotency.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
+		c, err := s.Claim(ctx, driver.Key{Scope: "s" + itoa(int64(i%7)), Key: itoa(int64(i))}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
 		require.NoError(t, err, "record %d of 1000", i+1)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 	}
-	_, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "one more"}, idempotency.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
+	_, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "one more"}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
 	require.ErrorIs(t, err, idempotency.ErrStoreFull)
 	require.Equal(t, 1000, s.Len())
 	// Past their retention the records make room again, found by the full sweep.
 	later := now.Add(2 * time.Hour)
-	_, err = s.Claim(ctx, idempotency.Key{Scope: "s", Key: "one more"}, idempotency.Fingerprint{1}, later, later.Add(time.Minute), later.Add(time.Hour))
+	_, err = s.Claim(ctx, driver.Key{Scope: "s", Key: "one more"}, driver.Fingerprint{1}, later, later.Add(time.Minute), later.Add(time.Hour))
 	require.NoError(t, err)
 }
 

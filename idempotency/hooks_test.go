@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // hookRecorder writes down every call of its hooks, in order, as a short line.
@@ -234,7 +235,7 @@ func TestHooksPendingCompletionAndRenewals(t *testing.T) {
 // not an execution.
 func TestHooksTransactional(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	tx := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+	tx := &txStore{records: map[driver.Key]driver.Record{}}
 	m := must(idempotency.New(&idempotency.Options{Transactor: tx, Hooks: obs.hooks()}))
 	var seen bool
 	h := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
@@ -304,12 +305,12 @@ func TestEnumNames(t *testing.T) {
 	require.Equal(t, "unknown", idempotency.StoreOp(99).String())
 	require.Equal(t, []string{"execute", "replay", "in_use", "reused"}, []string{idempotency.Execute.String(),
 		idempotency.Replay.String(), idempotency.InUse.String(), idempotency.Reused.String()})
-	require.Equal(t, []string{"claimed", "in_flight", "completed"}, []string{idempotency.Claimed.String(),
-		idempotency.InFlight.String(), idempotency.Completed.String()})
+	require.Equal(t, []string{"claimed", "in_flight", "completed"}, []string{driver.Claimed.String(),
+		driver.InFlight.String(), driver.Completed.String()})
 	// Every enum's zero value is "none", and a value this version does not know is "unknown".
 	require.Equal(t, []string{"none", "none", "none", "none"}, []string{idempotency.Decision(0).String(),
-		idempotency.Status(0).String(), idempotency.Outcome(0).String(), idempotency.StoreOp(0).String()})
-	require.Equal(t, []string{"unknown", "unknown"}, []string{idempotency.Decision(9).String(), idempotency.Status(9).String()})
+		driver.Status(0).String(), idempotency.Outcome(0).String(), idempotency.StoreOp(0).String()})
+	require.Equal(t, []string{"unknown", "unknown"}, []string{idempotency.Decision(9).String(), driver.Status(9).String()})
 	// A Decision and the Outcome it is share a word.
 	require.Equal(t, idempotency.InUse.String(), idempotency.OutcomeInUse.String())
 	require.Equal(t, idempotency.Reused.String(), idempotency.OutcomeReused.String())
@@ -355,7 +356,7 @@ func TestHooksMayBePartial(t *testing.T) {
 		a = must(m.Begin(ctx, idempotency.Request{Scope: "s", Key: "b2", Fingerprint: fp, NoRenew: true}))
 		require.NoError(t, a.Complete(ctx, idempotency.Response{Status: http.StatusCreated}))
 
-		tx := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+		tx := &txStore{records: map[driver.Key]driver.Record{}}
 		mtx := must(idempotency.New(&idempotency.Options{Transactor: tx, Hooks: hooks}))
 		htx := mtx.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 		require.Equal(t, http.StatusCreated, serve(htx, req("POST", "/v1/orders", "t1", authA, order)).Code)

@@ -19,15 +19,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // lookupCounter fails the test if the middleware ever reads a record outside of Claim.
 type lookupCounter struct {
-	idempotency.Store
+	driver.Store
 	lookups atomic.Int64
 }
 
-func (l *lookupCounter) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+func (l *lookupCounter) Lookup(ctx context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	l.lookups.Add(1)
 	return l.Store.Lookup(ctx, key, now)
 }

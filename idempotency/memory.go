@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // ErrStoreFull is returned by a MemoryStore that holds its maximum number of live records (Claim) or
@@ -79,7 +81,7 @@ type MemoryStore struct {
 	scopes     []scopeStripe
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ driver.Store = (*MemoryStore)(nil)
 
 type memShard struct {
 	mu sync.Mutex
@@ -145,7 +147,7 @@ func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
 	return s
 }
 
-func (s *MemoryStore) hash(key Key) uint64 {
+func (s *MemoryStore) hash(key driver.Key) uint64 {
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	_, _ = h.WriteString(key.Scope)
@@ -156,7 +158,7 @@ func (s *MemoryStore) hash(key Key) uint64 {
 
 func (s *MemoryStore) shard(h uint64) *memShard { return &s.shards[h&s.mask] }
 
-func (sh *memShard) find(key Key, h uint64) *memRecord {
+func (sh *memShard) find(key driver.Key, h uint64) *memRecord {
 	for rec := sh.records[h]; rec != nil; rec = rec.next {
 		if rec.key == key {
 			return rec
@@ -174,12 +176,12 @@ func (sh *memShard) insert(rec *memRecord) {
 }
 
 // Claim implements Store.
-func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (Claim, error) {
+func (s *MemoryStore) Claim(ctx context.Context, key driver.Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if s == nil || s.shards == nil {
-		return Claim{}, errZeroMemoryStore
+		return driver.Claim{}, errZeroMemoryStore
 	}
 	if err := ctx.Err(); err != nil {
-		return Claim{}, err
+		return driver.Claim{}, err
 	}
 	h := s.hash(key)
 	sh := s.shard(h)
@@ -195,23 +197,23 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, l
 }
 
 // claim is one attempt of Claim, under the shard's lock.
-func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, nowNs int64, leaseUntil, expiresAt time.Time) (Claim, error) {
+func (s *MemoryStore) claim(sh *memShard, key driver.Key, h uint64, fp Fingerprint, nowNs int64, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if rec := sh.live(key, h, nowNs); rec != nil {
 		switch {
 		case rec.fp != fp:
-			return Claim{Status: rec.status, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
-		case rec.status == Completed:
-			return Claim{Status: Completed, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil), Response: rec.response()}, nil
+			return driver.Claim{Status: rec.status, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+		case rec.status == driver.Completed:
+			return driver.Claim{Status: driver.Completed, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil), Response: rec.response()}, nil
 		case rec.leaseUntil > nowNs:
-			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
 		case !rec.suspect:
 			// The lease lapsed, but the owner may only have been cut off from the store: one more
 			// lease for it to renew or complete before anyone takes over.
 			rec.suspect = true
 			rec.leaseUntil = leaseUntil.UnixNano()
-			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: leaseUntil}, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: rec.fp, LeaseUntil: leaseUntil}, nil
 		}
 		// The owner let the extra lease pass too: take the key over under a new token, which fences
 		// the old one.
@@ -219,7 +221,7 @@ func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, now
 		rec.suspect = false
 		rec.leaseUntil = leaseUntil.UnixNano()
 		rec.setExpiry(expiresAt.UnixNano())
-		return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+		return driver.Claim{Status: driver.Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 	}
 	sh.expire(nowNs)
 	if queued := len(sh.queue) - sh.head; queued >= compactAt && queued >= 2*sh.count {
@@ -231,25 +233,25 @@ func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, now
 	}
 	quota, err := s.reserve(key.Scope)
 	if err != nil {
-		return Claim{}, err
+		return driver.Claim{}, err
 	}
-	rec := &memRecord{key: key, hash: h, quota: quota, fp: fp, status: InFlight, token: s.tokens.Add(1),
+	rec := &memRecord{key: key, hash: h, quota: quota, fp: fp, status: driver.InFlight, token: s.tokens.Add(1),
 		leaseUntil: leaseUntil.UnixNano(), expiresAt: expiresAt.UnixNano()}
 	sh.insert(rec)
-	return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+	return driver.Claim{Status: driver.Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 }
 
 // owned returns the in-flight record that token owns, or nil.
-func (sh *memShard) owned(key Key, h uint64, token uint64) *memRecord {
+func (sh *memShard) owned(key driver.Key, h uint64, token uint64) *memRecord {
 	rec := sh.find(key, h)
-	if rec == nil || rec.status != InFlight || rec.token != token {
+	if rec == nil || rec.status != driver.InFlight || rec.token != token {
 		return nil
 	}
 	return rec
 }
 
 // Renew implements Store.
-func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUntil time.Time) error {
+func (s *MemoryStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if s == nil || s.shards == nil {
 		return errZeroMemoryStore
 	}
@@ -270,7 +272,7 @@ func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUnt
 }
 
 // Complete implements Store. It copies resp: the caller may reuse its buffers at once.
-func (s *MemoryStore) Complete(ctx context.Context, key Key, token uint64, resp Response, expiresAt time.Time) error {
+func (s *MemoryStore) Complete(ctx context.Context, key driver.Key, token uint64, resp Response, expiresAt time.Time) error {
 	var fs []field
 	if resp.Header != nil {
 		fs = make([]field, 0, len(resp.Header))
@@ -283,7 +285,7 @@ func (s *MemoryStore) Complete(ctx context.Context, key Key, token uint64, resp 
 
 // complete is Complete on header fields: the middleware's path, which never builds a header map for
 // a response that may never be replayed.
-func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, status int, fields []field, hasHeader bool, body []byte, expiresAt time.Time) error {
+func (s *MemoryStore) complete(ctx context.Context, key driver.Key, token uint64, status int, fields []field, hasHeader bool, body []byte, expiresAt time.Time) error {
 	if s == nil || s.shards == nil {
 		return errZeroMemoryStore
 	}
@@ -307,7 +309,7 @@ func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, statu
 	if size >= smallResponse && sh.bytes+size > s.shardBytes {
 		return ErrStoreFull
 	}
-	rec.status = Completed
+	rec.status = driver.Completed
 	rec.code, rec.blob, rec.hdrLen, rec.hasHeader = status, blob, hdrLen, hasHeader
 	rec.setExpiry(expiresAt.UnixNano())
 	rec.size = size
@@ -316,7 +318,7 @@ func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, statu
 }
 
 // Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error {
+func (s *MemoryStore) Release(ctx context.Context, key driver.Key, token uint64) error {
 	if s == nil || s.shards == nil {
 		return errZeroMemoryStore
 	}
@@ -336,12 +338,12 @@ func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error 
 }
 
 // Lookup implements Store.
-func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Record, error) {
+func (s *MemoryStore) Lookup(ctx context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	if s == nil || s.shards == nil {
-		return Record{}, errZeroMemoryStore
+		return driver.Record{}, errZeroMemoryStore
 	}
 	if err := ctx.Err(); err != nil {
-		return Record{}, err
+		return driver.Record{}, err
 	}
 	h := s.hash(key)
 	sh := s.shard(h)
@@ -349,16 +351,16 @@ func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Recor
 	defer sh.mu.Unlock()
 	rec := sh.live(key, h, now.UnixNano())
 	if rec == nil {
-		return Record{}, ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	out := Record{
+	out := driver.Record{
 		Fingerprint: rec.fp,
 		Status:      rec.status,
 		Token:       rec.token,
 		LeaseUntil:  unixTime(rec.leaseUntil),
 		ExpiresAt:   unixTime(rec.expiresAt),
 	}
-	if rec.status == Completed {
+	if rec.status == driver.Completed {
 		out.Response = rec.response()
 	}
 	return out, nil

@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // expireBatch bounds the expired records one Claim drops from the head of its shard's expiry queue, so
@@ -17,7 +19,7 @@ const fullSweepEvery = time.Second
 const compactAt = 64
 
 // live returns the record of key unless it has expired at now; an expired one is dropped.
-func (sh *memShard) live(key Key, h uint64, now int64) *memRecord {
+func (sh *memShard) live(key driver.Key, h uint64, now int64) *memRecord {
 	rec := sh.find(key, h)
 	if rec != nil && rec.expiresAt <= now {
 		sh.drop(rec)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // TestMemoryStoreQueueBounded: records that leave the store before their retention ends (released,
@@ -18,12 +20,12 @@ func TestMemoryStoreQueueBounded(t *testing.T) {
 	fp := Fingerprint{1}
 	s := NewMemoryStore(&MemoryOptions{MaxRecords: 64, Shards: 1})
 	// A live record at the head of the queue, kept for a day.
-	_, err := s.Claim(ctx, Key{Scope: "s", Key: "head"}, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
+	_, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "head"}, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
 	require.NoError(t, err)
 	// Then many claims that are released (a panicking handler, ReleaseServerErrors): never more than
 	// two records live at once.
 	for i := range 10_000 {
-		k := Key{Scope: "s", Key: strconv.Itoa(i)}
+		k := driver.Key{Scope: "s", Key: strconv.Itoa(i)}
 		c, err := s.Claim(ctx, k, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
 		require.NoError(t, err)
 		require.NoError(t, s.Release(ctx, k, c.Token))

@@ -4,13 +4,15 @@ import (
 	"encoding/binary"
 	"net/http"
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // memRecord is one record. It is kept light for the garbage collector, which otherwise spends more
 // on a large store than the store spends on its requests: times are Unix nanoseconds, and a stored
 // response is one pointer-free blob (encoded header, then body) until it is first read.
 type memRecord struct {
-	key        Key
+	key        driver.Key
 	hash       uint64
 	next       *memRecord  // hash collision chain
 	stored     bool        // in the shard's index (false once dropped)
@@ -18,7 +20,7 @@ type memRecord struct {
 	suspect    bool        // a claim found the lease lapsed and extended it once (see Store.Claim)
 	quota      *scopeCount // the scope's count, when quotas are on
 	hasHeader  bool        // the response had a (possibly empty) header
-	status     Status
+	status     driver.Status
 	fp         Fingerprint
 	token      uint64
 	leaseUntil int64  // Unix ns

@@ -13,16 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) idempotency.Store { return idempotency.NewMemoryStore(nil) })
+	storetest.Run(t, func(*testing.T) driver.Store { return idempotency.NewMemoryStore(nil) })
 }
 
 func TestMemoryStoreConformanceOneShard(t *testing.T) {
 	// A single shard puts every key under one lock: the races are at their tightest.
-	storetest.Run(t, func(*testing.T) idempotency.Store {
+	storetest.Run(t, func(*testing.T) driver.Store {
 		return idempotency.NewMemoryStore(&idempotency.MemoryOptions{Shards: 1})
 	})
 }
@@ -30,7 +31,7 @@ func TestMemoryStoreConformanceOneShard(t *testing.T) {
 func BenchmarkMemoryStore(b *testing.B) {
 	// The write benchmarks keep about 20,000 records of one scope: the quota is raised above them, so
 	// that the benchmark measures the quota's bookkeeping, not its refusals.
-	storetest.RunBenchmarks(b, func(*testing.B) idempotency.Store {
+	storetest.RunBenchmarks(b, func(*testing.B) driver.Store {
 		return idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 50_000})
 	})
 }
@@ -39,14 +40,14 @@ func TestMemoryStoreBounds(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	fp := idempotency.Fingerprint{1}
-	key := func(i int) idempotency.Key { return idempotency.Key{Scope: "s", Key: strconv.Itoa(i)} }
+	key := func(i int) driver.Key { return driver.Key{Scope: "s", Key: strconv.Itoa(i)} }
 
 	t.Run("records: full refuses, never evicts a live record", func(t *testing.T) {
 		s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 4, MaxRecordsPerScope: -1, Shards: 1})
 		for i := range 4 {
 			c, err := s.Claim(ctx, key(i), fp, base, base.Add(time.Minute), base.Add(time.Hour))
 			require.NoError(t, err)
-			require.Equal(t, idempotency.Claimed, c.Status)
+			require.Equal(t, driver.Claimed, c.Status)
 		}
 		_, err := s.Claim(ctx, key(4), fp, base, base.Add(time.Minute), base.Add(time.Hour))
 		require.ErrorIs(t, err, idempotency.ErrStoreFull)
@@ -57,12 +58,12 @@ func TestMemoryStoreBounds(t *testing.T) {
 		// Known keys still answer while full.
 		c, err := s.Claim(ctx, key(0), fp, base, base.Add(time.Minute), base.Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, idempotency.InFlight, c.Status)
+		require.Equal(t, driver.InFlight, c.Status)
 		// Once records expire, a full shard sweeps them out and accepts new claims.
 		later := base.Add(2 * time.Hour)
 		c, err = s.Claim(ctx, key(4), fp, later, later.Add(time.Minute), later.Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 		require.Equal(t, 1, s.Len())
 	})
 
@@ -145,7 +146,7 @@ func TestMemoryRecordHeap(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: -1})
 	for _, k := range keys {
-		_, err := s.Claim(ctx, idempotency.Key{Scope: scope, Key: k}, idempotency.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
+		_, err := s.Claim(ctx, driver.Key{Scope: scope, Key: k}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
 		require.NoError(t, err)
 	}
 	runtime.GC()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -24,7 +25,7 @@ import (
 // ErrNotBuilt, its Handler answers the opaque 500 to every request and its Stats are all zero. Call
 // New.
 type Middleware struct {
-	store            Store
+	store            driver.Store
 	scope            conventions.CallerFunc
 	fingerprint      func(*http.Request, []byte) (Fingerprint, error) // nil: over the body's bytes
 	methods          []string                                         // nil: the default set
@@ -40,7 +41,7 @@ type Middleware struct {
 	storeTimeout     time.Duration
 	sealer           *seal.Ring
 	downstreamSecret []byte
-	tx               Transactor
+	tx               driver.Transactor
 	now              func() time.Time
 	log              *slog.Logger
 	problems         apierror.Writer
@@ -212,7 +213,8 @@ func (m *Middleware) credentialScope(r *http.Request) (string, error) {
 // is authorization: the hex SHA-256 of the credential, never the credential itself. The
 // authentication scheme is case-insensitive (RFC 9110 §11.1) and separated from the credential by one
 // or more spaces, so "Bearer x", "bearer x" and "BEARER  x" are one credential and one scope; the
-// credential itself is compared exactly. Use it to find the records of a credential (Store.Lookup).
+// credential itself is compared exactly. Use it to find the records of a credential
+// (driver.Store.Lookup).
 func CredentialScope(authorization string) string {
 	var sum [sha256.Size]byte
 	if len(authorization) <= 512 {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // ErrRecordRefused: with Options.Sealer set, the key's stored record is not sealed as a whole, or
@@ -41,7 +43,7 @@ const sealContext = "svc idempotency record v2\x00"
 
 // sealAAD binds a sealed record to its place: a record moved to another scope or key does not open.
 // An Idempotency-Key is visible ASCII, never NUL, so the last NUL ends the scope unambiguously.
-func sealAAD(dst []byte, key Key) []byte {
+func sealAAD(dst []byte, key driver.Key) []byte {
 	dst = append(dst, sealContext...)
 	dst = append(dst, key.Scope...)
 	dst = append(dst, 0)
@@ -126,7 +128,7 @@ func headerFields(h http.Header) []field {
 
 // seal returns resp sealed as a whole: the stored header holds the mark alone, and the body is the
 // sealed envelope of status, headers and body. resp is not changed.
-func (m *Middleware) seal(key Key, resp Response) Response {
+func (m *Middleware) seal(key driver.Key, resp Response) Response {
 	var aad [aadBufSize]byte
 	plain := appendEnvelope(nil, resp.Status, headerFields(resp.Header), resp.Body)
 	return Response{
@@ -146,7 +148,7 @@ func (m *Middleware) seal(key Key, resp Response) Response {
 //
 // Without a Sealer, an unsealed record is replayed as it is, and a sealed one without its body and
 // its sealed headers (HeaderBodyOmitted), with the stored status: there is no key to open it.
-func (m *Middleware) unseal(ctx context.Context, key Key, resp *Response) (*Response, error) {
+func (m *Middleware) unseal(ctx context.Context, key driver.Key, resp *Response) (*Response, error) {
 	mark, sealed := resp.Header[headerSealed]
 	if m.sealer == nil {
 		if !sealed {

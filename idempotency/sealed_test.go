@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -29,14 +30,14 @@ func sealedHandler(calls *int) http.Handler {
 
 // plant writes resp as the completed record of (scope, key) for the request req would make, straight
 // through the Store as a writer of its backend could: the record the middleware will find.
-func plant(t *testing.T, store idempotency.Store, key idempotency.Key, r *http.Request, body string, resp idempotency.Response) {
+func plant(t *testing.T, store driver.Store, key driver.Key, r *http.Request, body string, resp driver.Response) {
 	t.Helper()
 	ctx := context.Background()
 	fp := idempotency.NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, sha256.Sum256([]byte(body)))
 	now := timeNow()
 	c, err := store.Claim(ctx, key, fp, now, now.Add(idempotency.DefaultLease), now.Add(idempotency.DefaultRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 	require.NoError(t, store.Complete(ctx, key, c.Token, resp, now.Add(idempotency.DefaultRetention)))
 }
 
@@ -56,7 +57,7 @@ func withHeader(resp idempotency.Response, k, v string) idempotency.Response {
 func TestSealedRecordsFailClosed(t *testing.T) {
 	ring, keys := newSealer(t, 1)
 	scope := idempotency.CredentialScope(authA)
-	k1 := idempotency.Key{Scope: scope, Key: "k1"}
+	k1 := driver.Key{Scope: scope, Key: "k1"}
 	const path, body = "/v1/orders", order
 
 	// A genuine sealed record of k1 and one of k0, as the middleware stores them.
@@ -66,7 +67,7 @@ func TestSealedRecordsFailClosed(t *testing.T) {
 		mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring, ReplayHeaders: []string{"X-Trace-Note"}})).Handler(sealedHandler(&calls))
 		first := serve(mw, req("POST", path, key, authA, body))
 		require.Equal(t, http.StatusCreated, first.Code)
-		rec, err := store.Lookup(context.Background(), idempotency.Key{Scope: scope, Key: key}, timeNow())
+		rec, err := store.Lookup(context.Background(), driver.Key{Scope: scope, Key: key}, timeNow())
 		require.NoError(t, err)
 		return *rec.Response
 	}
@@ -183,7 +184,7 @@ func requireRefused(t *testing.T, w interface {
 func TestUnsealedRecordsWithoutSealer(t *testing.T) {
 	ring, _ := newSealer(t, 1)
 	scope := idempotency.CredentialScope(authA)
-	k1 := idempotency.Key{Scope: scope, Key: "k1"}
+	k1 := driver.Key{Scope: scope, Key: "k1"}
 	var calls int
 	store := idempotency.NewMemoryStore(nil)
 	sealedMW := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring})).Handler(sealedHandler(&calls))

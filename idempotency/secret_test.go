@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -28,11 +29,11 @@ func issue(calls *int) http.Handler {
 }
 
 // storedBody returns the raw body the store holds for k1 under authA.
-func storedBody(t *testing.T, s idempotency.Store) []byte {
+func storedBody(t *testing.T, s driver.Store) []byte {
 	t.Helper()
-	rec, err := s.Lookup(context.Background(), idempotency.Key{Scope: idempotency.CredentialScope(authA), Key: "k1"}, timeNow())
+	rec, err := s.Lookup(context.Background(), driver.Key{Scope: idempotency.CredentialScope(authA), Key: "k1"}, timeNow())
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, driver.Completed, rec.Status)
 	return rec.Response.Body
 }
 
@@ -115,14 +116,14 @@ func TestSealedBodyBoundToItsKey(t *testing.T) {
 	a, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)
 	require.NoError(t, a.Complete(ctx, idempotency.Response{Status: 201, Body: []byte(issuedKey)}))
-	rec, err := store.Lookup(ctx, idempotency.Key{Scope: "s", Key: "k1"}, timeNow())
+	rec, err := store.Lookup(ctx, driver.Key{Scope: "s", Key: "k1"}, timeNow())
 	require.NoError(t, err)
 	require.NotContains(t, string(rec.Response.Body), issuedKey)
 
 	// Plant the sealed record under another key, as someone with write access to the store might.
 	b, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
 	require.NoError(t, err)
-	require.NoError(t, store.Complete(ctx, idempotency.Key{Scope: "s", Key: "k2"}, b.Token, *rec.Response, timeNow().Add(idempotency.DefaultRetention)))
+	require.NoError(t, store.Complete(ctx, driver.Key{Scope: "s", Key: "k2"}, b.Token, *rec.Response, timeNow().Add(idempotency.DefaultRetention)))
 	_, err = m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
 	require.ErrorIs(t, err, idempotency.ErrRecordRefused)
 

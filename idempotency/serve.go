@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // Handler returns next wrapped with the middleware.
@@ -98,7 +99,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
 				slog.String("idempotency_key", key), slog.Any("error", err))
 			x.body.reset(x.buf)
-			r2 := r.WithContext(m.withDownstream(r.Context(), Key{Scope: scope, Key: key}))
+			r2 := r.WithContext(m.withDownstream(r.Context(), driver.Key{Scope: scope, Key: key}))
 			r2.Body = &x.body
 			next.ServeHTTP(w, r2)
 			return

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // TestZeroValues: every method with an error result on a type whose zero value is not usable
@@ -15,7 +16,7 @@ import (
 // pointer, instead of panicking or doing nothing.
 func TestZeroValues(t *testing.T) {
 	ctx := t.Context()
-	key := idempotency.Key{Scope: "s", Key: "k1"}
+	key := driver.Key{Scope: "s", Key: "k1"}
 	now := time.Unix(1767225600, 0)
 	var fp idempotency.Fingerprint
 	for _, tc := range []struct {
@@ -66,6 +67,6 @@ func TestZeroValuesWithoutErrorResult(t *testing.T) {
 	require.Equal(t, context.Background(), (*idempotency.Attempt)(nil).Context())
 	require.Nil(t, (*idempotency.Attempt)(nil).Problem())
 	// The error names the type, so a log line says which value was not built.
-	_, err := (&idempotency.MemoryStore{}).Lookup(t.Context(), idempotency.Key{Scope: "s", Key: "k"}, time.Now())
+	_, err := (&idempotency.MemoryStore{}).Lookup(t.Context(), driver.Key{Scope: "s", Key: "k"}, time.Now())
 	require.EqualError(t, err, "idempotency: MemoryStore not built with NewMemoryStore")
 }

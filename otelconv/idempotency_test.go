@@ -16,17 +16,18 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // flakyStore fails its claims while down.
 type flakyStore struct {
-	idempotency.Store
+	driver.Store
 	down atomic.Bool
 }
 
-func (s *flakyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (s *flakyStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if s.down.Load() {
-		return idempotency.Claim{}, errors.New("connection refused")
+		return driver.Claim{}, errors.New("connection refused")
 	}
 	return s.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
 }

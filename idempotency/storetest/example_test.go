@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 )
 
@@ -23,7 +24,7 @@ import (
 // few of the checks by hand.
 func Example() {
 	TestConformance := func(t *testing.T) { // in your file: func TestConformance(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) idempotency.Store {
+		storetest.Run(t, func(t *testing.T) driver.Store {
 			return idempotency.NewMemoryStore(nil) // your store here: a fresh one, or one for every subtest
 		})
 	}
@@ -37,18 +38,18 @@ func Example() {
 func Example_contract() {
 	ctx := context.Background()
 	s := idempotency.NewMemoryStore(nil)
-	key := idempotency.Key{Scope: "lic_1:sandbox", Key: "3f1c2a7e"}
-	fp := idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {\"side\":\"buy\"}")))
+	key := driver.Key{Scope: "lic_1:sandbox", Key: "3f1c2a7e"}
+	fp := driver.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {\"side\":\"buy\"}")))
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	claim := func(at time.Time) (idempotency.Claim, error) {
+	claim := func(at time.Time) (driver.Claim, error) {
 		return s.Claim(ctx, key, fp, at, at.Add(30*time.Second), at.Add(24*time.Hour))
 	}
 
 	// 64 requests with one key at once: one claim, 63 in flight.
 	var (
 		mu     sync.Mutex
-		counts = map[idempotency.Status]int{}
-		owner  idempotency.Claim
+		counts = map[driver.Status]int{}
+		owner  driver.Claim
 		wg     sync.WaitGroup
 	)
 	for range 64 {
@@ -61,15 +62,15 @@ func Example_contract() {
 			mu.Lock()
 			defer mu.Unlock()
 			counts[c.Status]++
-			if c.Status == idempotency.Claimed {
+			if c.Status == driver.Claimed {
 				owner = c
 			}
 		})
 	}
 	wg.Wait()
-	fmt.Println("racing claims:", counts[idempotency.Claimed], counts[idempotency.InFlight])
+	fmt.Println("racing claims:", counts[driver.Claimed], counts[driver.InFlight])
 
-	resp := idempotency.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
+	resp := driver.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
 	if err := s.Complete(ctx, key, owner.Token, resp, now.Add(24*time.Hour)); err != nil {
 		fmt.Println(err)
 		return
@@ -81,8 +82,8 @@ func Example_contract() {
 	}
 	fmt.Println("after Complete:", replay.Status, replay.Response.Status, string(replay.Response.Body))
 
-	err = s.Complete(ctx, key, owner.Token, idempotency.Response{Status: http.StatusInternalServerError}, now.Add(24*time.Hour))
-	fmt.Println("Complete again:", errors.Is(err, idempotency.ErrLeaseLost))
+	err = s.Complete(ctx, key, owner.Token, driver.Response{Status: http.StatusInternalServerError}, now.Add(24*time.Hour))
+	fmt.Println("Complete again:", errors.Is(err, driver.ErrLeaseLost))
 	// Output:
 	// racing claims: 1 63
 	// after Complete: completed 201 {"id":"ord_1"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -121,9 +122,9 @@ func TestNoSecretStoredInPlainText(t *testing.T) {
 
 func storedBody(t *testing.T, s *idempotency.MemoryStore, scope, key string) string {
 	t.Helper()
-	rec, err := s.Lookup(context.Background(), idempotency.Key{Scope: scope, Key: key}, time.Unix(1767225600, 0))
+	rec, err := s.Lookup(context.Background(), driver.Key{Scope: scope, Key: key}, time.Unix(1767225600, 0))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, driver.Completed, rec.Status)
 	return string(rec.Response.Body)
 }
 
