@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/internal/testkit/serviceprobe"
 	"github.com/svcplatform/conventions/internal/testkit/testid"
@@ -59,7 +59,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		// The write benchmarks keep about 20,000 records of one scope: above the default quota.
 		storetest.RunBenchmarks(b, func(*testing.B) driver.Store {
-			return idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 50_000})
+			return memstore.New(&memstore.Options{MaxRecordsPerScope: 50_000})
 		})
 	})
 	b.Run("redis", func(b *testing.B) {

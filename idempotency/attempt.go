@@ -9,6 +9,8 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // ErrStore wraps every error a store returned to Begin: the request was not decided, so answer 503
@@ -297,7 +299,7 @@ func (a *Attempt) Complete(ctx context.Context, resp Response) error {
 }
 
 // completeRecorded is Complete for the middleware: the response comes from the recorder, and a
-// MemoryStore takes it as header fields, without a header map.
+// memstore.Store takes it as header fields, without a header map.
 func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted bool) error {
 	if a.Decision != Execute {
 		return errNotOwner
@@ -312,7 +314,7 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 		fs, body = sealedFields, rec.sealed
 	}
 	c := completion{status: status, fields: fs, body: body}
-	if ms, ok := a.store.(*MemoryStore); ok {
+	if ms, ok := a.store.(*memstore.Store); ok {
 		c.ms = ms
 	} else {
 		c.resp = rec.response(status, fs, body)
@@ -320,11 +322,11 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 	return a.complete(ctx, &c)
 }
 
-// completion is one Complete call: through the MemoryStore's field path when ms is set, else resp.
+// completion is one Complete call: through the memory store's field path when ms is set, else resp.
 type completion struct {
-	ms     *MemoryStore
+	ms     *memstore.Store
 	status int
-	fields []field
+	fields []fields.Field
 	body   []byte
 	resp   Response
 }
@@ -373,7 +375,7 @@ func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
 	expiresAt := now.Add(m.retention)
 	if c.ms != nil {
-		err = c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
+		err = fields.CompleteMemory(cctx, c.ms, a.Key, a.Token, c.status, c.fields, c.body, expiresAt)
 	} else {
 		err = a.store.Complete(cctx, a.Key, a.Token, c.resp, expiresAt)
 	}
@@ -382,10 +384,10 @@ func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 	return err
 }
 
-// bounded returns ctx with the store timeout, except for a MemoryStore: it never waits on I/O, and a
-// timer per call would cost more than the call.
+// bounded returns ctx with the store timeout, except for a memstore.Store: it never waits on I/O, and
+// a timer per call would cost more than the call.
 func bounded(ctx context.Context, store driver.Store, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := store.(*MemoryStore); ok {
+	if _, ok := store.(*memstore.Store); ok {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, timeout)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 func TestBeginDecisions(t *testing.T) {
@@ -74,7 +75,7 @@ func TestBeginDecisions(t *testing.T) {
 
 func TestBeginErrors(t *testing.T) {
 	ctx := context.Background()
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	m := must(idempotency.New(&idempotency.Options{Store: store}))
 	_, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "bad key"})
 	require.ErrorIs(t, err, idempotency.ErrKeyInvalid)

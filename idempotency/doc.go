@@ -3,10 +3,43 @@
 // creates no second order". It follows draft-ietf-httpapi-idempotency-key-header and Stripe's
 // behaviour, as fixed by docs/decisions.md D2.
 //
+// A service that runs several replicas:
+//
+//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyStoreOptions{
+//		MaxRecordsPerScope: 100_000, // one tenant cannot fill the Redis every tenant shares
+//	}) // fails unless the Redis runs with maxmemory-policy noeviction
+//	if err != nil {
+//		return err
+//	}
+//	m, err := idempotency.New(&idempotency.Options{
+//		Store:  store, // shared by every replica
+//		Sealer: ring, // seal.NewRing(keys...): nothing readable, nothing changeable at rest
+//		Scope: func(r *http.Request) (string, error) {
+//			p, ok := auth.PrincipalFrom(r.Context())
+//			if !ok {
+//				return "", apierror.Unauthenticated("credential_missing", "header Authorization is required")
+//			}
+//			return p.Licensee + "/" + p.Environment, nil
+//		},
+//		Logger: logger,
+//	})
+//	if err != nil {
+//		return err // an option it cannot honour, named: a Retention within the Lease, GET in Methods, …
+//	}
+//	mux.Handle("POST /v1/orders", m.Handler(http.HandlerFunc(createOrder)))
+//	…
+//	_ = srv.Shutdown(ctx)
+//	_ = m.Close(ctx) // lets completions the store refused land before the process exits
+//
+// and on the client:
+//
+//	client := &http.Client{Transport: &idempotency.Transport{}}
+//	resp, err := client.Post(base+"/v1/orders", "application/json", strings.NewReader(body))
+//
 // The package has four parts: the Middleware (net/http) and its decision API (Begin, for other
-// routers and RPC frameworks); the storage contract (package driver) with an in-memory
-// implementation (MemoryStore) and a conformance suite (package storetest) that the PostgreSQL and
-// Redis adapters also run; and the client side, NewKey and Transport.
+// routers and RPC frameworks); the storage contract (package driver) with an in-memory store
+// (package memstore, the default) and a conformance suite (package storetest) that the PostgreSQL
+// and Redis adapters also run; and the client side, NewKey and Transport.
 //
 // # Wire behaviour
 //
@@ -24,7 +57,7 @@
 //	store unreachable, or no answer within              503 service_unavailable, Retry-After; the handler
 //	  StoreTimeout (5 s)                                    does not run (unless FailOpen)
 //	new key, the credential's scope at its quota        429 idempotency_quota_exceeded (header
-//	  (MemoryOptions.MaxRecordsPerScope)                    Idempotency-Key), Retry-After (60 s)
+//	  (memstore.Options.MaxRecordsPerScope)                 Idempotency-Key), Retry-After (60 s)
 //	new key                                             the handler runs; its response is stored, 5xx
 //	                                                        included (unless ReleaseServerErrors)
 //	  the handler marked its 4xx NotPerformed           the key is released: nothing stored
@@ -106,17 +139,17 @@
 //	--------------------------------------------  ---------------------------------------------------
 //	concurrent duplicates run once                the store's atomic Claim (every store; storetest)
 //	duplicates across replicas run once           one store shared by the replicas (pgstore,
-//	                                                  redisstore); a MemoryStore is per process
+//	                                                  redisstore); a memstore.Store is per process
 //	a completed request is never run again        the record outliving Retention: PostgreSQL, Redis
 //	  within Retention                                with maxmemory-policy noeviction (redisstore
 //	                                                  refuses others) and persistence (AOF) across
-//	                                                  restarts; a MemoryStore dies with its process
+//	                                                  restarts; a memstore.Store dies with its process
 //	a store outage after the handler ran does     the owning process staying alive until the store is
 //	  not run it again                                back (it renews and retries; see Close)
 //	a slow handler does not run twice             renewal every Lease/3 and the two-step take-over
 //	a crash never leaves work done but            transactional mode (Options.Transactor): the
 //	  unrecorded                                      handler's writes and the record commit together
-//	one tenant cannot fill shared capacity        per-scope quotas (MemoryStore, redisstore)
+//	one tenant cannot fill shared capacity        per-scope quotas (memstore, redisstore)
 //	no stored secret in plain text                Options.Sealer, or Secret marks (stored without body)
 //	a writer of the store cannot choose a replay  Options.Sealer: status, headers and body sealed
 //	                                                  together, bound to scope and key; fails closed
@@ -157,17 +190,17 @@
 // must not be governed. A response over MaxResponseBytes still streams to its client in full; its
 // record keeps the status and the allow-listed headers without the body, so a retry learns the
 // outcome (Location, say) and never runs the handler a second time. If the store refuses the full
-// response (a MemoryStore over its byte budget), the same body-less record is stored instead.
+// response (a memstore.Store over its byte budget), the same body-less record is stored instead.
 //
 // # Stores
 //
 // The storage contract, package driver, is small — a Store, and a Transactor for the transactional
-// mode — and package storetest is its conformance suite.
-// MemoryStore (the default) is sharded, bounded (MaxRecords in all, MaxRecordsPerScope per
-// credential) and expires its records itself; it is right for a single replica. Replicas that share
-// traffic must share a store: pgstore and redisstore (nested modules) implement it on PostgreSQL and
-// Redis. pgstore's IdempotencyStore.RunCleanup removes expired rows in bounded batches; redisstore
-// refuses a Redis that may evict records.
+// mode — and package storetest is its conformance suite; a team that only makes its requests
+// idempotent never imports either. memstore.Store (the default) is sharded, bounded (MaxRecords in
+// all, MaxRecordsPerScope per credential) and expires its records itself; it is right for a single
+// replica. Replicas that share traffic must share a store: pgstore and redisstore (nested modules)
+// implement it on PostgreSQL and Redis. pgstore's IdempotencyStore.RunCleanup removes expired rows
+// in bounded batches; redisstore refuses a Redis that may evict records.
 //
 // With Options.Transactor the claim, the handler's own database writes and the stored response
 // commit in one transaction (pgstore provides the Transactor): a crash before the commit leaves
@@ -196,7 +229,6 @@
 // on. Outcome is what became of the request (executed, replayed, in_use, reused, rejected, quota,
 // store_error, failed_open, lease_lost, released), which the Hooks are told and metrics count: an
 // open set that grows with the middleware. Where two of them name one fact, they use one word.
-//
 // # Client side
 //
 // NewKey returns a UUID v4 key. Transport is an http.RoundTripper that adds a key to mutating
@@ -221,37 +253,4 @@
 // added in later versions are nil in Hooks written before them. The otelconv module fills them with
 // OpenTelemetry; without Hooks nothing is measured and nothing allocated
 // (TestHooksCostNothingWhenUnset). The hooks never see a key or a scope.
-//
-// # Example
-//
-//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyStoreOptions{
-//		MaxRecordsPerScope: 100_000, // one tenant cannot fill the Redis every tenant shares
-//	}) // fails unless the Redis runs with maxmemory-policy noeviction
-//	if err != nil {
-//		return err
-//	}
-//	m, err := idempotency.New(&idempotency.Options{
-//		Store:  store, // shared by every replica
-//		Sealer: ring, // seal.NewRing(keys...): nothing readable, nothing changeable at rest
-//		Scope: func(r *http.Request) (string, error) {
-//			p, ok := auth.PrincipalFrom(r.Context())
-//			if !ok {
-//				return "", apierror.Unauthenticated("credential_missing", "header Authorization is required")
-//			}
-//			return p.Licensee + "/" + p.Environment, nil
-//		},
-//		Logger: logger,
-//	})
-//	if err != nil {
-//		return err // an option it cannot honour, named: a Retention within the Lease, GET in Methods, …
-//	}
-//	mux.Handle("POST /v1/orders", m.Handler(http.HandlerFunc(createOrder)))
-//	…
-//	_ = srv.Shutdown(ctx)
-//	_ = m.Close(ctx) // lets completions the store refused land before the process exits
-//
-// and on the client:
-//
-//	client := &http.Client{Transport: &idempotency.Transport{}}
-//	resp, err := client.Post(base+"/v1/orders", "application/json", strings.NewReader(body))
 package idempotency

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // outageStore fails every call while down, as an unreachable PostgreSQL or an OOM Redis does.
@@ -56,7 +57,7 @@ func TestCompleteRetriedAfterStoreOutage(t *testing.T) {
 	for _, outage := range []time.Duration{5 * time.Second, 90 * time.Second} {
 		t.Run(outage.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+				store := &outageStore{Store: memstore.New(nil)}
 				logs := &logBuffer{}
 				h := &orders{}
 				m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()}))
@@ -97,7 +98,7 @@ func TestCompleteRetriedAfterStoreOutage(t *testing.T) {
 // Close waits for pending completions while its context allows, then gives them up and says so.
 func TestCloseGivesUpPendingCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &outageStore{Store: memstore.New(nil)}
 		logs := &logBuffer{}
 		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +120,7 @@ func TestCloseGivesUpPendingCompletions(t *testing.T) {
 // Close returns at once when the store recovers within its context.
 func TestCloseWaitsForPendingCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &outageStore{Store: memstore.New(nil)}
 		h := &orders{}
 		m := must(idempotency.New(&idempotency.Options{Store: store}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +159,7 @@ func (s *hangStore) Renew(ctx context.Context, key driver.Key, token uint64, lea
 // Issue 13, case 2: one slow renewal must not make another key lose its lease.
 func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := idempotency.NewMemoryStore(nil)
+		mem := memstore.New(nil)
 		store := &hangStore{Store: mem, hangKey: "slow", release: make(chan struct{})}
 		const lease = 30 * time.Second
 		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: lease}))
@@ -210,7 +211,7 @@ func TestStoreTimeoutAnswers503(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := &orders{}
-				m := must(idempotency.New(&idempotency.Options{Store: blockingStore{idempotency.NewMemoryStore(nil)}, StoreTimeout: tc.timeout}))
+				m := must(idempotency.New(&idempotency.Options{Store: blockingStore{memstore.New(nil)}, StoreTimeout: tc.timeout}))
 				start := time.Now()
 				w := serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 				require.Equal(t, tc.want, time.Since(start), "answered at the deadline (fake time)")
@@ -226,7 +227,7 @@ func TestStoreTimeoutAnswers503(t *testing.T) {
 // Idempotency-Key with Retry-After; other scopes are untouched; its own keys still replay.
 func TestQuotaPerScope(t *testing.T) {
 	h := &orders{}
-	store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1000, MaxRecordsPerScope: 3})
+	store := memstore.New(&memstore.Options{MaxRecords: 1000, MaxRecordsPerScope: 3})
 	m := must(idempotency.New(&idempotency.Options{Store: store}))
 	mw := m.Handler(h)
 	for i := range 3 {
@@ -248,7 +249,7 @@ func TestQuotaPerScope(t *testing.T) {
 // own quota, and every other tenant keeps being served.
 func TestNoisyNeighbourFillsOnlyItsQuota(t *testing.T) {
 	h := &orders{}
-	m := must(idempotency.New(&idempotency.Options{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 2000})}))
+	m := must(idempotency.New(&idempotency.Options{Store: memstore.New(&memstore.Options{MaxRecords: 2000})}))
 	mw := m.Handler(h)
 	var refused int
 	for i := range 2500 {
@@ -268,14 +269,14 @@ func TestNoisyNeighbourFillsOnlyItsQuota(t *testing.T) {
 func TestMemoryMaxRecordsExact(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1000, MaxRecordsPerScope: -1})
+	s := memstore.New(&memstore.Options{MaxRecords: 1000, MaxRecordsPerScope: -1})
 	for i := range 1000 {
 		c, err := s.Claim(ctx, driver.Key{Scope: "s" + itoa(int64(i%7)), Key: itoa(int64(i))}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
 		require.NoError(t, err, "record %d of 1000", i+1)
 		require.Equal(t, driver.Claimed, c.Status)
 	}
 	_, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "one more"}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
-	require.ErrorIs(t, err, idempotency.ErrStoreFull)
+	require.ErrorIs(t, err, memstore.ErrStoreFull)
 	require.Equal(t, 1000, s.Len())
 	// Past their retention the records make room again, found by the full sweep.
 	later := now.Add(2 * time.Hour)
@@ -298,7 +299,7 @@ func TestNotPerformedReleasesTheKey(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	require.Equal(t, http.StatusBadRequest, serve(mw, req("POST", "/v1/orders", "k1", authA, `{"side":"junk"}`)).Code)
 	require.Zero(t, store.Len(), "junk bodies do not fill the store")

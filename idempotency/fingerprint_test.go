@@ -17,6 +17,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/internal/strictjson"
 )
 
@@ -109,7 +110,7 @@ func TestCustomFingerprintOnEveryPath(t *testing.T) {
 		}
 		return idempotency.NewFingerprint(r.Method, r.URL.EscapedPath(), "", sha256.Sum256([]byte(ref))), nil
 	}
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	m := must(idempotency.New(&idempotency.Options{Store: store, Fingerprint: byRef}))
 	started, release := make(chan struct{}), make(chan struct{})
 	h := &orders{}

@@ -22,8 +22,8 @@ type Hooks struct {
 	// StoreStart is called before each store call: claim, complete, release and renew.
 	StoreStart func(ctx context.Context, call StoreCall) context.Context
 	// StoreEnd is called after it with the context StoreStart returned, the call's duration (by
-	// Options.Now) and its error: nil, or one matching ErrLeaseLost, ErrQuotaExceeded, ErrStoreFull
-	// or a store failure.
+	// Options.Now) and its error: nil, or one matching ErrLeaseLost, ErrQuotaExceeded,
+	// memstore.ErrStoreFull or a store failure.
 	StoreEnd func(ctx context.Context, call StoreCall, took time.Duration, err error)
 	// HandlerStart is called before the middleware runs the handler of a claimed request; the
 	// handler runs in the context it returns.
@@ -55,9 +55,6 @@ type StoreCall struct {
 	// returns (see driver.Backender); "custom" for a store without one.
 	Backend string
 }
-
-// Backend reports "memory".
-func (s *MemoryStore) Backend() string { return "memory" }
 
 // backendOf names store for the Hooks.
 func backendOf(store driver.Store) string {

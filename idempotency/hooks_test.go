@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // hookRecorder writes down every call of its hooks, in order, as a short line.
@@ -115,7 +116,7 @@ func handlerCtxSeen(status int, seen *bool) http.Handler {
 // client got.
 func TestHooksSeeEveryDecision(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	store := &faultStore{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 3})}
+	store := &faultStore{Store: memstore.New(&memstore.Options{MaxRecordsPerScope: 3})}
 	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), ReleaseServerErrors: true}))
 	var seen bool
 	created := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
@@ -180,7 +181,7 @@ func TestHooksSeeEveryDecision(t *testing.T) {
 // FailOpen runs the handler without idempotency; the Hooks are told so.
 func TestHooksFailedOpen(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	store.fail(&store.claimErr, errDown)
 	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), FailOpen: true}))
 	require.Equal(t, http.StatusCreated, serve(m.Handler(&orders{}), req("POST", "/v1/orders", "k1", authA, order)).Code)
@@ -190,7 +191,7 @@ func TestHooksFailedOpen(t *testing.T) {
 // A stale owner's completion is refused: the handler ran, the outcome is lease_lost.
 func TestHooksLeaseLost(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks()}))
 	fp := idempotency.NewFingerprint("POST", "/x", "", [32]byte{})
 	stale := must(m.Begin(context.Background(), idempotency.Request{Scope: "s", Key: "k", Fingerprint: fp, NoRenew: true}))
@@ -206,7 +207,7 @@ func TestHooksLeaseLost(t *testing.T) {
 func TestHooksPendingCompletionAndRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &hookRecorder{tookOK: true}
-		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &outageStore{Store: memstore.New(nil)}
 		m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), Lease: 3 * time.Second}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			store.down.Store(true)
@@ -314,7 +315,7 @@ func TestEnumNames(t *testing.T) {
 	// A Decision and the Outcome it is share a word.
 	require.Equal(t, idempotency.InUse.String(), idempotency.OutcomeInUse.String())
 	require.Equal(t, idempotency.Reused.String(), idempotency.OutcomeReused.String())
-	require.Equal(t, "memory", idempotency.NewMemoryStore(nil).Backend())
+	require.Equal(t, "memory", memstore.New(nil).Backend())
 }
 
 func TestNumOutcomesAndStoreOps(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // lookupCounter fails the test if the middleware ever reads a record outside of Claim.
@@ -37,7 +38,7 @@ func (l *lookupCounter) Lookup(ctx context.Context, key driver.Key, now time.Tim
 // window between a check and a lock. A duplicate arriving right after the first finished replays.
 // (In depth: TestThousandRacersOneExecution, storetest ClaimRace.)
 func TestLesson_NoCheckThenLock(t *testing.T) {
-	store := &lookupCounter{Store: idempotency.NewMemoryStore(nil)}
+	store := &lookupCounter{Store: memstore.New(nil)}
 	h := &orders{}
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	for range 3 {
@@ -166,7 +167,7 @@ func TestLesson_FingerprintOnEveryPath(t *testing.T) {
 // "All keyless requests hashed to one record" (Powertools TS #1501): a missing key is an error,
 // never "" shared by everyone.
 func TestLesson_MissingKeyIsAnError(t *testing.T) {
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	h := &orders{}
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	requireProblem(t, serve(mw, req("POST", "/v1/orders", "", authA, order)), 400, idempotency.CodeKeyMissing)
@@ -239,7 +240,7 @@ func TestLesson_ScopedByCredential(t *testing.T) {
 
 // "Reading the store fails → the handler runs anyway": fail closed. (In depth: TestStoreFailureFailsClosed.)
 func TestLesson_StoreFailureFailsClosed(t *testing.T) {
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	store.fail(&store.claimErr, errDown)
 	h := &orders{}
 	w := serve(must(idempotency.New(&idempotency.Options{Store: store})).Handler(h), req("POST", "/v1/orders", "k1", authA, order))

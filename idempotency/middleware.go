@@ -15,6 +15,7 @@ import (
 	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -90,7 +91,7 @@ func New(opts *Options) (*Middleware, error) {
 		hooks:            o.Hooks.used(),
 	}
 	if m.store == nil {
-		m.store = NewMemoryStore(nil)
+		m.store = memstore.New(nil)
 	}
 	m.backend = backendOf(m.store)
 	if m.scope == nil {
@@ -251,15 +252,6 @@ func canonicalCredential(dst []byte, auth string) []byte {
 }
 
 // ErrNotBuilt: a Middleware used without New. Its Begin and Close return it, and its Handler answers
-// every request with the opaque 500 rather than let a mutating request through unguarded. The
-// methods of a zero MemoryStore return errors that match it with errors.Is and name their type.
+// every request with the opaque 500 rather than let a mutating request through unguarded. (A zero
+// memstore.Store returns memstore.ErrNotBuilt.)
 var ErrNotBuilt = errors.New("idempotency: Middleware not built with New")
-
-// notBuiltError is ErrNotBuilt for a type other than Middleware: its message names the type and its
-// constructor, and errors.Is matches ErrNotBuilt.
-type notBuiltError struct{ msg string }
-
-func (e *notBuiltError) Error() string        { return e.msg }
-func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
-
-var errZeroMemoryStore error = &notBuiltError{"idempotency: MemoryStore not built with NewMemoryStore"}

@@ -48,8 +48,8 @@ const (
 
 // Options configures a Middleware. A nil *Options and the zero value mean the defaults.
 type Options struct {
-	// Store keeps the records. Default: a NewMemoryStore(nil) of this middleware's own, which is right
-	// for one replica only: replicas that share traffic must share a Store (pgstore, redisstore).
+	// Store keeps the records. Default: a memstore.New(nil) of this middleware's own, which is right
+	// for one replica only: replicas that share traffic must share a store (pgstore, redisstore).
 	Store driver.Store
 
 	// Scope names the caller a request is made by, its scope: records of different scopes never

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // lostStore is a Store whose Renew always finds the lease lost.
@@ -24,7 +25,7 @@ func (lostStore) Renew(context.Context, driver.Key, uint64, time.Time) error { r
 // handler runs, and a retry would run the handler a second time.
 func TestRenewalLostUnlinksBeforeReuse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := must(New(&Options{Store: lostStore{NewMemoryStore(nil)}, Lease: time.Minute}))
+		m := must(New(&Options{Store: lostStore{memstore.New(nil)}, Lease: time.Minute}))
 		var rn renewal
 		a := &Attempt{Decision: Execute, Key: driver.Key{Scope: "s", Key: "k"}, Token: 1, m: m, store: m.store, ctx: context.Background()}
 		m.renewer.start(m, a, &rn)

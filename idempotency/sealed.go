@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
 )
 
 // ErrRecordRefused: with Options.Sealer set, the key's stored record is not sealed as a whole, or
@@ -34,7 +35,7 @@ const sealedWhole = "v2"
 // what they are given, so one of each serves all.
 var (
 	sealedMark   = []string{sealedWhole}
-	sealedFields = []field{{headerSealed, sealedMark}}
+	sealedFields = []fields.Field{{Name: headerSealed, Vals: sealedMark}}
 )
 
 // sealContext starts the associated data of a sealed record: it keeps a record's seal apart from
@@ -55,9 +56,9 @@ const aadBufSize = len(sealContext) + 64 + 1 + 255 + 32
 
 // appendEnvelope appends the plaintext of a sealed record: the status, the header fields and the
 // body, each length-prefixed (uvarint) except the body, which runs to the end.
-func appendEnvelope(dst []byte, status int, fs []field, body []byte) []byte {
+func appendEnvelope(dst []byte, status int, fs []fields.Field, body []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(status))
-	return append(appendFields(dst, fs), body...)
+	return append(fields.Append(dst, fs), body...)
 }
 
 var errEnvelope = errors.New("idempotency: sealed record is malformed")
@@ -118,10 +119,10 @@ func parseEnvelope(b []byte) (Response, error) {
 }
 
 // headerFields lists h as fields, for appendEnvelope.
-func headerFields(h http.Header) []field {
-	fs := make([]field, 0, len(h))
+func headerFields(h http.Header) []fields.Field {
+	fs := make([]fields.Field, 0, len(h))
 	for k, vs := range h {
-		fs = append(fs, field{k, vs})
+		fs = append(fs, fields.Field{Name: k, Vals: vs})
 	}
 	return fs
 }

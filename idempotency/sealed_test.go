@@ -13,6 +13,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -52,7 +53,7 @@ func withHeader(resp idempotency.Response, k, v string) idempotency.Response {
 // sealed, sealed by an earlier version's body-only format, status swapped, Location or Set-Cookie
 // injected, body replaced, moved from another key, or sealed with a key that left the ring — is
 // neither replayed nor run again: the client gets the opaque 500 problem and the record stays in
-// place. Begin says so with ErrRecordRefused. The store is the MemoryStore; pgstore and redisstore
+// place. Begin says so with ErrRecordRefused. The store is a memstore.Store; pgstore and redisstore
 // run the same attacks through SQL and Redis commands.
 func TestSealedRecordsFailClosed(t *testing.T) {
 	ring, keys := newSealer(t, 1)
@@ -63,7 +64,7 @@ func TestSealedRecordsFailClosed(t *testing.T) {
 	// A genuine sealed record of k1 and one of k0, as the middleware stores them.
 	genuine := func(key string) idempotency.Response {
 		var calls int
-		store := idempotency.NewMemoryStore(nil)
+		store := memstore.New(nil)
 		mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring, ReplayHeaders: []string{"X-Trace-Note"}})).Handler(sealedHandler(&calls))
 		first := serve(mw, req("POST", path, key, authA, body))
 		require.Equal(t, http.StatusCreated, first.Code)
@@ -108,7 +109,7 @@ func TestSealedRecordsFailClosed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls int
-			store := idempotency.NewMemoryStore(nil)
+			store := memstore.New(nil)
 			plant(t, store, k1, req("POST", path, "k1", authA, body), body, tc.stored)
 			logs := &logBuffer{}
 			m := must(idempotency.New(&idempotency.Options{Store: store, Sealer: tc.ring, Logger: logs.logger()}))
@@ -144,7 +145,7 @@ func TestSealedRecordsFailClosed(t *testing.T) {
 
 	// The genuine record replays in full: status, headers and body from the seal.
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	plant(t, store, k1, req("POST", path, "k1", authA, body), body, good)
 	mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring})).Handler(sealedHandler(&calls))
 	w := serve(mw, req("POST", path, "k1", authA, body))
@@ -186,7 +187,7 @@ func TestUnsealedRecordsWithoutSealer(t *testing.T) {
 	scope := idempotency.CredentialScope(authA)
 	k1 := driver.Key{Scope: scope, Key: "k1"}
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	sealedMW := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring})).Handler(sealedHandler(&calls))
 	require.Equal(t, http.StatusCreated, serve(sealedMW, req("POST", "/v1/orders", "k1", authA, order)).Code)
 
@@ -197,7 +198,7 @@ func TestUnsealedRecordsWithoutSealer(t *testing.T) {
 	require.Equal(t, "true", w.Header().Get(idempotency.HeaderBodyOmitted))
 	require.Equal(t, 1, calls)
 
-	store2 := idempotency.NewMemoryStore(nil)
+	store2 := memstore.New(nil)
 	plant(t, store2, k1, req("POST", "/v1/orders", "k1", authA, order), order,
 		idempotency.Response{Status: 201, Header: http.Header{"Location": {"/v1/orders/ord_9"}}, Body: []byte("{}")})
 	w = serve(must(idempotency.New(&idempotency.Options{Store: store2})).Handler(sealedHandler(&calls)), req("POST", "/v1/orders", "k1", authA, order))

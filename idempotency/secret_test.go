@@ -11,6 +11,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -54,7 +55,7 @@ func newSealer(t *testing.T, ids ...uint32) (*seal.Ring, []seal.Key) {
 // action happened (status, Location) without the body, and nothing caches either answer.
 func TestSecretWithoutSealerIsRedacted(t *testing.T) {
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(issue(&calls))
 	first := serve(mw, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
 	require.Equal(t, http.StatusCreated, first.Code)
@@ -76,7 +77,7 @@ func TestSecretWithoutSealerIsRedacted(t *testing.T) {
 // key refuses the record (500) and does not run the handler again.
 func TestSealedBodies(t *testing.T) {
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	sealer, keys := newSealer(t, 1)
 	mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: sealer})).Handler(issue(&calls))
 	first := serve(mw, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
@@ -111,7 +112,7 @@ func TestSealedBodies(t *testing.T) {
 func TestSealedBodyBoundToItsKey(t *testing.T) {
 	ctx := context.Background()
 	sealer, _ := newSealer(t, 1)
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	m := must(idempotency.New(&idempotency.Options{Store: store, Sealer: sealer}))
 	a, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)

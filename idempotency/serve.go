@@ -11,6 +11,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // Handler returns next wrapped with the middleware.
@@ -181,8 +182,8 @@ func (m *Middleware) finish(ctx context.Context, x *exchange, a *Attempt, rec *r
 		}
 		return
 	}
-	if !omitted && errors.Is(err, ErrStoreFull) {
-		// A memory store over its byte budget: a short answer still fits. Store the response without
+	if !omitted && errors.Is(err, memstore.ErrStoreFull) {
+		// A memory store over its byte budget (memstore.ErrStoreFull): a short answer still fits. Store the response without
 		// its body rather than let a retry run the handler again.
 		m.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: the store refused the full response; storing it without its body",
 			slog.String("idempotency_key", a.Key.Key), slog.Any("error", err))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // flakyStore fails its claims while down.
@@ -46,7 +47,7 @@ func idemRequest(key, body string) *http.Request {
 
 func TestIdempotencyMetricsCountEveryOutcome(t *testing.T) {
 	h := newHarness(t, nil)
-	store := &flakyStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &flakyStore{Store: memstore.New(nil)}
 	m, err := idempotency.New(&idempotency.Options{Store: store, Hooks: h.tel.Idempotency()})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +172,7 @@ func TestIdempotencySpansUnderTheRequestSpan(t *testing.T) {
 
 // benchIdempotency serves distinct keys through the middleware with hooks (nil: none).
 func benchIdempotency(b *testing.B, hooks *idempotency.Hooks) {
-	m, err := idempotency.New(&idempotency.Options{Hooks: hooks, Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1 << 22, MaxRecordsPerScope: 1 << 22})})
+	m, err := idempotency.New(&idempotency.Options{Hooks: hooks, Store: memstore.New(&memstore.Options{MaxRecords: 1 << 22, MaxRecordsPerScope: 1 << 22})})
 	if err != nil {
 		b.Fatal(err)
 	}

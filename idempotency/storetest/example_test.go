@@ -10,22 +10,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 )
 
 // A store author's whole conformance test is one function in the store's _test.go file: the function
-// below, with a constructor of the author's store in place of the MemoryStore's. go test -race then
+// below, with a constructor of the author's store in place of memstore.New. go test -race then
 // runs every check as a subtest of it.
 //
 // An Example is not given the *testing.T that go test hands a test, so this one is compiled, not run.
-// The same call runs on the MemoryStore in TestRunOnMemoryStore, and Example_contract below runs a
+// The same call runs on memstore.Store in TestRunOnMemoryStore, and Example_contract below runs a
 // few of the checks by hand.
 func Example() {
 	TestConformance := func(t *testing.T) { // in your file: func TestConformance(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) driver.Store {
-			return idempotency.NewMemoryStore(nil) // your store here: a fresh one, or one for every subtest
+			return memstore.New(nil) // your store here: a fresh one, or one for every subtest
 		})
 	}
 	_ = TestConformance
@@ -37,7 +37,7 @@ func Example() {
 // even its owner's.
 func Example_contract() {
 	ctx := context.Background()
-	s := idempotency.NewMemoryStore(nil)
+	s := memstore.New(nil)
 	key := driver.Key{Scope: "lic_1:sandbox", Key: "3f1c2a7e"}
 	fp := driver.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {\"side\":\"buy\"}")))
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-package idempotency
+package memstore
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
-// TestMemoryStoreQueueBounded: records that leave the store before their retention ends (released,
+// TestQueueBounded: records that leave the store before their retention ends (released,
 // or found expired by Claim or Lookup) must not pile up in the expiry queue behind a live head, or a
 // store with few live records grows without bound.
-func TestMemoryStoreQueueBounded(t *testing.T) {
+func TestQueueBounded(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	fp := Fingerprint{1}
-	s := NewMemoryStore(&MemoryOptions{MaxRecords: 64, Shards: 1})
+	fp := driver.Fingerprint{1}
+	s := New(&Options{MaxRecords: 64, Shards: 1})
 	// A live record at the head of the queue, kept for a day.
 	_, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "head"}, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
 	require.NoError(t, err)

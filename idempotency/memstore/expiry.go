@@ -1,4 +1,4 @@
-package idempotency
+package memstore
 
 import (
 	"time"
@@ -99,7 +99,7 @@ func (sh *memShard) sweep(now int64) {
 
 // sweepAll sweeps every shard, at most once per fullSweepEvery of the callers' time, and reports
 // whether it ran. The caller holds no shard lock.
-func (s *MemoryStore) sweepAll(now int64) bool {
+func (s *Store) sweepAll(now int64) bool {
 	next := s.nextSweep.Load()
 	if now < next || !s.nextSweep.CompareAndSwap(next, now+int64(fullSweepEvery)) {
 		return false
