@@ -74,14 +74,14 @@
 //     names the type, and a handler built on it answers the opaque 500: never a panic from a nil
 //     field, never a silent no-op.
 //   - Concurrency. Every exported type says whether it is safe for concurrent use.
-//   - Storage. Each store interface has a conformance suite that needs only the standard library, run
-//     by the memory stores, pgstore and redisstore: idempotency.Store, in its transactional mode too
-//     (idempotency/storetest), webhook.CursorStore (webhook/cursortest), the producer's driver.Log
-//     with its optional BatchAppender, ByteRanger, Sequencing and Backlogger, and its endpoint
-//     registry (webhook/producer/driver/drivertest), versioning.PinStore (versioning/pintest) and
-//     apikey.CredentialStore (apikey/credentialtest). Two interfaces have none yet: driver.Settler,
-//     tested only through the Dispatcher's own tests, and ratelimit.Limiter, the rate-limit hook whose
-//     one implementation is the in-memory TokenBucket.
+//   - Storage. Each store interface has a conformance suite that needs only the standard library,
+//     run by the memory stores, pgstore and redisstore: idempotency's driver.Store, in its
+//     transactional mode too (idempotency/storetest), webhook.CursorStore (webhook/cursortest), the
+//     producer's driver.Log with its optional BatchAppender, ByteRanger, Sequencing and Backlogger,
+//     and its endpoint registry (webhook/producer/driver/drivertest), versioning.PinStore
+//     (versioning/pintest) and apikey.CredentialStore (apikey/credentialtest). Two interfaces have
+//     none yet: driver.Settler, tested only through the Dispatcher's own tests, and
+//     ratelimit.Limiter, the rate-limit hook whose one implementation is the in-memory TokenBucket.
 //   - Hooks. Every package that decides something takes Hooks in its options, a struct of optional
 //     funcs that can grow without breaking anyone (net/http/httptrace.ClientTrace): idempotency.Options,
 //     webhook's Verifier, Receiver, Tracker and RangeClient options, producer's Publisher, Dispatcher

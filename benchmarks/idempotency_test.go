@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // The idempotency benchmarks send the same POST, with the same key, headers and body, to four
@@ -135,7 +136,7 @@ func (c *firstClock) now() time.Time { return c.base.Add(time.Duration(c.n.Add(1
 const firstRetention = time.Second
 
 func newOurs(first bool, next http.Handler) http.Handler {
-	opts := &idempotency.Options{Store: idempotency.NewMemoryStore(nil)}
+	opts := &idempotency.Options{Store: memstore.New(nil)}
 	if first {
 		clock := &firstClock{base: time.Now()}
 		opts.Now, opts.Retention, opts.Lease = clock.now, firstRetention, firstRetention/2
@@ -146,7 +147,7 @@ func newOurs(first bool, next http.Handler) http.Handler {
 // newOursScoped is newOurs with the scope taken from an authenticated principal, which the benchmark
 // stands in for with a constant: what remains is the middleware's own work.
 func newOursScoped(first bool, next http.Handler) http.Handler {
-	opts := &idempotency.Options{Store: idempotency.NewMemoryStore(nil),
+	opts := &idempotency.Options{Store: memstore.New(nil),
 		Scope: func(*http.Request) (string, error) { return "lic_bench", nil }}
 	if first {
 		clock := &firstClock{base: time.Now()}

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
-// ErrStore wraps every error a Store returned to Begin: the request was not decided, so answer 503
+// ErrStore wraps every error a store returned to Begin: the request was not decided, so answer 503
 // and let the client retry with the same key.
 var ErrStore = errors.New("idempotency: store failed")
 
@@ -18,12 +21,12 @@ var ErrStore = errors.New("idempotency: store failed")
 var ErrScopeEmpty = errors.New("idempotency: empty scope")
 
 // Decision is what Begin decided about a request: what its caller must do now. It is neither the
-// state of the stored record (Status, which a Store reports; Begin derives the Decision from it after
-// checking the fingerprint and, with a Sealer, the seal, so that a completed record of another
-// request is Reused, not Replay) nor what became of the request (Outcome, an open set that the Hooks
-// are told once the response is stored, released or refused). Its four values are the ones a caller
-// switches on; each but Execute is named as the outcome it is, and Execute ends as OutcomeExecuted,
-// OutcomeLeaseLost or OutcomeReleased, by Complete or Release.
+// state of the stored record (driver.Status, which a store reports; Begin derives the Decision from
+// it after checking the fingerprint and, with a Sealer, the seal, so that a completed record of
+// another request is Reused, not Replay) nor what became of the request (Outcome, an open set that
+// the Hooks are told once the response is stored, released or refused). Its four values are the
+// ones a caller switches on; each but Execute is named as the outcome it is, and Execute ends as
+// OutcomeExecuted, OutcomeLeaseLost or OutcomeReleased, by Complete or Release.
 //
 // The zero value is no decision: Begin never returns it, and an Attempt holding it owns nothing.
 type Decision int
@@ -71,13 +74,14 @@ type Request struct {
 	// method name as the path and the SHA-256 of the serialized request message as the body hash.
 	Fingerprint Fingerprint
 
-	// Store, when set, replaces the middleware's Store for this attempt: a Store bound to a database
+	// Store, when set, replaces the middleware's store (Options.Store) for this attempt: the store
+	// that a Transactor's InTx passes its function (driver.Transactor), bound to a database
 	// transaction, so that the claim, the operation's own writes and the stored response commit or
 	// roll back together.
-	Store Store
-	// NoRenew turns off lease renewal for this attempt. A Store bound to a transaction needs it: such
-	// a store is used by one goroutine at a time, and the transaction's row lock, not the lease, keeps
-	// other claims out until it ends.
+	Store driver.Store
+	// NoRenew turns off lease renewal for this attempt. A store bound to a transaction needs it:
+	// such a store is used by one goroutine at a time, and the transaction's row lock, not the
+	// lease, keeps other claims out until it ends.
 	NoRenew bool
 }
 
@@ -91,7 +95,7 @@ type Attempt struct {
 	// Decision says what to do.
 	Decision Decision
 	// Key is the record's key: scope and idempotency key.
-	Key Key
+	Key driver.Key
 	// Fingerprint is this request's fingerprint (the one passed to Begin).
 	Fingerprint Fingerprint
 	// Token is the claim's fencing token (Execute). Complete and Release present it to the store.
@@ -103,7 +107,7 @@ type Attempt struct {
 	Response *Response
 
 	m       *Middleware
-	store   Store
+	store   driver.Store
 	tx      bool   // in a Transactor's transaction: serveTx reports the outcome after the commit
 	backend string // store's name for the Hooks
 	// mark is the time the Hooks' last measurement of this request ended, where the next one
@@ -173,7 +177,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 	if store == nil {
 		store = m.store
 	}
-	*a = Attempt{Key: Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store, backend: m.backend}
+	*a = Attempt{Key: driver.Key{Scope: req.Scope, Key: req.Key}, Fingerprint: req.Fingerprint, m: m, store: store, backend: m.backend}
 	if req.Store != nil && m.hooks != nil {
 		a.backend = backendOf(req.Store) // a Transactor's store, bound to its transaction
 	}
@@ -201,7 +205,7 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		a.Decision = Reused
 		m.stats.reused.Add(1)
 		m.outcome(ctx, OutcomeReused)
-	case c.Status == Completed && c.Response != nil:
+	case c.Status == driver.Completed && c.Response != nil:
 		resp, err := m.unseal(ctx, a.Key, c.Response)
 		if err != nil {
 			// Not replayed, and not run again: the request was carried out once. The record stays
@@ -216,12 +220,12 @@ func (m *Middleware) begin(ctx context.Context, req Request, a *Attempt, cancell
 		a.Response = resp
 		m.stats.replayed.Add(1)
 		m.outcome(ctx, OutcomeReplayed)
-	case c.Status == InFlight:
+	case c.Status == driver.InFlight:
 		a.Decision = InUse
 		a.LeaseUntil = c.LeaseUntil
 		m.stats.conflicts.Add(1)
 		m.outcome(ctx, OutcomeInUse)
-	case c.Status == Claimed:
+	case c.Status == driver.Claimed:
 		a.Decision = Execute
 		a.Token = c.Token
 		a.LeaseUntil = c.LeaseUntil
@@ -295,7 +299,7 @@ func (a *Attempt) Complete(ctx context.Context, resp Response) error {
 }
 
 // completeRecorded is Complete for the middleware: the response comes from the recorder, and a
-// MemoryStore takes it as header fields, without a header map.
+// memstore.Store takes it as header fields, without a header map.
 func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted bool) error {
 	if a.Decision != Execute {
 		return errNotOwner
@@ -310,7 +314,7 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 		fs, body = sealedFields, rec.sealed
 	}
 	c := completion{status: status, fields: fs, body: body}
-	if ms, ok := a.store.(*MemoryStore); ok {
+	if ms, ok := a.store.(*memstore.Store); ok {
 		c.ms = ms
 	} else {
 		c.resp = rec.response(status, fs, body)
@@ -318,11 +322,11 @@ func (a *Attempt) completeRecorded(ctx context.Context, rec *recorder, omitted b
 	return a.complete(ctx, &c)
 }
 
-// completion is one Complete call: through the MemoryStore's field path when ms is set, else resp.
+// completion is one Complete call: through the memory store's field path when ms is set, else resp.
 type completion struct {
-	ms     *MemoryStore
+	ms     *memstore.Store
 	status int
-	fields []field
+	fields []fields.Field
 	body   []byte
 	resp   Response
 }
@@ -371,7 +375,7 @@ func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 	cctx, cancel := bounded(octx, a.store, m.storeTimeout)
 	expiresAt := now.Add(m.retention)
 	if c.ms != nil {
-		err = c.ms.complete(cctx, a.Key, a.Token, c.status, c.fields, true, c.body, expiresAt)
+		err = fields.CompleteMemory(cctx, c.ms, a.Key, a.Token, c.status, c.fields, c.body, expiresAt)
 	} else {
 		err = a.store.Complete(cctx, a.Key, a.Token, c.resp, expiresAt)
 	}
@@ -380,10 +384,10 @@ func (a *Attempt) store1(ctx context.Context, c *completion) (err error) {
 	return err
 }
 
-// bounded returns ctx with the store timeout, except for a MemoryStore: it never waits on I/O, and a
-// timer per call would cost more than the call.
-func bounded(ctx context.Context, store Store, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := store.(*MemoryStore); ok {
+// bounded returns ctx with the store timeout, except for a memstore.Store: it never waits on I/O, and
+// a timer per call would cost more than the call.
+func bounded(ctx context.Context, store driver.Store, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := store.(*memstore.Store); ok {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, timeout)
@@ -430,7 +434,7 @@ func (a *Attempt) finished(err error) {
 	case err == nil:
 	case errors.Is(err, ErrLeaseLost):
 		a.m.stats.leaseLost.Add(1)
-	case errors.Is(err, ErrTxAborted):
+	case errors.Is(err, driver.ErrTxAborted):
 		// The handler's failure, not the store's: serveTx counts the release.
 	default:
 		a.m.stats.storeErrors.Add(1)

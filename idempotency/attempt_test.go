@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 func TestBeginDecisions(t *testing.T) {
@@ -28,7 +30,7 @@ func TestBeginDecisions(t *testing.T) {
 	a, err := m.Begin(ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Execute, a.Decision)
-	require.Equal(t, idempotency.Key{Scope: "tenant-1", Key: "k1"}, a.Key)
+	require.Equal(t, driver.Key{Scope: "tenant-1", Key: "k1"}, a.Key)
 	require.Equal(t, fp, a.Fingerprint)
 	require.NotZero(t, a.Token)
 	require.Nil(t, a.Problem())
@@ -73,7 +75,7 @@ func TestBeginDecisions(t *testing.T) {
 
 func TestBeginErrors(t *testing.T) {
 	ctx := context.Background()
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	m := must(idempotency.New(&idempotency.Options{Store: store}))
 	_, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "bad key"})
 	require.ErrorIs(t, err, idempotency.ErrKeyInvalid)
@@ -160,7 +162,7 @@ func TestFingerprint(t *testing.T) {
 // would for one key), works on a copy of the records, and installs the copy only on commit.
 type txStore struct {
 	mu        sync.Mutex
-	records   map[idempotency.Key]idempotency.Record
+	records   map[driver.Key]driver.Record
 	tokens    uint64
 	failNext  error // the next commit fails with this
 	commits   int
@@ -169,7 +171,7 @@ type txStore struct {
 
 type txCtxKey struct{}
 
-func (s *txStore) InTx(ctx context.Context, fn func(ctx context.Context, store idempotency.Store) error) (err error) {
+func (s *txStore) InTx(ctx context.Context, fn func(ctx context.Context, store driver.Store) error) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tx := &txView{s: s, records: maps.Clone(s.records)}
@@ -195,61 +197,61 @@ func (s *txStore) InTx(ctx context.Context, fn func(ctx context.Context, store i
 // txView is the Store bound to one transaction; it is used by one goroutine.
 type txView struct {
 	s       *txStore
-	records map[idempotency.Key]idempotency.Record
+	records map[driver.Key]driver.Record
 	writes  []string // the handler's own writes, in the same transaction
 }
 
-func (v *txView) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (v *txView) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if rec, ok := v.records[key]; ok && rec.ExpiresAt.After(now) {
 		if rec.Fingerprint != fp {
-			return idempotency.Claim{Status: rec.Status, Fingerprint: rec.Fingerprint}, nil
+			return driver.Claim{Status: rec.Status, Fingerprint: rec.Fingerprint}, nil
 		}
-		if rec.Status == idempotency.Completed {
-			return idempotency.Claim{Status: idempotency.Completed, Fingerprint: fp, Response: rec.Response}, nil
+		if rec.Status == driver.Completed {
+			return driver.Claim{Status: driver.Completed, Fingerprint: fp, Response: rec.Response}, nil
 		}
-		return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: rec.LeaseUntil}, nil
+		return driver.Claim{Status: driver.InFlight, Fingerprint: fp, LeaseUntil: rec.LeaseUntil}, nil
 	}
 	v.s.tokens++
-	v.records[key] = idempotency.Record{Fingerprint: fp, Status: idempotency.InFlight, Token: v.s.tokens, LeaseUntil: leaseUntil, ExpiresAt: expiresAt}
-	return idempotency.Claim{Status: idempotency.Claimed, Token: v.s.tokens, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+	v.records[key] = driver.Record{Fingerprint: fp, Status: driver.InFlight, Token: v.s.tokens, LeaseUntil: leaseUntil, ExpiresAt: expiresAt}
+	return driver.Claim{Status: driver.Claimed, Token: v.s.tokens, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 }
 
-func (v *txView) Renew(context.Context, idempotency.Key, uint64, time.Time) error {
+func (v *txView) Renew(context.Context, driver.Key, uint64, time.Time) error {
 	panic("txView: Renew must not be called in transactional mode")
 }
 
-func (v *txView) Complete(_ context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (v *txView) Complete(_ context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	rec, ok := v.records[key]
-	if !ok || rec.Token != token || rec.Status != idempotency.InFlight {
+	if !ok || rec.Token != token || rec.Status != driver.InFlight {
 		return idempotency.ErrLeaseLost
 	}
 	body := append([]byte(nil), resp.Body...)
-	rec.Status, rec.ExpiresAt = idempotency.Completed, expiresAt
+	rec.Status, rec.ExpiresAt = driver.Completed, expiresAt
 	rec.Response = &idempotency.Response{Status: resp.Status, Header: resp.Header.Clone(), Body: body}
 	v.records[key] = rec
 	return nil
 }
 
-func (v *txView) Release(_ context.Context, key idempotency.Key, token uint64) error {
+func (v *txView) Release(_ context.Context, key driver.Key, token uint64) error {
 	rec, ok := v.records[key]
-	if !ok || rec.Token != token || rec.Status != idempotency.InFlight {
+	if !ok || rec.Token != token || rec.Status != driver.InFlight {
 		return idempotency.ErrLeaseLost
 	}
 	delete(v.records, key)
 	return nil
 }
 
-func (v *txView) Lookup(_ context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+func (v *txView) Lookup(_ context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	rec, ok := v.records[key]
 	if !ok || !rec.ExpiresAt.After(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, nil
 }
 
 func TestTransactionalMode(t *testing.T) {
 	newTx := func() (*txStore, *[]string, http.Handler, *idempotency.Middleware) {
-		s := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+		s := &txStore{records: map[driver.Key]driver.Record{}}
 		var committed []string
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tx := r.Context().Value(txCtxKey{}).(*txView)
@@ -302,7 +304,7 @@ func TestTransactionalMode(t *testing.T) {
 
 	t.Run("the handler's own SQL failure: opaque 500, nothing carried out, retry runs", func(t *testing.T) {
 		s, _, mw, m := newTx()
-		s.failNext = fmt.Errorf("commit: %w: %w", idempotency.ErrTxAborted, errors.New(`ERROR: duplicate key value violates unique constraint "orders_pkey"`))
+		s.failNext = fmt.Errorf("commit: %w: %w", driver.ErrTxAborted, errors.New(`ERROR: duplicate key value violates unique constraint "orders_pkey"`))
 		w := serve(mw, req("POST", "/orders", "k1", authA, order))
 		requireProblem(t, w, 500, "internal_error")
 		require.Empty(t, w.Header().Get("Retry-After"))
@@ -317,7 +319,7 @@ func TestTransactionalMode(t *testing.T) {
 	})
 
 	t.Run("a client that disconnects does not cancel the handler", func(t *testing.T) {
-		s := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+		s := &txStore{records: map[driver.Key]driver.Record{}}
 		var seen error
 		m := must(idempotency.New(&idempotency.Options{Transactor: s}))
 		mw := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -382,7 +384,7 @@ func TestTransactionalMode(t *testing.T) {
 
 type failingTx struct{}
 
-func (failingTx) InTx(context.Context, func(context.Context, idempotency.Store) error) error {
+func (failingTx) InTx(context.Context, func(context.Context, driver.Store) error) error {
 	return errors.New("begin: too many connections")
 }
 

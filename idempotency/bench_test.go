@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -100,7 +101,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		// the benchmark measures the quota's bookkeeping, not its refusals.
 		newMW := func(retention time.Duration, sealer *seal.Ring) func() http.Handler {
 			return func() http.Handler {
-				store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 50_000})
+				store := memstore.New(&memstore.Options{MaxRecordsPerScope: 50_000})
 				// The lease must be shorter than the retention; a first execution ends within both.
 				return must(idempotency.New(&idempotency.Options{Store: store, Now: benchClock(), Retention: retention,
 					Lease: min(idempotency.DefaultLease, retention/2), Sealer: sealer})).Handler(bare)

@@ -3,10 +3,43 @@
 // creates no second order". It follows draft-ietf-httpapi-idempotency-key-header and Stripe's
 // behaviour, as fixed by docs/decisions.md D2.
 //
+// A service that runs several replicas:
+//
+//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyStoreOptions{
+//		MaxRecordsPerScope: 100_000, // one tenant cannot fill the Redis every tenant shares
+//	}) // fails unless the Redis runs with maxmemory-policy noeviction
+//	if err != nil {
+//		return err
+//	}
+//	m, err := idempotency.New(&idempotency.Options{
+//		Store:  store, // shared by every replica
+//		Sealer: ring, // seal.NewRing(keys...): nothing readable, nothing changeable at rest
+//		Scope: func(r *http.Request) (string, error) {
+//			p, ok := auth.PrincipalFrom(r.Context())
+//			if !ok {
+//				return "", apierror.Unauthenticated("credential_missing", "header Authorization is required")
+//			}
+//			return p.Licensee + "/" + p.Environment, nil
+//		},
+//		Logger: logger,
+//	})
+//	if err != nil {
+//		return err // an option it cannot honour, named: a Retention within the Lease, GET in Methods, …
+//	}
+//	mux.Handle("POST /v1/orders", m.Handler(http.HandlerFunc(createOrder)))
+//	…
+//	_ = srv.Shutdown(ctx)
+//	_ = m.Close(ctx) // lets completions the store refused land before the process exits
+//
+// and on the client:
+//
+//	client := &http.Client{Transport: &idempotency.Transport{}}
+//	resp, err := client.Post(base+"/v1/orders", "application/json", strings.NewReader(body))
+//
 // The package has four parts: the Middleware (net/http) and its decision API (Begin, for other
-// routers and RPC frameworks); the Store contract with an in-memory implementation (MemoryStore) and
-// a conformance suite (package storetest) that the PostgreSQL and Redis adapters also run; and the
-// client side, NewKey and Transport.
+// routers and RPC frameworks); the storage contract (package driver) with an in-memory store
+// (package memstore, the default) and a conformance suite (package storetest) that the PostgreSQL
+// and Redis adapters also run; and the client side, NewKey and Transport.
 //
 // # Wire behaviour
 //
@@ -24,7 +57,7 @@
 //	store unreachable, or no answer within              503 service_unavailable, Retry-After; the handler
 //	  StoreTimeout (5 s)                                    does not run (unless FailOpen)
 //	new key, the credential's scope at its quota        429 idempotency_quota_exceeded (header
-//	  (MemoryOptions.MaxRecordsPerScope)                    Idempotency-Key), Retry-After (60 s)
+//	  (memstore.Options.MaxRecordsPerScope)                 Idempotency-Key), Retry-After (60 s)
 //	new key                                             the handler runs; its response is stored, 5xx
 //	                                                        included (unless ReleaseServerErrors)
 //	  the handler marked its 4xx NotPerformed           the key is released: nothing stored
@@ -76,13 +109,13 @@
 //
 // # Exactly once: claims, leases, fencing
 //
-// Each governed request makes one atomic Store.Claim (never check-then-lock): it either creates an
-// in-flight record that this request owns under a fresh fencing token, or reports the record that
-// exists — in flight, completed, or with another fingerprint. Only the owner runs the handler. The
-// claim holds a lease (Options.Lease, 30 s), renewed every Lease/3 while the handler runs, and at
-// every Lease/6 after a renewal failed. Renewals of different keys never wait on each other: each
-// runs on its own goroutine with its own deadline, so a renewal stuck on a dead connection delays no
-// other key's. Every store call is bounded by Options.StoreTimeout.
+// Each governed request makes one atomic claim (driver.Store.Claim, never check-then-lock): it
+// either creates an in-flight record that this request owns under a fresh fencing token, or reports
+// the record that exists — in flight, completed, or with another fingerprint. Only the owner runs
+// the handler. The claim holds a lease (Options.Lease, 30 s), renewed every Lease/3 while the
+// handler runs, and at every Lease/6 after a renewal failed. Renewals of different keys never wait
+// on each other: each runs on its own goroutine with its own deadline, so a renewal stuck on a dead
+// connection delays no other key's. Every store call is bounded by Options.StoreTimeout.
 //
 // When the store fails after the handler ran (PostgreSQL or Redis unreachable, Redis out of memory),
 // the client still gets its response, and the process keeps the claim: it goes on renewing the lease
@@ -91,13 +124,14 @@
 // (503); none runs the handler.
 //
 // A lapsed lease is not taken over at once: the first claim that finds it only marks the record and
-// grants the owner one more lease (Store.Claim). An owner that was merely cut off from the store (an
-// outage longer than the lease) renews or completes within it as soon as the store is back, and the
-// mark is forgotten; only an owner that let both leases pass — it crashed or stalled — is taken over
-// with a new token. The stale owner's Complete then fails with ErrLeaseLost (its client still gets
-// its response, which is not stored, and the event is logged); with Options.CancelOnLeaseLoss its
-// context is also cancelled. A handler that panics releases its key, so the retry runs at once. The
-// lease is not the retention: a crashed request blocks its key for two leases (60 s by default) only.
+// grants the owner one more lease (driver.Store.Claim). An owner that was merely cut off from the
+// store (an outage longer than the lease) renews or completes within it as soon as the store is
+// back, and the mark is forgotten; only an owner that let both leases pass — it crashed or stalled
+// — is taken over with a new token. The stale owner's Complete then fails with ErrLeaseLost (its
+// client still gets its response, which is not stored, and the event is logged); with
+// Options.CancelOnLeaseLoss its context is also cancelled. A handler that panics releases its key,
+// so the retry runs at once. The lease is not the retention: a crashed request blocks its key for
+// two leases (60 s by default) only.
 //
 // # What each guarantee rests on
 //
@@ -105,17 +139,17 @@
 //	--------------------------------------------  ---------------------------------------------------
 //	concurrent duplicates run once                the store's atomic Claim (every store; storetest)
 //	duplicates across replicas run once           one store shared by the replicas (pgstore,
-//	                                                  redisstore); a MemoryStore is per process
+//	                                                  redisstore); a memstore.Store is per process
 //	a completed request is never run again        the record outliving Retention: PostgreSQL, Redis
 //	  within Retention                                with maxmemory-policy noeviction (redisstore
 //	                                                  refuses others) and persistence (AOF) across
-//	                                                  restarts; a MemoryStore dies with its process
+//	                                                  restarts; a memstore.Store dies with its process
 //	a store outage after the handler ran does     the owning process staying alive until the store is
 //	  not run it again                                back (it renews and retries; see Close)
 //	a slow handler does not run twice             renewal every Lease/3 and the two-step take-over
 //	a crash never leaves work done but            transactional mode (Options.Transactor): the
 //	  unrecorded                                      handler's writes and the record commit together
-//	one tenant cannot fill shared capacity        per-scope quotas (MemoryStore, redisstore)
+//	one tenant cannot fill shared capacity        per-scope quotas (memstore, redisstore)
 //	no stored secret in plain text                Options.Sealer, or Secret marks (stored without body)
 //	a writer of the store cannot choose a replay  Options.Sealer: status, headers and body sealed
 //	                                                  together, bound to scope and key; fails closed
@@ -156,16 +190,17 @@
 // must not be governed. A response over MaxResponseBytes still streams to its client in full; its
 // record keeps the status and the allow-listed headers without the body, so a retry learns the
 // outcome (Location, say) and never runs the handler a second time. If the store refuses the full
-// response (a MemoryStore over its byte budget), the same body-less record is stored instead.
+// response (a memstore.Store over its byte budget), the same body-less record is stored instead.
 //
 // # Stores
 //
-// The Store interface is small and its contract is the conformance suite in package storetest.
-// MemoryStore (the default) is sharded, bounded (MaxRecords in all, MaxRecordsPerScope per
-// credential) and expires its records itself; it is right for a single replica. Replicas that share
-// traffic must share a store: pgstore and redisstore (nested modules) implement it on PostgreSQL and
-// Redis. pgstore's IdempotencyStore.RunCleanup removes expired rows in bounded batches; redisstore
-// refuses a Redis that may evict records.
+// The storage contract, package driver, is small — a Store, and a Transactor for the transactional
+// mode — and package storetest is its conformance suite; a team that only makes its requests
+// idempotent never imports either. memstore.Store (the default) is sharded, bounded (MaxRecords in
+// all, MaxRecordsPerScope per credential) and expires its records itself; it is right for a single
+// replica. Replicas that share traffic must share a store: pgstore and redisstore (nested modules)
+// implement it on PostgreSQL and Redis. pgstore's IdempotencyStore.RunCleanup removes expired rows
+// in bounded batches; redisstore refuses a Redis that may evict records.
 //
 // With Options.Transactor the claim, the handler's own database writes and the stored response
 // commit in one transaction (pgstore provides the Transactor): a crash before the commit leaves
@@ -187,14 +222,13 @@
 // (with the stored Response), InUse or Reused (with the problem to answer), or Execute — the
 // caller owns the key, runs the operation under Attempt.Context, and calls Complete or Release.
 //
-// Three enums name three views of one request, each for its own reader. Status is the stored
-// record's state as a Store reports it (claimed, in flight, completed): the vocabulary of Store
+// Three enums name three views of one request, each for its own reader. driver.Status is the stored
+// record's state as a store reports it (claimed, in flight, completed): the vocabulary of store
 // implementations. Decision is what Begin tells its caller to do (execute, replay, in_use, reused),
 // derived from the Status after the fingerprint and the seal are checked: a closed set to switch
 // on. Outcome is what became of the request (executed, replayed, in_use, reused, rejected, quota,
 // store_error, failed_open, lease_lost, released), which the Hooks are told and metrics count: an
 // open set that grows with the middleware. Where two of them name one fact, they use one word.
-//
 // # Client side
 //
 // NewKey returns a UUID v4 key. Transport is an http.RoundTripper that adds a key to mutating
@@ -219,37 +253,4 @@
 // added in later versions are nil in Hooks written before them. The otelconv module fills them with
 // OpenTelemetry; without Hooks nothing is measured and nothing allocated
 // (TestHooksCostNothingWhenUnset). The hooks never see a key or a scope.
-//
-// # Example
-//
-//	store, err := redisstore.NewIdempotencyStore(ctx, rdb, &redisstore.IdempotencyStoreOptions{
-//		MaxRecordsPerScope: 100_000, // one tenant cannot fill the Redis every tenant shares
-//	}) // fails unless the Redis runs with maxmemory-policy noeviction
-//	if err != nil {
-//		return err
-//	}
-//	m, err := idempotency.New(&idempotency.Options{
-//		Store:  store, // shared by every replica
-//		Sealer: ring, // seal.NewRing(keys...): nothing readable, nothing changeable at rest
-//		Scope: func(r *http.Request) (string, error) {
-//			p, ok := auth.PrincipalFrom(r.Context())
-//			if !ok {
-//				return "", apierror.Unauthenticated("credential_missing", "header Authorization is required")
-//			}
-//			return p.Licensee + "/" + p.Environment, nil
-//		},
-//		Logger: logger,
-//	})
-//	if err != nil {
-//		return err // an option it cannot honour, named: a Retention within the Lease, GET in Methods, …
-//	}
-//	mux.Handle("POST /v1/orders", m.Handler(http.HandlerFunc(createOrder)))
-//	…
-//	_ = srv.Shutdown(ctx)
-//	_ = m.Close(ctx) // lets completions the store refused land before the process exits
-//
-// and on the client:
-//
-//	client := &http.Client{Transport: &idempotency.Transport{}}
-//	resp, err := client.Post(base+"/v1/orders", "application/json", strings.NewReader(body))
 package idempotency

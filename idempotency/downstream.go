@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // ErrNoDownstreamKey: DownstreamKey was called with a context that is not a governed request's — not
@@ -57,7 +59,7 @@ const defaultDownstreamSecret = "github.com/svcplatform/conventions/idempotency.
 
 // downstreamKey derives the key: HMAC-SHA256 over a version tag and the length-prefixed scope,
 // key and name, its first 16 bytes written as a version 8 UUID.
-func downstreamKey(secret []byte, k Key, name string) string {
+func downstreamKey(secret []byte, k driver.Key, name string) string {
 	if secret == nil {
 		secret = []byte(defaultDownstreamSecret)
 	}
@@ -92,7 +94,7 @@ type downstreamCtxKey struct{}
 // pooled: a goroutine the handler left behind must not read the next request's key.
 type downstreamContext struct {
 	context.Context
-	key    Key
+	key    driver.Key
 	secret []byte // Options.DownstreamSecret; nil: the public default
 }
 
@@ -110,6 +112,6 @@ type governedRequest struct {
 }
 
 // withDownstream returns ctx carrying the request's downstream key material.
-func (m *Middleware) withDownstream(ctx context.Context, k Key) context.Context {
+func (m *Middleware) withDownstream(ctx context.Context, k driver.Key) context.Context {
 	return &downstreamContext{Context: ctx, key: k, secret: m.downstreamSecret}
 }

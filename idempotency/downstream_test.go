@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // provider is an outside payment provider that, like Stripe's API, dedupes by its own
@@ -95,7 +96,7 @@ func TestDownstreamKeyOneOutsideEffect(t *testing.T) {
 		// B takes the key over and runs the handler, which charges again with the same key.
 		p := newProvider(t)
 		clk := newClock()
-		store := idempotency.NewMemoryStore(nil)
+		store := memstore.New(nil)
 		opts := func() *idempotency.Options {
 			// Renewal runs on the runtime's timers every Lease/3: with an hour's lease it never fires
 			// here, so the injected clock alone ends the lease, as for a dead process.
@@ -196,7 +197,7 @@ func TestDownstreamKeyDerivation(t *testing.T) {
 	})
 	t.Run("FailOpen without a claim", func(t *testing.T) {
 		o := withSecret()
-		o.Store, o.FailOpen = &faultStore{Store: idempotency.NewMemoryStore(nil)}, true
+		o.Store, o.FailOpen = &faultStore{Store: memstore.New(nil)}, true
 		fs := o.Store.(*faultStore)
 		fs.fail(&fs.claimErr, errDown)
 		require.Equal(t, base, keyOf(o, authA, "order-1", "charge"))

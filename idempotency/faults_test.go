@@ -14,24 +14,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // outageStore fails every call while down, as an unreachable PostgreSQL or an OOM Redis does.
 type outageStore struct {
-	idempotency.Store
+	driver.Store
 	down                     atomic.Bool
 	claims, renews, complets atomic.Int64
 }
 
-func (o *outageStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (o *outageStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	o.claims.Add(1)
 	if o.down.Load() {
-		return idempotency.Claim{}, errDown
+		return driver.Claim{}, errDown
 	}
 	return o.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
 }
 
-func (o *outageStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+func (o *outageStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	o.renews.Add(1)
 	if o.down.Load() {
 		return errDown
@@ -39,7 +41,7 @@ func (o *outageStore) Renew(ctx context.Context, key idempotency.Key, token uint
 	return o.Store.Renew(ctx, key, token, leaseUntil)
 }
 
-func (o *outageStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (o *outageStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	o.complets.Add(1)
 	if o.down.Load() {
 		return errDown
@@ -55,7 +57,7 @@ func TestCompleteRetriedAfterStoreOutage(t *testing.T) {
 	for _, outage := range []time.Duration{5 * time.Second, 90 * time.Second} {
 		t.Run(outage.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+				store := &outageStore{Store: memstore.New(nil)}
 				logs := &logBuffer{}
 				h := &orders{}
 				m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()}))
@@ -96,7 +98,7 @@ func TestCompleteRetriedAfterStoreOutage(t *testing.T) {
 // Close waits for pending completions while its context allows, then gives them up and says so.
 func TestCloseGivesUpPendingCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &outageStore{Store: memstore.New(nil)}
 		logs := &logBuffer{}
 		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: 30 * time.Second, Logger: logs.logger()}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +120,7 @@ func TestCloseGivesUpPendingCompletions(t *testing.T) {
 // Close returns at once when the store recovers within its context.
 func TestCloseWaitsForPendingCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &outageStore{Store: memstore.New(nil)}
 		h := &orders{}
 		m := must(idempotency.New(&idempotency.Options{Store: store}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -141,12 +143,12 @@ func TestCloseWaitsForPendingCompletions(t *testing.T) {
 // hangStore's Renew of one key hangs, ignoring its context, until released: a store call stuck on a
 // dead connection.
 type hangStore struct {
-	idempotency.Store
+	driver.Store
 	hangKey string
 	release chan struct{}
 }
 
-func (s *hangStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+func (s *hangStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if key.Key == s.hangKey {
 		<-s.release
 		return errDown
@@ -157,7 +159,7 @@ func (s *hangStore) Renew(ctx context.Context, key idempotency.Key, token uint64
 // Issue 13, case 2: one slow renewal must not make another key lose its lease.
 func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := idempotency.NewMemoryStore(nil)
+		mem := memstore.New(nil)
 		store := &hangStore{Store: mem, hangKey: "slow", release: make(chan struct{})}
 		const lease = 30 * time.Second
 		m := must(idempotency.New(&idempotency.Options{Store: store, Lease: lease}))
@@ -172,7 +174,7 @@ func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 			wg.Go(func() { serve(mw, req("POST", "/v1/orders", k, authA, order)) })
 		}
 		synctest.Wait()
-		fast := idempotency.Key{Scope: idempotency.CredentialScope(authA), Key: "fast"}
+		fast := driver.Key{Scope: idempotency.CredentialScope(authA), Key: "fast"}
 		// For five leases, the fast key's lease never lapses, though the slow key's renewal hangs.
 		for range 5 * lease / time.Second {
 			time.Sleep(time.Second)
@@ -188,11 +190,11 @@ func TestSlowRenewalDelaysNoOtherKey(t *testing.T) {
 }
 
 // blockingStore's Claim waits for its context, as a call to a partitioned database does.
-type blockingStore struct{ idempotency.Store }
+type blockingStore struct{ driver.Store }
 
-func (blockingStore) Claim(ctx context.Context, _ idempotency.Key, _ idempotency.Fingerprint, _, _, _ time.Time) (idempotency.Claim, error) {
+func (blockingStore) Claim(ctx context.Context, _ driver.Key, _ driver.Fingerprint, _, _, _ time.Time) (driver.Claim, error) {
 	<-ctx.Done()
-	return idempotency.Claim{}, ctx.Err()
+	return driver.Claim{}, ctx.Err()
 }
 
 // Issue 13, case 4: every store call has a deadline; a partitioned store costs a 503 with
@@ -209,7 +211,7 @@ func TestStoreTimeoutAnswers503(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := &orders{}
-				m := must(idempotency.New(&idempotency.Options{Store: blockingStore{idempotency.NewMemoryStore(nil)}, StoreTimeout: tc.timeout}))
+				m := must(idempotency.New(&idempotency.Options{Store: blockingStore{memstore.New(nil)}, StoreTimeout: tc.timeout}))
 				start := time.Now()
 				w := serve(m.Handler(h), req("POST", "/v1/orders", "k1", authA, order))
 				require.Equal(t, tc.want, time.Since(start), "answered at the deadline (fake time)")
@@ -225,7 +227,7 @@ func TestStoreTimeoutAnswers503(t *testing.T) {
 // Idempotency-Key with Retry-After; other scopes are untouched; its own keys still replay.
 func TestQuotaPerScope(t *testing.T) {
 	h := &orders{}
-	store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1000, MaxRecordsPerScope: 3})
+	store := memstore.New(&memstore.Options{MaxRecords: 1000, MaxRecordsPerScope: 3})
 	m := must(idempotency.New(&idempotency.Options{Store: store}))
 	mw := m.Handler(h)
 	for i := range 3 {
@@ -247,7 +249,7 @@ func TestQuotaPerScope(t *testing.T) {
 // own quota, and every other tenant keeps being served.
 func TestNoisyNeighbourFillsOnlyItsQuota(t *testing.T) {
 	h := &orders{}
-	m := must(idempotency.New(&idempotency.Options{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 2000})}))
+	m := must(idempotency.New(&idempotency.Options{Store: memstore.New(&memstore.Options{MaxRecords: 2000})}))
 	mw := m.Handler(h)
 	var refused int
 	for i := range 2500 {
@@ -267,18 +269,18 @@ func TestNoisyNeighbourFillsOnlyItsQuota(t *testing.T) {
 func TestMemoryMaxRecordsExact(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1000, MaxRecordsPerScope: -1})
+	s := memstore.New(&memstore.Options{MaxRecords: 1000, MaxRecordsPerScope: -1})
 	for i := range 1000 {
-		c, err := s.Claim(ctx, idempotency.Key{Scope: "s" + itoa(int64(i%7)), Key: itoa(int64(i))}, idempotency.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
+		c, err := s.Claim(ctx, driver.Key{Scope: "s" + itoa(int64(i%7)), Key: itoa(int64(i))}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
 		require.NoError(t, err, "record %d of 1000", i+1)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 	}
-	_, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "one more"}, idempotency.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
-	require.ErrorIs(t, err, idempotency.ErrStoreFull)
+	_, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "one more"}, driver.Fingerprint{1}, now, now.Add(time.Minute), now.Add(time.Hour))
+	require.ErrorIs(t, err, memstore.ErrStoreFull)
 	require.Equal(t, 1000, s.Len())
 	// Past their retention the records make room again, found by the full sweep.
 	later := now.Add(2 * time.Hour)
-	_, err = s.Claim(ctx, idempotency.Key{Scope: "s", Key: "one more"}, idempotency.Fingerprint{1}, later, later.Add(time.Minute), later.Add(time.Hour))
+	_, err = s.Claim(ctx, driver.Key{Scope: "s", Key: "one more"}, driver.Fingerprint{1}, later, later.Add(time.Minute), later.Add(time.Hour))
 	require.NoError(t, err)
 }
 
@@ -297,7 +299,7 @@ func TestNotPerformedReleasesTheKey(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	require.Equal(t, http.StatusBadRequest, serve(mw, req("POST", "/v1/orders", "k1", authA, `{"side":"junk"}`)).Code)
 	require.Zero(t, store.Len(), "junk bodies do not fill the store")

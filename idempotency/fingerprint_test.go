@@ -16,6 +16,8 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/internal/strictjson"
 )
 
@@ -108,7 +110,7 @@ func TestCustomFingerprintOnEveryPath(t *testing.T) {
 		}
 		return idempotency.NewFingerprint(r.Method, r.URL.EscapedPath(), "", sha256.Sum256([]byte(ref))), nil
 	}
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	m := must(idempotency.New(&idempotency.Options{Store: store, Fingerprint: byRef}))
 	started, release := make(chan struct{}), make(chan struct{})
 	h := &orders{}
@@ -131,7 +133,7 @@ func TestCustomFingerprintOnEveryPath(t *testing.T) {
 	go func() { first <- send("ref-1", order) }()
 	<-started
 	// The claim stored the custom fingerprint.
-	rec, err := store.Lookup(context.Background(), idempotency.Key{Scope: idempotency.CredentialScope(authA), Key: "k1"}, time.Now())
+	rec, err := store.Lookup(context.Background(), driver.Key{Scope: idempotency.CredentialScope(authA), Key: "k1"}, time.Now())
 	require.NoError(t, err)
 	want := idempotency.NewFingerprint("POST", "/v1/orders", "", sha256.Sum256([]byte("ref-1")))
 	require.Equal(t, want, rec.Fingerprint)

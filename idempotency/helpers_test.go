@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 
 	"github.com/svcplatform/conventions/internal/testclock"
 )
@@ -52,7 +53,7 @@ func (l *logBuffer) logger() *slog.Logger {
 
 // faultStore wraps a Store and fails the operations it is told to.
 type faultStore struct {
-	idempotency.Store
+	driver.Store
 	claimErr, renewErr, completeErr, releaseErr atomic.Pointer[error]
 	completes                                   atomic.Int64
 }
@@ -66,21 +67,21 @@ func load(p *atomic.Pointer[error]) error {
 	return nil
 }
 
-func (f *faultStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (f *faultStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if err := load(&f.claimErr); err != nil {
-		return idempotency.Claim{}, err
+		return driver.Claim{}, err
 	}
 	return f.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
 }
 
-func (f *faultStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+func (f *faultStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if err := load(&f.renewErr); err != nil {
 		return err
 	}
 	return f.Store.Renew(ctx, key, token, leaseUntil)
 }
 
-func (f *faultStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (f *faultStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	f.completes.Add(1)
 	if err := load(&f.completeErr); err != nil {
 		return err
@@ -88,7 +89,7 @@ func (f *faultStore) Complete(ctx context.Context, key idempotency.Key, token ui
 	return f.Store.Complete(ctx, key, token, resp, expiresAt)
 }
 
-func (f *faultStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+func (f *faultStore) Release(ctx context.Context, key driver.Key, token uint64) error {
 	if err := load(&f.releaseErr); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package idempotency
 import (
 	"context"
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // Hooks are told what a Middleware decides and how long its store and its handler take, for
@@ -20,8 +22,8 @@ type Hooks struct {
 	// StoreStart is called before each store call: claim, complete, release and renew.
 	StoreStart func(ctx context.Context, call StoreCall) context.Context
 	// StoreEnd is called after it with the context StoreStart returned, the call's duration (by
-	// Options.Now) and its error: nil, or one matching ErrLeaseLost, ErrQuotaExceeded, ErrStoreFull
-	// or a store failure.
+	// Options.Now) and its error: nil, or one matching ErrLeaseLost, ErrQuotaExceeded,
+	// memstore.ErrStoreFull or a store failure.
 	StoreEnd func(ctx context.Context, call StoreCall, took time.Duration, err error)
 	// HandlerStart is called before the middleware runs the handler of a claimed request; the
 	// handler runs in the context it returns.
@@ -50,23 +52,13 @@ type StoreCall struct {
 	// Op is the operation.
 	Op StoreOp
 	// Backend names the store: "memory", "postgresql", "redis", or what a store's Backend method
-	// returns (see Backender); "custom" for a store without one.
+	// returns (see driver.Backender); "custom" for a store without one.
 	Backend string
 }
 
-// Backender is implemented by stores that name their backend for the Hooks, in lower case and
-// without instance details ("postgresql", "redis"). MemoryStore and the stores of pgstore and
-// redisstore implement it.
-type Backender interface {
-	Backend() string
-}
-
-// Backend reports "memory".
-func (s *MemoryStore) Backend() string { return "memory" }
-
 // backendOf names store for the Hooks.
-func backendOf(store Store) string {
-	if b, ok := store.(Backender); ok {
+func backendOf(store driver.Store) string {
+	if b, ok := store.(driver.Backender); ok {
 		if name := b.Backend(); name != "" {
 			return name
 		}

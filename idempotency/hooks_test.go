@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // hookRecorder writes down every call of its hooks, in order, as a short line.
@@ -114,7 +116,7 @@ func handlerCtxSeen(status int, seen *bool) http.Handler {
 // client got.
 func TestHooksSeeEveryDecision(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	store := &faultStore{Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecordsPerScope: 3})}
+	store := &faultStore{Store: memstore.New(&memstore.Options{MaxRecordsPerScope: 3})}
 	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), ReleaseServerErrors: true}))
 	var seen bool
 	created := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
@@ -179,7 +181,7 @@ func TestHooksSeeEveryDecision(t *testing.T) {
 // FailOpen runs the handler without idempotency; the Hooks are told so.
 func TestHooksFailedOpen(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	store.fail(&store.claimErr, errDown)
 	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), FailOpen: true}))
 	require.Equal(t, http.StatusCreated, serve(m.Handler(&orders{}), req("POST", "/v1/orders", "k1", authA, order)).Code)
@@ -189,7 +191,7 @@ func TestHooksFailedOpen(t *testing.T) {
 // A stale owner's completion is refused: the handler ran, the outcome is lease_lost.
 func TestHooksLeaseLost(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks()}))
 	fp := idempotency.NewFingerprint("POST", "/x", "", [32]byte{})
 	stale := must(m.Begin(context.Background(), idempotency.Request{Scope: "s", Key: "k", Fingerprint: fp, NoRenew: true}))
@@ -205,7 +207,7 @@ func TestHooksLeaseLost(t *testing.T) {
 func TestHooksPendingCompletionAndRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &hookRecorder{tookOK: true}
-		store := &outageStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &outageStore{Store: memstore.New(nil)}
 		m := must(idempotency.New(&idempotency.Options{Store: store, Hooks: obs.hooks(), Lease: 3 * time.Second}))
 		down := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			store.down.Store(true)
@@ -234,7 +236,7 @@ func TestHooksPendingCompletionAndRenewals(t *testing.T) {
 // not an execution.
 func TestHooksTransactional(t *testing.T) {
 	obs := &hookRecorder{tookOK: true}
-	tx := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+	tx := &txStore{records: map[driver.Key]driver.Record{}}
 	m := must(idempotency.New(&idempotency.Options{Transactor: tx, Hooks: obs.hooks()}))
 	var seen bool
 	h := m.Handler(handlerCtxSeen(http.StatusCreated, &seen))
@@ -304,16 +306,16 @@ func TestEnumNames(t *testing.T) {
 	require.Equal(t, "unknown", idempotency.StoreOp(99).String())
 	require.Equal(t, []string{"execute", "replay", "in_use", "reused"}, []string{idempotency.Execute.String(),
 		idempotency.Replay.String(), idempotency.InUse.String(), idempotency.Reused.String()})
-	require.Equal(t, []string{"claimed", "in_flight", "completed"}, []string{idempotency.Claimed.String(),
-		idempotency.InFlight.String(), idempotency.Completed.String()})
+	require.Equal(t, []string{"claimed", "in_flight", "completed"}, []string{driver.Claimed.String(),
+		driver.InFlight.String(), driver.Completed.String()})
 	// Every enum's zero value is "none", and a value this version does not know is "unknown".
 	require.Equal(t, []string{"none", "none", "none", "none"}, []string{idempotency.Decision(0).String(),
-		idempotency.Status(0).String(), idempotency.Outcome(0).String(), idempotency.StoreOp(0).String()})
-	require.Equal(t, []string{"unknown", "unknown"}, []string{idempotency.Decision(9).String(), idempotency.Status(9).String()})
+		driver.Status(0).String(), idempotency.Outcome(0).String(), idempotency.StoreOp(0).String()})
+	require.Equal(t, []string{"unknown", "unknown"}, []string{idempotency.Decision(9).String(), driver.Status(9).String()})
 	// A Decision and the Outcome it is share a word.
 	require.Equal(t, idempotency.InUse.String(), idempotency.OutcomeInUse.String())
 	require.Equal(t, idempotency.Reused.String(), idempotency.OutcomeReused.String())
-	require.Equal(t, "memory", idempotency.NewMemoryStore(nil).Backend())
+	require.Equal(t, "memory", memstore.New(nil).Backend())
 }
 
 // TestLastOutcomeAndStoreOp: OutcomeReleased and OpRenew are the last of their enums, the values
@@ -361,7 +363,7 @@ func TestHooksMayBePartial(t *testing.T) {
 		a = must(m.Begin(ctx, idempotency.Request{Scope: "s", Key: "b2", Fingerprint: fp, NoRenew: true}))
 		require.NoError(t, a.Complete(ctx, idempotency.Response{Status: http.StatusCreated}))
 
-		tx := &txStore{records: map[idempotency.Key]idempotency.Record{}}
+		tx := &txStore{records: map[driver.Key]driver.Record{}}
 		mtx := must(idempotency.New(&idempotency.Options{Transactor: tx, Hooks: hooks}))
 		htx := mtx.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 		require.Equal(t, http.StatusCreated, serve(htx, req("POST", "/v1/orders", "t1", authA, order)).Code)

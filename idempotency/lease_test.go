@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // Of 1,000 identical requests racing on one key, exactly one runs the handler; every other gets the
@@ -30,7 +31,7 @@ func TestThousandRacersOneExecution(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				_, _ = w.Write([]byte(`{"id":"ord_` + itoa(n) + `"}`))
 			})
-			store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{Shards: shards})
+			store := memstore.New(&memstore.Options{Shards: shards})
 			m := must(idempotency.New(&idempotency.Options{Store: store}))
 			mw := m.Handler(h)
 			const n = 1000
@@ -169,7 +170,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 // with cause ErrLeaseLost.
 func TestLeaseLostCancelsHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &faultStore{Store: memstore.New(nil)}
 		logs := &logBuffer{}
 		var cause error
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +193,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 // Renewal keeps going through transient store errors.
 func TestLeaseRenewalSurvivesStoreErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+		store := &faultStore{Store: memstore.New(nil)}
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			store.fail(&store.renewErr, errDown)
 			time.Sleep(15 * time.Second) // one renewal fails

@@ -19,15 +19,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // lookupCounter fails the test if the middleware ever reads a record outside of Claim.
 type lookupCounter struct {
-	idempotency.Store
+	driver.Store
 	lookups atomic.Int64
 }
 
-func (l *lookupCounter) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+func (l *lookupCounter) Lookup(ctx context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	l.lookups.Add(1)
 	return l.Store.Lookup(ctx, key, now)
 }
@@ -36,7 +38,7 @@ func (l *lookupCounter) Lookup(ctx context.Context, key idempotency.Key, now tim
 // window between a check and a lock. A duplicate arriving right after the first finished replays.
 // (In depth: TestThousandRacersOneExecution, storetest ClaimRace.)
 func TestLesson_NoCheckThenLock(t *testing.T) {
-	store := &lookupCounter{Store: idempotency.NewMemoryStore(nil)}
+	store := &lookupCounter{Store: memstore.New(nil)}
 	h := &orders{}
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	for range 3 {
@@ -165,7 +167,7 @@ func TestLesson_FingerprintOnEveryPath(t *testing.T) {
 // "All keyless requests hashed to one record" (Powertools TS #1501): a missing key is an error,
 // never "" shared by everyone.
 func TestLesson_MissingKeyIsAnError(t *testing.T) {
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	h := &orders{}
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(h)
 	requireProblem(t, serve(mw, req("POST", "/v1/orders", "", authA, order)), 400, idempotency.CodeKeyMissing)
@@ -238,7 +240,7 @@ func TestLesson_ScopedByCredential(t *testing.T) {
 
 // "Reading the store fails → the handler runs anyway": fail closed. (In depth: TestStoreFailureFailsClosed.)
 func TestLesson_StoreFailureFailsClosed(t *testing.T) {
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	store.fail(&store.claimErr, errDown)
 	h := &orders{}
 	w := serve(must(idempotency.New(&idempotency.Options{Store: store})).Handler(h), req("POST", "/v1/orders", "k1", authA, order))

@@ -14,6 +14,8 @@ import (
 
 	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -24,7 +26,7 @@ import (
 // ErrNotBuilt, its Handler answers the opaque 500 to every request and its Stats are all zero. Call
 // New.
 type Middleware struct {
-	store            Store
+	store            driver.Store
 	scope            conventions.CallerFunc
 	fingerprint      func(*http.Request, []byte) (Fingerprint, error) // nil: over the body's bytes
 	methods          []string                                         // nil: the default set
@@ -40,7 +42,7 @@ type Middleware struct {
 	storeTimeout     time.Duration
 	sealer           *seal.Ring
 	downstreamSecret []byte
-	tx               Transactor
+	tx               driver.Transactor
 	now              func() time.Time
 	log              *slog.Logger
 	problems         apierror.Writer
@@ -89,7 +91,7 @@ func New(opts *Options) (*Middleware, error) {
 		hooks:            o.Hooks.used(),
 	}
 	if m.store == nil {
-		m.store = NewMemoryStore(nil)
+		m.store = memstore.New(nil)
 	}
 	m.backend = backendOf(m.store)
 	if m.scope == nil {
@@ -212,7 +214,8 @@ func (m *Middleware) credentialScope(r *http.Request) (string, error) {
 // is authorization: the hex SHA-256 of the credential, never the credential itself. The
 // authentication scheme is case-insensitive (RFC 9110 §11.1) and separated from the credential by one
 // or more spaces, so "Bearer x", "bearer x" and "BEARER  x" are one credential and one scope; the
-// credential itself is compared exactly. Use it to find the records of a credential (Store.Lookup).
+// credential itself is compared exactly. Use it to find the records of a credential
+// (driver.Store.Lookup).
 func CredentialScope(authorization string) string {
 	var sum [sha256.Size]byte
 	if len(authorization) <= 512 {
@@ -249,15 +252,6 @@ func canonicalCredential(dst []byte, auth string) []byte {
 }
 
 // ErrNotBuilt: a Middleware used without New. Its Begin and Close return it, and its Handler answers
-// every request with the opaque 500 rather than let a mutating request through unguarded. The
-// methods of a zero MemoryStore return errors that match it with errors.Is and name their type.
+// every request with the opaque 500 rather than let a mutating request through unguarded. (A zero
+// memstore.Store returns memstore.ErrNotBuilt.)
 var ErrNotBuilt = errors.New("idempotency: Middleware not built with New")
-
-// notBuiltError is ErrNotBuilt for a type other than Middleware: its message names the type and its
-// constructor, and errors.Is matches ErrNotBuilt.
-type notBuiltError struct{ msg string }
-
-func (e *notBuiltError) Error() string        { return e.msg }
-func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
-
-var errZeroMemoryStore error = &notBuiltError{"idempotency: MemoryStore not built with NewMemoryStore"}

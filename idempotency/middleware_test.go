@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // TestWireBehaviour walks the D2 table: every status the middleware answers, with httptest.
@@ -251,7 +252,7 @@ func TestServerErrorsAreStoredByDefault(t *testing.T) {
 }
 
 func TestStoreFailureFailsClosed(t *testing.T) {
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	store.fail(&store.claimErr, errDown)
 	logs := &logBuffer{}
 	h := &orders{}
@@ -267,7 +268,7 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 }
 
 func TestStoreFailureFailOpen(t *testing.T) {
-	store := &faultStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &faultStore{Store: memstore.New(nil)}
 	store.fail(&store.claimErr, errDown)
 	h := &orders{}
 	m := must(idempotency.New(&idempotency.Options{Store: store, FailOpen: true}))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -47,9 +48,9 @@ const (
 
 // Options configures a Middleware. A nil *Options and the zero value mean the defaults.
 type Options struct {
-	// Store keeps the records. Default: a NewMemoryStore(nil) of this middleware's own, which is right
-	// for one replica only: replicas that share traffic must share a Store (pgstore, redisstore).
-	Store Store
+	// Store keeps the records. Default: a memstore.New(nil) of this middleware's own, which is right
+	// for one replica only: replicas that share traffic must share a store (pgstore, redisstore).
+	Store driver.Store
 
 	// Scope names the caller a request is made by, its scope: records of different scopes never
 	// meet, so the same key sent with two credentials is two requests, and no client can be replayed
@@ -153,8 +154,9 @@ type Options struct {
 	CancelOnLeaseLoss bool
 
 	// Transactor, when set, runs each governed request's claim, handler and completion in one
-	// transaction (see Transactor); the response is then buffered until the commit.
-	Transactor Transactor
+	// transaction (see driver.Transactor; pgstore provides one); the response is then buffered until
+	// the commit.
+	Transactor driver.Transactor
 
 	// Now is the clock. Default time.Now. Leases and retention are computed from it; the renewal
 	// timer runs on the runtime's timers (use testing/synctest to control both in tests).

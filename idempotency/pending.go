@@ -12,7 +12,7 @@ import (
 
 // Backoff of a completion that the store refused: from the first delay, doubling, up to the cap.
 // The cap is short because the first try after the store recovers must land well within the extra
-// lease that a suspecting claim grants (see Store.Claim).
+// lease that a suspecting claim grants (see driver.Store.Claim).
 const (
 	pendingFirstDelay = 50 * time.Millisecond
 	pendingMaxDelay   = time.Second

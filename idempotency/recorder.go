@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
 )
 
 // ErrHijackRefused is what a governed handler gets when it tries to hijack the connection: bytes
@@ -28,10 +30,10 @@ type recorder struct {
 	m        *Middleware
 	buffered bool
 
-	header      http.Header // buffered mode: the handler's header map
-	status      int         // 0 until the final status is known
-	fields      []field     // the allow-listed headers as they were when the status was written
-	hdr         http.Header // fields as a map, for stores other than the MemoryStore
+	header      http.Header    // buffered mode: the handler's header map
+	status      int            // 0 until the final status is known
+	fields      []fields.Field // the allow-listed headers as they were when the status was written
+	hdr         http.Header    // fields as a map, for stores other than memstore.Store
 	body        []byte
 	overflow    bool // the body went over maxResponseBytes and is not kept
 	wroteHeader bool
@@ -117,7 +119,7 @@ func (rec *recorder) takeSnapshot() {
 	rec.fields = rec.fields[:0]
 	for _, k := range rec.m.replayHeaders {
 		if vs, ok := h[k]; ok {
-			rec.fields = append(rec.fields, field{k, vs})
+			rec.fields = append(rec.fields, fields.Field{Name: k, Vals: vs})
 		}
 	}
 }
@@ -227,29 +229,29 @@ func (rec *recorder) finalize() {
 // body went over the cap (omitted), the original status and allow-listed headers without
 // Content-Type (there is no content), marked with HeaderBodyOmitted. They belong to the recorder: the
 // store copies them.
-func (rec *recorder) storedFields(omitted bool) (int, []field, []byte) {
+func (rec *recorder) storedFields(omitted bool) (int, []fields.Field, []byte) {
 	if !omitted {
 		return rec.status, rec.fields, rec.body
 	}
-	fs := make([]field, 0, len(rec.fields)+1)
+	fs := make([]fields.Field, 0, len(rec.fields)+1)
 	for _, f := range rec.fields {
-		if f.name != "Content-Type" {
+		if f.Name != "Content-Type" {
 			fs = append(fs, f)
 		}
 	}
-	fs = append(fs, field{HeaderBodyOmitted, []string{"true"}})
+	fs = append(fs, fields.Field{Name: HeaderBodyOmitted, Vals: []string{"true"}})
 	return rec.status, fs, nil
 }
 
-// response is storedFields' result as a Response, for stores other than the MemoryStore; the header
+// response is storedFields' result as a Response, for stores other than memstore.Store; the header
 // map is the recorder's, reused.
-func (rec *recorder) response(status int, fs []field, body []byte) Response {
+func (rec *recorder) response(status int, fs []fields.Field, body []byte) Response {
 	if rec.hdr == nil {
 		rec.hdr = make(http.Header, len(fs))
 	}
 	clear(rec.hdr)
 	for _, f := range fs {
-		rec.hdr[f.name] = f.vals
+		rec.hdr[f.Name] = f.Vals
 	}
 	return Response{Status: status, Header: rec.hdr, Body: body}
 }
@@ -331,7 +333,7 @@ func (rec *recorder) stored(omitted bool) Response {
 	status, fs, body := rec.storedFields(omitted)
 	resp := Response{Status: status, Header: make(http.Header, len(fs))}
 	for _, f := range fs {
-		resp.Header[f.name] = append([]string(nil), f.vals...)
+		resp.Header[f.Name] = append([]string(nil), f.Vals...)
 	}
 	if len(body) > 0 {
 		resp.Body = append([]byte(nil), body...)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // Every path by which a handler can put bytes on the wire is captured, so the replay is the
@@ -200,7 +201,7 @@ func TestResponseOverCap(t *testing.T) {
 // A store that refuses the full response (a memory store over its byte budget) still gets a record:
 // the response without its body, so that a retry does not run the handler again.
 func TestCompleteFailureFallsBackToBodylessRecord(t *testing.T) {
-	store := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxBytes: 4 << 10, Shards: 1})
+	store := memstore.New(&memstore.Options{MaxBytes: 4 << 10, Shards: 1})
 	logs := &logBuffer{}
 	var calls int
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

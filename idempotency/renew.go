@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // renewer renews the leases of a middleware's in-flight claims. One goroutine serves them all: it
@@ -43,8 +45,8 @@ type renewal struct {
 	retry atomic.Bool // the last renewal failed: try again at the next tick
 
 	m      *Middleware
-	store  Store
-	key    Key
+	store  driver.Store
+	key    driver.Key
 	token  uint64
 	ctx    context.Context // the attempt's: its values are passed to the store, its cancellation is not
 	cancel context.CancelCauseFunc
@@ -80,7 +82,7 @@ func (rw *renewer) start(m *Middleware, a *Attempt, rn *renewal) *renewal {
 func (rw *renewer) stop(rn *renewal) {
 	rn.mu.Lock()
 	rn.stopped = true
-	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, Key{}, nil, nil
+	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, driver.Key{}, nil, nil
 	rn.mu.Unlock()
 	rw.mu.Lock()
 	rw.unlink(rn)
@@ -122,7 +124,7 @@ func (rw *renewer) release(rn *renewal, err error) {
 		return
 	}
 	rn.stopped = true
-	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, Key{}, nil, nil
+	rn.m, rn.store, rn.key, rn.ctx, rn.cancel = nil, nil, driver.Key{}, nil, nil
 	// Unlinked under rn.mu, for the reason renew gives.
 	rw.mu.Lock()
 	rw.unlink(rn)
@@ -203,7 +205,8 @@ func (rn *renewal) renew(rw *renewer) (lost bool) {
 		return true
 	default:
 		// Keep trying, at every tick until one lands: another renewal fits in the lease before it
-		// lapses, and a lease that lapsed during an outage is only marked (Store.Claim) until then.
+		// lapses, and a lease that lapsed during an outage is only marked (driver.Store.Claim)
+		// until then.
 		rn.retry.Store(true)
 		m.stats.storeErrors.Add(1)
 		m.log.LogAttrs(rn.ctx, slog.LevelWarn, "idempotency: lease renewal failed",

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
 )
 
 // ErrRecordRefused: with Options.Sealer set, the key's stored record is not sealed as a whole, or
@@ -32,7 +35,7 @@ const sealedWhole = "v2"
 // what they are given, so one of each serves all.
 var (
 	sealedMark   = []string{sealedWhole}
-	sealedFields = []field{{headerSealed, sealedMark}}
+	sealedFields = []fields.Field{{Name: headerSealed, Vals: sealedMark}}
 )
 
 // sealContext starts the associated data of a sealed record: it keeps a record's seal apart from
@@ -41,7 +44,7 @@ const sealContext = "svc idempotency record v2\x00"
 
 // sealAAD binds a sealed record to its place: a record moved to another scope or key does not open.
 // An Idempotency-Key is visible ASCII, never NUL, so the last NUL ends the scope unambiguously.
-func sealAAD(dst []byte, key Key) []byte {
+func sealAAD(dst []byte, key driver.Key) []byte {
 	dst = append(dst, sealContext...)
 	dst = append(dst, key.Scope...)
 	dst = append(dst, 0)
@@ -53,9 +56,9 @@ const aadBufSize = len(sealContext) + 64 + 1 + 255 + 32
 
 // appendEnvelope appends the plaintext of a sealed record: the status, the header fields and the
 // body, each length-prefixed (uvarint) except the body, which runs to the end.
-func appendEnvelope(dst []byte, status int, fs []field, body []byte) []byte {
+func appendEnvelope(dst []byte, status int, fs []fields.Field, body []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(status))
-	return append(appendFields(dst, fs), body...)
+	return append(fields.Append(dst, fs), body...)
 }
 
 var errEnvelope = errors.New("idempotency: sealed record is malformed")
@@ -116,17 +119,17 @@ func parseEnvelope(b []byte) (Response, error) {
 }
 
 // headerFields lists h as fields, for appendEnvelope.
-func headerFields(h http.Header) []field {
-	fs := make([]field, 0, len(h))
+func headerFields(h http.Header) []fields.Field {
+	fs := make([]fields.Field, 0, len(h))
 	for k, vs := range h {
-		fs = append(fs, field{k, vs})
+		fs = append(fs, fields.Field{Name: k, Vals: vs})
 	}
 	return fs
 }
 
 // seal returns resp sealed as a whole: the stored header holds the mark alone, and the body is the
 // sealed envelope of status, headers and body. resp is not changed.
-func (m *Middleware) seal(key Key, resp Response) Response {
+func (m *Middleware) seal(key driver.Key, resp Response) Response {
 	var aad [aadBufSize]byte
 	plain := appendEnvelope(nil, resp.Status, headerFields(resp.Header), resp.Body)
 	return Response{
@@ -146,7 +149,7 @@ func (m *Middleware) seal(key Key, resp Response) Response {
 //
 // Without a Sealer, an unsealed record is replayed as it is, and a sealed one without its body and
 // its sealed headers (HeaderBodyOmitted), with the stored status: there is no key to open it.
-func (m *Middleware) unseal(ctx context.Context, key Key, resp *Response) (*Response, error) {
+func (m *Middleware) unseal(ctx context.Context, key driver.Key, resp *Response) (*Response, error) {
 	mark, sealed := resp.Header[headerSealed]
 	if m.sealer == nil {
 		if !sealed {

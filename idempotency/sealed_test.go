@@ -12,6 +12,8 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -29,14 +31,14 @@ func sealedHandler(calls *int) http.Handler {
 
 // plant writes resp as the completed record of (scope, key) for the request req would make, straight
 // through the Store as a writer of its backend could: the record the middleware will find.
-func plant(t *testing.T, store idempotency.Store, key idempotency.Key, r *http.Request, body string, resp idempotency.Response) {
+func plant(t *testing.T, store driver.Store, key driver.Key, r *http.Request, body string, resp driver.Response) {
 	t.Helper()
 	ctx := context.Background()
 	fp := idempotency.NewFingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, sha256.Sum256([]byte(body)))
 	now := timeNow()
 	c, err := store.Claim(ctx, key, fp, now, now.Add(idempotency.DefaultLease), now.Add(idempotency.DefaultRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 	require.NoError(t, store.Complete(ctx, key, c.Token, resp, now.Add(idempotency.DefaultRetention)))
 }
 
@@ -51,22 +53,22 @@ func withHeader(resp idempotency.Response, k, v string) idempotency.Response {
 // sealed, sealed by an earlier version's body-only format, status swapped, Location or Set-Cookie
 // injected, body replaced, moved from another key, or sealed with a key that left the ring — is
 // neither replayed nor run again: the client gets the opaque 500 problem and the record stays in
-// place. Begin says so with ErrRecordRefused. The store is the MemoryStore; pgstore and redisstore
+// place. Begin says so with ErrRecordRefused. The store is a memstore.Store; pgstore and redisstore
 // run the same attacks through SQL and Redis commands.
 func TestSealedRecordsFailClosed(t *testing.T) {
 	ring, keys := newSealer(t, 1)
 	scope := idempotency.CredentialScope(authA)
-	k1 := idempotency.Key{Scope: scope, Key: "k1"}
+	k1 := driver.Key{Scope: scope, Key: "k1"}
 	const path, body = "/v1/orders", order
 
 	// A genuine sealed record of k1 and one of k0, as the middleware stores them.
 	genuine := func(key string) idempotency.Response {
 		var calls int
-		store := idempotency.NewMemoryStore(nil)
+		store := memstore.New(nil)
 		mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring, ReplayHeaders: []string{"X-Trace-Note"}})).Handler(sealedHandler(&calls))
 		first := serve(mw, req("POST", path, key, authA, body))
 		require.Equal(t, http.StatusCreated, first.Code)
-		rec, err := store.Lookup(context.Background(), idempotency.Key{Scope: scope, Key: key}, timeNow())
+		rec, err := store.Lookup(context.Background(), driver.Key{Scope: scope, Key: key}, timeNow())
 		require.NoError(t, err)
 		return *rec.Response
 	}
@@ -107,7 +109,7 @@ func TestSealedRecordsFailClosed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls int
-			store := idempotency.NewMemoryStore(nil)
+			store := memstore.New(nil)
 			plant(t, store, k1, req("POST", path, "k1", authA, body), body, tc.stored)
 			logs := &logBuffer{}
 			m := must(idempotency.New(&idempotency.Options{Store: store, Sealer: tc.ring, Logger: logs.logger()}))
@@ -143,7 +145,7 @@ func TestSealedRecordsFailClosed(t *testing.T) {
 
 	// The genuine record replays in full: status, headers and body from the seal.
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	plant(t, store, k1, req("POST", path, "k1", authA, body), body, good)
 	mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring})).Handler(sealedHandler(&calls))
 	w := serve(mw, req("POST", path, "k1", authA, body))
@@ -183,9 +185,9 @@ func requireRefused(t *testing.T, w interface {
 func TestUnsealedRecordsWithoutSealer(t *testing.T) {
 	ring, _ := newSealer(t, 1)
 	scope := idempotency.CredentialScope(authA)
-	k1 := idempotency.Key{Scope: scope, Key: "k1"}
+	k1 := driver.Key{Scope: scope, Key: "k1"}
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	sealedMW := must(idempotency.New(&idempotency.Options{Store: store, Sealer: ring})).Handler(sealedHandler(&calls))
 	require.Equal(t, http.StatusCreated, serve(sealedMW, req("POST", "/v1/orders", "k1", authA, order)).Code)
 
@@ -196,7 +198,7 @@ func TestUnsealedRecordsWithoutSealer(t *testing.T) {
 	require.Equal(t, "true", w.Header().Get(idempotency.HeaderBodyOmitted))
 	require.Equal(t, 1, calls)
 
-	store2 := idempotency.NewMemoryStore(nil)
+	store2 := memstore.New(nil)
 	plant(t, store2, k1, req("POST", "/v1/orders", "k1", authA, order), order,
 		idempotency.Response{Status: 201, Header: http.Header{"Location": {"/v1/orders/ord_9"}}, Body: []byte("{}")})
 	w = serve(must(idempotency.New(&idempotency.Options{Store: store2})).Handler(sealedHandler(&calls)), req("POST", "/v1/orders", "k1", authA, order))

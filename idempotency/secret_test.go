@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
@@ -28,11 +30,11 @@ func issue(calls *int) http.Handler {
 }
 
 // storedBody returns the raw body the store holds for k1 under authA.
-func storedBody(t *testing.T, s idempotency.Store) []byte {
+func storedBody(t *testing.T, s driver.Store) []byte {
 	t.Helper()
-	rec, err := s.Lookup(context.Background(), idempotency.Key{Scope: idempotency.CredentialScope(authA), Key: "k1"}, timeNow())
+	rec, err := s.Lookup(context.Background(), driver.Key{Scope: idempotency.CredentialScope(authA), Key: "k1"}, timeNow())
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, driver.Completed, rec.Status)
 	return rec.Response.Body
 }
 
@@ -53,7 +55,7 @@ func newSealer(t *testing.T, ids ...uint32) (*seal.Ring, []seal.Key) {
 // action happened (status, Location) without the body, and nothing caches either answer.
 func TestSecretWithoutSealerIsRedacted(t *testing.T) {
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	mw := must(idempotency.New(&idempotency.Options{Store: store})).Handler(issue(&calls))
 	first := serve(mw, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
 	require.Equal(t, http.StatusCreated, first.Code)
@@ -75,7 +77,7 @@ func TestSecretWithoutSealerIsRedacted(t *testing.T) {
 // key refuses the record (500) and does not run the handler again.
 func TestSealedBodies(t *testing.T) {
 	var calls int
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	sealer, keys := newSealer(t, 1)
 	mw := must(idempotency.New(&idempotency.Options{Store: store, Sealer: sealer})).Handler(issue(&calls))
 	first := serve(mw, req("POST", "/v1/sandbox/credentials", "k1", authA, "{}"))
@@ -110,19 +112,19 @@ func TestSealedBodies(t *testing.T) {
 func TestSealedBodyBoundToItsKey(t *testing.T) {
 	ctx := context.Background()
 	sealer, _ := newSealer(t, 1)
-	store := idempotency.NewMemoryStore(nil)
+	store := memstore.New(nil)
 	m := must(idempotency.New(&idempotency.Options{Store: store, Sealer: sealer}))
 	a, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k1"})
 	require.NoError(t, err)
 	require.NoError(t, a.Complete(ctx, idempotency.Response{Status: 201, Body: []byte(issuedKey)}))
-	rec, err := store.Lookup(ctx, idempotency.Key{Scope: "s", Key: "k1"}, timeNow())
+	rec, err := store.Lookup(ctx, driver.Key{Scope: "s", Key: "k1"}, timeNow())
 	require.NoError(t, err)
 	require.NotContains(t, string(rec.Response.Body), issuedKey)
 
 	// Plant the sealed record under another key, as someone with write access to the store might.
 	b, err := m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
 	require.NoError(t, err)
-	require.NoError(t, store.Complete(ctx, idempotency.Key{Scope: "s", Key: "k2"}, b.Token, *rec.Response, timeNow().Add(idempotency.DefaultRetention)))
+	require.NoError(t, store.Complete(ctx, driver.Key{Scope: "s", Key: "k2"}, b.Token, *rec.Response, timeNow().Add(idempotency.DefaultRetention)))
 	_, err = m.Begin(ctx, idempotency.Request{Scope: "s", Key: "k2"})
 	require.ErrorIs(t, err, idempotency.ErrRecordRefused)
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // Handler returns next wrapped with the middleware.
@@ -98,7 +100,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler without idempotency (FailOpen)",
 				slog.String("idempotency_key", key), slog.Any("error", err))
 			x.body.reset(x.buf)
-			r2 := r.WithContext(m.withDownstream(r.Context(), Key{Scope: scope, Key: key}))
+			r2 := r.WithContext(m.withDownstream(r.Context(), driver.Key{Scope: scope, Key: key}))
 			r2.Body = &x.body
 			next.ServeHTTP(w, r2)
 			return
@@ -180,8 +182,8 @@ func (m *Middleware) finish(ctx context.Context, x *exchange, a *Attempt, rec *r
 		}
 		return
 	}
-	if !omitted && errors.Is(err, ErrStoreFull) {
-		// A memory store over its byte budget: a short answer still fits. Store the response without
+	if !omitted && errors.Is(err, memstore.ErrStoreFull) {
+		// A memory store over its byte budget (memstore.ErrStoreFull): a short answer still fits. Store the response without
 		// its body rather than let a retry run the handler again.
 		m.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: the store refused the full response; storing it without its body",
 			slog.String("idempotency_key", a.Key.Key), slog.Any("error", err))

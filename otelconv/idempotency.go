@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // Attribute keys of the idempotency instruments.
@@ -44,7 +45,7 @@ func storeErrKind(err error) int {
 		return storeErrLeaseLost
 	case errors.Is(err, idempotency.ErrQuotaExceeded):
 		return storeErrQuota
-	case errors.Is(err, idempotency.ErrStoreFull):
+	case errors.Is(err, memstore.ErrStoreFull):
 		return storeErrFull
 	case errors.Is(err, context.DeadlineExceeded):
 		return storeErrTimeout

@@ -16,17 +16,19 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 )
 
 // flakyStore fails its claims while down.
 type flakyStore struct {
-	idempotency.Store
+	driver.Store
 	down atomic.Bool
 }
 
-func (s *flakyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (s *flakyStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if s.down.Load() {
-		return idempotency.Claim{}, errors.New("connection refused")
+		return driver.Claim{}, errors.New("connection refused")
 	}
 	return s.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
 }
@@ -45,7 +47,7 @@ func idemRequest(key, body string) *http.Request {
 
 func TestIdempotencyMetricsCountEveryOutcome(t *testing.T) {
 	h := newHarness(t, nil)
-	store := &flakyStore{Store: idempotency.NewMemoryStore(nil)}
+	store := &flakyStore{Store: memstore.New(nil)}
 	m, err := idempotency.New(&idempotency.Options{Store: store, Hooks: h.tel.Idempotency()})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +217,7 @@ func TestIdempotencySpansUnderTheRequestSpan(t *testing.T) {
 
 // benchIdempotency serves distinct keys through the middleware with hooks (nil: none).
 func benchIdempotency(b *testing.B, hooks *idempotency.Hooks) {
-	m, err := idempotency.New(&idempotency.Options{Hooks: hooks, Store: idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 1 << 22, MaxRecordsPerScope: 1 << 22})})
+	m, err := idempotency.New(&idempotency.Options{Hooks: hooks, Store: memstore.New(&memstore.Options{MaxRecords: 1 << 22, MaxRecordsPerScope: 1 << 22})})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,13 +2,14 @@
 // that run several replicas: every replica that shares the database shares idempotency records,
 // webhook event logs, endpoints and cursors, version pins and credentials.
 //
-//   - IdempotencyStore (idempotency.Store): claims with INSERT … ON CONFLICT and a lease, an ended
-//     lease marked suspected once before it is taken over, completion guarded by a fencing token, and
-//     RunCleanup, the retention loop an application starts once per process (go store.RunCleanup(ctx,
-//     nil)), which deletes expired records in short, bounded batches. Transactor runs the claim, the
-//     handler's own writes (TxFromContext) and the stored response in one transaction, which a
-//     client's disconnect does not stop; a duplicate that arrives meanwhile gets 409 for the same
-//     payload and 422 for another at once.
+//   - IdempotencyStore (idempotency/driver.Store): claims with INSERT … ON CONFLICT and a lease, an
+//     ended lease marked suspected once before it is taken over, completion guarded by a fencing token,
+//     and RunCleanup, the retention loop an application starts once per process
+//     (go store.RunCleanup(ctx, nil)), which deletes expired records in short, bounded batches.
+//     Transactor (idempotency/driver.Transactor) runs the claim, the handler's own writes
+//     (TxFromContext) and the stored response in one transaction, which a client's disconnect does
+//     not stop; a duplicate that arrives meanwhile gets 409 for the same payload and 422 for another
+//     at once.
 //   - EventLog (driver.Log): per-endpoint streams with gap-free sequences, delivery leases shared by
 //     every replica's Dispatcher, range reads; Append (and AppendBatch, one statement for many) joins
 //     the caller's transaction as an outbox and locks no shared row: events are numbered after they

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // DefaultIdempotencyTable is the table an IdempotencyStore uses when IdempotencyStoreOptions.Table is empty.
@@ -56,7 +56,7 @@ const idemMaxAttempts = 16
 // it for every attempt. The middleware answers 503 with Retry-After; the handler does not run.
 var ErrClaimContention = errors.New("pgstore: idempotency claim kept racing concurrent changes")
 
-// IdempotencyStore is an idempotency.Store on PostgreSQL, one row per (scope, key) in the table that
+// IdempotencyStore is an driver.Store on PostgreSQL, one row per (scope, key) in the table that
 // Migrate creates. Replicas that share the database share the records.
 //
 // Claim is one statement, one round trip, whatever it finds. Its parts, combined in a CTE:
@@ -84,7 +84,7 @@ var ErrClaimContention = errors.New("pgstore: idempotency claim kept racing conc
 //
 // Retention: expired rows are invisible to the store at once; RunCleanup, which the application
 // starts once per process, deletes them in short, bounded batches (DeleteExpired is one batch). There
-// is no per-scope quota (no idempotency.ErrQuotaExceeded) on PostgreSQL, on purpose: enforcing one
+// is no per-scope quota (no driver.ErrQuotaExceeded) on PostgreSQL, on purpose: enforcing one
 // costs every claim either a count of the scope's live rows (an index range scan of up to the quota,
 // per request) or an update of a per-scope counter row, which serializes every claim of a scope on
 // one hot row. The capacity at stake is disk, bounded by retention and RunCleanup, not memory shared
@@ -110,7 +110,7 @@ type IdempotencyStore struct {
 	sql idemSQL
 }
 
-var _ idempotency.Store = (*IdempotencyStore)(nil)
+var _ driver.Store = (*IdempotencyStore)(nil)
 
 // idemSQL holds the statements, built once per table name.
 type idemSQL struct {
@@ -227,10 +227,10 @@ type idemRow struct {
 	body       []byte
 }
 
-// Claim implements idempotency.Store in one statement (see IdempotencyStore).
-func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+// Claim implements driver.Store in one statement (see IdempotencyStore).
+func (s *IdempotencyStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if s == nil || s.db == nil {
-		return idempotency.Claim{}, errZeroIdempotencyStore
+		return driver.Claim{}, errZeroIdempotencyStore
 	}
 	c, _, err := s.claim(ctx, s.sql.claim, nil, key, fp, now, leaseUntil, expiresAt)
 	return c, err
@@ -239,7 +239,7 @@ func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp id
 // claim runs a claim statement until its answer is consistent. locks, when not nil, are the advisory
 // lock keys of the transactional variant: the key's, then the fingerprint's. marked is the token of
 // the row the claim marked suspected, 0 when it did not mark one.
-func (s *IdempotencyStore) claim(ctx context.Context, sql string, locks *[2]int64, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (c idempotency.Claim, marked int64, err error) {
+func (s *IdempotencyStore) claim(ctx context.Context, sql string, locks *[2]int64, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (c driver.Claim, marked int64, err error) {
 	args := []any{key.Scope, key.Key, fp[:], now, leaseUntil, expiresAt}
 	if locks != nil {
 		args = append(args, locks[0], locks[1])
@@ -250,27 +250,27 @@ func (s *IdempotencyStore) claim(ctx context.Context, sql string, locks *[2]int6
 		c, marked, settled, busy, err := s.claimOnce(ctx, sql, args, fp, pgNow, leaseUntil)
 		switch {
 		case err != nil:
-			return idempotency.Claim{}, 0, err
+			return driver.Claim{}, 0, err
 		case settled:
 			return c, marked, nil
 		case busy == idemKindBusySame:
 			// The transactional variant: an open transaction of a request with this fingerprint holds
 			// the key, and no committed row answers for it. That row is uncommitted, so its lease is
 			// not visible: the lease this claim asked for is the retry hint.
-			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, 0, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, 0, nil
 		case busy == idemKindBusyOther:
 			// The holder's fingerprint differs from ours but is not visible either: report one that
 			// merely differs, which is all the caller needs to answer 422.
-			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: idemOtherFingerprint(fp), LeaseUntil: leaseUntil}, 0, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: idemOtherFingerprint(fp), LeaseUntil: leaseUntil}, 0, nil
 		}
 		// Otherwise the row another transaction just committed is newer than our snapshot: again.
 	}
-	return idempotency.Claim{}, 0, ErrClaimContention
+	return driver.Claim{}, 0, ErrClaimContention
 }
 
 // idemOtherFingerprint returns a fingerprint that differs from fp (its first byte inverted), for a
 // record whose real fingerprint is known to differ but cannot be read.
-func idemOtherFingerprint(fp idempotency.Fingerprint) idempotency.Fingerprint {
+func idemOtherFingerprint(fp driver.Fingerprint) driver.Fingerprint {
 	fp[0] = ^fp[0]
 	return fp
 }
@@ -280,7 +280,7 @@ func idemOtherFingerprint(fp idempotency.Fingerprint) idempotency.Fingerprint {
 // statement returns at most two rows: the claim, the mark or the row it read, and the busy marker. A
 // committed row that answers (a stored response to replay, a live lease, another fingerprint) wins
 // over the marker, so concurrent replays in transactional mode never answer 409 to each other.
-func (s *IdempotencyStore) claimOnce(ctx context.Context, sql string, args []any, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, marked int64, settled bool, busy int32, err error) {
+func (s *IdempotencyStore) claimOnce(ctx context.Context, sql string, args []any, fp driver.Fingerprint, now, leaseUntil time.Time) (c driver.Claim, marked int64, settled bool, busy int32, err error) {
 	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
 		return c, 0, false, 0, fmt.Errorf("pgstore: idempotency claim: %w", err)
@@ -299,21 +299,21 @@ func (s *IdempotencyStore) claimOnce(ctx context.Context, sql string, args []any
 			continue
 		}
 		if c, settled, err = idemDecide(r, fp, now, leaseUntil); err != nil {
-			return idempotency.Claim{}, 0, false, 0, err
+			return driver.Claim{}, 0, false, 0, err
 		}
 		if r.kind == idemKindMarked {
 			marked = *r.token
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return idempotency.Claim{}, 0, false, 0, fmt.Errorf("pgstore: idempotency claim: %w", err)
+		return driver.Claim{}, 0, false, 0, fmt.Errorf("pgstore: idempotency claim: %w", err)
 	}
 	return c, marked, settled, busy, nil
 }
 
 // idemDecide turns a claim row into a Claim. settled is false when the row read is one the upsert
 // would have written (so it changed under the statement) and the statement must run again.
-func idemDecide(r idemRow, fp idempotency.Fingerprint, now, leaseUntil time.Time) (c idempotency.Claim, settled bool, err error) {
+func idemDecide(r idemRow, fp driver.Fingerprint, now, leaseUntil time.Time) (c driver.Claim, settled bool, err error) {
 	switch r.kind {
 	case idemKindClaimed, idemKindMarked:
 		if r.token == nil || *r.token <= 0 {
@@ -321,9 +321,9 @@ func idemDecide(r idemRow, fp idempotency.Fingerprint, now, leaseUntil time.Time
 		}
 		if r.kind == idemKindMarked {
 			// The owner keeps its token; the caller only learns the extra lease's end.
-			return idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
 		}
-		return idempotency.Claim{Status: idempotency.Claimed, Token: uint64(*r.token), Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
+		return driver.Claim{Status: driver.Claimed, Token: uint64(*r.token), Fingerprint: fp, LeaseUntil: leaseUntil}, true, nil
 	case idemKindRow:
 	default:
 		return c, false, fmt.Errorf("pgstore: idempotency claim: unexpected row kind %d", r.kind)
@@ -337,9 +337,9 @@ func idemDecide(r idemRow, fp idempotency.Fingerprint, now, leaseUntil time.Time
 	copy(c.Fingerprint[:], r.fp)
 	c.LeaseUntil = *r.leaseUntil
 	if c.Fingerprint != fp {
-		c.Status = idempotency.InFlight
+		c.Status = driver.InFlight
 		if *r.completed {
-			c.Status = idempotency.Completed
+			c.Status = driver.Completed
 		}
 		return c, true, nil
 	}
@@ -348,21 +348,21 @@ func idemDecide(r idemRow, fp idempotency.Fingerprint, now, leaseUntil time.Time
 		if err != nil {
 			return c, false, err
 		}
-		c.Status, c.Response = idempotency.Completed, resp
+		c.Status, c.Response = driver.Completed, resp
 		return c, true, nil
 	}
 	if !r.leaseUntil.After(now) {
 		return c, false, nil
 	}
-	c.Status = idempotency.InFlight
+	c.Status = driver.InFlight
 	return c, true, nil
 }
 
-func idemResponse(status *int32, header, body []byte) (*idempotency.Response, error) {
+func idemResponse(status *int32, header, body []byte) (*driver.Response, error) {
 	if status == nil {
 		return nil, errors.New("pgstore: idempotency: completed row without a status")
 	}
-	resp := &idempotency.Response{Status: int(*status), Body: body}
+	resp := &driver.Response{Status: int(*status), Body: body}
 	if header != nil {
 		if err := json.Unmarshal(header, &resp.Header); err != nil {
 			return nil, fmt.Errorf("pgstore: idempotency: decode stored header: %w", err)
@@ -371,16 +371,16 @@ func idemResponse(status *int32, header, body []byte) (*idempotency.Response, er
 	return resp, nil
 }
 
-// Renew implements idempotency.Store.
-func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+// Renew implements driver.Store.
+func (s *IdempotencyStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if s == nil || s.db == nil {
 		return errZeroIdempotencyStore
 	}
 	return s.exec(ctx, "renew", s.sql.renew, key.Scope, key.Key, int64(token), leaseUntil)
 }
 
-// Complete implements idempotency.Store: one UPDATE that matches only the token's in-flight row.
-func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+// Complete implements driver.Store: one UPDATE that matches only the token's in-flight row.
+func (s *IdempotencyStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	if s == nil || s.db == nil {
 		return errZeroIdempotencyStore
 	}
@@ -394,8 +394,8 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, to
 	return s.exec(ctx, "complete", s.sql.complete, key.Scope, key.Key, int64(token), int32(resp.Status), header, resp.Body, expiresAt)
 }
 
-// Release implements idempotency.Store.
-func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+// Release implements driver.Store.
+func (s *IdempotencyStore) Release(ctx context.Context, key driver.Key, token uint64) error {
 	if s == nil || s.db == nil {
 		return errZeroIdempotencyStore
 	}
@@ -409,15 +409,15 @@ func (s *IdempotencyStore) exec(ctx context.Context, op, sql string, args ...any
 		return fmt.Errorf("pgstore: idempotency %s: %w", op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Lookup implements idempotency.Store.
-func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+// Lookup implements driver.Store.
+func (s *IdempotencyStore) Lookup(ctx context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	if s == nil || s.db == nil {
-		return idempotency.Record{}, errZeroIdempotencyStore
+		return driver.Record{}, errZeroIdempotencyStore
 	}
 	var (
 		fp                    []byte
@@ -430,20 +430,20 @@ func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now 
 	err := s.db.QueryRow(ctx, s.sql.lookup, key.Scope, key.Key, now).
 		Scan(&fp, &token, &completed, &leaseUntil, &expiresAt, &status, &header, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, fmt.Errorf("pgstore: idempotency lookup: %w", err)
+		return driver.Record{}, fmt.Errorf("pgstore: idempotency lookup: %w", err)
 	}
-	rec := idempotency.Record{Status: idempotency.InFlight, Token: uint64(token), LeaseUntil: leaseUntil, ExpiresAt: expiresAt}
+	rec := driver.Record{Status: driver.InFlight, Token: uint64(token), LeaseUntil: leaseUntil, ExpiresAt: expiresAt}
 	if len(fp) != len(rec.Fingerprint) {
-		return idempotency.Record{}, errors.New("pgstore: idempotency lookup: stored fingerprint has the wrong length")
+		return driver.Record{}, errors.New("pgstore: idempotency lookup: stored fingerprint has the wrong length")
 	}
 	copy(rec.Fingerprint[:], fp)
 	if completed {
-		rec.Status = idempotency.Completed
+		rec.Status = driver.Completed
 		if rec.Response, err = idemResponse(status, header, body); err != nil {
-			return idempotency.Record{}, err
+			return driver.Record{}, err
 		}
 	}
 	return rec, nil
@@ -468,5 +468,5 @@ func (s *IdempotencyStore) DeleteExpired(ctx context.Context, now time.Time, lim
 	return tag.RowsAffected(), nil
 }
 
-// Backend reports "postgresql", for idempotency's Hooks (idempotency.Backender).
+// Backend reports "postgresql", for idempotency's Hooks (driver.Backender).
 func (s *IdempotencyStore) Backend() string { return "postgresql" }

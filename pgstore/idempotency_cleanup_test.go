@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
@@ -89,7 +89,7 @@ func idemEventually(t *testing.T, what string, cond func() bool) {
 
 // idemFillExpired claims n keys under scope that are kept until expiresAt, completing every other one,
 // in parallel.
-func idemFillExpired(t *testing.T, s idempotency.Store, scope string, n int, claimedAt, expiresAt time.Time) {
+func idemFillExpired(t *testing.T, s driver.Store, scope string, n int, claimedAt, expiresAt time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	work := make(chan int)
@@ -97,14 +97,14 @@ func idemFillExpired(t *testing.T, s idempotency.Store, scope string, n int, cla
 	for range 12 {
 		wg.Go(func() {
 			for i := range work {
-				k := idempotency.Key{Scope: scope, Key: fmt.Sprintf("k%05d", i)}
+				k := driver.Key{Scope: scope, Key: fmt.Sprintf("k%05d", i)}
 				c, err := s.Claim(ctx, k, idemFP1, claimedAt, claimedAt.Add(idemLease), expiresAt)
-				if err != nil || c.Status != idempotency.Claimed {
+				if err != nil || c.Status != driver.Claimed {
 					t.Errorf("claim %v: %v %v", k, c.Status, err)
 					continue
 				}
 				if i%2 == 0 {
-					if err := s.Complete(ctx, k, c.Token, idempotency.Response{Status: 201}, expiresAt); err != nil {
+					if err := s.Complete(ctx, k, c.Token, driver.Response{Status: 201}, expiresAt); err != nil {
 						t.Errorf("complete %v: %v", k, err)
 					}
 				}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 )
 
@@ -22,8 +22,8 @@ type idemStoreCall struct {
 
 // idemStoreCalls returns every store method on s: Claim of fresh, and Renew, Complete, Release and
 // Lookup of owned, which owner's token holds.
-func idemStoreCalls(s *pgstore.IdempotencyStore, fresh, owned idempotency.Key, owner uint64, now time.Time) []idemStoreCall {
-	resp := idempotency.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
+func idemStoreCalls(s *pgstore.IdempotencyStore, fresh, owned driver.Key, owner uint64, now time.Time) []idemStoreCall {
+	resp := driver.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
 	return []idemStoreCall{
 		{"Claim", func(ctx context.Context) error {
 			_, err := s.Claim(ctx, fresh, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
@@ -49,11 +49,11 @@ func TestIdempotencyStoreDeadlineOnStalledServer(t *testing.T) {
 	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	ctx := context.Background()
 	now := time.Now().UTC()
-	fresh := idempotency.Key{Scope: "lic_stall", Key: "fresh"}
-	owned := idempotency.Key{Scope: "lic_stall", Key: "owned"}
+	fresh := driver.Key{Scope: "lic_stall", Key: "fresh"}
+	owned := driver.Key{Scope: "lic_stall", Key: "owned"}
 	owner, err := s.Claim(ctx, owned, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 	require.NoError(t, err, "through the proxy before the stall")
-	require.Equal(t, idempotency.Claimed, owner.Status)
+	require.Equal(t, driver.Claimed, owner.Status)
 
 	proxy.Stall()
 	t.Cleanup(proxy.Resume) // before the pool closes, should the test fail while stalled
@@ -85,28 +85,28 @@ func TestIdempotencyStoreDeadlineOnStalledServer(t *testing.T) {
 		wg.Wait()
 		for i, c := range calls {
 			require.ErrorIs(t, errs[i], context.DeadlineExceeded, "round %d: %s", round, c.name)
-			require.NotErrorIs(t, errs[i], idempotency.ErrLeaseLost, "round %d: %s", round, c.name)
-			require.NotErrorIs(t, errs[i], idempotency.ErrNotFound, "round %d: %s", round, c.name)
+			require.NotErrorIs(t, errs[i], driver.ErrLeaseLost, "round %d: %s", round, c.name)
+			require.NotErrorIs(t, errs[i], driver.ErrNotFound, "round %d: %s", round, c.name)
 		}
 	}
 	// Meanwhile a direct connection sees nothing of what the stalled calls sent.
 	_, err = direct.Lookup(ctx, fresh, now)
-	require.ErrorIs(t, err, idempotency.ErrNotFound, "the stalled Claim claimed nothing")
+	require.ErrorIs(t, err, driver.ErrNotFound, "the stalled Claim claimed nothing")
 	rec, err := direct.Lookup(ctx, owned, now)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.InFlight, rec.Status, "the stalled Complete and Release did nothing")
+	require.Equal(t, driver.InFlight, rec.Status, "the stalled Complete and Release did nothing")
 	require.WithinDuration(t, owner.LeaseUntil, rec.LeaseUntil, time.Microsecond, "the stalled Renew did nothing")
 
 	proxy.Resume()
 	// The stall is over; broken connections are discarded by the pool, and new calls work.
 	require.NoError(t, s.Renew(ctx, owned, owner.Token, now.Add(time.Hour)))
-	require.NoError(t, s.Complete(ctx, owned, owner.Token, idempotency.Response{Status: http.StatusCreated}, now.Add(idemRetention)))
+	require.NoError(t, s.Complete(ctx, owned, owner.Token, driver.Response{Status: http.StatusCreated}, now.Add(idemRetention)))
 	c, err := s.Claim(ctx, fresh, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 	rec, err = direct.Lookup(ctx, owned, now)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, driver.Completed, rec.Status)
 }
 
 // TestIdempotencyStoreConnectionsCut: with every connection to PostgreSQL cut and new ones refused
@@ -118,11 +118,11 @@ func TestIdempotencyStoreConnectionsCut(t *testing.T) {
 	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	ctx := context.Background()
 	now := time.Now().UTC()
-	fresh := idempotency.Key{Scope: "lic_cut", Key: "fresh"}
-	owned := idempotency.Key{Scope: "lic_cut", Key: "owned"}
+	fresh := driver.Key{Scope: "lic_cut", Key: "fresh"}
+	owned := driver.Key{Scope: "lic_cut", Key: "owned"}
 	owner, err := s.Claim(ctx, owned, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, owner.Status)
+	require.Equal(t, driver.Claimed, owner.Status)
 
 	proxy.Cut()
 	for _, c := range idemStoreCalls(s, fresh, owned, owner.Token, now) {
@@ -131,12 +131,12 @@ func TestIdempotencyStoreConnectionsCut(t *testing.T) {
 		cancel()
 		require.Error(t, err, c.name)
 		require.NotErrorIs(t, err, context.DeadlineExceeded, "%s: fails at once, it does not wait out its deadline", c.name)
-		require.NotErrorIs(t, err, idempotency.ErrLeaseLost, c.name)
-		require.NotErrorIs(t, err, idempotency.ErrNotFound, c.name)
+		require.NotErrorIs(t, err, driver.ErrLeaseLost, c.name)
+		require.NotErrorIs(t, err, driver.ErrNotFound, c.name)
 	}
 	proxy.Restore()
 	require.NoError(t, s.Renew(ctx, owned, owner.Token, now.Add(time.Hour)))
 	c, err := s.Claim(ctx, fresh, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 }

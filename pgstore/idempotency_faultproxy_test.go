@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/internal/testkit/faultproxy"
 	"github.com/svcplatform/conventions/pgstore"
@@ -99,7 +100,7 @@ func TestTransactorStoreCut(t *testing.T) {
 			cutting.Store(false)
 			require.Zero(t, e.orders("k"))
 			_, err := e.record("k")
-			require.ErrorIs(t, err, idempotency.ErrNotFound)
+			require.ErrorIs(t, err, driver.ErrNotFound)
 			rec = e.do(h, "k")
 			require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
 			rec = e.do(h, "k")

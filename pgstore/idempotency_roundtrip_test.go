@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
@@ -54,35 +54,35 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))
-	resp := idempotency.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
+	resp := driver.Response{Status: http.StatusCreated, Body: []byte(`{"id":"ord_1"}`)}
 	now := time.Now()
-	claim := func(k idempotency.Key) idempotency.Claim {
+	claim := func(k driver.Key) driver.Claim {
 		c, err := s.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 		require.NoError(t, err)
 		return c
 	}
-	inTx := func(k idempotency.Key) {
-		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, ts idempotency.Store) error {
+	inTx := func(k driver.Key) {
+		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, ts driver.Store) error {
 			c, err := ts.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 			require.NoError(t, err)
-			require.Equal(t, idempotency.Claimed, c.Status)
+			require.Equal(t, driver.Claimed, c.Status)
 			return ts.Complete(ctx, k, c.Token, resp, now.Add(idemRetention))
 		}))
 	}
 	// Warm the statement cache.
-	w := idempotency.Key{Scope: "s", Key: "warm"}
+	w := driver.Key{Scope: "s", Key: "warm"}
 	c := claim(w)
 	require.NoError(t, s.Renew(ctx, w, c.Token, now.Add(time.Hour)))
 	require.NoError(t, s.Complete(ctx, w, c.Token, resp, now.Add(idemRetention)))
 	claim(w)
 	_, err = s.Lookup(ctx, w, now)
 	require.NoError(t, err)
-	c = claim(idempotency.Key{Scope: "s", Key: "warm2"})
-	require.NoError(t, s.Release(ctx, idempotency.Key{Scope: "s", Key: "warm2"}, c.Token))
-	inTx(idempotency.Key{Scope: "s", Key: "warm3"})
+	c = claim(driver.Key{Scope: "s", Key: "warm2"})
+	require.NoError(t, s.Release(ctx, driver.Key{Scope: "s", Key: "warm2"}, c.Token))
+	inTx(driver.Key{Scope: "s", Key: "warm3"})
 
-	k := idempotency.Key{Scope: "s", Key: "k"}
-	stale := idempotency.Key{Scope: "s", Key: "stale"}
+	k := driver.Key{Scope: "s", Key: "k"}
+	stale := driver.Key{Scope: "s", Key: "stale"}
 	claim(stale) // its lease ends before the mark step, the extra lease before the take-over step
 	steps := []struct {
 		name string
@@ -90,10 +90,10 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 		run  func(t *testing.T)
 	}{
 		{"claim", 1, func(t *testing.T) { c = claim(k) }},
-		{"in flight", 1, func(t *testing.T) { require.Equal(t, idempotency.InFlight, claim(k).Status) }},
+		{"in flight", 1, func(t *testing.T) { require.Equal(t, driver.InFlight, claim(k).Status) }},
 		{"renew", 1, func(t *testing.T) { require.NoError(t, s.Renew(ctx, k, c.Token, now.Add(time.Hour))) }},
 		{"complete", 1, func(t *testing.T) { require.NoError(t, s.Complete(ctx, k, c.Token, resp, now.Add(idemRetention))) }},
-		{"replay", 1, func(t *testing.T) { require.Equal(t, idempotency.Completed, claim(k).Status) }},
+		{"replay", 1, func(t *testing.T) { require.Equal(t, driver.Completed, claim(k).Status) }},
 		{"lookup", 1, func(t *testing.T) {
 			_, err := s.Lookup(ctx, k, now)
 			require.NoError(t, err)
@@ -102,15 +102,15 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 			later := now.Add(idemLease)
 			c2, err := s.Claim(ctx, stale, idemFP1, later, later.Add(idemLease), later.Add(idemRetention))
 			require.NoError(t, err)
-			require.Equal(t, idempotency.InFlight, c2.Status)
+			require.Equal(t, driver.InFlight, c2.Status)
 		}},
 		{"take-over", 1, func(t *testing.T) {
 			later := now.Add(2 * idemLease)
 			c2, err := s.Claim(ctx, stale, idemFP1, later, later.Add(idemLease), later.Add(idemRetention))
 			require.NoError(t, err)
-			require.Equal(t, idempotency.Claimed, c2.Status)
+			require.Equal(t, driver.Claimed, c2.Status)
 		}},
-		{"transactional claim and complete", 2, func(t *testing.T) { inTx(idempotency.Key{Scope: "s", Key: "tx"}) }},
+		{"transactional claim and complete", 2, func(t *testing.T) { inTx(driver.Key{Scope: "s", Key: "tx"}) }},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {

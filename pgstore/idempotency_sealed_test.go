@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/seal"
@@ -66,7 +67,7 @@ func TestSealedRecordsFailClosedOnPostgres(t *testing.T) {
 
 	for _, mode := range []struct {
 		name string
-		tx   idempotency.Transactor
+		tx   driver.Transactor
 	}{{"ordinary", nil}, {"transactional", tr}} {
 		mw := must(idempotency.New(&idempotency.Options{Store: store, Transactor: mode.tx, Sealer: ring})).Handler(handler)
 		for i, tc := range []struct {

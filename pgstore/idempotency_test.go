@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
@@ -27,7 +27,7 @@ func newIdemStore(t testing.TB) (*pgstore.IdempotencyStore, *pgxpool.Pool, strin
 
 var (
 	idemT0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	idemFP1 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {1}")))
+	idemFP1 = driver.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {1}")))
 )
 
 const (
@@ -35,7 +35,7 @@ const (
 	idemRetention = 24 * time.Hour
 )
 
-func idemClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp idempotency.Fingerprint, now time.Time) idempotency.Claim {
+func idemClaim(t *testing.T, s driver.Store, k driver.Key, fp driver.Fingerprint, now time.Time) driver.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), k, fp, now, now.Add(idemLease), now.Add(idemRetention))
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestIdempotencyDeleteExpired(t *testing.T) {
 	s, pool, schema := newIdemStore(t)
 	ctx := context.Background()
 	for i := range 25 {
-		k := idempotency.Key{Scope: "lic", Key: "k" + string(rune('a'+i))}
+		k := driver.Key{Scope: "lic", Key: "k" + string(rune('a'+i))}
 		ret := time.Hour
 		if i%5 == 0 {
 			ret = 3 * time.Hour
@@ -106,9 +106,9 @@ func TestIdempotencyMigration(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
 	s := must(pgstore.NewIdempotencyStore(pool, opts))
-	c, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
+	c, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 
 	// Defaults: the table lands on the search_path (the test schema).
 	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.IdempotencyStoreOptions{}))
@@ -121,9 +121,9 @@ func TestIdempotencyMigration(t *testing.T) {
 func TestIdempotencyStoreWithoutTable(t *testing.T) {
 	pool, _ := pgtest.Pool(t)
 	s := must(pgstore.NewIdempotencyStore(pool, &pgstore.IdempotencyStoreOptions{Table: "missing"}))
-	_, err := s.Claim(context.Background(), idempotency.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
+	_, err := s.Claim(context.Background(), driver.Key{Scope: "s", Key: "k"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.Error(t, err)
-	require.NotErrorIs(t, err, idempotency.ErrNotFound)
+	require.NotErrorIs(t, err, driver.ErrNotFound)
 	require.Contains(t, err.Error(), "pgstore:")
 	require.Panics(t, func() { must(pgstore.NewIdempotencyStore(nil, nil)) })
 }
@@ -139,25 +139,25 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	cases := []struct {
 		name  string
-		setup func(k idempotency.Key) time.Time // returns the instant both claims use
-		first idempotency.Status                // what the first claim, in the transaction, gets
+		setup func(k driver.Key) time.Time // returns the instant both claims use
+		first driver.Status                // what the first claim, in the transaction, gets
 	}{
-		{"row inserted meanwhile", func(idempotency.Key) time.Time { return idemT0 }, idempotency.Claimed},
+		{"row inserted meanwhile", func(driver.Key) time.Time { return idemT0 }, driver.Claimed},
 		// Two claims find a lapsed lease: the second re-checks under the row lock, finds the lease
 		// the first one's mark extended, and does not mark again.
-		{"lease marked meanwhile", func(k idempotency.Key) time.Time {
+		{"lease marked meanwhile", func(k driver.Key) time.Time {
 			idemClaim(t, s, k, idemFP1, idemT0)
 			return idemT0.Add(idemLease)
-		}, idempotency.InFlight},
-		{"lease taken over meanwhile", func(k idempotency.Key) time.Time {
+		}, driver.InFlight},
+		{"lease taken over meanwhile", func(k driver.Key) time.Time {
 			idemClaim(t, s, k, idemFP1, idemT0)
-			require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, idemT0.Add(idemLease)).Status)
+			require.Equal(t, driver.InFlight, idemClaim(t, s, k, idemFP1, idemT0.Add(idemLease)).Status)
 			return idemT0.Add(2 * idemLease)
-		}, idempotency.Claimed},
+		}, driver.Claimed},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k := idempotency.Key{Scope: "lic_snap", Key: "k" + string(rune('a'+i))}
+			k := driver.Key{Scope: "lic_snap", Key: "k" + string(rune('a'+i))}
 			now := tc.setup(k)
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 			require.Equal(t, tc.first, first.Status)
 
 			type result struct {
-				c   idempotency.Claim
+				c   driver.Claim
 				err error
 			}
 			done := make(chan result, 1)
@@ -195,7 +195,7 @@ func TestIdempotencyClaimSeesRowNewerThanSnapshot(t *testing.T) {
 			require.NoError(t, tx.Commit(ctx))
 			r := <-done
 			require.NoError(t, r.err)
-			require.Equal(t, idempotency.InFlight, r.c.Status)
+			require.Equal(t, driver.InFlight, r.c.Status)
 			require.True(t, r.c.LeaseUntil.Equal(now.Add(idemLease)))
 		})
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // Transactor is the idempotency middleware's transactional mode on PostgreSQL
@@ -39,7 +39,7 @@ import (
 // recovers from. Otherwise the handler's failure — a statement of its own left the transaction
 // aborted (the server's transaction status says so when the response is about to be stored), or its
 // writes broke a constraint checked at the commit — rolls everything back and InTx's error wraps
-// idempotency.ErrTxAborted: the client gets the opaque 500 and the key stays free, so a corrected
+// driver.ErrTxAborted: the client gets the opaque 500 and the key stays free, so a corrected
 // request with the same key runs. A failure of the library's own statements or of the connection is
 // the store's: 503 with Retry-After.
 //
@@ -86,7 +86,7 @@ type Transactor struct {
 	store *IdempotencyStore
 }
 
-var _ idempotency.Transactor = (*Transactor)(nil)
+var _ driver.Transactor = (*Transactor)(nil)
 
 // NewTransactor returns the transactional mode on db (typically a *pgxpool.Pool), with the records in
 // the idempotency table opts names (nil means the defaults, as for NewIdempotencyStore). A nil db is
@@ -118,12 +118,12 @@ type idemTxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// InTx implements idempotency.Transactor: it begins a transaction, runs fn with a context carrying it
+// InTx implements driver.Transactor: it begins a transaction, runs fn with a context carrying it
 // (see TxFromContext) and a Store bound to it, and commits when fn returns nil. Otherwise, or when fn
 // panics, it rolls back. An error of the commit means nothing was stored (or, when the connection
 // broke during the commit, that the outcome is unknown: either way a retry is safe, since it replays
 // what committed or runs what did not).
-func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, store idempotency.Store) error) error {
+func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, store driver.Store) error) error {
 	if t == nil || t.db == nil {
 		return errZeroTransactor
 	}
@@ -163,7 +163,7 @@ func (t *Transactor) InTx(ctx context.Context, fn func(ctx context.Context, stor
 	// A commit cancelled half-way has an unknown outcome; finish it even if the client left.
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		if handlerAbortedCommit(err) {
-			return fmt.Errorf("pgstore: idempotency transaction: commit: %w: %w", idempotency.ErrTxAborted, err)
+			return fmt.Errorf("pgstore: idempotency transaction: commit: %w: %w", driver.ErrTxAborted, err)
 		}
 		return fmt.Errorf("pgstore: idempotency transaction: commit: %w", err)
 	}
@@ -214,10 +214,10 @@ type idemTxStore struct {
 	mark  []any // the arguments of the remark statement, once a claim marked a row
 }
 
-// Claim implements idempotency.Store inside the transaction. A key whose advisory locks another open
+// Claim implements driver.Store inside the transaction. A key whose advisory locks another open
 // transaction holds is InFlight, with leaseUntil as the hint of when to retry, and with a Fingerprint
 // other than fp when the holder's request has another fingerprint.
-func (s *idemTxStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (s *idemTxStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	locks := [2]int64{idemLockKey(s.table, key, nil), idemLockKey(s.table, key, fp[:])}
 	c, marked, err := s.claim(ctx, s.sql.claimLocked, &locks, key, fp, now, leaseUntil, expiresAt)
 	if marked != 0 {
@@ -226,17 +226,17 @@ func (s *idemTxStore) Claim(ctx context.Context, key idempotency.Key, fp idempot
 	return c, err
 }
 
-// Complete implements idempotency.Store inside the transaction. On a pipelined transaction the
+// Complete implements driver.Store inside the transaction. On a pipelined transaction the
 // completion waits to travel with the COMMIT, in one round trip; a completion that matches no row then
 // fails on the server and the commit rolls back (see pipelinedCompletion). Elsewhere it runs at once.
 //
 // The claim succeeded and only the handler has used the transaction since, so a transaction found
 // aborted here was aborted by the handler's own statements: Complete then sends nothing and returns
-// an error wrapping idempotency.ErrTxAborted (the middleware answers the opaque 500 and the rollback
+// an error wrapping driver.ErrTxAborted (the middleware answers the opaque 500 and the rollback
 // leaves the key free) instead of a statement that would fail as the store's own.
-func (s *idemTxStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (s *idemTxStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	if txAborted(s.db) {
-		return fmt.Errorf("pgstore: idempotency complete: %w", idempotency.ErrTxAborted)
+		return fmt.Errorf("pgstore: idempotency complete: %w", driver.ErrTxAborted)
 	}
 	pt, ok := s.db.(*pipeTx)
 	if !ok {
@@ -257,7 +257,7 @@ func (s *idemTxStore) Complete(ctx context.Context, key idempotency.Key, token u
 // length-prefixed scope and key, followed by fp for the lock on the key and a fingerprint (nil for
 // the key's own). Distinct records (and the two locks of one) hash distinct inputs, and a client cannot aim a key at another's lock; a chance
 // collision (2^-64) only gives one request a 409 or a 422.
-func idemLockKey(table string, key idempotency.Key, fp []byte) int64 {
+func idemLockKey(table string, key driver.Key, fp []byte) int64 {
 	h := sha256.New()
 	var n [8]byte
 	for _, part := range []string{table, key.Scope, key.Key} {

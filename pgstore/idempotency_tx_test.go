@@ -21,6 +21,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/internal/testkit/testid"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
@@ -106,9 +107,9 @@ func (e *idemTxEnv) orders(key string) int {
 	return n
 }
 
-func (e *idemTxEnv) record(key string) (idempotency.Record, error) {
+func (e *idemTxEnv) record(key string) (driver.Record, error) {
 	return must(pgstore.NewIdempotencyStore(e.pool, e.opts)).Lookup(context.Background(),
-		idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: key}, e.clock.Now())
+		driver.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: key}, e.clock.Now())
 }
 
 // requireOpaqueInternal: the answer is the opaque 500 problem, with the request_id and nothing of
@@ -145,7 +146,7 @@ func TestTransactorCommitStoresResponseWithWrites(t *testing.T) {
 	require.Equal(t, 1, e.orders("k1"))
 	stored, err := e.record("k1")
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, stored.Status)
+	require.Equal(t, driver.Completed, stored.Status)
 	require.Equal(t, e.body, string(stored.Response.Body))
 	// Retries replay without running the handler or writing again.
 	for range 3 {
@@ -258,7 +259,7 @@ func TestTransactorRollbackLeavesNothing(t *testing.T) {
 			}
 			require.Zero(t, e.orders("k"), "the first attempt's order must have rolled back")
 			_, err := e.record("k")
-			require.ErrorIs(t, err, idempotency.ErrNotFound, "the key must be free")
+			require.ErrorIs(t, err, driver.ErrNotFound, "the key must be free")
 
 			failing.Store(false)
 			e.body = `{"id":"o"}` // fits every case's response cap
@@ -337,7 +338,7 @@ func TestTransactorClientGoneFinishes(t *testing.T) {
 	require.Equal(t, 1, e.orders("after"))
 	stored, err := e.record("k")
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, stored.Status)
+	require.Equal(t, driver.Completed, stored.Status)
 	require.Equal(t, http.StatusCreated, stored.Response.Status)
 
 	rec := e.do(h, "k")
@@ -422,12 +423,12 @@ func TestTransactorClaimReportsOtherFingerprint(t *testing.T) {
 	e := newIdemTxEnv(t)
 	ctx := context.Background()
 	tr := must(pgstore.NewTransactor(e.pool, e.opts))
-	k := idempotency.Key{Scope: "s", Key: "k"}
-	fpB := idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
+	k := driver.Key{Scope: "s", Key: "k"}
+	fpB := driver.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
 	now := e.clock.Now()
-	claimInTx := func(fp idempotency.Fingerprint) idempotency.Claim {
-		var c idempotency.Claim
-		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+	claimInTx := func(fp driver.Fingerprint) driver.Claim {
+		var c driver.Claim
+		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, s driver.Store) error {
 			var err error
 			c, err = s.Claim(ctx, k, fp, now, now.Add(idemLease), now.Add(idemRetention))
 			return err
@@ -440,7 +441,7 @@ func TestTransactorClaimReportsOtherFingerprint(t *testing.T) {
 	t.Cleanup(letGo) // before the pool closes: a failed assertion must not leave the owner blocked
 	owner := make(chan error, 1)
 	go func() {
-		owner <- tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+		owner <- tr.InTx(ctx, func(ctx context.Context, s driver.Store) error {
 			c, err := s.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 			if err != nil {
 				close(claimed)
@@ -448,21 +449,21 @@ func TestTransactorClaimReportsOtherFingerprint(t *testing.T) {
 			}
 			close(claimed)
 			<-release
-			return s.Complete(ctx, k, c.Token, idempotency.Response{Status: http.StatusCreated}, now.Add(idemRetention))
+			return s.Complete(ctx, k, c.Token, driver.Response{Status: http.StatusCreated}, now.Add(idemRetention))
 		})
 	}()
 	<-claimed
 	same := claimInTx(idemFP1)
-	require.Equal(t, idempotency.InFlight, same.Status)
+	require.Equal(t, driver.InFlight, same.Status)
 	require.Equal(t, idemFP1, same.Fingerprint)
 	other := claimInTx(fpB)
-	require.Equal(t, idempotency.InFlight, other.Status)
+	require.Equal(t, driver.InFlight, other.Status)
 	require.NotEqual(t, fpB, other.Fingerprint, "the caller must see a fingerprint other than its own")
 	require.Zero(t, other.Token)
 	letGo()
 	require.NoError(t, <-owner)
 	after := claimInTx(fpB)
-	require.Equal(t, idempotency.Completed, after.Status)
+	require.Equal(t, driver.Completed, after.Status)
 	require.Equal(t, idemFP1, after.Fingerprint, "a committed record reports its own fingerprint")
 	require.Nil(t, after.Response, "another request never gets the stored response")
 }
@@ -475,12 +476,12 @@ func TestTransactorTakesOverDeadStoreModeOwner(t *testing.T) {
 	e := newIdemTxEnv(t)
 	ctx := context.Background()
 	store := must(pgstore.NewIdempotencyStore(e.pool, e.opts))
-	k := idempotency.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: "k"}
+	k := driver.Key{Scope: idemScope("Bearer sk_sandbox_tx"), Key: "k"}
 	fp := idempotency.NewFingerprint(http.MethodPost, "/v1/orders", "", sha256.Sum256([]byte(idemTxBody)))
 	start := e.clock.Now()
 	dead, err := store.Claim(ctx, k, fp, start, start.Add(idemLease), start.Add(idemRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, dead.Status)
+	require.Equal(t, driver.Claimed, dead.Status)
 
 	h := e.middleware(func(o *idempotency.Options) { o.Lease = idemLease }).Handler(e.orderHandler(nil))
 	e.clock.Advance(idemLease)
@@ -500,7 +501,7 @@ func TestTransactorTakesOverDeadStoreModeOwner(t *testing.T) {
 	rec := e.do(h, "k")
 	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
 	require.EqualValues(t, 1, e.runs.Load())
-	require.ErrorIs(t, store.Complete(ctx, k, dead.Token, idempotency.Response{Status: 500}, start.Add(idemRetention)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, store.Complete(ctx, k, dead.Token, driver.Response{Status: 500}, start.Add(idemRetention)), driver.ErrLeaseLost)
 	rec = e.do(h, "k")
 	require.Equal(t, "true", rec.Header().Get(idempotency.HeaderReplayed))
 	require.EqualValues(t, 1, e.runs.Load())
@@ -568,7 +569,7 @@ func TestTransactorInsideCallerTx(t *testing.T) {
 	outer, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	tr := must(pgstore.NewTransactor(outer, e.opts))
-	err = tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+	err = tr.InTx(ctx, func(ctx context.Context, s driver.Store) error {
 		tx, ok := pgstore.TxFromContext(ctx)
 		require.True(t, ok)
 		_, err := tx.Exec(ctx, `INSERT INTO orders (key, run) VALUES ('k', 'nested')`)
@@ -588,19 +589,19 @@ func TestTransactorFnError(t *testing.T) {
 	e := newIdemTxEnv(t)
 	ctx := context.Background()
 	boom := errors.New("boom")
-	err := must(pgstore.NewTransactor(e.pool, e.opts)).InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
-		c, err := s.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, idemFP1, e.clock.Now(), e.clock.Now().Add(time.Minute), e.clock.Now().Add(time.Hour))
+	err := must(pgstore.NewTransactor(e.pool, e.opts)).InTx(ctx, func(ctx context.Context, s driver.Store) error {
+		c, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "k"}, idemFP1, e.clock.Now(), e.clock.Now().Add(time.Minute), e.clock.Now().Add(time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	_, err = must(pgstore.NewIdempotencyStore(e.pool, e.opts)).Lookup(ctx, idempotency.Key{Scope: "s", Key: "k"}, e.clock.Now())
-	require.ErrorIs(t, err, idempotency.ErrNotFound)
+	_, err = must(pgstore.NewIdempotencyStore(e.pool, e.opts)).Lookup(ctx, driver.Key{Scope: "s", Key: "k"}, e.clock.Now())
+	require.ErrorIs(t, err, driver.ErrNotFound)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	err = must(pgstore.NewTransactor(e.pool, e.opts)).InTx(cancelled, func(context.Context, idempotency.Store) error {
+	err = must(pgstore.NewTransactor(e.pool, e.opts)).InTx(cancelled, func(context.Context, driver.Store) error {
 		t.Error("fn must not run without a transaction")
 		return nil
 	})
@@ -618,18 +619,18 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 	opts := &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}
 	require.NoError(b, pgstore.Migrate(ctx, pool, opts))
 	tr := must(pgstore.NewTransactor(pool, opts))
-	resp := idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 256)}
+	resp := driver.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 256)}
 	now := time.Now()
 	errReplay := errors.New("replayed: roll back")
 	// once runs one request in a transaction and reports what its claim found.
-	once := func(k idempotency.Key) (idempotency.Status, error) {
-		var st idempotency.Status
-		err := tr.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+	once := func(k driver.Key) (driver.Status, error) {
+		var st driver.Status
+		err := tr.InTx(ctx, func(ctx context.Context, s driver.Store) error {
 			c, err := s.Claim(ctx, k, idemFP1, now, now.Add(idemLease), now.Add(idemRetention))
 			if err != nil {
 				return err
 			}
-			if st = c.Status; st != idempotency.Claimed {
+			if st = c.Status; st != driver.Claimed {
 				return errReplay
 			}
 			return s.Complete(ctx, k, c.Token, resp, now.Add(idemRetention))
@@ -639,7 +640,7 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 		}
 		return st, err
 	}
-	run := func(b *testing.B, want idempotency.Status, key func(i int64) idempotency.Key) {
+	run := func(b *testing.B, want driver.Status, key func(i int64) driver.Key) {
 		var seq atomic.Int64
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -654,16 +655,16 @@ func BenchmarkIdempotencyTransactor(b *testing.B) {
 	}
 	b.Run("ClaimCompleteParallel", func(b *testing.B) {
 		scope := testid.New("bench_")
-		run(b, idempotency.Claimed, func(i int64) idempotency.Key { return idempotency.Key{Scope: scope, Key: fmt.Sprint(i)} })
+		run(b, driver.Claimed, func(i int64) driver.Key { return driver.Key{Scope: scope, Key: fmt.Sprint(i)} })
 	})
 	b.Run("ReplayParallel", func(b *testing.B) {
 		scope := testid.New("bench_")
 		for i := range 16 {
-			st, err := once(idempotency.Key{Scope: scope, Key: fmt.Sprint(i)})
+			st, err := once(driver.Key{Scope: scope, Key: fmt.Sprint(i)})
 			require.NoError(b, err)
-			require.Equal(b, idempotency.Claimed, st)
+			require.Equal(b, driver.Claimed, st)
 		}
-		run(b, idempotency.Completed, func(i int64) idempotency.Key { return idempotency.Key{Scope: scope, Key: fmt.Sprint(i % 16)} })
+		run(b, driver.Completed, func(i int64) driver.Key { return driver.Key{Scope: scope, Key: fmt.Sprint(i % 16)} })
 	})
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 )
@@ -39,7 +39,7 @@ func TestIdempotencyMigrationUpgradesEarlierTable(t *testing.T) {
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, idemTableBeforeSuspicion, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
-	k := idempotency.Key{Scope: "lic_old", Key: "k"}
+	k := driver.Key{Scope: "lic_old", Key: "k"}
 	_, err = pool.Exec(ctx, `INSERT INTO idem (scope, key, fingerprint, lease_until, expires_at) VALUES ($1, $2, $3, $4, $5)`,
 		k.Scope, k.Key, idemFP1[:], idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
@@ -60,9 +60,9 @@ func TestIdempotencyMigrationUpgradesEarlierTable(t *testing.T) {
 
 	s := must(pgstore.NewIdempotencyStore(pool, opts))
 	at := idemT0.Add(idemLease)
-	require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, at).Status, "the first claim after the lease marks")
+	require.Equal(t, driver.InFlight, idemClaim(t, s, k, idemFP1, at).Status, "the first claim after the lease marks")
 	c := idemClaim(t, s, k, idemFP1, at.Add(idemLease))
-	require.Equal(t, idempotency.Claimed, c.Status, "the claim after the extra lease takes over")
+	require.Equal(t, driver.Claimed, c.Status, "the claim after the extra lease takes over")
 }
 
 // TestIdempotencyMigrationUpToDateTakesNoLock: migrating a table that is up to date (as every replica
@@ -76,14 +76,14 @@ func TestIdempotencyMigrationUpToDateTakesNoLock(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	c, err := must(pgstore.NewIdempotencyStore(tx, opts)).Claim(ctx, idempotency.Key{Scope: "s", Key: "open"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
+	c, err := must(pgstore.NewIdempotencyStore(tx, opts)).Claim(ctx, driver.Key{Scope: "s", Key: "open"}, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	require.NoError(t, pgstore.Migrate(mctx, pool, opts), "the migration waited for the open transaction")
 	// Claims were not held up either.
-	c = idemClaim(t, s, idempotency.Key{Scope: "s", Key: "other"}, idemFP1, idemT0)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	c = idemClaim(t, s, driver.Key{Scope: "s", Key: "other"}, idemFP1, idemT0)
+	require.Equal(t, driver.Claimed, c.Status)
 }

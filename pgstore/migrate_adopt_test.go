@@ -13,7 +13,7 @@ import (
 
 	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/apikey/credentialtest"
-	"github.com/svcplatform/conventions/idempotency"
+	idemdriver "github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/pgstore/internal/pgtest"
 	"github.com/svcplatform/conventions/webhook"
@@ -70,9 +70,9 @@ func sortStores(tables []pgstore.Tables) storeOpts {
 }
 
 var (
-	adoptKeyDone    = idempotency.Key{Scope: "lic_1:live", Key: "order-1"}
-	adoptKeyRunning = idempotency.Key{Scope: "lic_1:live", Key: "order-2"}
-	adoptResponse   = idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/v1/orders/ord_1"}},
+	adoptKeyDone    = idemdriver.Key{Scope: "lic_1:live", Key: "order-1"}
+	adoptKeyRunning = idemdriver.Key{Scope: "lic_1:live", Key: "order-2"}
+	adoptResponse   = idemdriver.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/v1/orders/ord_1"}},
 		Body: []byte(`{"id":"ord_1"}`)}
 	adoptEndpoint = producer.Endpoint{ID: "we_1", URL: "https://hooks.example/a", Owner: "lic_1", Secrets: []string{"whsec_one"}, APIVersion: "v1"}
 	adoptCred     = credentialtest.Credential(1, "lic_1", apikey.Sandbox)
@@ -92,7 +92,7 @@ func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
 	idem := must(pgstore.NewIdempotencyStore(db, o.idem))
 	c := idemClaim(t, idem, adoptKeyDone, idemFP1, idemT0)
 	require.NoError(t, idem.Complete(ctx, adoptKeyDone, c.Token, adoptResponse, idemT0.Add(idemRetention)))
-	require.Equal(t, idempotency.Claimed, idemClaim(t, idem, adoptKeyRunning, idemFP1, idemT0).Status)
+	require.Equal(t, idemdriver.Claimed, idemClaim(t, idem, adoptKeyRunning, idemFP1, idemT0).Status)
 
 	l := must(pgstore.NewEventLog(db, o.ev))
 	for n := 1; n <= 3; n++ {
@@ -122,15 +122,15 @@ func checkEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
 	idem := must(pgstore.NewIdempotencyStore(db, o.idem))
 	rec, err := idem.Lookup(ctx, adoptKeyDone, idemT0)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, idemdriver.Completed, rec.Status)
 	require.Equal(t, adoptResponse, *rec.Response)
 	rec, err = idem.Lookup(ctx, adoptKeyRunning, idemT0)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.InFlight, rec.Status)
+	require.Equal(t, idemdriver.InFlight, rec.Status)
 	replay := idemClaim(t, idem, adoptKeyDone, idemFP1, idemT0)
-	require.Equal(t, idempotency.Completed, replay.Status, "a retry replays the response stored before the migration")
-	fresh := idemClaim(t, idem, idempotency.Key{Scope: "lic_1:live", Key: "order-3"}, idemFP1, idemT0)
-	require.Equal(t, idempotency.Claimed, fresh.Status)
+	require.Equal(t, idemdriver.Completed, replay.Status, "a retry replays the response stored before the migration")
+	fresh := idemClaim(t, idem, idemdriver.Key{Scope: "lic_1:live", Key: "order-3"}, idemFP1, idemT0)
+	require.Equal(t, idemdriver.Claimed, fresh.Status)
 	require.Greater(t, fresh.Token, rec.Token, "tokens go on from the same sequence")
 
 	l := must(pgstore.NewEventLog(db, o.ev))

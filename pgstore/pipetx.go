@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // pipeTx is the transaction of the Transactor's requests on a pool: a pgx.Tx on one connection that
@@ -512,17 +512,17 @@ func (e errBatch) Tx() pgx.Tx                       { return nil }
 // pipelinedCompletion wraps the completion UPDATE so that it fails on the server when it matches no
 // row: a division by the number of rows it changed. The COMMIT pipelined behind it then rolls back
 // instead of committing the handler's writes without their stored response, and the error is
-// idempotency.ErrLeaseLost, as an immediate completion's would be. (Within the transaction that
+// driver.ErrLeaseLost, as an immediate completion's would be. (Within the transaction that
 // claimed the key the row is always there; this makes that a guarantee.)
 func pipelinedCompletion(update string) string {
 	return "WITH u AS (" + update + " RETURNING 1) SELECT 1 / (SELECT count(*) FROM u)::int"
 }
 
-// completionLost maps the wrapped completion's division by zero to idempotency.ErrLeaseLost.
+// completionLost maps the wrapped completion's division by zero to driver.ErrLeaseLost.
 func completionLost(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "22012" {
-		return fmt.Errorf("pgstore: idempotency complete: %w", idempotency.ErrLeaseLost)
+		return fmt.Errorf("pgstore: idempotency complete: %w", driver.ErrLeaseLost)
 	}
 	return err
 }

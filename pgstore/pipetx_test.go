@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 )
 
@@ -28,7 +28,7 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 		return n
 	}
 	run := func(fn func(ctx context.Context, tx pgx.Tx) error) error {
-		return tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {
+		return tr.InTx(ctx, func(ctx context.Context, _ driver.Store) error {
 			tx, ok := pgstore.TxFromContext(ctx)
 			require.True(t, ok)
 			return fn(ctx, tx)
@@ -103,24 +103,24 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 		require.Equal(t, 3, count())
 	})
 	t.Run("a handler's failure is told from the store's in a nested Transactor", func(t *testing.T) {
-		key := idempotency.Key{Scope: "s", Key: "nested"}
+		key := driver.Key{Scope: "s", Key: "nested"}
 		err := run(func(ctx context.Context, outer pgx.Tx) error {
 			inner := must(pgstore.NewTransactor(outer, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
-			return inner.InTx(ctx, func(ctx context.Context, st idempotency.Store) error {
+			return inner.InTx(ctx, func(ctx context.Context, st driver.Store) error {
 				c, err := st.Claim(ctx, key, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 				require.NoError(t, err)
 				tx, _ := pgstore.TxFromContext(ctx)
 				_, err = tx.Exec(ctx, `SELECT 1/0`)
 				require.Error(t, err)
-				return st.Complete(ctx, key, c.Token, idempotency.Response{Status: 201}, idemT0.Add(idemRetention))
+				return st.Complete(ctx, key, c.Token, driver.Response{Status: 201}, idemT0.Add(idemRetention))
 			})
 		})
-		require.ErrorIs(t, err, idempotency.ErrTxAborted)
+		require.ErrorIs(t, err, driver.ErrTxAborted)
 		require.Equal(t, 3, count())
 	})
 	t.Run("the completion of a vanished claim rolls everything back", func(t *testing.T) {
-		key := idempotency.Key{Scope: "s", Key: "gone"}
-		err := tr.InTx(ctx, func(ctx context.Context, st idempotency.Store) error {
+		key := driver.Key{Scope: "s", Key: "gone"}
+		err := tr.InTx(ctx, func(ctx context.Context, st driver.Store) error {
 			c, err := st.Claim(ctx, key, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 			require.NoError(t, err)
 			tx, _ := pgstore.TxFromContext(ctx)
@@ -130,9 +130,9 @@ func TestTransactorPipelinedTransaction(t *testing.T) {
 			// this transaction; only this transaction itself can).
 			_, err = tx.Exec(ctx, `DELETE FROM `+schema+`.idem WHERE key = 'gone'`)
 			require.NoError(t, err)
-			return st.Complete(ctx, key, c.Token, idempotency.Response{Status: 201}, idemT0.Add(idemRetention))
+			return st.Complete(ctx, key, c.Token, driver.Response{Status: 201}, idemT0.Add(idemRetention))
 		})
-		require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+		require.ErrorIs(t, err, driver.ErrLeaseLost)
 		require.Equal(t, 3, count(), "the handler's insert did not commit without its stored response")
 	})
 }
@@ -154,7 +154,7 @@ func TestTransactorEscapeHatches(t *testing.T) {
 	tr := must(pgstore.NewTransactor(pool, &pgstore.IdempotencyStoreOptions{Schema: schema, Table: "idem"}))
 	errRollback := errors.New("roll back")
 	run := func(fn func(ctx context.Context, tx pgx.Tx) error) error {
-		return tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {
+		return tr.InTx(ctx, func(ctx context.Context, _ driver.Store) error {
 			tx, ok := pgstore.TxFromContext(ctx)
 			require.True(t, ok)
 			return fn(ctx, tx)

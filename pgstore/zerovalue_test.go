@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apikey"
-	"github.com/svcplatform/conventions/idempotency"
+	idemdriver "github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -23,7 +23,7 @@ import (
 func TestZeroValues(t *testing.T) {
 	ctx := t.Context()
 	now := time.Unix(1767225600, 0)
-	key := idempotency.Key{Scope: "s", Key: "k1"}
+	key := idemdriver.Key{Scope: "s", Key: "k1"}
 	ev := webhook.Event{Type: "order.created", Data: []byte(`{}`)}
 	lease := driver.Lease{Stream: "we_1", Sequence: 1, Token: 1}
 	claim := driver.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10}
@@ -80,19 +80,19 @@ func TestZeroValues(t *testing.T) {
 		{"EventLog.WithDB(tx).Claim", func() error { _, err := log.WithDB(fakeDB{}).Claim(ctx, claim); return err }},
 		{"nil EventLog.Claim", func() error { _, err := (*pgstore.EventLog)(nil).Claim(ctx, claim); return err }},
 		{"IdempotencyStore.Claim", func() error {
-			_, err := (&pgstore.IdempotencyStore{}).Claim(ctx, key, idempotency.Fingerprint{}, now, now.Add(time.Minute), now.Add(time.Hour))
+			_, err := (&pgstore.IdempotencyStore{}).Claim(ctx, key, idemdriver.Fingerprint{}, now, now.Add(time.Minute), now.Add(time.Hour))
 			return err
 		}},
 		{"IdempotencyStore.Renew", func() error { return (&pgstore.IdempotencyStore{}).Renew(ctx, key, 1, now) }},
 		{"IdempotencyStore.Complete", func() error {
-			return (&pgstore.IdempotencyStore{}).Complete(ctx, key, 1, idempotency.Response{Status: 200}, now)
+			return (&pgstore.IdempotencyStore{}).Complete(ctx, key, 1, idemdriver.Response{Status: 200}, now)
 		}},
 		{"IdempotencyStore.Release", func() error { return (&pgstore.IdempotencyStore{}).Release(ctx, key, 1) }},
 		{"IdempotencyStore.Lookup", func() error { _, err := (&pgstore.IdempotencyStore{}).Lookup(ctx, key, now); return err }},
 		{"IdempotencyStore.DeleteExpired", func() error { _, err := (&pgstore.IdempotencyStore{}).DeleteExpired(ctx, now, 100); return err }},
 		{"IdempotencyStore.RunCleanup", func() error { return (&pgstore.IdempotencyStore{}).RunCleanup(ctx, nil) }},
 		{"nil IdempotencyStore.Claim", func() error {
-			_, err := (*pgstore.IdempotencyStore)(nil).Claim(ctx, key, idempotency.Fingerprint{}, now, now.Add(time.Minute), now.Add(time.Hour))
+			_, err := (*pgstore.IdempotencyStore)(nil).Claim(ctx, key, idemdriver.Fingerprint{}, now, now.Add(time.Minute), now.Add(time.Hour))
 			return err
 		}},
 		{"PinStore.Get", func() error { _, err := (&pgstore.PinStore{}).Get(ctx, "lic_1"); return err }},
@@ -104,13 +104,13 @@ func TestZeroValues(t *testing.T) {
 		{"PinStore.Delete", func() error { return (&pgstore.PinStore{}).Delete(ctx, "lic_1") }},
 		{"PinStore.List", func() error { _, err := (&pgstore.PinStore{}).List(ctx, "v1", "", 10); return err }},
 		{"Transactor.InTx", func() error {
-			return (&pgstore.Transactor{}).InTx(ctx, func(context.Context, idempotency.Store) error {
+			return (&pgstore.Transactor{}).InTx(ctx, func(context.Context, idemdriver.Store) error {
 				t.Error("fn ran on a zero Transactor")
 				return nil
 			})
 		}},
 		{"nil Transactor.InTx", func() error {
-			return (*pgstore.Transactor)(nil).InTx(ctx, func(context.Context, idempotency.Store) error { return nil })
+			return (*pgstore.Transactor)(nil).InTx(ctx, func(context.Context, idemdriver.Store) error { return nil })
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

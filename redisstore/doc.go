@@ -1,9 +1,9 @@
 // Package redisstore implements the library's storage interfaces on Redis with go-redis v9, for teams
 // that run several replicas:
 //
-//   - IdempotencyStore (idempotency.Store): one round trip to claim (a Lua script issuing a fencing
-//     token), one to complete, one for a replay; lease renewal and release only by the owner; a lapsed
-//     lease taken over only after one extra lease; an optional per-scope quota
+//   - IdempotencyStore (idempotency/driver.Store): one round trip to claim (a Lua script issuing a
+//     fencing token), one to complete, one for a replay; lease renewal and release only by the owner;
+//     a lapsed lease taken over only after one extra lease; an optional per-scope quota
 //     (IdempotencyStoreOptions.MaxRecordsPerScope) that a Redis shared by tenants should set.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position, advanced atomically.
 //

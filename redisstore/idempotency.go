@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // DefaultIdempotencyPrefix is the key prefix an IdempotencyStore uses when IdempotencyStoreOptions.Prefix
@@ -50,7 +50,7 @@ type IdempotencyStoreOptions struct {
 
 	// MaxRecordsPerScope bounds the live records (in flight and completed) of one scope, a
 	// credential: a claim that would create one more gets an error wrapping
-	// idempotency.ErrQuotaExceeded (the middleware answers 429), while the scope's existing keys
+	// driver.ErrQuotaExceeded (the middleware answers 429), while the scope's existing keys
 	// still replay, complete and are taken over, and other scopes are untouched. 0 (the default)
 	// means no quota.
 	//
@@ -78,7 +78,7 @@ type IdempotencyStoreOptions struct {
 	AllowEviction bool
 }
 
-// IdempotencyStore is an idempotency.Store on Redis. Every method is one round trip: Claim, Complete,
+// IdempotencyStore is an driver.Store on Redis. Every method is one round trip: Claim, Complete,
 // Renew and Release are Lua scripts (EVALSHA, cached by the server) that decide atomically, and
 // Lookup is a plain HMGET. A replay is the Claim itself: the script returns the stored response.
 // Renew, Complete and Release change a record only for the fencing token that owns it.
@@ -139,7 +139,7 @@ type IdempotencyStore struct {
 	release  *redis.Script
 }
 
-var _ idempotency.Store = (*IdempotencyStore)(nil)
+var _ driver.Store = (*IdempotencyStore)(nil)
 
 // idemTokenStart bounds the random start of a scope's token counter: 2^52 leaves 2^52 claims of
 // headroom below 2^53, where Lua's numbers stop being exact.
@@ -186,7 +186,7 @@ func NewIdempotencyStore(ctx context.Context, client redis.UniversalClient, opts
 }
 
 // keys returns the record key, the scope's counter key and the scope's quota set.
-func (s *IdempotencyStore) keys(key idempotency.Key) []string {
+func (s *IdempotencyStore) keys(key driver.Key) []string {
 	sum := sha256.Sum256([]byte(key.Scope))
 	var tag [43]byte // base64.RawURLEncoding.EncodedLen(32)
 	base64.RawURLEncoding.Encode(tag[:], sum[:])
@@ -194,94 +194,94 @@ func (s *IdempotencyStore) keys(key idempotency.Key) []string {
 	return []string{base + ":" + key.Key, base + "-seq", base + "-quota"}
 }
 
-// Claim implements idempotency.Store: one EVALSHA that decides and, when the key is free or its lease
+// Claim implements driver.Store: one EVALSHA that decides and, when the key is free or its lease
 // ended twice (see the type's docs), takes it. A completed record comes back in the same reply, so a
 // replay is one round trip. With a quota, a claim that would create a record in a scope already at
-// its quota returns an error wrapping idempotency.ErrQuotaExceeded and changes nothing.
-func (s *IdempotencyStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+// its quota returns an error wrapping driver.ErrQuotaExceeded and changes nothing.
+func (s *IdempotencyStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if s == nil || s.client == nil {
-		return idempotency.Claim{}, errZeroIdempotencyStore
+		return driver.Claim{}, errZeroIdempotencyStore
 	}
 	res, err := s.claim.Run(ctx, s.client, s.keys(key),
 		fp[:], idemTime(now), idemTime(leaseUntil), idemTime(expiresAt),
 		idemTTL(now, expiresAt), now.UnixMilli(), rand.Uint64N(idemTokenStart)+1,
 		s.quota, key.Key, idemMillisCeil(expiresAt)).Slice()
 	if err != nil {
-		return idempotency.Claim{}, fmt.Errorf("redisstore: idempotency claim: %w", err)
+		return driver.Claim{}, fmt.Errorf("redisstore: idempotency claim: %w", err)
 	}
 	c, err := idemParseClaim(res, fp, leaseUntil)
-	if errors.Is(err, idempotency.ErrQuotaExceeded) {
-		return idempotency.Claim{}, fmt.Errorf("redisstore: idempotency claim: scope at its quota of %d records (IdempotencyStoreOptions.MaxRecordsPerScope): %w", s.quota, err)
+	if errors.Is(err, driver.ErrQuotaExceeded) {
+		return driver.Claim{}, fmt.Errorf("redisstore: idempotency claim: scope at its quota of %d records (IdempotencyStoreOptions.MaxRecordsPerScope): %w", s.quota, err)
 	}
 	if err != nil {
-		return idempotency.Claim{}, err
+		return driver.Claim{}, err
 	}
 	return c, nil
 }
 
 // idemParseClaim turns the claim script's reply into a Claim.
-func idemParseClaim(res []any, fp idempotency.Fingerprint, leaseUntil time.Time) (idempotency.Claim, error) {
+func idemParseClaim(res []any, fp driver.Fingerprint, leaseUntil time.Time) (driver.Claim, error) {
 	bad := func(what string) error {
 		return fmt.Errorf("redisstore: idempotency claim: unexpected reply (%s)", what)
 	}
 	if len(res) < 2 {
-		return idempotency.Claim{}, bad("short")
+		return driver.Claim{}, bad("short")
 	}
 	kind, _ := res[0].(string)
 	switch kind {
 	case "n":
 		tok, err := strconv.ParseUint(idemString(res[1]), 10, 64)
 		if err != nil || tok == 0 {
-			return idempotency.Claim{}, bad("token")
+			return driver.Claim{}, bad("token")
 		}
-		return idempotency.Claim{Status: idempotency.Claimed, Token: tok, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+		return driver.Claim{Status: driver.Claimed, Token: tok, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 	case "i", "c":
 		if len(res) < 3 || (kind == "c" && len(res) < 6) {
-			return idempotency.Claim{}, bad("short")
+			return driver.Claim{}, bad("short")
 		}
 		lease, err := idemParseTime(idemString(res[2]))
 		if err != nil {
-			return idempotency.Claim{}, err
+			return driver.Claim{}, err
 		}
-		c := idempotency.Claim{Status: idempotency.InFlight, Fingerprint: fp, LeaseUntil: lease}
+		c := driver.Claim{Status: driver.InFlight, Fingerprint: fp, LeaseUntil: lease}
 		if kind == "i" {
 			return c, nil
 		}
-		c.Status = idempotency.Completed
+		c.Status = driver.Completed
 		resp, err := idemParseResponse(res[3], res[4], res[5])
 		if err != nil {
-			return idempotency.Claim{}, err
+			return driver.Claim{}, err
 		}
 		c.Response = resp
 		return c, nil
 	case "q":
-		return idempotency.Claim{}, idempotency.ErrQuotaExceeded
+		return driver.Claim{}, driver.ErrQuotaExceeded
 	case "f":
 		if len(res) < 4 {
-			return idempotency.Claim{}, bad("short")
+			return driver.Claim{}, bad("short")
 		}
-		var c idempotency.Claim
+		var c driver.Claim
 		switch idemString(res[1]) {
 		case "i":
-			c.Status = idempotency.InFlight
+			c.Status = driver.InFlight
 		case "c":
-			c.Status = idempotency.Completed
+			c.Status = driver.Completed
 		default:
-			return idempotency.Claim{}, bad("state")
+			return driver.Claim{}, bad("state")
 		}
 		stored := idemString(res[2])
 		if len(stored) != len(c.Fingerprint) {
-			return idempotency.Claim{}, bad("fingerprint")
+			return driver.Claim{}, bad("fingerprint")
 		}
 		copy(c.Fingerprint[:], stored)
 		lease, err := idemParseTime(idemString(res[3]))
 		if err != nil {
-			return idempotency.Claim{}, err
+			return driver.Claim{}, err
 		}
 		c.LeaseUntil = lease
 		return c, nil
 	}
-	return idempotency.Claim{}, bad("kind")
+	return driver.Claim{}, bad("kind")
 }
 
 func idemString(v any) string {
@@ -290,7 +290,7 @@ func idemString(v any) string {
 }
 
 // idemParseResponse rebuilds a stored response from its status, header and body fields.
-func idemParseResponse(code, hdr, body any) (*idempotency.Response, error) {
+func idemParseResponse(code, hdr, body any) (*driver.Response, error) {
 	status, err := strconv.Atoi(idemString(code))
 	if err != nil {
 		return nil, errors.New("redisstore: stored status is not a number")
@@ -303,11 +303,11 @@ func idemParseResponse(code, hdr, body any) (*idempotency.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &idempotency.Response{Status: status, Header: h, Body: b}, nil
+	return &driver.Response{Status: status, Header: h, Body: b}, nil
 }
 
-// Renew implements idempotency.Store.
-func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+// Renew implements driver.Store.
+func (s *IdempotencyStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if s == nil || s.client == nil {
 		return errZeroIdempotencyStore
 	}
@@ -316,16 +316,16 @@ func (s *IdempotencyStore) Renew(ctx context.Context, key idempotency.Key, token
 		return fmt.Errorf("redisstore: idempotency renew: %w", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Complete implements idempotency.Store. The record keeps its response until expiresAt; its TTL is
+// Complete implements driver.Store. The record keeps its response until expiresAt; its TTL is
 // counted from the claim's now, so Redis frees it no earlier than that, and its place in the scope's
 // quota lasts as long. A Redis out of memory refuses the completion with an error (redis.IsOOMError
 // reports it) and stores nothing; the owner still holds its claim and may try again.
-func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (s *IdempotencyStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	if s == nil || s.client == nil {
 		return errZeroIdempotencyStore
 	}
@@ -340,7 +340,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key idempotency.Key, to
 		return fmt.Errorf("redisstore: idempotency complete: %w", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
@@ -352,8 +352,8 @@ func idemFlag(b bool) string {
 	return "0"
 }
 
-// Release implements idempotency.Store.
-func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+// Release implements driver.Store.
+func (s *IdempotencyStore) Release(ctx context.Context, key driver.Key, token uint64) error {
 	if s == nil || s.client == nil {
 		return errZeroIdempotencyStore
 	}
@@ -362,55 +362,55 @@ func (s *IdempotencyStore) Release(ctx context.Context, key idempotency.Key, tok
 		return fmt.Errorf("redisstore: idempotency release: %w", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Lookup implements idempotency.Store with one HMGET.
-func (s *IdempotencyStore) Lookup(ctx context.Context, key idempotency.Key, now time.Time) (idempotency.Record, error) {
+// Lookup implements driver.Store with one HMGET.
+func (s *IdempotencyStore) Lookup(ctx context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	if s == nil || s.client == nil {
-		return idempotency.Record{}, errZeroIdempotencyStore
+		return driver.Record{}, errZeroIdempotencyStore
 	}
 	vals, err := s.client.HMGet(ctx, s.keys(key)[0], "st", "fp", "tok", "lease", "exp", "code", "hdr", "body").Result()
 	if err != nil {
-		return idempotency.Record{}, fmt.Errorf("redisstore: idempotency lookup: %w", err)
+		return driver.Record{}, fmt.Errorf("redisstore: idempotency lookup: %w", err)
 	}
 	if len(vals) != 8 || vals[0] == nil {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	exp, err := idemParseTime(idemString(vals[4]))
 	if err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
 	if !exp.After(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	rec := idempotency.Record{ExpiresAt: exp}
+	rec := driver.Record{ExpiresAt: exp}
 	fp := idemString(vals[1])
 	if len(fp) != len(rec.Fingerprint) {
-		return idempotency.Record{}, errors.New("redisstore: stored fingerprint has the wrong length")
+		return driver.Record{}, errors.New("redisstore: stored fingerprint has the wrong length")
 	}
 	copy(rec.Fingerprint[:], fp)
 	if rec.Token, err = strconv.ParseUint(idemString(vals[2]), 10, 64); err != nil {
-		return idempotency.Record{}, errors.New("redisstore: stored token is not a number")
+		return driver.Record{}, errors.New("redisstore: stored token is not a number")
 	}
 	if rec.LeaseUntil, err = idemParseTime(idemString(vals[3])); err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
 	switch idemString(vals[0]) {
 	case "i":
-		rec.Status = idempotency.InFlight
+		rec.Status = driver.InFlight
 	case "c":
-		rec.Status = idempotency.Completed
+		rec.Status = driver.Completed
 		if rec.Response, err = idemParseResponse(vals[5], vals[6], vals[7]); err != nil {
-			return idempotency.Record{}, err
+			return driver.Record{}, err
 		}
 	default:
-		return idempotency.Record{}, errors.New("redisstore: stored record has an unknown state")
+		return driver.Record{}, errors.New("redisstore: stored record has an unknown state")
 	}
 	return rec, nil
 }
 
-// Backend reports "redis", for idempotency's Hooks (idempotency.Backender).
+// Backend reports "redis", for idempotency's Hooks (driver.Backender).
 func (s *IdempotencyStore) Backend() string { return "redis" }

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/redisstore"
 	"github.com/svcplatform/conventions/redisstore/internal/redistest"
@@ -30,10 +30,10 @@ func TestIdempotencyCluster(t *testing.T) {
 
 	t.Run("conformance", func(t *testing.T) {
 		s := mustIdemStore(t, client, nil)
-		storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+		storetest.Run(t, func(*testing.T) driver.Store { return s })
 	})
 	t.Run("quota", func(t *testing.T) {
-		storetest.RunQuota(t, idemQuota, func(t *testing.T) idempotency.Store {
+		storetest.RunQuota(t, idemQuota, func(t *testing.T) driver.Store {
 			return mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: "quota:", MaxRecordsPerScope: idemQuota})
 		})
 	})
@@ -41,8 +41,8 @@ func TestIdempotencyCluster(t *testing.T) {
 		// Enough scopes that every master holds some, so the suites above ran on all three.
 		s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: "spread:", MaxRecordsPerScope: idemQuota})
 		for i := range 64 {
-			k := idempotency.Key{Scope: "tenant-" + strconv.Itoa(i), Key: "k"}
-			require.Equal(t, idempotency.Claimed, idemClaim(t, s, k, idemFP1, idemT0).Status)
+			k := driver.Key{Scope: "tenant-" + strconv.Itoa(i), Key: "k"}
+			require.Equal(t, driver.Claimed, idemClaim(t, s, k, idemFP1, idemT0).Status)
 		}
 		for _, n := range nodes {
 			c := redis.NewClient(&redis.Options{Addr: n.Addr})

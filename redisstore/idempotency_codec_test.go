@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // FuzzIdemTime checks the property the Lua scripts rely on: the strings compare exactly as the
@@ -61,7 +61,7 @@ func TestIdemTTL(t *testing.T) {
 
 // TestIdemParseClaimRejects: a reply that is not what the scripts send is an error, never a claim.
 func TestIdemParseClaimRejects(t *testing.T) {
-	var fp idempotency.Fingerprint
+	var fp driver.Fingerprint
 	ts := idemTime(time.Unix(0, 0))
 	cases := []struct {
 		name string
@@ -92,5 +92,5 @@ func TestIdemParseClaimRejects(t *testing.T) {
 	}
 	c, err := idemParseClaim([]any{"c", int64(1), ts, "200", `{"Content-Type":["a/b"]}`, "body"}, fp, time.Time{})
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Response{Status: 200, Header: http.Header{"Content-Type": {"a/b"}}, Body: []byte("body")}, *c.Response)
+	require.Equal(t, driver.Response{Status: 200, Header: http.Header{"Content-Type": {"a/b"}}, Body: []byte("body")}, *c.Response)
 }

@@ -3,7 +3,7 @@ package redisstore_test
 import (
 	"testing"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 )
 
@@ -11,11 +11,11 @@ import (
 // whole suite, shared by its parallel subtests as replicas share one server.
 func TestIdempotencyConformance(t *testing.T) {
 	s, _ := newIdemStore(t)
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 func BenchmarkIdempotencyStore(b *testing.B) {
-	storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
+	storetest.RunBenchmarks(b, func(b *testing.B) driver.Store {
 		s, _ := newIdemStore(b)
 		return s
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/redisstore"
 	"github.com/svcplatform/conventions/redisstore/internal/redistest"
@@ -25,7 +25,7 @@ func newQuotaStore(t *testing.T) (*redisstore.IdempotencyStore, *redis.Client, s
 }
 
 func TestIdempotencyQuotaConformance(t *testing.T) {
-	storetest.RunQuota(t, idemQuota, func(t *testing.T) idempotency.Store {
+	storetest.RunQuota(t, idemQuota, func(t *testing.T) driver.Store {
 		s, _, _ := newQuotaStore(t)
 		return s
 	})
@@ -36,11 +36,11 @@ func TestIdempotencyQuotaConformanceFull(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	// Run's scopes are random per subtest and hold a handful of records each; 1000 never binds.
 	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 1000})
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // idemTryClaim claims k at now and returns the error too.
-func idemTryClaim(s idempotency.Store, k idempotency.Key, fp idempotency.Fingerprint, now time.Time) (idempotency.Claim, error) {
+func idemTryClaim(s driver.Store, k driver.Key, fp driver.Fingerprint, now time.Time) (driver.Claim, error) {
 	return s.Claim(context.Background(), k, fp, now, now.Add(idemLease), now.Add(idemRetention))
 }
 
@@ -49,48 +49,48 @@ func idemTryClaim(s idempotency.Store, k idempotency.Key, fp idempotency.Fingerp
 func TestIdempotencyQuotaScopesIndependent(t *testing.T) {
 	s, _, _ := newQuotaStore(t)
 	ctx := context.Background()
-	fill := func(scope string) []idempotency.Claim {
-		cs := make([]idempotency.Claim, idemQuota)
+	fill := func(scope string) []driver.Claim {
+		cs := make([]driver.Claim, idemQuota)
 		for i := range cs {
-			k := idempotency.Key{Scope: scope, Key: "k" + strconv.Itoa(i)}
+			k := driver.Key{Scope: scope, Key: "k" + strconv.Itoa(i)}
 			cs[i] = idemClaim(t, s, k, idemFP1, idemT0)
-			require.Equal(t, idempotency.Claimed, cs[i].Status)
+			require.Equal(t, driver.Claimed, cs[i].Status)
 		}
 		return cs
 	}
 	a := fill("tenant-a")
-	over := idempotency.Key{Scope: "tenant-a", Key: "over"}
+	over := driver.Key{Scope: "tenant-a", Key: "over"}
 	for range 3 { // refusals are not counted either
 		_, err := idemTryClaim(s, over, idemFP1, idemT0)
-		require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+		require.ErrorIs(t, err, driver.ErrQuotaExceeded)
 		require.ErrorContains(t, err, "MaxRecordsPerScope")
 	}
 	_, err := s.Lookup(ctx, over, idemT0)
-	require.ErrorIs(t, err, idempotency.ErrNotFound, "a refused claim stores nothing")
+	require.ErrorIs(t, err, driver.ErrNotFound, "a refused claim stores nothing")
 
 	// Scope b has its whole quota, and its own limit.
 	b := fill("tenant-b")
-	_, err = idemTryClaim(s, idempotency.Key{Scope: "tenant-b", Key: "over"}, idemFP1, idemT0)
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+	_, err = idemTryClaim(s, driver.Key{Scope: "tenant-b", Key: "over"}, idemFP1, idemT0)
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded)
 
 	// Completing and replaying in a changes nothing for either; a mismatch in a is a 422, not a 429.
-	require.NoError(t, s.Complete(ctx, idempotency.Key{Scope: "tenant-a", Key: "k0"}, a[0].Token, idempotency.Response{Status: 200}, idemT0.Add(idemRetention)))
-	require.Equal(t, idempotency.Completed, idemClaim(t, s, idempotency.Key{Scope: "tenant-a", Key: "k0"}, idemFP1, idemT0).Status)
-	m := idemClaim(t, s, idempotency.Key{Scope: "tenant-a", Key: "k1"}, idemFP2, idemT0)
+	require.NoError(t, s.Complete(ctx, driver.Key{Scope: "tenant-a", Key: "k0"}, a[0].Token, driver.Response{Status: 200}, idemT0.Add(idemRetention)))
+	require.Equal(t, driver.Completed, idemClaim(t, s, driver.Key{Scope: "tenant-a", Key: "k0"}, idemFP1, idemT0).Status)
+	m := idemClaim(t, s, driver.Key{Scope: "tenant-a", Key: "k1"}, idemFP2, idemT0)
 	require.Equal(t, idemFP1, m.Fingerprint)
 
 	// A release in b frees a place in b only.
-	require.NoError(t, s.Release(ctx, idempotency.Key{Scope: "tenant-b", Key: "k0"}, b[0].Token))
+	require.NoError(t, s.Release(ctx, driver.Key{Scope: "tenant-b", Key: "k0"}, b[0].Token))
 	_, err = idemTryClaim(s, over, idemFP1, idemT0)
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
-	c, err := idemTryClaim(s, idempotency.Key{Scope: "tenant-b", Key: "over"}, idemFP1, idemT0)
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded)
+	c, err := idemTryClaim(s, driver.Key{Scope: "tenant-b", Key: "over"}, idemFP1, idemT0)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 
 	// A third scope never touched either.
-	c, err = idemTryClaim(s, idempotency.Key{Scope: "tenant-c", Key: "k"}, idemFP1, idemT0)
+	c, err = idemTryClaim(s, driver.Key{Scope: "tenant-c", Key: "k"}, idemFP1, idemT0)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, c.Status)
+	require.Equal(t, driver.Claimed, c.Status)
 }
 
 // TestIdempotencyQuotaFollowsRetention: a record holds its place exactly while it is live (ExpiresAt
@@ -100,7 +100,7 @@ func TestIdempotencyQuotaFollowsRetention(t *testing.T) {
 	s, client, prefix := newQuotaStore(t)
 	ctx := context.Background()
 	const scope = "tenant"
-	key := func(i int) idempotency.Key { return idempotency.Key{Scope: scope, Key: "k" + strconv.Itoa(i)} }
+	key := func(i int) driver.Key { return driver.Key{Scope: scope, Key: "k" + strconv.Itoa(i)} }
 	short := idemT0.Add(time.Minute)
 	long := idemT0.Add(48 * time.Hour)
 	// k0 is claimed for a minute and completed for 48 h; k1 the other way round; k2..k4 last a minute.
@@ -111,31 +111,31 @@ func TestIdempotencyQuotaFollowsRetention(t *testing.T) {
 		}
 		c, err := s.Claim(ctx, key(i), idemFP1, idemT0, idemT0.Add(idemLease), exp)
 		require.NoError(t, err)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 		switch i {
 		case 0:
-			require.NoError(t, s.Complete(ctx, key(i), c.Token, idempotency.Response{Status: 200}, long))
+			require.NoError(t, s.Complete(ctx, key(i), c.Token, driver.Response{Status: 200}, long))
 		case 1:
-			require.NoError(t, s.Complete(ctx, key(i), c.Token, idempotency.Response{Status: 200}, short))
+			require.NoError(t, s.Complete(ctx, key(i), c.Token, driver.Response{Status: 200}, short))
 		}
 	}
-	fresh := func(n int) idempotency.Key { return idempotency.Key{Scope: scope, Key: "fresh" + strconv.Itoa(n)} }
+	fresh := func(n int) driver.Key { return driver.Key{Scope: scope, Key: "fresh" + strconv.Itoa(n)} }
 
 	// One nanosecond before the minute is over, all five are live.
 	_, err := idemTryClaim(s, fresh(0), idemFP1, short.Add(-time.Nanosecond))
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded)
 	// At the minute, four are gone (ExpiresAt <= now) and only k0, completed for 48 h, counts.
 	for i := range idemQuota - 1 {
 		c, err := idemTryClaim(s, fresh(i), idemFP1, short)
 		require.NoError(t, err, "place %d", i)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 	}
 	_, err = idemTryClaim(s, fresh(idemQuota), idemFP1, short)
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded, "k0 holds its place for its completed retention")
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded, "k0 holds its place for its completed retention")
 
 	// A key whose record expired is claimed anew as a new record: it needs a place, and there is none.
 	_, err = idemTryClaim(s, key(2), idemFP1, short)
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded)
 
 	// The set outlives every member: its TTL is at least k0's, the longest.
 	base := idemKeyBase(prefix, scope)
@@ -151,17 +151,17 @@ func TestIdempotencyQuotaFollowsRetention(t *testing.T) {
 // add one, so a scope at its quota still recovers its abandoned keys.
 func TestIdempotencyQuotaTakeOverNeedsNoPlace(t *testing.T) {
 	s, _, _ := newQuotaStore(t)
-	keys := make([]idempotency.Key, idemQuota)
+	keys := make([]driver.Key, idemQuota)
 	for i := range keys {
-		keys[i] = idempotency.Key{Scope: "tenant", Key: "k" + strconv.Itoa(i)}
-		require.Equal(t, idempotency.Claimed, idemClaim(t, s, keys[i], idemFP1, idemT0).Status)
+		keys[i] = driver.Key{Scope: "tenant", Key: "k" + strconv.Itoa(i)}
+		require.Equal(t, driver.Claimed, idemClaim(t, s, keys[i], idemFP1, idemT0).Status)
 	}
 	for _, k := range keys {
-		require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, idemT0.Add(idemLease)).Status, "marked")
-		require.Equal(t, idempotency.Claimed, idemClaim(t, s, k, idemFP1, idemT0.Add(2*idemLease)).Status, "taken over")
+		require.Equal(t, driver.InFlight, idemClaim(t, s, k, idemFP1, idemT0.Add(idemLease)).Status, "marked")
+		require.Equal(t, driver.Claimed, idemClaim(t, s, k, idemFP1, idemT0.Add(2*idemLease)).Status, "taken over")
 	}
-	_, err := idemTryClaim(s, idempotency.Key{Scope: "tenant", Key: "new"}, idemFP1, idemT0.Add(2*idemLease))
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded, "take-overs did not free or take places")
+	_, err := idemTryClaim(s, driver.Key{Scope: "tenant", Key: "new"}, idemFP1, idemT0.Add(2*idemLease))
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded, "take-overs did not free or take places")
 }
 
 // TestIdempotencyNoQuotaNoSet: without a quota the store keeps no count, so a store that never asked
@@ -170,9 +170,9 @@ func TestIdempotencyNoQuotaNoSet(t *testing.T) {
 	client, prefix := redistest.Client(t)
 	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
-	k := idempotency.Key{Scope: "tenant", Key: "k"}
+	k := driver.Key{Scope: "tenant", Key: "k"}
 	c := idemClaim(t, s, k, idemFP1, idemT0)
-	require.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 200}, idemT0.Add(idemRetention)))
+	require.NoError(t, s.Complete(ctx, k, c.Token, driver.Response{Status: 200}, idemT0.Add(idemRetention)))
 	n, err := client.Exists(ctx, idemKeyBase(prefix, k.Scope)+"-quota").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -186,19 +186,19 @@ func TestIdempotencyQuotaSharedAcrossReplicas(t *testing.T) {
 	a := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 2})
 	b := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 2})
 	plain := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
-	k := func(name string) idempotency.Key { return idempotency.Key{Scope: "tenant", Key: name} }
+	k := func(name string) driver.Key { return driver.Key{Scope: "tenant", Key: name} }
 	c1 := idemClaim(t, a, k("1"), idemFP1, idemT0)
 	idemClaim(t, b, k("2"), idemFP1, idemT0)
 	_, err := idemTryClaim(a, k("3"), idemFP1, idemT0)
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded)
 	// A release through the store without a quota gives the place back.
 	require.NoError(t, plain.Release(ctx, k("1"), c1.Token))
 	c3, err := idemTryClaim(b, k("3"), idemFP1, idemT0)
 	require.NoError(t, err)
 	// A completion through it moves the record's end: completed for a minute, its place is free after.
-	require.NoError(t, plain.Complete(ctx, k("3"), c3.Token, idempotency.Response{Status: 200}, idemT0.Add(time.Minute)))
+	require.NoError(t, plain.Complete(ctx, k("3"), c3.Token, driver.Response{Status: 200}, idemT0.Add(time.Minute)))
 	_, err = idemTryClaim(a, k("4"), idemFP1, idemT0.Add(time.Minute-time.Millisecond))
-	require.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+	require.ErrorIs(t, err, driver.ErrQuotaExceeded)
 	_, err = idemTryClaim(a, k("4"), idemFP1, idemT0.Add(time.Minute))
 	require.NoError(t, err)
 }
@@ -206,7 +206,7 @@ func TestIdempotencyQuotaSharedAcrossReplicas(t *testing.T) {
 // BenchmarkIdempotencyStoreQuota: the same operations with the quota's bookkeeping in every claim. The
 // benchmarks hold about 20,000 live records in one scope, so a quota of 50,000 counts without binding.
 func BenchmarkIdempotencyStoreQuota(b *testing.B) {
-	storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
+	storetest.RunBenchmarks(b, func(b *testing.B) driver.Store {
 		client, prefix := redistest.Client(b)
 		return mustIdemStore(b, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix, MaxRecordsPerScope: 50_000})
 	})

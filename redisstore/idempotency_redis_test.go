@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/redisstore"
 	"github.com/svcplatform/conventions/redisstore/internal/redistest"
 )
@@ -42,29 +42,29 @@ func TestIdempotencyRoundTrips(t *testing.T) {
 	client.AddHook(counter)
 	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{Prefix: prefix})
 	ctx := context.Background()
-	resp := idempotency.Response{Status: 201, Body: []byte(`{"id":"ord_1"}`)}
+	resp := driver.Response{Status: 201, Body: []byte(`{"id":"ord_1"}`)}
 	// Warm the server's script cache: the very first call of a script may need EVAL after EVALSHA.
-	warm := idempotency.Key{Scope: "lic", Key: "warm"}
+	warm := driver.Key{Scope: "lic", Key: "warm"}
 	c := idemClaim(t, s, warm, idemFP1, idemT0)
 	require.NoError(t, s.Renew(ctx, warm, c.Token, idemT0.Add(time.Minute)))
 	require.NoError(t, s.Complete(ctx, warm, c.Token, resp, idemT0.Add(idemRetention)))
-	c = idemClaim(t, s, idempotency.Key{Scope: "lic", Key: "warm2"}, idemFP1, idemT0)
-	require.NoError(t, s.Release(ctx, idempotency.Key{Scope: "lic", Key: "warm2"}, c.Token))
+	c = idemClaim(t, s, driver.Key{Scope: "lic", Key: "warm2"}, idemFP1, idemT0)
+	require.NoError(t, s.Release(ctx, driver.Key{Scope: "lic", Key: "warm2"}, c.Token))
 
-	k := idempotency.Key{Scope: "lic", Key: "k"}
+	k := driver.Key{Scope: "lic", Key: "k"}
 	steps := []struct {
 		name string
 		run  func(t *testing.T)
 	}{
 		{"claim", func(t *testing.T) { c = idemClaim(t, s, k, idemFP1, idemT0) }},
 		{"in flight", func(t *testing.T) {
-			require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, idemT0).Status)
+			require.Equal(t, driver.InFlight, idemClaim(t, s, k, idemFP1, idemT0).Status)
 		}},
 		{"renew", func(t *testing.T) { require.NoError(t, s.Renew(ctx, k, c.Token, idemT0.Add(time.Minute))) }},
 		{"complete", func(t *testing.T) { require.NoError(t, s.Complete(ctx, k, c.Token, resp, idemT0.Add(idemRetention))) }},
 		{"replay", func(t *testing.T) {
 			r := idemClaim(t, s, k, idemFP1, idemT0)
-			require.Equal(t, idempotency.Completed, r.Status)
+			require.Equal(t, driver.Completed, r.Status)
 			require.Equal(t, resp.Body, r.Response.Body)
 		}},
 		{"lookup", func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestIdempotencyKeyLayout(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k := idempotency.Key{Scope: tc.scope, Key: tc.key}
+			k := driver.Key{Scope: tc.scope, Key: tc.key}
 			idemClaim(t, s, k, idemFP1, idemT0)
 			sum := sha256.Sum256([]byte(tc.scope))
 			tag := "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}"
@@ -124,24 +124,24 @@ func TestIdempotencyTTL(t *testing.T) {
 	// A fake clock decades in the past: retention is measured from the caller's now, not the server's
 	// clock, so the record still lives its full retention.
 	past := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := idempotency.Key{Scope: "lic", Key: "k"}
+	k := driver.Key{Scope: "lic", Key: "k"}
 	c, err := s.Claim(ctx, k, idemFP1, past, past.Add(idemLease), past.Add(time.Hour))
 	require.NoError(t, err)
 	require.InDelta(t, time.Hour, pttl(base+":k"), float64(5*time.Second))
 	require.InDelta(t, time.Hour, pttl(base+"-seq"), float64(5*time.Second))
 	// Completing with a longer retention extends both keys.
-	require.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 200}, past.Add(48*time.Hour)))
+	require.NoError(t, s.Complete(ctx, k, c.Token, driver.Response{Status: 200}, past.Add(48*time.Hour)))
 	require.InDelta(t, 48*time.Hour, pttl(base+":k"), float64(5*time.Second))
 	require.InDelta(t, 48*time.Hour, pttl(base+"-seq"), float64(5*time.Second))
 	// A shorter record later never shortens the counter: it must outlive every record of its scope.
-	_, err = s.Claim(ctx, idempotency.Key{Scope: "lic", Key: "short"}, idemFP1, past, past.Add(idemLease), past.Add(time.Minute))
+	_, err = s.Claim(ctx, driver.Key{Scope: "lic", Key: "short"}, idemFP1, past, past.Add(idemLease), past.Add(time.Minute))
 	require.NoError(t, err)
 	require.InDelta(t, time.Minute, pttl(base+":short"), float64(5*time.Second))
 	require.InDelta(t, 48*time.Hour, pttl(base+"-seq"), float64(5*time.Second))
 	// Completing with a retention already over removes the record at once.
-	c, err = s.Claim(ctx, idempotency.Key{Scope: "lic", Key: "gone"}, idemFP1, past, past.Add(idemLease), past.Add(time.Minute))
+	c, err = s.Claim(ctx, driver.Key{Scope: "lic", Key: "gone"}, idemFP1, past, past.Add(idemLease), past.Add(time.Minute))
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, idempotency.Key{Scope: "lic", Key: "gone"}, c.Token, idempotency.Response{Status: 200}, past.Add(-time.Second)))
+	require.NoError(t, s.Complete(ctx, driver.Key{Scope: "lic", Key: "gone"}, c.Token, driver.Response{Status: 200}, past.Add(-time.Second)))
 	n, err := client.Exists(ctx, base+":gone").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -152,13 +152,13 @@ func TestIdempotencyTTL(t *testing.T) {
 func TestIdempotencyTokensSurviveRecordDeletion(t *testing.T) {
 	s, client := newIdemStore(t)
 	ctx := context.Background()
-	k := idempotency.Key{Scope: "lic", Key: "k"}
+	k := driver.Key{Scope: "lic", Key: "k"}
 	seen := map[uint64]bool{}
 	last := uint64(0)
 	for i := range 20 {
 		now := idemT0.Add(time.Duration(i) * time.Hour)
 		c := idemClaim(t, s, k, idemFP1, now)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 		require.False(t, seen[c.Token])
 		require.Greater(t, c.Token, last)
 		seen[c.Token], last = true, c.Token
@@ -166,9 +166,9 @@ func TestIdempotencyTokensSurviveRecordDeletion(t *testing.T) {
 		case 0:
 			require.NoError(t, s.Release(ctx, k, c.Token))
 		case 1:
-			require.NoError(t, s.Complete(ctx, k, c.Token, idempotency.Response{Status: 200}, now.Add(time.Minute)))
+			require.NoError(t, s.Complete(ctx, k, c.Token, driver.Response{Status: 200}, now.Add(time.Minute)))
 		case 2: // abandoned in flight: a claim after its lease marks it, the next loop's takes it over
-			require.Equal(t, idempotency.InFlight, idemClaim(t, s, k, idemFP1, now.Add(idemLease)).Status)
+			require.Equal(t, driver.InFlight, idemClaim(t, s, k, idemFP1, now.Add(idemLease)).Status)
 		}
 	}
 	require.NoError(t, client.Ping(ctx).Err())
@@ -183,14 +183,14 @@ func TestIdempotencyOutage(t *testing.T) {
 	// shown to fail.
 	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 	ctx := context.Background()
-	k := idempotency.Key{Scope: "lic", Key: "k"}
+	k := driver.Key{Scope: "lic", Key: "k"}
 	ops := map[string]func() error{
 		"claim": func() error {
 			_, err := s.Claim(ctx, k, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 			return err
 		},
 		"renew":    func() error { return s.Renew(ctx, k, 1, idemT0) },
-		"complete": func() error { return s.Complete(ctx, k, 1, idempotency.Response{Status: 200}, idemT0) },
+		"complete": func() error { return s.Complete(ctx, k, 1, driver.Response{Status: 200}, idemT0) },
 		"release":  func() error { return s.Release(ctx, k, 1) },
 		"lookup": func() error {
 			_, err := s.Lookup(ctx, k, idemT0)
@@ -201,8 +201,8 @@ func TestIdempotencyOutage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			err := op()
 			require.Error(t, err)
-			require.NotErrorIs(t, err, idempotency.ErrLeaseLost)
-			require.NotErrorIs(t, err, idempotency.ErrNotFound)
+			require.NotErrorIs(t, err, driver.ErrLeaseLost)
+			require.NotErrorIs(t, err, driver.ErrNotFound)
 			var opErr *net.OpError
 			require.ErrorAs(t, err, &opErr)
 			require.True(t, strings.HasPrefix(err.Error(), "redisstore: "), err.Error())
@@ -263,21 +263,21 @@ func FuzzIdempotencyKeys(f *testing.F) {
 	f.Fuzz(func(t *testing.T, scope, key string) {
 		// Fresh per input: the fuzzer repeats inputs, and one fuzz run sees thousands.
 		scope = fmt.Sprint(n.Add(1), "/", scope)
-		k := idempotency.Key{Scope: scope, Key: key}
-		fp := idempotency.Fingerprint(sha256.Sum256([]byte(scope + "\x00" + key)))
+		k := driver.Key{Scope: scope, Key: key}
+		fp := driver.Fingerprint(sha256.Sum256([]byte(scope + "\x00" + key)))
 		c, err := s.Claim(ctx, k, fp, idemT0, idemT0.Add(idemLease), idemT0.Add(time.Minute))
 		require.NoError(t, err)
-		require.Equal(t, idempotency.Claimed, c.Status)
+		require.Equal(t, driver.Claimed, c.Status)
 		rec, err := s.Lookup(ctx, k, idemT0)
 		require.NoError(t, err)
 		require.Equal(t, fp, rec.Fingerprint)
 		require.Equal(t, c.Token, rec.Token)
-		for _, other := range []idempotency.Key{{Scope: scope + ":", Key: key}, {Scope: scope, Key: ":" + key}, {Scope: scope + key, Key: ""}} {
+		for _, other := range []driver.Key{{Scope: scope + ":", Key: key}, {Scope: scope, Key: ":" + key}, {Scope: scope + key, Key: ""}} {
 			if other == k {
 				continue
 			}
 			_, err := s.Lookup(ctx, other, idemT0)
-			require.ErrorIs(t, err, idempotency.ErrNotFound, "%q collides with %q", other, k)
+			require.ErrorIs(t, err, driver.ErrNotFound, "%q collides with %q", other, k)
 		}
 		require.NoError(t, s.Release(ctx, k, c.Token))
 	})

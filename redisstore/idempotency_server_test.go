@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/redisstore"
 	"github.com/svcplatform/conventions/redisstore/internal/redistest"
 )
@@ -82,12 +82,12 @@ func TestIdempotencyRefusesEviction(t *testing.T) {
 	t.Run("allowed, and what it costs", func(t *testing.T) {
 		s, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 		require.NoError(t, err)
-		k := idempotency.Key{Scope: "lic", Key: "pay-1"}
+		k := driver.Key{Scope: "lic", Key: "pay-1"}
 		c := idemClaim(t, s, k, idemFP1, idemT0)
-		require.Equal(t, idempotency.Claimed, c.Status)
-		resp := idempotency.Response{Status: 201, Body: []byte(`{"charged":true}`)}
+		require.Equal(t, driver.Claimed, c.Status)
+		resp := driver.Response{Status: 201, Body: []byte(`{"charged":true}`)}
 		require.NoError(t, s.Complete(ctx, k, c.Token, resp, idemT0.Add(idemRetention)))
-		require.Equal(t, idempotency.Completed, idemClaim(t, s, k, idemFP1, idemT0.Add(time.Second)).Status)
+		require.Equal(t, driver.Completed, idemClaim(t, s, k, idemFP1, idemT0.Add(time.Second)).Status)
 
 		// Memory runs out; Redis evicts what it likes. EXISTS does not touch a key's LRU clock.
 		record := idemKeyBase(redisstore.DefaultIdempotencyPrefix, k.Scope) + ":" + k.Key
@@ -104,7 +104,7 @@ func TestIdempotencyRefusesEviction(t *testing.T) {
 		// The retry of the completed payment is not replayed: it claims the key, and its handler runs
 		// a second time. This is what NewIdempotencyStore refuses to risk by default.
 		again := idemClaim(t, s, k, idemFP1, idemT0.Add(2*time.Second))
-		require.Equal(t, idempotency.Claimed, again.Status)
+		require.Equal(t, driver.Claimed, again.Status)
 		require.Nil(t, again.Response)
 	})
 }
@@ -125,7 +125,7 @@ func TestIdempotencyConfigRefused(t *testing.T) {
 	}
 	s, err := redisstore.NewIdempotencyStore(ctx, client, &redisstore.IdempotencyStoreOptions{AllowEviction: true})
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Claimed, idemClaim(t, s, idempotency.Key{Scope: "lic", Key: "k"}, idemFP1, idemT0).Status)
+	require.Equal(t, driver.Claimed, idemClaim(t, s, driver.Key{Scope: "lic", Key: "k"}, idemFP1, idemT0).Status)
 }
 
 // usedMemory is the server's used_memory (INFO memory).
@@ -161,10 +161,10 @@ func testOutOfMemory(t *testing.T, quota int) {
 	client := srv.Client(t)
 	ctx := context.Background()
 	s := mustIdemStore(t, client, &redisstore.IdempotencyStoreOptions{MaxRecordsPerScope: quota})
-	done := idempotency.Key{Scope: "lic", Key: "done"}
-	busy := idempotency.Key{Scope: "lic", Key: "busy"}
-	lapsed := idempotency.Key{Scope: "lic", Key: "lapsed"}
-	resp := idempotency.Response{Status: 201, Header: map[string][]string{"Location": {"/v1/orders/1"}}, Body: []byte(`{"id":1}`)}
+	done := driver.Key{Scope: "lic", Key: "done"}
+	busy := driver.Key{Scope: "lic", Key: "busy"}
+	lapsed := driver.Key{Scope: "lic", Key: "lapsed"}
+	resp := driver.Response{Status: 201, Header: map[string][]string{"Location": {"/v1/orders/1"}}, Body: []byte(`{"id":1}`)}
 	c := idemClaim(t, s, done, idemFP1, idemT0)
 	require.NoError(t, s.Complete(ctx, done, c.Token, resp, idemT0.Add(idemRetention)))
 	owner := idemClaim(t, s, busy, idemFP1, idemT0)
@@ -182,22 +182,22 @@ func testOutOfMemory(t *testing.T, quota int) {
 		err := s.Complete(ctx, busy, owner.Token, resp, idemT0.Add(idemRetention))
 		require.Error(t, err)
 		require.True(t, redis.IsOOMError(err), "%v", err)
-		require.NotErrorIs(t, err, idempotency.ErrLeaseLost, "the owner still holds its claim")
+		require.NotErrorIs(t, err, driver.ErrLeaseLost, "the owner still holds its claim")
 		require.True(t, strings.HasPrefix(err.Error(), "redisstore: "), err.Error())
 		rec, err := s.Lookup(ctx, busy, idemT0)
 		require.NoError(t, err)
-		require.Equal(t, idempotency.InFlight, rec.Status)
+		require.Equal(t, driver.InFlight, rec.Status)
 		require.Equal(t, owner.Token, rec.Token)
 		require.Nil(t, rec.Response)
 	})
 	t.Run("claim of a new key fails and claims nothing", func(t *testing.T) {
-		k := idempotency.Key{Scope: "lic", Key: "new"}
+		k := driver.Key{Scope: "lic", Key: "new"}
 		c, err := s.Claim(ctx, k, idemFP1, idemT0, idemT0.Add(idemLease), idemT0.Add(idemRetention))
 		require.Error(t, err)
 		require.True(t, redis.IsOOMError(err), "%v", err)
-		require.NotEqual(t, idempotency.Claimed, c.Status)
+		require.NotEqual(t, driver.Claimed, c.Status)
 		_, err = s.Lookup(ctx, k, idemT0)
-		require.ErrorIs(t, err, idempotency.ErrNotFound)
+		require.ErrorIs(t, err, driver.ErrNotFound)
 	})
 	t.Run("a lapsed lease is neither marked nor taken over", func(t *testing.T) {
 		at := idemT0.Add(2 * idemLease)
@@ -210,17 +210,17 @@ func testOutOfMemory(t *testing.T, quota int) {
 	})
 	t.Run("completed records still replay", func(t *testing.T) {
 		got := idemClaim(t, s, done, idemFP1, idemT0.Add(time.Minute))
-		require.Equal(t, idempotency.Completed, got.Status)
+		require.Equal(t, driver.Completed, got.Status)
 		require.Equal(t, resp, *got.Response)
 		// And in-flight ones still answer in flight.
-		require.Equal(t, idempotency.InFlight, idemClaim(t, s, busy, idemFP1, idemT0.Add(time.Second)).Status)
+		require.Equal(t, driver.InFlight, idemClaim(t, s, busy, idemFP1, idemT0.Add(time.Second)).Status)
 	})
 	t.Run("the completion lands once memory is back", func(t *testing.T) {
 		// The middleware keeps retrying a completion the store refused; here the retry is direct.
 		require.NoError(t, client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(2*used, 10)).Err())
 		require.NoError(t, s.Complete(ctx, busy, owner.Token, resp, idemT0.Add(idemRetention)))
 		got := idemClaim(t, s, busy, idemFP1, idemT0.Add(time.Minute))
-		require.Equal(t, idempotency.Completed, got.Status)
+		require.Equal(t, driver.Completed, got.Status)
 		require.Equal(t, resp, *got.Response)
 	})
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/storetest"
 	"github.com/svcplatform/conventions/redisstore"
 	"github.com/svcplatform/conventions/redisstore/internal/redistest"
@@ -32,8 +32,8 @@ func mustIdemStore(t testing.TB, client redis.UniversalClient, opts *redisstore.
 
 var (
 	idemT0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	idemFP1 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {1}")))
-	idemFP2 = idempotency.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
+	idemFP1 = driver.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {1}")))
+	idemFP2 = driver.Fingerprint(sha256.Sum256([]byte("POST /v1/orders {2}")))
 )
 
 const (
@@ -41,7 +41,7 @@ const (
 	idemRetention = 24 * time.Hour
 )
 
-func idemClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp idempotency.Fingerprint, now time.Time) idempotency.Claim {
+func idemClaim(t *testing.T, s driver.Store, k driver.Key, fp driver.Fingerprint, now time.Time) driver.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), k, fp, now, now.Add(idemLease), now.Add(idemRetention))
 	require.NoError(t, err)

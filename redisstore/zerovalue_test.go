@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/redisstore"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestZeroValues(t *testing.T) {
 	ctx := t.Context()
 	now := time.Unix(1767225600, 0)
-	key := idempotency.Key{Scope: "s", Key: "k1"}
+	key := driver.Key{Scope: "s", Key: "k1"}
 	for _, tc := range []struct {
 		name string
 		call func() error
@@ -25,12 +25,12 @@ func TestZeroValues(t *testing.T) {
 		{"CursorStore.Advance", func() error { return (&redisstore.CursorStore{}).Advance(ctx, "we_1", 0, 1) }},
 		{"nil CursorStore.Get", func() error { _, err := (*redisstore.CursorStore)(nil).Get(ctx, "we_1"); return err }},
 		{"IdempotencyStore.Claim", func() error {
-			_, err := (&redisstore.IdempotencyStore{}).Claim(ctx, key, idempotency.Fingerprint{}, now, now.Add(time.Minute), now.Add(time.Hour))
+			_, err := (&redisstore.IdempotencyStore{}).Claim(ctx, key, driver.Fingerprint{}, now, now.Add(time.Minute), now.Add(time.Hour))
 			return err
 		}},
 		{"IdempotencyStore.Renew", func() error { return (&redisstore.IdempotencyStore{}).Renew(ctx, key, 1, now) }},
 		{"IdempotencyStore.Complete", func() error {
-			return (&redisstore.IdempotencyStore{}).Complete(ctx, key, 1, idempotency.Response{Status: 200}, now)
+			return (&redisstore.IdempotencyStore{}).Complete(ctx, key, 1, driver.Response{Status: 200}, now)
 		}},
 		{"IdempotencyStore.Release", func() error { return (&redisstore.IdempotencyStore{}).Release(ctx, key, 1) }},
 		{"IdempotencyStore.Lookup", func() error { _, err := (&redisstore.IdempotencyStore{}).Lookup(ctx, key, now); return err }},

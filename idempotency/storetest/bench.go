@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/internal/randid"
 )
 
@@ -25,9 +25,9 @@ const (
 // RunBenchmarks measures the operations the middleware performs per request: a first execution (Claim
 // then Complete), a replay (Claim on a completed key), a lookup, and both of the first under parallel
 // load on distinct keys. newStore is called once per benchmark.
-func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) {
+func RunBenchmarks(b *testing.B, newStore func(b *testing.B) driver.Store) {
 	b.Helper()
-	resp := idempotency.Response{
+	resp := driver.Response{
 		Status: http.StatusCreated,
 		Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/orders/ord_1"}},
 		Body:   make([]byte, 256),
@@ -42,11 +42,11 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			key := idempotency.Key{Scope: scope, Key: prefix + strconv.Itoa(i)}
+			key := driver.Key{Scope: scope, Key: prefix + strconv.Itoa(i)}
 			now := base.Add(time.Duration(i) * benchStep)
 			i++
 			c, err := s.Claim(ctx, key, f, now, now.Add(lease), now.Add(benchRetention))
-			if err != nil || c.Status != idempotency.Claimed {
+			if err != nil || c.Status != driver.Claimed {
 				b.Fatalf("Claim: %v %v", c.Status, err)
 			}
 			if err := s.Complete(ctx, key, c.Token, resp, now.Add(benchRetention)); err != nil {
@@ -57,10 +57,10 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 
 	b.Run("Replay", func(b *testing.B) {
 		s := newStore(b)
-		key := idempotency.Key{Scope: randid.New("scope_"), Key: randid.New("key_")}
+		key := driver.Key{Scope: randid.New("scope_"), Key: randid.New("key_")}
 		base := time.Now().Truncate(time.Millisecond)
 		c, err := s.Claim(ctx, key, f, base, base.Add(lease), base.Add(retention))
-		if err != nil || c.Status != idempotency.Claimed {
+		if err != nil || c.Status != driver.Claimed {
 			b.Fatalf("Claim: %v %v", c.Status, err)
 		}
 		if err := s.Complete(ctx, key, c.Token, resp, base.Add(retention)); err != nil {
@@ -69,7 +69,7 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 		b.ReportAllocs()
 		for b.Loop() {
 			c, err := s.Claim(ctx, key, f, base, base.Add(lease), base.Add(retention))
-			if err != nil || c.Status != idempotency.Completed {
+			if err != nil || c.Status != driver.Completed {
 				b.Fatalf("replay Claim: %v %v", c.Status, err)
 			}
 		}
@@ -77,10 +77,10 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 
 	b.Run("Lookup", func(b *testing.B) {
 		s := newStore(b)
-		key := idempotency.Key{Scope: randid.New("scope_"), Key: randid.New("key_")}
+		key := driver.Key{Scope: randid.New("scope_"), Key: randid.New("key_")}
 		base := time.Now().Truncate(time.Millisecond)
 		c, err := s.Claim(ctx, key, f, base, base.Add(lease), base.Add(retention))
-		if err != nil || c.Status != idempotency.Claimed {
+		if err != nil || c.Status != driver.Claimed {
 			b.Fatalf("Claim: %v %v", c.Status, err)
 		}
 		if err := s.Complete(ctx, key, c.Token, resp, base.Add(retention)); err != nil {
@@ -103,10 +103,10 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				i := seq.Add(1)
-				key := idempotency.Key{Scope: scope, Key: prefix + strconv.FormatInt(i, 10)}
+				key := driver.Key{Scope: scope, Key: prefix + strconv.FormatInt(i, 10)}
 				now := base.Add(time.Duration(i) * benchStep)
 				c, err := s.Claim(ctx, key, f, now, now.Add(lease), now.Add(benchRetention))
-				if err != nil || c.Status != idempotency.Claimed {
+				if err != nil || c.Status != driver.Claimed {
 					b.Errorf("Claim: %v %v", c.Status, err)
 					return
 				}
@@ -123,11 +123,11 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 		scope := randid.New("scope_")
 		base := time.Now().Truncate(time.Millisecond)
 		// A handful of hot keys, as when clients retry in a storm.
-		keys := make([]idempotency.Key, 16)
+		keys := make([]driver.Key, 16)
 		for i := range keys {
-			keys[i] = idempotency.Key{Scope: scope, Key: randid.New("key_")}
+			keys[i] = driver.Key{Scope: scope, Key: randid.New("key_")}
 			c, err := s.Claim(ctx, keys[i], f, base, base.Add(lease), base.Add(retention))
-			if err != nil || c.Status != idempotency.Claimed {
+			if err != nil || c.Status != driver.Claimed {
 				b.Fatalf("Claim: %v %v", c.Status, err)
 			}
 			if err := s.Complete(ctx, keys[i], c.Token, resp, base.Add(retention)); err != nil {
@@ -141,7 +141,7 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) idempotency.Store) 
 			for pb.Next() {
 				i++
 				c, err := s.Claim(ctx, keys[i%len(keys)], f, base, base.Add(lease), base.Add(retention))
-				if err != nil || c.Status != idempotency.Completed {
+				if err != nil || c.Status != driver.Completed {
 					b.Errorf("replay Claim: %v %v", c.Status, err)
 					return
 				}

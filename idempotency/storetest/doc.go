@@ -1,6 +1,6 @@
-// Package storetest is the conformance suite of idempotency.Store: the Store contract written as tests.
-// Every implementation runs it, the in-memory store and the PostgreSQL and Redis adapters alike, and so
-// should yours.
+// Package storetest is the conformance suite of driver.Store (package idempotency/driver): the Store
+// contract written as tests. Every implementation runs it, the in-memory store and the PostgreSQL and
+// Redis adapters alike, and so should yours.
 //
 // # Running it against your store
 //
@@ -12,20 +12,20 @@
 //	import (
 //		"testing"
 //
-//		"github.com/svcplatform/conventions/idempotency"
+//		"github.com/svcplatform/conventions/idempotency/driver"
 //		"github.com/svcplatform/conventions/idempotency/storetest"
 //
 //		"example.com/mystore"
 //	)
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) idempotency.Store {
+//		storetest.Run(t, func(t *testing.T) driver.Store {
 //			return mystore.New(connect(t)) // connect: your test's own database or key prefix
 //		})
 //	}
 //
 //	func BenchmarkStore(b *testing.B) {
-//		storetest.RunBenchmarks(b, func(b *testing.B) idempotency.Store {
+//		storetest.RunBenchmarks(b, func(b *testing.B) driver.Store {
 //			return mystore.New(connect(b))
 //		})
 //	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/internal/testclock"
@@ -22,7 +23,7 @@ import (
 // when Store, Cut or Restore is nil (Stall is optional).
 type OutageBackend struct {
 	// Store reaches the server through the breakable path.
-	Store idempotency.Store
+	Store driver.Store
 	// Cut makes the server unreachable (connections reset, new ones refused); Restore ends it.
 	Cut, Restore func()
 	// Stall, when set, keeps connections open but stops every byte (a partition that drops

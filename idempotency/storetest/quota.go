@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
 )
@@ -14,7 +14,7 @@ import (
 // most limit live records. A scope over its quota gets ErrQuotaExceeded for new keys only: its
 // existing keys still replay, complete and are taken over, other scopes are untouched, and a record
 // released or past its retention frees its place.
-func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) idempotency.Store) {
+func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) driver.Store) {
 	t.Helper()
 	if limit <= 0 {
 		t.Fatalf("storetest: RunQuota's limit is %d, want a positive number", limit)
@@ -23,7 +23,7 @@ func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) idempotency.S
 		t.Parallel()
 		s := newStore(t)
 		e := newEnv(t)
-		keys := make([]idempotency.Key, limit)
+		keys := make([]driver.Key, limit)
 		tokens := make([]uint64, limit)
 		for i := range keys {
 			keys[i] = e.key()
@@ -31,19 +31,19 @@ func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) idempotency.S
 		}
 		over := e.key()
 		_, err := s.Claim(e.ctx, over, fp("a"), e.at(time.Second), e.at(time.Second+lease), e.at(time.Second+retention))
-		check.ErrorIs(t, err, idempotency.ErrQuotaExceeded, "claim %d of a scope limited to %d", limit+1, limit)
+		check.ErrorIs(t, err, driver.ErrQuotaExceeded, "claim %d of a scope limited to %d", limit+1, limit)
 		e.absent(s, over, time.Second)
 
 		// Another scope is not affected.
-		other := idempotency.Key{Scope: randid.New("scope_other_"), Key: randid.New("key_")}
+		other := driver.Key{Scope: randid.New("scope_other_"), Key: randid.New("key_")}
 		c, err := s.Claim(e.ctx, other, fp("a"), e.at(time.Second), e.at(time.Second+lease), e.at(time.Second+retention))
 		check.NoError(t, err)
-		check.Equal(t, idempotency.Claimed, c.Status)
+		check.Equal(t, driver.Claimed, c.Status)
 
 		// The scope's own records still work: in flight, completed and replayed, taken over.
-		check.Equal(t, idempotency.InFlight, e.claim(s, keys[0], fp("a"), time.Second).Status)
+		check.Equal(t, driver.InFlight, e.claim(s, keys[0], fp("a"), time.Second).Status)
 		check.NoError(t, s.Complete(e.ctx, keys[0], tokens[0], sample(), e.at(retention)))
-		check.Equal(t, idempotency.Completed, e.claim(s, keys[0], fp("a"), 2*time.Second).Status)
+		check.Equal(t, driver.Completed, e.claim(s, keys[0], fp("a"), 2*time.Second).Status)
 		if limit > 1 {
 			e.takeOver(s, keys[1], fp("a"), lease)
 		}
@@ -53,12 +53,12 @@ func RunQuota(t *testing.T, limit int, newStore func(t *testing.T) idempotency.S
 		check.NoError(t, s.Release(e.ctx, keys[last], tokens[last]))
 		e.mustClaim(s, over, fp("a"), 3*time.Second)
 		_, err = s.Claim(e.ctx, keys[last], fp("a"), e.at(4*time.Second), e.at(4*time.Second+lease), e.at(4*time.Second+retention))
-		check.ErrorIs(t, err, idempotency.ErrQuotaExceeded)
+		check.ErrorIs(t, err, driver.ErrQuotaExceeded)
 
 		// Past retention every place is free again.
 		late := retention + 10*lease
 		for i := range limit {
-			k := idempotency.Key{Scope: e.scope, Key: fmt.Sprintf("late-%d-%s", i, randid.New(""))}
+			k := driver.Key{Scope: e.scope, Key: fmt.Sprintf("late-%d-%s", i, randid.New(""))}
 			e.mustClaim(s, k, fp("a"), late)
 		}
 	})

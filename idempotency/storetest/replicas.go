@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/internal/check"
 	"github.com/svcplatform/conventions/internal/randid"
 	"github.com/svcplatform/conventions/internal/testclock"
@@ -62,7 +63,7 @@ type ReplicaBackend struct {
 	Options func() *idempotency.Options
 	// Store reads and writes the shared records directly: the tests look records up and present a
 	// dead owner's token with it.
-	Store idempotency.Store
+	Store driver.Store
 	// WriteOrder is the handler's own write in a transactional mode: it records one order for key in
 	// the request's transaction (found in r's context). Required when Options sets a Transactor.
 	WriteOrder func(r *http.Request, key, run string) error
@@ -324,7 +325,7 @@ func testExactlyOnceAcrossReplicas(t *testing.T, mode ReplicaMode) {
 // killStore stands for a replica that dies after claiming: once killed, nothing it does reaches the
 // backend any more.
 type killStore struct {
-	idempotency.Store
+	driver.Store
 	killed  atomic.Bool
 	token   atomic.Uint64
 	stopped chan struct{} // closed at the first store call after the kill
@@ -341,29 +342,29 @@ func (k *killStore) dead() bool {
 	return true
 }
 
-func (k *killStore) Claim(ctx context.Context, key idempotency.Key, fp idempotency.Fingerprint, now, leaseUntil, expiresAt time.Time) (idempotency.Claim, error) {
+func (k *killStore) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	c, err := k.Store.Claim(ctx, key, fp, now, leaseUntil, expiresAt)
-	if c.Status == idempotency.Claimed {
+	if c.Status == driver.Claimed {
 		k.token.Store(c.Token)
 	}
 	return c, err
 }
 
-func (k *killStore) Renew(ctx context.Context, key idempotency.Key, token uint64, leaseUntil time.Time) error {
+func (k *killStore) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if k.dead() {
 		return errKilled
 	}
 	return k.Store.Renew(ctx, key, token, leaseUntil)
 }
 
-func (k *killStore) Complete(ctx context.Context, key idempotency.Key, token uint64, resp idempotency.Response, expiresAt time.Time) error {
+func (k *killStore) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
 	if k.dead() {
 		return errKilled
 	}
 	return k.Store.Complete(ctx, key, token, resp, expiresAt)
 }
 
-func (k *killStore) Release(ctx context.Context, key idempotency.Key, token uint64) error {
+func (k *killStore) Release(ctx context.Context, key driver.Key, token uint64) error {
 	if k.dead() {
 		return errKilled
 	}
@@ -372,14 +373,14 @@ func (k *killStore) Release(ctx context.Context, key idempotency.Key, token uint
 
 // killTx stands for a replica that dies before its transaction commits.
 type killTx struct {
-	idempotency.Transactor
+	driver.Transactor
 	killed  atomic.Bool
 	stopped chan struct{} // closed when a killed transaction has rolled back
 	once    sync.Once
 }
 
-func (k *killTx) InTx(ctx context.Context, fn func(context.Context, idempotency.Store) error) error {
-	err := k.Transactor.InTx(ctx, func(ctx context.Context, s idempotency.Store) error {
+func (k *killTx) InTx(ctx context.Context, fn func(context.Context, driver.Store) error) error {
+	err := k.Transactor.InTx(ctx, func(ctx context.Context, s driver.Store) error {
 		if err := fn(ctx, s); err != nil {
 			return err
 		}
@@ -524,18 +525,18 @@ func testOwnerKilled(t *testing.T, mode ReplicaMode) {
 	// did its work once, though no transaction can roll it back.
 	check.Equal(t, 2, charges.calls(), "calls to the outside system")
 	check.Equal(t, 1, len(charges.effects), "outside effects (downstream keys seen)")
-	key := idempotency.Key{Scope: replicaScope(replicaAuth), Key: "order-000"}
+	key := driver.Key{Scope: replicaScope(replicaAuth), Key: "order-000"}
 	if tx {
 		// The dead owner's order rolled back with its claim: one order exists.
 		check.Equal(t, map[string]int{"order-000": 1}, b.OrderCounts(t))
 	} else {
 		// Had the dead owner come back, its completion would be refused.
-		err := b.Store.Complete(ctx, key, kStore.token.Load(), idempotency.Response{Status: 500}, clock.Now().Add(time.Hour))
-		check.ErrorIs(t, err, idempotency.ErrLeaseLost)
+		err := b.Store.Complete(ctx, key, kStore.token.Load(), driver.Response{Status: 500}, clock.Now().Add(time.Hour))
+		check.ErrorIs(t, err, driver.ErrLeaseLost)
 	}
 	rec, err := b.Store.Lookup(ctx, key, clock.Now())
 	check.NoError(t, err)
-	check.Equal(t, idempotency.Completed, rec.Status)
+	check.Equal(t, driver.Completed, rec.Status)
 	check.Equal(t, *original.Load(), string(rec.Response.Body))
 }
 

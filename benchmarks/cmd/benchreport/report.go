@@ -148,7 +148,7 @@ func overheads() []overhead {
 func listings() []listing {
 	return []listing{{
 		bench: "BenchmarkStore", title: "Idempotency storage backends",
-		intro: "Each `idempotency.Store` through the conformance benchmarks (`idempotency/storetest.RunBenchmarks`): " +
+		intro: "Each idempotency store (`idempotency/driver.Store`) through the conformance benchmarks (`idempotency/storetest.RunBenchmarks`): " +
 			"the store operations the middleware performs per request. Redis and PostgreSQL are local servers " +
 			"on the same machine; their rows are missing when `SVC_TEST_REDIS_URL` / `SVC_TEST_POSTGRES_DSN` " +
 			"were unset.",

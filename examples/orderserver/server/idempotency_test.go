@@ -12,16 +12,18 @@ import (
 
 	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/memstore"
 	"github.com/svcplatform/conventions/seal"
 )
 
 // isolatedServer is a server whose idempotency stores the test can inspect.
-func isolatedServer(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *seal.Ring) (*Server, string, string) {
+func isolatedServer(t *testing.T, live, sbx *memstore.Store, sealer *seal.Ring) (*Server, string, string) {
 	s, sk, lk := isolatedServerCreds(t, live, sbx, sealer)
 	return s, sk.APIKey, lk.APIKey
 }
 
-func isolatedServerCreds(t *testing.T, live, sbx *idempotency.MemoryStore, sealer *seal.Ring) (*Server, apikey.Credentials, apikey.Credentials) {
+func isolatedServerCreds(t *testing.T, live, sbx *memstore.Store, sealer *seal.Ring) (*Server, apikey.Credentials, apikey.Credentials) {
 	t.Helper()
 	s, err := New(Config{Idempotency: live, SandboxIdempotency: sbx, Sealer: sealer,
 		Now: func() time.Time { return time.Unix(1767225600, 0) }})
@@ -41,8 +43,8 @@ func post(s *Server, path, key, idemKey, body string) *http.Response {
 // A sandbox key, which has no rate ceiling, fills the sandbox's idempotency capacity; production keys
 // never share it and keep creating orders.
 func TestSandboxFloodLeavesProductionCapacity(t *testing.T) {
-	live := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 50})
-	sbx := idempotency.NewMemoryStore(&idempotency.MemoryOptions{MaxRecords: 20, MaxRecordsPerScope: -1})
+	live := memstore.New(&memstore.Options{MaxRecords: 50})
+	sbx := memstore.New(&memstore.Options{MaxRecords: 20, MaxRecordsPerScope: -1})
 	s, sandboxKey, liveKey := isolatedServer(t, live, sbx, nil)
 	const order = `{"account":"acc_1","side":"buy"}`
 	var full int
@@ -61,8 +63,8 @@ func TestSandboxFloodLeavesProductionCapacity(t *testing.T) {
 // Requests refused before anything was done store nothing: junk bodies do not fill the store, and a
 // corrected request may reuse the key.
 func TestRefusedRequestsStoreNothing(t *testing.T) {
-	sbx := idempotency.NewMemoryStore(nil)
-	s, sandboxKey, _ := isolatedServer(t, idempotency.NewMemoryStore(nil), sbx, nil)
+	sbx := memstore.New(nil)
+	s, sandboxKey, _ := isolatedServer(t, memstore.New(nil), sbx, nil)
 	for i, junk := range []string{`{`, `{"side":"buy"}`, `{"account":"acc_1","side":"sideways"}`, `{"unknown":1}`} {
 		resp := post(s, "/v1/orders", sandboxKey, "junk-"+itoa(i), junk)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, junk)
@@ -85,8 +87,8 @@ func TestNoSecretStoredInPlainText(t *testing.T) {
 		sealer *seal.Ring
 	}{{"redacted", nil}, {"sealed", sealer}} {
 		t.Run(tc.name, func(t *testing.T) {
-			sbx := idempotency.NewMemoryStore(nil)
-			s, creds, _ := isolatedServerCreds(t, idempotency.NewMemoryStore(nil), sbx, tc.sealer)
+			sbx := memstore.New(nil)
+			s, creds, _ := isolatedServerCreds(t, memstore.New(nil), sbx, tc.sealer)
 			sandboxKey := creds.APIKey
 			admin := s.AdminToken()
 			first := post(s, "/v1/sandbox/credentials", admin, "cred-1", "")
@@ -119,11 +121,11 @@ func TestNoSecretStoredInPlainText(t *testing.T) {
 	}
 }
 
-func storedBody(t *testing.T, s *idempotency.MemoryStore, scope, key string) string {
+func storedBody(t *testing.T, s *memstore.Store, scope, key string) string {
 	t.Helper()
-	rec, err := s.Lookup(context.Background(), idempotency.Key{Scope: scope, Key: key}, time.Unix(1767225600, 0))
+	rec, err := s.Lookup(context.Background(), driver.Key{Scope: scope, Key: key}, time.Unix(1767225600, 0))
 	require.NoError(t, err)
-	require.Equal(t, idempotency.Completed, rec.Status)
+	require.Equal(t, driver.Completed, rec.Status)
 	return string(rec.Response.Body)
 }
 

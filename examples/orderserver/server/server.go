@@ -17,6 +17,7 @@ import (
 	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/internal/graceful"
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/ratelimit"
 	"github.com/svcplatform/conventions/sandbox"
@@ -133,18 +134,18 @@ type Config struct {
 	Credentials apikey.CredentialStore
 	// Idempotency keeps the idempotency records of production (live) keys; replicas must share one.
 	// Nil means an in-memory store, right for a single process only.
-	Idempotency idempotency.Store
+	Idempotency driver.Store
 	// SandboxIdempotency keeps the records of sandbox keys and of the admin's requests, apart from
 	// production's: sandbox keys have no rate ceiling, so an evaluation that floods the sandbox must
 	// never use up capacity that production requests need. Nil means an in-memory store of its own
 	// when Idempotency is nil too, and Idempotency otherwise (set both when a shared store is used).
-	SandboxIdempotency idempotency.Store
+	SandboxIdempotency driver.Store
 	// Transactor, when set, runs each mutating request's idempotency claim, its handler's writes and
 	// its stored response in one database transaction (pgstore.Transactor); the Store must then write
 	// through the request's transaction (pgserver.Store does). Nil means the ordinary mode.
 	// SandboxTransactor is the sandbox's (its records in SandboxIdempotency's table); nil means
 	// Transactor.
-	Transactor, SandboxTransactor idempotency.Transactor
+	Transactor, SandboxTransactor driver.Transactor
 	// Sealer seals every stored idempotency record at rest (see idempotency.Options.Sealer): a record
 	// that is not sealed, or does not open, is then answered 500, never replayed. Nil means none:
 	// responses that carry a secret (an issued API key, a webhook signing secret) are then stored

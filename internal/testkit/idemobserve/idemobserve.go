@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // storeCalls writes down each store call its StoreEnd hook sees as "op backend result".
@@ -37,7 +38,7 @@ func (s *storeCalls) StoreEnd(_ context.Context, c idempotency.StoreCall, _ time
 
 // StoreCalls sends one request and its retry, with the same key, through a middleware on store, and
 // returns the store calls the Hooks saw: a claim and a completion, then the retry's claim.
-func StoreCalls(store idempotency.Store) ([]string, error) {
+func StoreCalls(store driver.Store) ([]string, error) {
 	obs := &storeCalls{}
 	m, err := idempotency.New(&idempotency.Options{Store: store, Hooks: &idempotency.Hooks{StoreEnd: obs.StoreEnd}})
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/examples/orderserver/server/storetest"
-	"github.com/svcplatform/conventions/idempotency"
+	idemdriver "github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -103,7 +103,7 @@ func TestStoreInRequestTransaction(t *testing.T) {
 	t.Run("a failing outbox takes back the order but not the request's transaction", func(t *testing.T) {
 		o := storetest.NewOrder("acc_1")
 		boom := errors.New("boom")
-		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {
+		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 			err := s.CreateOrder(ctx, scope, o, func(ctx context.Context, log driver.Log, ids []string) error {
 				if err := storetest.Outbox(o)(ctx, log, ids); err != nil {
 					return err
@@ -121,7 +121,7 @@ func TestStoreInRequestTransaction(t *testing.T) {
 	t.Run("a request that rolls back leaves nothing", func(t *testing.T) {
 		o := storetest.NewOrder("acc_2")
 		rollback := errors.New("rollback")
-		err := tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {
+		err := tr.InTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 			require.NoError(t, s.CreateOrder(ctx, scope, o, storetest.Outbox(o)))
 			got, err := s.Order(ctx, scope, o.ID)
 			require.NoError(t, err, "the request sees its own order")
@@ -136,7 +136,7 @@ func TestStoreInRequestTransaction(t *testing.T) {
 
 	t.Run("a request that commits keeps both", func(t *testing.T) {
 		o := storetest.NewOrder("acc_3")
-		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, _ idempotency.Store) error {
+		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 			return s.CreateOrder(ctx, scope, o, storetest.Outbox(o))
 		}))
 		_, err := s.Order(ctx, scope, o.ID)

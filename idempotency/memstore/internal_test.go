@@ -1,4 +1,4 @@
-package idempotency
+package memstore
 
 import (
 	"context"
@@ -7,23 +7,25 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
-// TestMemoryStoreQueueBounded: records that leave the store before their retention ends (released,
+// TestQueueBounded: records that leave the store before their retention ends (released,
 // or found expired by Claim or Lookup) must not pile up in the expiry queue behind a live head, or a
 // store with few live records grows without bound.
-func TestMemoryStoreQueueBounded(t *testing.T) {
+func TestQueueBounded(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	fp := Fingerprint{1}
-	s := NewMemoryStore(&MemoryOptions{MaxRecords: 64, Shards: 1})
+	fp := driver.Fingerprint{1}
+	s := New(&Options{MaxRecords: 64, Shards: 1})
 	// A live record at the head of the queue, kept for a day.
-	_, err := s.Claim(ctx, Key{Scope: "s", Key: "head"}, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
+	_, err := s.Claim(ctx, driver.Key{Scope: "s", Key: "head"}, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
 	require.NoError(t, err)
 	// Then many claims that are released (a panicking handler, ReleaseServerErrors): never more than
 	// two records live at once.
 	for i := range 10_000 {
-		k := Key{Scope: "s", Key: strconv.Itoa(i)}
+		k := driver.Key{Scope: "s", Key: strconv.Itoa(i)}
 		c, err := s.Claim(ctx, k, fp, base, base.Add(time.Minute), base.Add(24*time.Hour))
 		require.NoError(t, err)
 		require.NoError(t, s.Release(ctx, k, c.Token))

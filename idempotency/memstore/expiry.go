@@ -1,7 +1,9 @@
-package idempotency
+package memstore
 
 import (
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // expireBatch bounds the expired records one Claim drops from the head of its shard's expiry queue, so
@@ -17,7 +19,7 @@ const fullSweepEvery = time.Second
 const compactAt = 64
 
 // live returns the record of key unless it has expired at now; an expired one is dropped.
-func (sh *memShard) live(key Key, h uint64, now int64) *memRecord {
+func (sh *memShard) live(key driver.Key, h uint64, now int64) *memRecord {
 	rec := sh.find(key, h)
 	if rec != nil && rec.expiresAt <= now {
 		sh.drop(rec)
@@ -97,7 +99,7 @@ func (sh *memShard) sweep(now int64) {
 
 // sweepAll sweeps every shard, at most once per fullSweepEvery of the callers' time, and reports
 // whether it ran. The caller holds no shard lock.
-func (s *MemoryStore) sweepAll(now int64) bool {
+func (s *Store) sweepAll(now int64) bool {
 	next := s.nextSweep.Load()
 	if now < next || !s.nextSweep.CompareAndSwap(next, now+int64(fullSweepEvery)) {
 		return false

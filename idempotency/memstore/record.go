@@ -1,16 +1,19 @@
-package idempotency
+package memstore
 
 import (
 	"encoding/binary"
 	"net/http"
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
 )
 
 // memRecord is one record. It is kept light for the garbage collector, which otherwise spends more
 // on a large store than the store spends on its requests: times are Unix nanoseconds, and a stored
 // response is one pointer-free blob (encoded header, then body) until it is first read.
 type memRecord struct {
-	key        Key
+	key        driver.Key
 	hash       uint64
 	next       *memRecord  // hash collision chain
 	stored     bool        // in the shard's index (false once dropped)
@@ -18,23 +21,23 @@ type memRecord struct {
 	suspect    bool        // a claim found the lease lapsed and extended it once (see Store.Claim)
 	quota      *scopeCount // the scope's count, when quotas are on
 	hasHeader  bool        // the response had a (possibly empty) header
-	status     Status
-	fp         Fingerprint
+	status     driver.Status
+	fp         driver.Fingerprint
 	token      uint64
 	leaseUntil int64  // Unix ns
 	expiresAt  int64  // Unix ns
 	code       int    // the response's status code
 	blob       []byte // encoded header fields, then the body
 	hdrLen     int    // length of the header part of blob
-	resp       *Response
+	resp       *driver.Response
 	size       int64
 }
 
 // response returns the stored response, decoding it on first use; it is never changed afterwards,
 // so callers may share it. The shard's lock is held.
-func (r *memRecord) response() *Response {
+func (r *memRecord) response() *driver.Response {
 	if r.resp == nil {
-		resp := &Response{Status: r.code}
+		resp := &driver.Response{Status: r.code}
 		if r.hasHeader {
 			resp.Header = decodeFields(r.blob[:r.hdrLen])
 		}
@@ -55,47 +58,23 @@ func (r *memRecord) setExpiry(ns int64) {
 
 func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
-// field is one response header: the form in which the middleware captures headers and the memory
-// store keeps them, so that neither has to build (or iterate) a map per request. The store builds the
-// http.Header of a record the first time the record is read.
-type field struct {
-	name string
-	vals []string
-}
-
-// encodeResponse encodes header fields and body into one pointer-free buffer: for each field its
-// name and values, each length-prefixed (uvarint), then the body. It returns the buffer and the
-// length of its header part.
-func encodeResponse(fields []field, body []byte) ([]byte, int) {
+// encodeResponse encodes header fields and body into one pointer-free buffer: the fields as
+// fields.Append writes them (for each its name and values, each length-prefixed), then the body. It
+// returns the buffer and the length of its header part.
+func encodeResponse(fs []fields.Field, body []byte) ([]byte, int) {
 	n := binary.MaxVarintLen64 // the field count
-	for _, f := range fields {
-		n += 2*binary.MaxVarintLen64 + len(f.name)
-		for _, v := range f.vals {
+	for _, f := range fs {
+		n += 2*binary.MaxVarintLen64 + len(f.Name)
+		for _, v := range f.Vals {
 			n += binary.MaxVarintLen64 + len(v)
 		}
 	}
 	b := make([]byte, 0, n+len(body))
-	if fields != nil {
-		b = appendFields(b, fields)
+	if fs != nil {
+		b = fields.Append(b, fs)
 	}
 	hdrLen := len(b)
 	return append(b, body...), hdrLen
-}
-
-// appendFields appends the count of fs, then each field's name and values, each length-prefixed
-// (uvarint): the header part of encodeResponse's buffer and of a sealed envelope.
-func appendFields(dst []byte, fs []field) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(fs)))
-	for _, f := range fs {
-		dst = binary.AppendUvarint(dst, uint64(len(f.name)))
-		dst = append(dst, f.name...)
-		dst = binary.AppendUvarint(dst, uint64(len(f.vals)))
-		for _, v := range f.vals {
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
-		}
-	}
-	return dst
 }
 
 // decodeFields rebuilds the header encodeResponse encoded: one string holds every name and value,

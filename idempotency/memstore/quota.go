@@ -1,8 +1,10 @@
-package idempotency
+package memstore
 
 import (
 	"hash/maphash"
 	"sync"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
 )
 
 // scopeStripe counts the records of the scopes that hash to it. Lock order: a shard's mu, then a
@@ -23,7 +25,7 @@ type scopeCount struct {
 
 // reserve takes a place for one more record of scope, in the scope's quota and in the store, and
 // returns the scope's count (nil without quotas) for the record to keep.
-func (s *MemoryStore) reserve(scope string) (*scopeCount, error) {
+func (s *Store) reserve(scope string) (*scopeCount, error) {
 	var c *scopeCount
 	if s.perScope > 0 {
 		// Scopes are counted by their seeded 64-bit hash: two scopes would share a quota only if
@@ -38,7 +40,7 @@ func (s *MemoryStore) reserve(scope string) (*scopeCount, error) {
 		}
 		if c.n >= s.perScope {
 			st.mu.Unlock()
-			return nil, ErrQuotaExceeded
+			return nil, driver.ErrQuotaExceeded
 		}
 		c.n++
 		st.mu.Unlock()
@@ -69,7 +71,7 @@ func (c *scopeCount) release() {
 }
 
 // forget gives back the places of a record that left the store.
-func (s *MemoryStore) forget(rec *memRecord) {
+func (s *Store) forget(rec *memRecord) {
 	rec.quota.release()
 	rec.quota = nil
 	s.records.Add(-1)

@@ -1,4 +1,4 @@
-package idempotency
+package memstore
 
 import (
 	"context"
@@ -7,66 +7,73 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/idempotency/internal/fields"
 )
 
-// ErrStoreFull is returned by a MemoryStore that holds its maximum number of live records (Claim) or
-// bytes of stored responses (Complete). The middleware answers 503 (fail closed): evicting a live
-// record instead would let a retry run the handler a second time. Per-scope quotas
-// (MemoryOptions.MaxRecordsPerScope) keep one scope from bringing the whole store there.
-var ErrStoreFull = errors.New("idempotency: memory store is full")
+// Errors a Store returns besides the driver's.
+var (
+	// ErrStoreFull: the Store holds its maximum number of live records (Claim) or bytes of stored
+	// responses (Complete). The middleware answers 503 (fail closed): evicting a live record instead
+	// would let a retry run the handler a second time. Per-scope quotas (Options.MaxRecordsPerScope)
+	// keep one scope from bringing the whole store there.
+	ErrStoreFull = errors.New("idempotency: memory store is full")
+	// ErrNotBuilt: a Store used without New. The methods of a zero Store return it.
+	ErrNotBuilt = errors.New("idempotency: memstore.Store not built with memstore.New")
+)
 
-// Defaults of MemoryOptions.
+// Defaults of Options.
 const (
-	DefaultMemoryMaxRecords = 100_000
-	DefaultMemoryMaxBytes   = 256 << 20
-	DefaultMemoryShards     = 64
+	DefaultMaxRecords = 100_000
+	DefaultMaxBytes   = 256 << 20
+	DefaultShards     = 64
 )
 
 // smallResponse is the size under which Complete ignores the byte budget, so that a claim can always
 // be finished with a short response (a problem, a placeholder); MaxRecords still bounds those.
 const smallResponse = 2 << 10
 
-// MemoryOptions configures a MemoryStore. A nil *MemoryOptions and the zero value mean the defaults.
-type MemoryOptions struct {
+// Options configures a Store. A nil *Options and the zero value mean the defaults.
+type Options struct {
 	// MaxRecords bounds the live records (in flight and completed) of the whole store, exactly: the
-	// claim that would hold one more gets ErrStoreFull. Default DefaultMemoryMaxRecords.
+	// claim that would hold one more gets ErrStoreFull. Default DefaultMaxRecords.
 	MaxRecords int
 	// MaxRecordsPerScope bounds the live records of one scope (a credential: licensee and
 	// environment), so that one tenant cannot fill the store that every tenant shares: a claim over
-	// it gets ErrQuotaExceeded (the middleware answers 429), and other scopes are untouched. Default
-	// MaxRecords/10 (at least 1); a negative value turns the quota off.
+	// it gets driver.ErrQuotaExceeded (the middleware answers 429), and other scopes are untouched.
+	// Default MaxRecords/10 (at least 1); a negative value turns the quota off.
 	MaxRecordsPerScope int
 	// MaxBytes bounds the bytes of stored responses (bodies, header names and values). Default
-	// DefaultMemoryMaxBytes. Responses under 2 KiB are accepted even over the budget, so that a claim
+	// DefaultMaxBytes. Responses under 2 KiB are accepted even over the budget, so that a claim
 	// can always be completed with a short answer; MaxRecords bounds those.
 	MaxBytes int64
 	// Shards is the number of independently locked partitions; it is rounded up to a power of two.
-	// Default DefaultMemoryShards.
+	// Default DefaultShards.
 	Shards int
 }
 
-// MemoryStore is the in-process Store: the default of the middleware, and the right choice for a
-// single replica, tests and examples. Records live in a map split into shards, each with its own lock,
-// so that requests on different keys rarely contend. It is bounded (MemoryOptions) and expires records
-// itself, with no goroutine: each shard keeps its records in a queue in the order they were created,
-// and every Claim drops a few expired records from the head of its shard's queue, so expiry costs O(1)
-// per claim when retention is uniform (as it is under one middleware). Expired records are also
-// dropped whenever Claim or Lookup meets them, and a full shard scans all its records before it
-// refuses a claim.
+// Store is the in-process driver.Store: the default of the middleware (idempotency.Options.Store),
+// and the right choice for a single replica, tests and examples. Records live in a map split into
+// shards, each with its own lock, so that requests on different keys rarely contend. It is bounded
+// (Options) and expires records itself, with no goroutine: each shard keeps its records in a queue in
+// the order they were created, and every Claim drops a few expired records from the head of its
+// shard's queue, so expiry costs O(1) per claim when retention is uniform (as it is under one
+// middleware). Expired records are also dropped whenever Claim or Lookup meets them, and a full shard
+// scans all its records before it refuses a claim.
 //
-// When full, Claim returns ErrStoreFull rather than evicting a live record: an evicted record would let
-// a retry execute twice; a scope at its quota gets ErrQuotaExceeded. Size MaxRecords for retention ×
-// rate of mutating requests: the default 100,000 records at the default 24 h retention hold about 1.1
-// requests per second, sustained. A record costs about 200 bytes of heap plus its key (the header's
-// string, which the record keeps) and its response: TestMemoryRecordHeap measures 210 bytes per
-// in-flight record, about 260 with a 36-byte key of its own.
+// When full, Claim returns ErrStoreFull rather than evicting a live record: an evicted record would
+// let a retry execute twice; a scope at its quota gets driver.ErrQuotaExceeded. Size MaxRecords for
+// retention × rate of mutating requests: the default 100,000 records at the default 24 h retention
+// hold about 1.1 requests per second, sustained. A record costs about 200 bytes of heap plus its key
+// (the header's string, which the record keeps) and its response: TestRecordHeap measures 210 bytes
+// per in-flight record, about 260 with a 36-byte key of its own.
 //
 // Responses returned by Claim and Lookup are shared with the store and must not be modified.
 //
-// A MemoryStore is safe for concurrent use. Its zero value is not usable: its Claim, Renew,
-// Complete, Release and Lookup return an error that wraps ErrNotBuilt, and its Len is 0. Call
-// NewMemoryStore.
-type MemoryStore struct {
+// A Store is safe for concurrent use. Its zero value is not usable: its Claim, Renew, Complete,
+// Release and Lookup return ErrNotBuilt, and its Len is 0. Call New.
+type Store struct {
 	seed       maphash.Seed
 	shards     []memShard
 	mask       uint64
@@ -79,14 +86,24 @@ type MemoryStore struct {
 	scopes     []scopeStripe
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ driver.Store     = (*Store)(nil)
+	_ driver.Backender = (*Store)(nil)
+)
+
+// The middleware completes its claims on a Store from the header fields it captured.
+func init() {
+	fields.CompleteMemory = func(ctx context.Context, store any, key driver.Key, token uint64, status int, fs []fields.Field, body []byte, expiresAt time.Time) error {
+		return store.(*Store).complete(ctx, key, token, status, fs, true, body, expiresAt)
+	}
+}
 
 type memShard struct {
 	mu sync.Mutex
 	// records indexes records by the hash of their key; keys whose hashes collide chain through
 	// memRecord.next. One hash serves both the shard choice and the lookup.
 	records map[uint64]*memRecord
-	store   *MemoryStore
+	store   *Store
 	count   int
 	bytes   int64
 	queue   []*memRecord // expiry queue: queue[head:] in creation order
@@ -94,20 +111,20 @@ type memShard struct {
 	_       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
-// NewMemoryStore returns an empty store; opts may be nil.
-func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
-	var o MemoryOptions
+// New returns an empty store; opts may be nil.
+func New(opts *Options) *Store {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.MaxRecords <= 0 {
-		o.MaxRecords = DefaultMemoryMaxRecords
+		o.MaxRecords = DefaultMaxRecords
 	}
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMemoryMaxBytes
+		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.Shards <= 0 {
-		o.Shards = DefaultMemoryShards
+		o.Shards = DefaultShards
 	}
 	switch {
 	case o.MaxRecordsPerScope == 0:
@@ -125,7 +142,7 @@ func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
 			n >>= 1
 		}
 	}
-	s := &MemoryStore{
+	s := &Store{
 		seed:       maphash.MakeSeed(),
 		shards:     make([]memShard, n),
 		mask:       uint64(n - 1),
@@ -145,7 +162,7 @@ func NewMemoryStore(opts *MemoryOptions) *MemoryStore {
 	return s
 }
 
-func (s *MemoryStore) hash(key Key) uint64 {
+func (s *Store) hash(key driver.Key) uint64 {
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	_, _ = h.WriteString(key.Scope)
@@ -154,9 +171,9 @@ func (s *MemoryStore) hash(key Key) uint64 {
 	return h.Sum64()
 }
 
-func (s *MemoryStore) shard(h uint64) *memShard { return &s.shards[h&s.mask] }
+func (s *Store) shard(h uint64) *memShard { return &s.shards[h&s.mask] }
 
-func (sh *memShard) find(key Key, h uint64) *memRecord {
+func (sh *memShard) find(key driver.Key, h uint64) *memRecord {
 	for rec := sh.records[h]; rec != nil; rec = rec.next {
 		if rec.key == key {
 			return rec
@@ -173,13 +190,13 @@ func (sh *memShard) insert(rec *memRecord) {
 	sh.queue = append(sh.queue, rec)
 }
 
-// Claim implements Store.
-func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, leaseUntil, expiresAt time.Time) (Claim, error) {
+// Claim implements driver.Store.
+func (s *Store) Claim(ctx context.Context, key driver.Key, fp driver.Fingerprint, now, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	if s == nil || s.shards == nil {
-		return Claim{}, errZeroMemoryStore
+		return driver.Claim{}, ErrNotBuilt
 	}
 	if err := ctx.Err(); err != nil {
-		return Claim{}, err
+		return driver.Claim{}, err
 	}
 	h := s.hash(key)
 	sh := s.shard(h)
@@ -195,23 +212,23 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, fp Fingerprint, now, l
 }
 
 // claim is one attempt of Claim, under the shard's lock.
-func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, nowNs int64, leaseUntil, expiresAt time.Time) (Claim, error) {
+func (s *Store) claim(sh *memShard, key driver.Key, h uint64, fp driver.Fingerprint, nowNs int64, leaseUntil, expiresAt time.Time) (driver.Claim, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if rec := sh.live(key, h, nowNs); rec != nil {
 		switch {
 		case rec.fp != fp:
-			return Claim{Status: rec.status, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
-		case rec.status == Completed:
-			return Claim{Status: Completed, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil), Response: rec.response()}, nil
+			return driver.Claim{Status: rec.status, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+		case rec.status == driver.Completed:
+			return driver.Claim{Status: driver.Completed, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil), Response: rec.response()}, nil
 		case rec.leaseUntil > nowNs:
-			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: rec.fp, LeaseUntil: unixTime(rec.leaseUntil)}, nil
 		case !rec.suspect:
 			// The lease lapsed, but the owner may only have been cut off from the store: one more
 			// lease for it to renew or complete before anyone takes over.
 			rec.suspect = true
 			rec.leaseUntil = leaseUntil.UnixNano()
-			return Claim{Status: InFlight, Fingerprint: rec.fp, LeaseUntil: leaseUntil}, nil
+			return driver.Claim{Status: driver.InFlight, Fingerprint: rec.fp, LeaseUntil: leaseUntil}, nil
 		}
 		// The owner let the extra lease pass too: take the key over under a new token, which fences
 		// the old one.
@@ -219,7 +236,7 @@ func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, now
 		rec.suspect = false
 		rec.leaseUntil = leaseUntil.UnixNano()
 		rec.setExpiry(expiresAt.UnixNano())
-		return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+		return driver.Claim{Status: driver.Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 	}
 	sh.expire(nowNs)
 	if queued := len(sh.queue) - sh.head; queued >= compactAt && queued >= 2*sh.count {
@@ -231,27 +248,27 @@ func (s *MemoryStore) claim(sh *memShard, key Key, h uint64, fp Fingerprint, now
 	}
 	quota, err := s.reserve(key.Scope)
 	if err != nil {
-		return Claim{}, err
+		return driver.Claim{}, err
 	}
-	rec := &memRecord{key: key, hash: h, quota: quota, fp: fp, status: InFlight, token: s.tokens.Add(1),
+	rec := &memRecord{key: key, hash: h, quota: quota, fp: fp, status: driver.InFlight, token: s.tokens.Add(1),
 		leaseUntil: leaseUntil.UnixNano(), expiresAt: expiresAt.UnixNano()}
 	sh.insert(rec)
-	return Claim{Status: Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
+	return driver.Claim{Status: driver.Claimed, Token: rec.token, Fingerprint: fp, LeaseUntil: leaseUntil}, nil
 }
 
 // owned returns the in-flight record that token owns, or nil.
-func (sh *memShard) owned(key Key, h uint64, token uint64) *memRecord {
+func (sh *memShard) owned(key driver.Key, h uint64, token uint64) *memRecord {
 	rec := sh.find(key, h)
-	if rec == nil || rec.status != InFlight || rec.token != token {
+	if rec == nil || rec.status != driver.InFlight || rec.token != token {
 		return nil
 	}
 	return rec
 }
 
-// Renew implements Store.
-func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUntil time.Time) error {
+// Renew implements driver.Store.
+func (s *Store) Renew(ctx context.Context, key driver.Key, token uint64, leaseUntil time.Time) error {
 	if s == nil || s.shards == nil {
-		return errZeroMemoryStore
+		return ErrNotBuilt
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -262,39 +279,39 @@ func (s *MemoryStore) Renew(ctx context.Context, key Key, token uint64, leaseUnt
 	defer sh.mu.Unlock()
 	rec := sh.owned(key, h, token)
 	if rec == nil {
-		return ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	rec.leaseUntil = leaseUntil.UnixNano()
 	rec.suspect = false
 	return nil
 }
 
-// Complete implements Store. It copies resp: the caller may reuse its buffers at once.
-func (s *MemoryStore) Complete(ctx context.Context, key Key, token uint64, resp Response, expiresAt time.Time) error {
-	var fs []field
+// Complete implements driver.Store. It copies resp: the caller may reuse its buffers at once.
+func (s *Store) Complete(ctx context.Context, key driver.Key, token uint64, resp driver.Response, expiresAt time.Time) error {
+	var fs []fields.Field
 	if resp.Header != nil {
-		fs = make([]field, 0, len(resp.Header))
+		fs = make([]fields.Field, 0, len(resp.Header))
 		for k, vs := range resp.Header {
-			fs = append(fs, field{k, vs})
+			fs = append(fs, fields.Field{Name: k, Vals: vs})
 		}
 	}
 	return s.complete(ctx, key, token, resp.Status, fs, resp.Header != nil, resp.Body, expiresAt)
 }
 
-// complete is Complete on header fields: the middleware's path, which never builds a header map for
-// a response that may never be replayed.
-func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, status int, fields []field, hasHeader bool, body []byte, expiresAt time.Time) error {
+// complete is Complete on header fields: the middleware's path (fields.CompleteMemory), which never
+// builds a header map for a response that may never be replayed.
+func (s *Store) complete(ctx context.Context, key driver.Key, token uint64, status int, fs []fields.Field, hasHeader bool, body []byte, expiresAt time.Time) error {
 	if s == nil || s.shards == nil {
-		return errZeroMemoryStore
+		return ErrNotBuilt
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	// The copy is made outside the lock: a large body copy must not stall the shard.
 	if !hasHeader {
-		fields = nil
+		fs = nil
 	}
-	blob, hdrLen := encodeResponse(fields, body)
+	blob, hdrLen := encodeResponse(fs, body)
 	size := int64(len(blob))
 	h := s.hash(key)
 	sh := s.shard(h)
@@ -302,12 +319,12 @@ func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, statu
 	defer sh.mu.Unlock()
 	rec := sh.owned(key, h, token)
 	if rec == nil {
-		return ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	if size >= smallResponse && sh.bytes+size > s.shardBytes {
 		return ErrStoreFull
 	}
-	rec.status = Completed
+	rec.status = driver.Completed
 	rec.code, rec.blob, rec.hdrLen, rec.hasHeader = status, blob, hdrLen, hasHeader
 	rec.setExpiry(expiresAt.UnixNano())
 	rec.size = size
@@ -315,10 +332,10 @@ func (s *MemoryStore) complete(ctx context.Context, key Key, token uint64, statu
 	return nil
 }
 
-// Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error {
+// Release implements driver.Store.
+func (s *Store) Release(ctx context.Context, key driver.Key, token uint64) error {
 	if s == nil || s.shards == nil {
-		return errZeroMemoryStore
+		return ErrNotBuilt
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -329,19 +346,19 @@ func (s *MemoryStore) Release(ctx context.Context, key Key, token uint64) error 
 	defer sh.mu.Unlock()
 	rec := sh.owned(key, h, token)
 	if rec == nil {
-		return ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	sh.drop(rec)
 	return nil
 }
 
-// Lookup implements Store.
-func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Record, error) {
+// Lookup implements driver.Store.
+func (s *Store) Lookup(ctx context.Context, key driver.Key, now time.Time) (driver.Record, error) {
 	if s == nil || s.shards == nil {
-		return Record{}, errZeroMemoryStore
+		return driver.Record{}, ErrNotBuilt
 	}
 	if err := ctx.Err(); err != nil {
-		return Record{}, err
+		return driver.Record{}, err
 	}
 	h := s.hash(key)
 	sh := s.shard(h)
@@ -349,23 +366,23 @@ func (s *MemoryStore) Lookup(ctx context.Context, key Key, now time.Time) (Recor
 	defer sh.mu.Unlock()
 	rec := sh.live(key, h, now.UnixNano())
 	if rec == nil {
-		return Record{}, ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	out := Record{
+	out := driver.Record{
 		Fingerprint: rec.fp,
 		Status:      rec.status,
 		Token:       rec.token,
 		LeaseUntil:  unixTime(rec.leaseUntil),
 		ExpiresAt:   unixTime(rec.expiresAt),
 	}
-	if rec.status == Completed {
+	if rec.status == driver.Completed {
 		out.Response = rec.response()
 	}
 	return out, nil
 }
 
 // Len returns the number of records held, expired ones not yet dropped included.
-func (s *MemoryStore) Len() int {
+func (s *Store) Len() int {
 	if s == nil {
 		return 0
 	}
@@ -378,3 +395,6 @@ func (s *MemoryStore) Len() int {
 	}
 	return n
 }
+
+// Backend reports "memory", for the middleware's Hooks (driver.Backender).
+func (s *Store) Backend() string { return "memory" }
