@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/internal/httpcheck"
 	"github.com/svcplatform/conventions/internal/testclock"
 )
 
@@ -31,26 +30,11 @@ func issue(t testing.TB, iss *apikey.Issuer, licensee string, env apikey.Environ
 // do serves one request through h with the given API key ("" sends no Authorization header).
 func do(t testing.TB, h http.Handler, method, path, key string) *httptest.ResponseRecorder {
 	t.Helper()
-	r := httptest.NewRequest(method, path, nil)
-	if key != "" {
-		r.Header.Set("Authorization", "Bearer "+key)
-	}
-	rec := httptest.NewRecorder()
-	apierror.WithRequestID(h).ServeHTTP(rec, r)
-	return rec
+	return httpcheck.Do(t, h, method, path, key, "")
 }
 
 // problem decodes a problem body.
-func problem(t testing.TB, rec *httptest.ResponseRecorder) apierror.Error {
-	t.Helper()
-	require.Equal(t, apierror.MediaType, rec.Header().Get("Content-Type"), rec.Body.String())
-	var p apierror.Error
-	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
-	return p
-}
+var problem = httpcheck.Problem
 
 // requireConforms checks a 4xx against the platform's error conventions.
-func requireConforms(t testing.TB, rec *httptest.ResponseRecorder) {
-	t.Helper()
-	require.NoError(t, apierror.Check(rec.Code, rec.Header(), rec.Body.Bytes()))
-}
+var requireConforms = httpcheck.Conforms
