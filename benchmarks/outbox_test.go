@@ -63,8 +63,8 @@ const inTxAppend = `WITH c AS (
     INSERT INTO webhook_events_streams AS c (stream, last_seq) VALUES ($1, 1)
     ON CONFLICT (stream) DO UPDATE SET last_seq = c.last_seq + 1
     RETURNING last_seq)
-INSERT INTO webhook_events (stream, seq, id, type, created, api_version, data, next_attempt_at)
-SELECT $1, c.last_seq, $2, $3, $4, $5, $6, $7 FROM c`
+INSERT INTO webhook_events (stream, seq, id, type, created, api_version, data)
+SELECT $1, c.last_seq, $2, $3, $4, $5, $6 FROM c`
 
 func benchOutbox(b *testing.B, dsn string, k throughputKnobs, endpoints int, inTx bool, pgbenchTPS func(*testing.B) float64) {
 	ctx := context.Background()
@@ -198,7 +198,7 @@ func placeOrder(ctx context.Context, pool *pgxpool.Pool, pub *producer.Publisher
 		now := time.Now()
 		for _, ep := range eps {
 			evID := testid.New("evt_")
-			if _, err := tx.Exec(ctx, inTxAppend, ep.ID, evID, "order.created", now.Unix(), "v1", []byte(data), now); err != nil {
+			if _, err := tx.Exec(ctx, inTxAppend, ep.ID, evID, "order.created", now.Unix(), "v1", []byte(data)); err != nil {
 				return nil, err
 			}
 			ids = append(ids, evID)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -36,11 +37,18 @@ import (
 // attempt on any replica, days later, links to the request that published the event. Backlog
 // reports the undelivered events per stream, for a gauge.
 //
-// Claim leases due deliveries with SELECT … FOR UPDATE SKIP LOCKED, so replicas never block on or
-// take each other's rows, and a per-row fencing token makes a stale holder's settlement fail.
-// Cleanup deletes in bounded batches and advances each stream's pruned_through watermark, which Range
-// reads in the same statement as the events, so a range never shows a hole. It never removes a
-// pending event.
+// An event row is written once, when it is numbered, and never rewritten: delivery state lives in
+// the stream's row — a cursor below which every event is settled, the mark above which none was ever
+// claimed, and the holder's lease — and, for the few events the cursor cannot describe (a failure
+// waiting for its retry, a delivery handed back, one settled out of order), in a narrow row of the
+// deliveries table that goes once the cursor passes it. Claim locks the streams that have something
+// due with SELECT … FOR UPDATE SKIP LOCKED, so replicas never block on or take each other's streams,
+// and a per-stream fencing token makes a stale holder's settlement fail. Claim, Settle and Cleanup
+// read each stream from its cursor or watermark up, so their cost follows the work they do, not the
+// backlog or the rows deleted before: the tables are built for churn and need no VACUUM to stay fast
+// (migrations/eventlog/0002_delivery_cursors.sql gives the reasons). Cleanup deletes in bounded
+// batches and advances each stream's pruned_through watermark, which Range reads in the same
+// statement as the events, so a range never shows a hole. It never removes a pending event.
 //
 // Transactions must be READ COMMITTED (PostgreSQL's default). An EventLog is safe for concurrent use
 // when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It never closes the DB. Its zero value is
@@ -53,6 +61,28 @@ type EventLog struct {
 	// beforeCommit, when set (by tests), runs inside Sequence's transaction after the numbering
 	// statement and before the commit, with the runs the statement numbered.
 	beforeCommit func(ctx context.Context, tx pgx.Tx, runs []driver.SequencedRun) error
+	// low is the pending table's low-water mark, shared by the copies WithDB makes.
+	low *lowWater
+}
+
+// lowWater is a transaction ID below which no row of the pending table waits, nor ever will: Sequence
+// reads the table from there up (sequence.sql). It only rises. Zero: read from the start.
+type lowWater struct {
+	mu  sync.Mutex
+	xid uint64
+}
+
+func (w *lowWater) get() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.xid
+}
+
+// raise moves the mark up to xid; a lower xid (from a Sequence that raced this one) changes nothing.
+func (w *lowWater) raise(xid uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.xid = max(w.xid, xid)
 }
 
 var (
@@ -66,8 +96,8 @@ var (
 
 // evlogSQL holds the statements, rendered once per table name from the files of sql/eventlog/.
 type evlogSQL struct {
-	append, appendBatch, sequence, unsequenced, rangeQ, rangeBytes, claim, settle, release, status, attempts, backlog string
-	cleanupPick, cleanupLock, cleanupDelete                                                                           string
+	append, appendBatch, sequence, lowWater, unsequenced, rangeQ, rangeBytes, claimStreams, claim, lockStreams, settle, release string
+	status, attempts, backlog, cleanupPick, cleanupLock, cleanupDelete                                                          string
 }
 
 // The event log's statements, in files by domain; each statement follows its "-- name: …" line, and
@@ -99,7 +129,7 @@ type evlogStatement struct {
 }
 
 // evlogStatements is the number of statements an EventLog holds.
-const evlogStatements = 15
+const evlogStatements = 18
 
 // statements pairs each of q's statements with its source; bounded picks the appends that check
 // EventLogOptions.MaxStreamEvents.
@@ -112,10 +142,13 @@ func (q *evlogSQL) statements(bounded bool) [evlogStatements]evlogStatement {
 		{"append.sql", evlogAppendSQL, appendName, &q.append},
 		{"append.sql", evlogAppendSQL, batchName, &q.appendBatch},
 		{"sequence.sql", evlogSequenceSQL, "sequence", &q.sequence},
+		{"sequence.sql", evlogSequenceSQL, "low_water", &q.lowWater},
 		{"sequence.sql", evlogSequenceSQL, "unsequenced", &q.unsequenced},
 		{"range.sql", evlogRangeSQL, "range", &q.rangeQ},
 		{"range.sql", evlogRangeSQL, "range_bytes", &q.rangeBytes},
+		{"claim.sql", evlogClaimSQL, "claim_streams", &q.claimStreams},
 		{"claim.sql", evlogClaimSQL, "claim", &q.claim},
+		{"claim.sql", evlogClaimSQL, "lock_streams", &q.lockStreams},
 		{"claim.sql", evlogClaimSQL, "release", &q.release},
 		{"settle.sql", evlogSettleSQL, "settle", &q.settle},
 		{"status.sql", evlogStatusSQL, "status", &q.status},
@@ -137,7 +170,7 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 	if o.MaxStreamEvents < 0 {
 		return nil, errors.New("pgstore: negative EventLogOptions.MaxStreamEvents")
 	}
-	l := &EventLog{db: db, cfg: o}
+	l := &EventLog{db: db, cfg: o, low: &lowWater{}}
 	if err := l.sql.render(&o); err != nil {
 		return nil, err
 	}
@@ -147,7 +180,8 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 // render fills q with the statements for o's tables. They share one string, measured first and then
 // written, since a log is built per transaction by some (Publisher.WithLog on a pgx.Tx).
 func (q *evlogSQL) render(o *evlogConfig) error {
-	names := map[string]string{"events": o.events, "streams": o.streams, "attempts": o.attempts, "pending": o.pending}
+	names := map[string]string{"events": o.events, "streams": o.streams, "attempts": o.attempts, "pending": o.pending,
+		"deliveries": o.deliveries}
 	stmts := q.statements(o.MaxStreamEvents > 0)
 	var (
 		texts [evlogStatements]string

@@ -110,7 +110,7 @@ func TestEventLogAttemptIDsOnOlderTable(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema, Table: "hooks"}
-	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, 1, opts))
 	// As an earlier version left them: no version table either (migrations were not versioned then).
 	_, err := pool.Exec(ctx, `DROP TABLE pgstore_migrations, hooks_attempts;
 CREATE TABLE hooks_attempts (

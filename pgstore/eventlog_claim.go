@@ -4,7 +4,6 @@ package pgstore
 // Release), and the delivery state (Status, Backlog).
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +18,11 @@ import (
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
-// Claim implements driver.Log.
+// Claim implements driver.Log, in one short transaction of two statements: the first locks the
+// streams with something due that nobody holds (skipping those another replica has locked), the
+// second, whose snapshot follows the locks, leases their due deliveries under a new token per stream
+// (claim.sql says how). It reads the streams table and, for each stream it locked, the few rows above
+// its cursor: its cost follows the number of endpoints and the claim's size, not the backlog.
 func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Delivery, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
@@ -35,67 +38,110 @@ func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver
 	if skip == nil {
 		skip = []string{}
 	}
-	rows, err := l.db.Query(ctx, l.sql.claim, req.Now, req.LeaseUntil, int64(req.Limit), skip, per)
+	tx, err := l.db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
-	type claimed struct {
-		d    driver.Delivery
-		next time.Time
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, l.sql.claimStreams, req.Now, skip, int64(req.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
-	var got []claimed
+	streams, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+	}
+	if len(streams) == 0 {
+		return nil, tx.Commit(ctx)
+	}
+	// Due by creation: created is whole seconds, so due by now is created ≤ now's second.
+	rows, err = tx.Query(ctx, l.sql.claim, streams, req.Now, per, req.Now.Unix(), req.LeaseUntil, int64(req.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+	}
+	var out []driver.Delivery
 	for rows.Next() {
 		var (
-			c          claimed
+			d          driver.Delivery
 			seq, token int64
 			attempts   int32
+			next       time.Time
 			data       []byte
 		)
-		if err := rows.Scan(&c.d.Stream, &seq, &token, &attempts, &c.next,
-			&c.d.Event.ID, &c.d.Event.Type, &c.d.Event.Created, &c.d.Event.APIVersion, &data,
-			&c.d.TraceParent, &c.d.TraceState); err != nil {
+		if err := rows.Scan(&d.Stream, &seq, &token, &attempts, &next,
+			&d.Event.ID, &d.Event.Type, &d.Event.Created, &d.Event.APIVersion, &data,
+			&d.TraceParent, &d.TraceState); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 		}
-		c.d.Sequence, c.d.Token, c.d.Attempts = uint64(seq), uint64(token), int(attempts)
-		c.d.Event.Sequence, c.d.Event.Data = uint64(seq), data
-		c.d.LeaseUntil = req.LeaseUntil
-		got = append(got, c)
+		d.Sequence, d.Token, d.Attempts = uint64(seq), uint64(token), int(attempts)
+		d.Event.Sequence, d.Event.Data = uint64(seq), data
+		d.LeaseUntil = req.LeaseUntil
+		out = append(out, d)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
-	// UPDATE … RETURNING has no order of its own.
-	slices.SortFunc(got, func(a, b claimed) int {
-		if c := a.next.Compare(b.next); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.d.Stream, b.d.Stream); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.d.Sequence, b.d.Sequence)
-	})
-	out := make([]driver.Delivery, len(got))
-	for i, c := range got {
-		out[i] = c.d
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
 	}
 	return out, nil
 }
 
-// settleOne runs one fenced UPDATE and maps "no row" to ErrLeaseLost.
-func (l *EventLog) settleOne(ctx context.Context, op, sql string, lease driver.Lease, args ...any) error {
-	if lease.Sequence > math.MaxInt64 || lease.Token > math.MaxInt64 {
-		return driver.ErrLeaseLost
+// batcher is what a DB offers to send several statements in one round trip, as one implicit
+// transaction: *pgxpool.Pool, *pgx.Conn and pgx.Tx all do.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// lockedQuery runs sql after lock_streams has locked streams, in one transaction: one round trip when
+// the DB sends batches, an explicit transaction otherwise. It returns the ordinals sql returns.
+func (l *EventLog) lockedQuery(ctx context.Context, streams []string, sql string, args ...any) ([]int64, error) {
+	if b, ok := l.db.(batcher); ok {
+		var batch pgx.Batch
+		batch.Queue(l.sql.lockStreams, streams)
+		batch.Queue(sql, args...)
+		br := b.SendBatch(ctx, &batch)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return ords, err
 	}
-	tag, err := l.db.Exec(ctx, sql, append([]any{lease.Stream, int64(lease.Sequence), int64(lease.Token)}, args...)...)
+	tx, err := l.db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: event log %s: %w", op, err)
+		return nil, err
 	}
-	if tag.RowsAffected() == 0 {
-		return driver.ErrLeaseLost
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, l.sql.lockStreams, streams); err != nil {
+		return nil, err
 	}
-	return nil
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	return ords, tx.Commit(ctx)
+}
+
+// distinctStreams returns the streams of ss, sorted, each once.
+func distinctStreams(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Delivered implements driver.Log.
@@ -108,8 +154,8 @@ func (l *EventLog) Failed(ctx context.Context, lease driver.Lease, a driver.Atte
 	return l.Settle(ctx, []driver.Settlement{{Lease: lease, Attempt: a}})[0]
 }
 
-// Settle implements driver.Settler: every settlement's state update and history row in one
-// statement, one round trip and one commit.
+// Settle implements driver.Settler: every settlement's delivery state and history row in one
+// statement, one round trip and one commit (releases in a statement of their own).
 func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	if l == nil || l.db == nil {
 		errs := make([]error, len(ss))
@@ -119,6 +165,18 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		return errs
 	}
 	errs := make([]error, len(ss))
+	var rel []int // the releases, made by a statement of their own
+	for i, s := range ss {
+		if s.Release {
+			rel = append(rel, i)
+		}
+	}
+	if len(rel) > 0 {
+		l.releaseAll(ctx, ss, rel, errs)
+		if len(rel) == len(ss) {
+			return errs
+		}
+	}
 	n := len(ss)
 	var (
 		streams   = make([]string, 0, n)
@@ -136,6 +194,9 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		index     = make([]int, 0, n) // ordinal-1 → position in ss
 	)
 	for i, s := range ss {
+		if s.Release {
+			continue
+		}
 		errs[i] = driver.ErrLeaseLost
 		if s.Lease.Sequence > math.MaxInt64 || s.Lease.Token > math.MaxInt64 || s.Lease.Token == 0 {
 			continue
@@ -159,27 +220,18 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	if len(index) == 0 {
 		return errs
 	}
-	rows, err := l.db.Query(ctx, l.sql.settle, streams, seqs, tokens, oks, ats, retries, latencies, codes,
-		classes, reasons, responses, attempts)
-	if err == nil {
-		for rows.Next() {
-			var ord int64
-			if err = rows.Scan(&ord); err != nil {
-				break
-			}
-			if ord >= 1 && int(ord) <= len(index) {
-				errs[index[ord-1]] = nil
-			}
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
+	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.settle, streams, seqs, tokens, oks, ats, retries,
+		latencies, codes, classes, reasons, responses, attempts)
 	if err != nil {
 		err = fmt.Errorf("pgstore: event log settle: %w", err)
 		for _, i := range index {
 			errs[i] = err
+		}
+		return errs
+	}
+	for _, ord := range ords {
+		if ord >= 1 && int(ord) <= len(index) {
+			errs[index[ord-1]] = nil
 		}
 	}
 	return errs
@@ -200,15 +252,54 @@ func evlogText(s string, max int) string {
 	return s[:cut]
 }
 
-// Release implements driver.Log.
+// Release implements driver.Log: the delivery becomes a row of the deliveries table, due at retryAt.
 func (l *EventLog) Release(ctx context.Context, lease driver.Lease, retryAt time.Time) error {
 	if l == nil || l.db == nil {
 		return errZeroEventLog
 	}
-	return l.settleOne(ctx, "release", l.sql.release, lease, retryAt)
+	errs := []error{nil}
+	l.releaseAll(ctx, []driver.Settlement{{Lease: lease, Release: true, Attempt: driver.Attempt{RetryAt: retryAt}}}, []int{0}, errs)
+	return errs[0]
 }
 
-// Status implements driver.Log.
+// releaseAll makes the releases ss[i] for i in idx in one statement, and sets their errs.
+func (l *EventLog) releaseAll(ctx context.Context, ss []driver.Settlement, idx []int, errs []error) {
+	var (
+		streams = make([]string, 0, len(idx))
+		seqs    = make([]int64, 0, len(idx))
+		tokens  = make([]int64, 0, len(idx))
+		dues    = make([]time.Time, 0, len(idx))
+		index   = make([]int, 0, len(idx)) // ordinal-1 → position in ss
+	)
+	for _, i := range idx {
+		errs[i] = driver.ErrLeaseLost
+		lease := ss[i].Lease
+		if lease.Sequence > math.MaxInt64 || lease.Token > math.MaxInt64 || lease.Token == 0 {
+			continue
+		}
+		streams, seqs, tokens = append(streams, lease.Stream), append(seqs, int64(lease.Sequence)), append(tokens, int64(lease.Token))
+		dues, index = append(dues, ss[i].Attempt.RetryAt), append(index, i)
+	}
+	if len(index) == 0 {
+		return
+	}
+	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.release, streams, seqs, tokens, dues)
+	if err != nil {
+		err = fmt.Errorf("pgstore: event log release: %w", err)
+		for _, i := range index {
+			errs[i] = err
+		}
+		return
+	}
+	for _, ord := range ords {
+		if ord >= 1 && int(ord) <= len(index) {
+			errs[index[ord-1]] = nil
+		}
+	}
+}
+
+// Status implements driver.Log: from the event's row of the deliveries table when it has one, from
+// its history when the stream's cursor has passed it, and otherwise pending since its creation.
 func (l *EventLog) Status(ctx context.Context, stream string, seq uint64) (driver.DeliveryStatus, error) {
 	if l == nil || l.db == nil {
 		return driver.DeliveryStatus{}, errZeroEventLog
@@ -217,22 +308,59 @@ func (l *EventLog) Status(ctx context.Context, stream string, seq uint64) (drive
 		return driver.DeliveryStatus{}, driver.ErrNotFound
 	}
 	var (
-		st                                    driver.DeliveryStatus
-		state                                 int16
-		attempts                              int32
-		next, lease, lastAttempt, deliveredAt *time.Time
+		st                driver.DeliveryStatus
+		created           int64
+		passed, leased    bool
+		leaseUntil        *time.Time
+		streamToken       int64
+		rowState          *int16
+		rowAttempts       *int32
+		rowNext, rowLast  *time.Time
+		rowToken          *int64
+		rowError          *string
+		rowDelivered      *time.Time
+		hFailed           *int64
+		hLast, hDelivered *time.Time
+		hError            *string
+		hAbandoned        *bool
 	)
-	err := l.db.QueryRow(ctx, l.sql.status, stream, int64(seq)).
-		Scan(&state, &attempts, &next, &lease, &lastAttempt, &st.LastError, &deliveredAt)
+	err := l.db.QueryRow(ctx, l.sql.status, stream, int64(seq)).Scan(&created, &passed, &leased, &leaseUntil, &streamToken,
+		&rowState, &rowAttempts, &rowNext, &rowToken, &rowLast, &rowError, &rowDelivered,
+		&hFailed, &hLast, &hError, &hDelivered, &hAbandoned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return driver.DeliveryStatus{}, driver.ErrNotFound
 	}
 	if err != nil {
 		return driver.DeliveryStatus{}, fmt.Errorf("pgstore: event log status: %w", err)
 	}
-	st.State, st.Attempts = driver.State(state), int(attempts)
-	st.NextAttempt, st.LeaseUntil = evlogTime(next), evlogTime(lease)
-	st.LastAttempt, st.DeliveredAt = evlogTime(lastAttempt), evlogTime(deliveredAt)
+	switch {
+	case rowState != nil:
+		st.State, st.Attempts = driver.State(*rowState), int(*rowAttempts)
+		st.LastAttempt, st.DeliveredAt, st.LastError = evlogTime(rowLast), evlogTime(rowDelivered), *rowError
+		if st.State == driver.Pending {
+			st.NextAttempt = evlogTime(rowNext)
+			if *rowToken != 0 && *rowToken == streamToken && leaseUntil != nil {
+				st.LeaseUntil = *leaseUntil
+			}
+		}
+	case passed:
+		st.State = driver.Delivered
+		if hAbandoned != nil && *hAbandoned {
+			st.State = driver.Abandoned
+		}
+		if hFailed != nil {
+			st.Attempts = int(*hFailed)
+		}
+		if hError != nil {
+			st.LastError = *hError
+		}
+		st.LastAttempt, st.DeliveredAt = evlogTime(hLast), evlogTime(hDelivered)
+	default:
+		st.State, st.NextAttempt = driver.Pending, time.Unix(created, 0)
+		if leased && leaseUntil != nil {
+			st.LeaseUntil = *leaseUntil
+		}
+	}
 	return st, nil
 }
 
@@ -244,8 +372,9 @@ func evlogTime(t *time.Time) time.Time {
 	return *t
 }
 
-// Backlog implements driver.Backlogger: one aggregate statement over the pending deliveries and
-// the unnumbered events. It reads every undelivered row, so call it at a metrics collector's pace.
+// Backlog implements driver.Backlogger: one statement over the streams' cursors, their rows of the
+// deliveries table and the unnumbered events. A stream's Oldest is the creation of its lowest
+// undelivered event. It reads every unnumbered event, so call it at a metrics collector's pace.
 func (l *EventLog) Backlog(ctx context.Context) ([]driver.Backlog, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog

@@ -2,7 +2,8 @@ package pgstore
 
 // DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
 // per-stream counters live beside it in the same name with "_streams" appended, the delivery history
-// with "_attempts", the appended events that wait for their number with "_pending".
+// with "_attempts", the appended events that wait for their number with "_pending", and the delivery
+// state of the events that are not simply next in their stream with "_deliveries".
 const DefaultEventLogTable = "webhook_events"
 
 // EventLogOptions configures an EventLog and its migration (Migrate). A nil *EventLogOptions and the
@@ -12,7 +13,8 @@ type EventLogOptions struct {
 	// connection's search_path.
 	Schema string
 	// Table is the events table's name; the counters table is Table+"_streams", the delivery
-	// history Table+"_attempts", the unnumbered events Table+"_pending". Default
+	// history Table+"_attempts", the unnumbered events Table+"_pending", the delivery state that a
+	// stream's cursor cannot say Table+"_deliveries". Default
 	// DefaultEventLogTable.
 	Table string
 	// MaxStreamEvents bounds the events one stream keeps, numbered or not: an Append or AppendBatch
@@ -35,6 +37,8 @@ type evlogConfig struct {
 	streams  string
 	attempts string
 	pending  string
+	// deliveries holds the delivery state that a stream's cursor cannot say.
+	deliveries string
 }
 
 func evlogResolve(opts *EventLogOptions) evlogConfig {
@@ -49,6 +53,7 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 	o.streams = qualify(o.Schema, o.Table+"_streams")
 	o.attempts = qualify(o.Schema, o.Table+"_attempts")
 	o.pending = qualify(o.Schema, o.Table+"_pending")
+	o.deliveries = qualify(o.Schema, o.Table+"_deliveries")
 	return o
 }
 

@@ -7,6 +7,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
@@ -56,24 +59,60 @@ func (l *EventLog) Sequence(ctx context.Context, limit int) ([]driver.SequencedR
 	return runs, nil
 }
 
-// sequenceOn runs the numbering statement on db and reads what it numbered.
+// sequenceOn runs the numbering statement on db, and then, in the same transaction when db sends
+// batches, the query of the next low-water mark; it reads what the statement numbered and raises the
+// mark.
 func (l *EventLog) sequenceOn(ctx context.Context, db DB, limit int) ([]evlogNumbered, error) {
-	rows, err := db.Query(ctx, l.sql.sequence, int64(limit), int32(sequenceLockClass), l.cfg.events+"#")
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	low := strconv.FormatUint(l.low.get(), 10)
+	args := []any{int64(limit), int32(sequenceLockClass), l.cfg.events + "#", low}
+	var (
+		got  []evlogNumbered
+		next string
+	)
+	scan := func(rows pgx.Rows) error {
+		for rows.Next() {
+			var n evlogNumbered
+			if err := rows.Scan(&n.stream, &n.seq, &n.id); err != nil {
+				rows.Close()
+				return err
+			}
+			got = append(got, n)
+		}
+		rows.Close()
+		return rows.Err()
 	}
-	var got []evlogNumbered
-	for rows.Next() {
-		var n evlogNumbered
-		if err := rows.Scan(&n.stream, &n.seq, &n.id); err != nil {
-			rows.Close()
+	if b, ok := db.(batcher); ok {
+		var batch pgx.Batch
+		batch.Queue(l.sql.sequence, args...)
+		batch.Queue(l.sql.lowWater, low)
+		br := b.SendBatch(ctx, &batch)
+		rows, err := br.Query()
+		if err == nil {
+			err = scan(rows)
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&next)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
 		}
-		got = append(got, n)
+	} else {
+		rows, err := db.Query(ctx, l.sql.sequence, args...)
+		if err == nil {
+			err = scan(rows)
+		}
+		if err == nil {
+			err = db.QueryRow(ctx, l.sql.lowWater, low).Scan(&next)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: event log sequence: %w", err)
+	if xid, err := strconv.ParseUint(next, 10, 64); err == nil {
+		l.low.raise(xid)
 	}
 	return got, nil
 }

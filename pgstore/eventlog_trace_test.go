@@ -99,7 +99,7 @@ func TestEventLogMigrationAddsTraceColumns(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema, Table: "hooks"}
-	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, 1, opts))
 	// As an earlier version left them: no trace context columns, an event numbered and one waiting,
 	// and no version table (migrations were not versioned then).
 	_, err := pool.Exec(ctx, `DROP TABLE pgstore_migrations;

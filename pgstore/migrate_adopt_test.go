@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apikey"
@@ -85,8 +87,10 @@ func adoptEvent(n int) webhook.Event {
 
 // writeEveryStore writes with every store what a service in production holds: a completed and an
 // in-flight idempotency record, numbered events (one delivered, with its attempt) and one not yet
-// numbered, an endpoint, a cursor, a pin and a credential.
-func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
+// numbered, an endpoint, a cursor, a pin and a credential. With v1 the event log's tables have the
+// shape of its first migration, which kept the delivery state on the events, and its numbered events
+// are written as that version wrote them.
+func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts, v1 bool) {
 	t.Helper()
 	ctx := context.Background()
 	idem := must(pgstore.NewIdempotencyStore(db, o.idem))
@@ -95,16 +99,20 @@ func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
 	require.Equal(t, idemdriver.Claimed, idemClaim(t, idem, adoptKeyRunning, idemFP1, idemT0).Status)
 
 	l := must(pgstore.NewEventLog(db, o.ev))
-	for n := 1; n <= 3; n++ {
-		_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(n)})
+	if v1 {
+		writeV1Events(t, db, o.ev)
+	} else {
+		for n := 1; n <= 3; n++ {
+			_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(n)})
+			require.NoError(t, err)
+		}
+		require.Equal(t, 3, numberAll(t, l))
+		ds, err := l.Claim(ctx, driver.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 1})
 		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.NoError(t, l.Delivered(ctx, ds[0].Lease, driver.Attempt{At: evlogT0, Latency: time.Millisecond, StatusCode: 200}))
 	}
-	require.Equal(t, 3, numberAll(t, l))
-	ds, err := l.Claim(ctx, driver.ClaimRequest{Now: evlogT0, LeaseUntil: evlogT0.Add(time.Minute), Limit: 1})
-	require.NoError(t, err)
-	require.Len(t, ds, 1)
-	require.NoError(t, l.Delivered(ctx, ds[0].Lease, driver.Attempt{At: evlogT0, Latency: time.Millisecond, StatusCode: 200}))
-	_, err = l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(4)})
+	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(4)})
 	require.NoError(t, err)
 
 	require.NoError(t, must(pgstore.NewEndpointStore(db, o.ep)).Put(ctx, adoptEndpoint))
@@ -112,6 +120,44 @@ func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
 	_, _, err = must(pgstore.NewPinStore(db, o.pin)).SetIfAbsent(ctx, "lic_1", "v2", pinT0)
 	require.NoError(t, err)
 	require.NoError(t, must(pgstore.NewCredentialStore(db, o.cred)).Put(ctx, adoptCred))
+}
+
+// writeV1Events writes what the event log of migration 1 held after three events of we_1 were
+// numbered and the first delivered: the delivery state on the events, the attempt in the history.
+func writeV1Events(t *testing.T, db pgstore.DB, opts *pgstore.EventLogOptions) {
+	t.Helper()
+	table := pgstore.DefaultEventLogTable
+	var schema string
+	if opts != nil {
+		schema = opts.Schema
+		if opts.Table != "" {
+			table = opts.Table
+		}
+	}
+	name := func(suffix string) string {
+		if schema == "" {
+			return pgx.Identifier{table + suffix}.Sanitize()
+		}
+		return pgx.Identifier{schema, table + suffix}.Sanitize()
+	}
+	ctx := context.Background()
+	_, err := db.Exec(ctx, "INSERT INTO "+name("_streams")+" (stream, last_seq) VALUES ('we_1', 3)")
+	require.NoError(t, err)
+	for n := 1; n <= 3; n++ {
+		e := adoptEvent(n)
+		state, delivered := 0, (*time.Time)(nil)
+		if n == 1 {
+			state, delivered = 1, &evlogT0
+		}
+		_, err := db.Exec(ctx, "INSERT INTO "+name("")+` (stream, seq, id, type, created, api_version, data, state,
+			next_attempt_at, last_attempt_at, delivered_at) VALUES ('we_1', $1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
+			n, e.ID, e.Type, e.Created, e.APIVersion, []byte(e.Data), state, time.Unix(e.Created, 0), delivered)
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(ctx, "INSERT INTO "+name("_attempts")+` (id, stream, seq, event_id, number, outcome, at, latency_us,
+		status_code, class, reason, response) OVERRIDING SYSTEM VALUE
+		VALUES (4242, 'we_1', 1, $1, 1, 2, $2, 1000, 200, '', '', '')`, adoptEvent(1).ID, evlogT0)
+	require.NoError(t, err)
 }
 
 // checkEveryStore checks that what writeEveryStore wrote is all there, and that every store goes on
@@ -191,11 +237,11 @@ func TestMigrateAdoptsUnversionedSchema(t *testing.T) {
 			stores := tc.stores(schema)
 			applyFixture(t, pool, tc.fixture)
 			o := sortStores(stores)
-			writeEveryStore(t, pool, o)
+			writeEveryStore(t, pool, o, true)
 
 			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
 			applied := versionRows(t, pool, schema)
-			require.Len(t, applied, 6)
+			require.Len(t, applied, 7, "migration 1 of every store, and the event log's second")
 			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
 			require.Equal(t, applied, versionRows(t, pool, schema), "running it again records nothing")
 			checkEveryStore(t, pool, o)
@@ -206,7 +252,7 @@ func TestMigrateAdoptsUnversionedSchema(t *testing.T) {
 			require.NoError(t, pgstore.Migrate(ctx, empty, emptyStores...))
 			require.Equal(t, describeSchema(t, empty, emptySchema), describeSchema(t, pool, schema))
 			require.Equal(t, versionKeys(t, empty, emptySchema), versionKeys(t, pool, schema))
-			writeEveryStore(t, empty, sortStores(emptyStores))
+			writeEveryStore(t, empty, sortStores(emptyStores), false)
 			checkEveryStore(t, empty, sortStores(emptyStores))
 		})
 	}
@@ -214,8 +260,10 @@ func TestMigrateAdoptsUnversionedSchema(t *testing.T) {
 
 // TestMigrateAdoptionTakesNoLock: the first versioned Migrate on a deployed schema — a rolling
 // upgrade, while replicas of the earlier version hold transactions open on every table (an outbox
-// append, a request in transactional mode) — has nothing to alter or build, so it waits for none of
-// them, and holds none of them up.
+// append, a request in transactional mode) — has nothing to alter or build in migration 1, so it
+// waits for none of them, and holds none of them up. The event log's second migration does alter its
+// tables (0002_delivery_cursors.sql says to stop the earlier dispatchers first); it runs once they
+// are done.
 func TestMigrateAdoptionTakesNoLock(t *testing.T) {
 	for _, tc := range adoptCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,13 +276,15 @@ func TestMigrateAdoptionTakesNoLock(t *testing.T) {
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
-			writeEveryStore(t, tx, o)
+			writeEveryStore(t, tx, o, true)
 
 			mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			require.NoError(t, pgstore.Migrate(mctx, pool, stores...), "the migration waited for the open transaction")
+			require.NoError(t, pgstore.MigrateUpTo(mctx, pool, 1, stores...), "the migration waited for the open transaction")
 			require.Len(t, versionRows(t, pool, schema), 6)
 			require.NoError(t, tx.Commit(ctx))
+			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
+			require.Len(t, versionRows(t, pool, schema), 7)
 			checkEveryStore(t, pool, o)
 		})
 	}

@@ -29,10 +29,12 @@ func (opts *EventLogOptions) migrationTables() (tableSet, error) {
 		return tableSet{}, errors.New("pgstore: negative EventLogOptions.MaxStreamEvents")
 	}
 	n := newSQLNames(o.Schema)
-	for key, suffix := range map[string]string{"events": "", "streams": "_streams", "attempts": "_attempts", "pending": "_pending"} {
+	for key, suffix := range map[string]string{"events": "", "streams": "_streams", "attempts": "_attempts", "pending": "_pending",
+		"deliveries": "_deliveries"} {
 		n.table(key, o.Table+suffix)
 	}
-	for _, idx := range []string{"due_idx", "created_idx", "held_idx", "attempts_order_idx", "attempts_event_idx", "pending_stream_idx"} {
+	for _, idx := range []string{"due_idx", "created_idx", "held_idx", "attempts_order_idx", "attempts_event_idx", "pending_stream_idx",
+		"pending_xid_idx"} {
 		n.index(idx, o.Table+"_"+idx)
 	}
 	s := tableSet{store: "eventlog", what: "event log", schema: o.Schema, table: o.Table, names: n}

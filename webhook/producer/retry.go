@@ -56,7 +56,24 @@ func (d *Dispatcher) retryAt(attempt int, at time.Time) time.Time {
 	return at.Add(max(delay, 0))
 }
 
+// release hands group's deliveries back unattempted, due again at retryAt, and returns how many.
 func (d *Dispatcher) release(ctx context.Context, group []driver.Delivery, retryAt time.Time) int {
+	if st, ok := d.log.(driver.Settler); ok && len(group) > 1 {
+		// The unsent rest of a run, in one call (one statement on PostgreSQL).
+		ss := make([]driver.Settlement, len(group))
+		for i, dl := range group {
+			ss[i] = driver.Settlement{Lease: dl.Lease, Release: true, Attempt: driver.Attempt{RetryAt: retryAt}}
+		}
+		errs := st.Settle(ctx, ss)
+		for i, dl := range group {
+			err := errors.New("producer: Settle returned fewer answers than settlements")
+			if i < len(errs) {
+				err = errs[i]
+			}
+			d.settleErr(ctx, dl, "release", err)
+		}
+		return len(group)
+	}
 	for _, dl := range group {
 		d.settleErr(ctx, dl, "release", d.log.Release(ctx, dl.Lease, retryAt))
 	}

@@ -2,23 +2,55 @@
 -- Each statement follows its "-- name:" line; {{…}} are the tables' names, quoted (eventlog.go).
 
 -- name: cleanup_pick
--- Cleanup, first: the oldest events created before $1, at most $2, locked (skipping rows another
--- transaction has locked), and for each of their streams the highest sequence among them.
-WITH doomed AS (
-    SELECT stream, seq FROM {{events}} WHERE created < $1
-    ORDER BY created, stream, seq LIMIT $2
-    FOR UPDATE SKIP LOCKED)
-SELECT stream, max(seq) FROM doomed GROUP BY stream ORDER BY stream
+-- Cleanup, first: which events go. s: the streams that may hold events created before $1 (no
+-- retained event of theirs was created before first_created), the oldest first, at most $3. w: each
+-- one's window — its lowest retained events, from its watermark up by the primary key, $2 of them
+-- and cleanupStragglers more (an event numbered before an older one: racing appenders commit out of
+-- order). x: of the windows' events created before $1, the oldest $2 in all. Per stream of s: its
+-- watermark, the highest sequence of x (every lower one goes with it, so that the retained window
+-- stays contiguous; the watermark itself when nothing goes), and the oldest creation among the
+-- window's events above that, the stream's next first_created (NULL: nothing retained). Every scan
+-- starts above a watermark, so the rows earlier batches deleted are never walked, and each batch
+-- costs the same. The hint is exact when the window reached the stream's end; otherwise an older
+-- event beyond the window (one that more than cleanupStragglers events overtook) waits until the
+-- events before it are old too.
+WITH s AS MATERIALIZED (
+    SELECT stream, pruned_through FROM {{streams}}
+    WHERE first_created < $1::bigint ORDER BY first_created, stream LIMIT $3),
+w AS MATERIALIZED (
+    SELECT s.stream, e.seq, e.created FROM s CROSS JOIN LATERAL (
+        SELECT seq, created FROM {{events}} e
+        WHERE e.stream = s.stream AND e.seq > s.pruned_through
+        ORDER BY e.seq LIMIT $2::bigint + $4::bigint) e),
+x AS (
+    SELECT stream, seq FROM w WHERE created < $1 ORDER BY created, stream, seq LIMIT $2),
+t AS (
+    SELECT s.stream, s.pruned_through AS after, COALESCE((SELECT max(x.seq) FROM x WHERE x.stream = s.stream), s.pruned_through) AS through
+    FROM s)
+SELECT t.stream, t.after, t.through,
+       (SELECT min(w.created) FROM w WHERE w.stream = t.stream AND w.seq > t.through)
+FROM t
+ORDER BY t.stream
 
 -- name: cleanup_lock
--- Cleanup, second: the streams' counter rows, locked in one order so that Cleanup never deadlocks
--- with itself elsewhere.
-SELECT stream FROM {{streams}} WHERE stream = ANY($1) ORDER BY stream FOR UPDATE
+-- Cleanup, second: the streams' rows, locked in one order (lock_streams in claim.sql): they are
+-- updated last.
+SELECT stream FROM {{streams}} WHERE stream = ANY($1::text[]) ORDER BY stream FOR UPDATE
 
 -- name: cleanup_delete
 -- Cleanup, last: each stream's watermark moves to what is removed (Range reads it with the events),
--- and its events up to there go, with their delivery history.
-WITH m AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS m(stream, through)),
-u AS (UPDATE {{streams}} c SET pruned_through = GREATEST(c.pruned_through, m.through) FROM m WHERE c.stream = m.stream),
-h AS (DELETE FROM {{attempts}} h USING m WHERE h.stream = m.stream AND h.seq <= m.through)
-DELETE FROM {{events}} e USING m WHERE e.stream = m.stream AND e.seq <= m.through
+-- its cursor with it (an undelivered event removed is settled by its removal), and its first_created
+-- hint to what cleanup_pick found ($4; when it found nothing retained, the creation of the stream's
+-- first event above the watermark, which the sequencer may have numbered since). Its events from above the old watermark ($2) up to there go,
+-- with their delivery rows and history.
+WITH m AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
+               AS m(stream, after, through, first_created)),
+u AS (
+    UPDATE {{streams}} c SET pruned_through = GREATEST(c.pruned_through, m.through),
+        acked = GREATEST(c.acked, m.through), fresh = GREATEST(c.fresh, m.through),
+        first_created = COALESCE(m.first_created, (SELECT e.created FROM {{events}} e
+                                                   WHERE e.stream = m.stream AND e.seq > m.through ORDER BY e.seq LIMIT 1))
+    FROM m WHERE c.stream = m.stream),
+h AS (DELETE FROM {{attempts}} h USING m WHERE h.stream = m.stream AND h.seq > m.after AND h.seq <= m.through),
+d AS (DELETE FROM {{deliveries}} d USING m WHERE d.stream = m.stream AND d.seq > m.after AND d.seq <= m.through)
+DELETE FROM {{events}} e USING m WHERE e.stream = m.stream AND e.seq > m.after AND e.seq <= m.through

@@ -138,9 +138,9 @@ type StreamEvent struct {
 // into one Settle call (a group commit): on PostgreSQL that is one commit for many deliveries instead
 // of one each.
 type Settler interface {
-	// Settle records each settlement as Delivered (s.Delivered) or Failed would, and returns one error
-	// per settlement, in order: nil, ErrLeaseLost, or the store's error. A store error may fail every
-	// settlement of the call.
+	// Settle records each settlement as Delivered (s.Delivered), Failed or, for s.Release, Release
+	// would, and returns one error per settlement, in order: nil, ErrLeaseLost, or the store's error.
+	// A store error may fail every settlement of the call.
 	Settle(ctx context.Context, s []Settlement) []error
 }
 
@@ -150,6 +150,10 @@ type Settlement struct {
 	Lease     Lease
 	Delivered bool
 	Attempt   Attempt
+	// Release hands the delivery back as Log.Release would, due again at Attempt.RetryAt, counting no
+	// attempt and recording nothing in the history; Delivered and the rest of Attempt are ignored.
+	// The Dispatcher gives back the unsent rest of an endpoint's run in one Settle call this way.
+	Release bool
 }
 
 // Lease identifies one claim of one delivery. Token is the fencing token: each claim of a delivery

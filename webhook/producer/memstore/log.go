@@ -338,14 +338,17 @@ func (m *Log) Failed(ctx context.Context, l driver.Lease, a driver.Attempt) erro
 	if a.RetryAt.IsZero() {
 		e.status.State = driver.Abandoned
 	}
+	e.token++ // the lease is spent: a repeated settlement under it is ErrLeaseLost
 	return nil
 }
 
-// Settle implements driver.Settler: each settlement as Delivered or Failed would record it.
+// Settle implements driver.Settler: each settlement as Delivered, Failed or Release would record it.
 func (m *Log) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	errs := make([]error, len(ss))
 	for i, s := range ss {
-		if s.Delivered {
+		if s.Release {
+			errs[i] = m.Release(ctx, s.Lease, s.Attempt.RetryAt)
+		} else if s.Delivered {
 			errs[i] = m.Delivered(ctx, s.Lease, s.Attempt)
 		} else {
 			errs[i] = m.Failed(ctx, s.Lease, s.Attempt)
@@ -434,6 +437,7 @@ func (m *Log) Release(ctx context.Context, l driver.Lease, retryAt time.Time) er
 	}
 	e.status.LeaseUntil = time.Time{}
 	e.status.NextAttempt = retryAt
+	e.token++ // the lease is spent: a repeated settlement under it is ErrLeaseLost
 	return nil
 }
 

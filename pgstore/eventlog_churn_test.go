@@ -1,0 +1,133 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer/driver"
+)
+
+// TestEventLogLowWaterWaitsForOpenTransaction: the sequencer's low-water mark never passes a
+// transaction that is still open, however many events other transactions append and have numbered
+// meanwhile, so the open transaction's events are numbered once it commits.
+func TestEventLogLowWaterWaitsForOpenTransaction(t *testing.T) {
+	ctx := context.Background()
+	l, pool, opts := newEventLog(t)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = must(pgstore.NewEventLog(tx, opts)).Append(ctx, driver.StreamEvent{Stream: "we_slow", Event: evlogEvent("order.created")})
+	require.NoError(t, err)
+	for range 5 {
+		for range 20 {
+			_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_fast", Event: evlogEvent("order.created")})
+			require.NoError(t, err)
+		}
+		_, err := l.Sequence(ctx, 1000)
+		require.NoError(t, err)
+	}
+	require.Empty(t, evlogSeqs(t, l, "we_slow"), "not committed yet")
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, 1, numberAll(t, l))
+	require.Equal(t, []uint64{1}, evlogSeqs(t, l, "we_slow"))
+	require.Len(t, evlogSeqs(t, l, "we_fast"), 100)
+}
+
+// TestEventLogCostStaysFlat: after a stream's events are appended, numbered, delivered and removed
+// by retention — tens of thousands of deleted rows in every queue table, and no VACUUM (autovacuum
+// may be off) — the sequencer's numbering, a claim and a retention batch read about as many pages as
+// they do after a hundred: they never walk the rows deleted before. (In between, at a few thousand
+// deleted rows, the planner may prefer to read the small pending table whole: a hundred pages.)
+func TestEventLogCostStaysFlat(t *testing.T) {
+	small := churnBuffers(t, 100)
+	large := churnBuffers(t, 30000)
+	for name, n := range large {
+		require.LessOrEqual(t, n, small[name]+8, "%s: %d pages after 30000 events, %d after 100", name, n, small[name])
+	}
+}
+
+// churnBuffers runs n events of one stream through a fresh log — appended, numbered, claimed,
+// delivered, removed — and returns the pages (shared buffers hit or read) that each hot statement
+// then reads, from EXPLAIN (ANALYZE, BUFFERS) in a transaction rolled back.
+func churnBuffers(t *testing.T, n int) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	l, pool, _ := newEventLog(t)
+	created := time.Unix(1767225600, 0)
+	for done := 0; done < n; {
+		batch := make([]driver.StreamEvent, min(500, n-done))
+		for i := range batch {
+			batch[i] = driver.StreamEvent{Stream: "we_churn", Event: webhook.Event{Type: "order.created", Created: created.Unix(),
+				APIVersion: "v1", Data: json.RawMessage(`{"n":1}`)}}
+		}
+		_, err := l.AppendBatch(ctx, batch)
+		require.NoError(t, err)
+		done += len(batch)
+	}
+	require.Equal(t, n, numberAll(t, l))
+	now := created.Add(time.Hour)
+	for delivered := 0; delivered < n; {
+		ds, err := l.Claim(ctx, driver.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 500, PerStream: 500})
+		require.NoError(t, err)
+		require.NotEmpty(t, ds)
+		ss := make([]driver.Settlement, len(ds))
+		for i, d := range ds {
+			ss[i] = driver.Settlement{Lease: d.Lease, Delivered: true, Attempt: driver.Attempt{At: now}}
+		}
+		for _, err := range l.Settle(ctx, ss) {
+			require.NoError(t, err)
+		}
+		delivered += len(ds)
+	}
+	// One more event, numbered and due: the claim has something to take.
+	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_churn", Event: evlogEvent("order.created")})
+	require.NoError(t, err)
+	require.Equal(t, 1, numberAll(t, l))
+	for {
+		k, err := l.Cleanup(ctx, created.Add(time.Second), 1000)
+		require.NoError(t, err)
+		if k == 0 {
+			break
+		}
+	}
+	out := map[string]int64{}
+	out["sequence"] = explainBuffers(t, pool, pgstore.EventLogStatement(l, "sequence"), int64(1000),
+		int32(pgstore.SequenceLockClass), "x#", pgstore.LowWater(l))
+	out["claim"] = explainBuffers(t, pool, pgstore.EventLogStatement(l, "claim"), []string{"we_churn"}, now, int64(10),
+		now.Unix(), now.Add(time.Minute), int64(10))
+	out["cleanup_pick"] = explainBuffers(t, pool, pgstore.EventLogStatement(l, "cleanup_pick"), created.Add(time.Second).Unix(),
+		int64(1000), int64(64), int64(1000))
+	return out
+}
+
+// explainBuffers runs sql under EXPLAIN (ANALYZE, BUFFERS) in a transaction it rolls back, and
+// returns the shared pages its plan hit or read.
+func explainBuffers(t *testing.T, pool pgstore.DB, sql string, args ...any) int64 {
+	t.Helper()
+	require.NotEmpty(t, sql)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var plan []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	var raw []byte
+	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&raw))
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	require.Len(t, plan, 1)
+	var n int64
+	for _, k := range []string{"Shared Hit Blocks", "Shared Read Blocks"} {
+		v, ok := plan[0].Plan[k].(float64)
+		require.True(t, ok, fmt.Sprintf("%s in %s", k, raw))
+		n += int64(v)
+	}
+	return n
+}
