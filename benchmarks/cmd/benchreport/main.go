@@ -51,7 +51,7 @@ type options struct {
 	count               int
 	timeout             time.Duration
 	scale               bool
-	scaleRaw            string
+	scaleRaw, scaleNote string
 	scaleSizes          scaleSizes
 }
 
@@ -69,6 +69,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the go test -timeout when running the benchmarks")
 	fs.BoolVar(&o.scale, "scale", false, "run the scale benchmarks (BenchmarkScale…) at full size, or read them from -in, and replace only the report's scale section")
 	fs.StringVar(&o.scaleRaw, "scale-raw", "results/scale.txt", "the scale benchmarks' saved output: -scale writes it, a whole report reads it ('' for none)")
+	fs.StringVar(&o.scaleNote, "scale-notes", "results/scale-notes.md", "close the scale section with this markdown file ('' or a missing file for none)")
 	fs.IntVar(&o.scaleSizes.events, "scale-events", 1_000_000, "with -scale: "+envScaleEvents)
 	fs.IntVar(&o.scaleSizes.flow, "scale-flow", 20_000, "with -scale: "+envScaleFlow)
 	fs.IntVar(&o.scaleSizes.samples, "scale-samples", 50, "with -scale: "+envScaleSamples)
@@ -141,6 +142,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	rep.ScaleSource = o.scaleRaw
 	if rep.Scale == nil {
 		rep.ScaleSource = cmp.Or(o.in, o.raw)
+	} else if rep.ScaleNotes, err = readNotes(o.scaleNote); err != nil {
+		return err
 	}
 	if cpu := out.Config["cpu"]; cpu != "" {
 		rep.Machine = append(rep.Machine, "`go test` reported cpu: "+cpu)
@@ -204,8 +207,12 @@ func runScaleSection(o options, args []string, stderr, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	notes, err := readNotes(o.scaleNote)
+	if err != nil {
+		return err
+	}
 	var section strings.Builder
-	renderScale(&section, out, source)
+	renderScale(&section, out, source, notes)
 	if section.Len() == 0 {
 		return errors.New("benchreport: the output has no scale benchmark results")
 	}

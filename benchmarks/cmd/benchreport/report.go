@@ -72,6 +72,7 @@ type Report struct {
 	// section from Out, when Out has the scale benchmarks. ScaleSource names the file it came from.
 	Scale       *Output
 	ScaleSource string
+	ScaleNotes  string // closes the scale section (with Scale only: the notes are about that run)
 	misses      []string
 	targets     []string
 	rendered    map[string]bool
@@ -180,7 +181,11 @@ func (r *Report) Render(w io.Writer) error {
 		scale = r.Out
 	}
 	n := body.Len()
-	renderScale(&body, scale, r.ScaleSource)
+	notes := r.ScaleNotes
+	if r.Scale == nil {
+		notes = ""
+	}
+	renderScale(&body, scale, r.ScaleSource, notes)
 	if body.Len() > n {
 		body.WriteString("\n")
 	}

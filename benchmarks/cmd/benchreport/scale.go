@@ -7,6 +7,7 @@ package main
 // every other section as it was.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -144,8 +145,9 @@ const (
 )
 
 // renderScale writes the scale section, with its markers, from out: the output of a -scale run, or of
-// a whole-suite run that included the scale benchmarks at their small default sizes.
-func renderScale(b *strings.Builder, out *Output, source string) {
+// a whole-suite run that included the scale benchmarks at their small default sizes. notes, markdown
+// written by hand about the run (what explains its figures), closes the section.
+func renderScale(b *strings.Builder, out *Output, source, notes string) {
 	flow := scaleRows(out, "BenchmarkScaleFlow")
 	claim := scaleRows(out, "BenchmarkScaleClaim")
 	churn := scaleRows(out, "BenchmarkScaleChurn")
@@ -207,6 +209,9 @@ func renderScale(b *strings.Builder, out *Output, source string) {
 		b.WriteString("\n")
 	}
 	b.WriteString(body.String())
+	if notes = strings.TrimSpace(notes); notes != "" {
+		b.WriteString("### Notes on this run\n\n" + notes + "\n\n")
+	}
 	b.WriteString(scaleEnd + "\n")
 }
 
@@ -354,6 +359,21 @@ func renderScaleChurn(b *strings.Builder, rows []scaleRow) (targets []string) {
 		}
 	}
 	return targets
+}
+
+// readNotes returns the markdown file at path, or "" when path is empty or names no file.
+func readNotes(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("benchreport: %w", err)
+	}
+	return string(b), nil
 }
 
 // readScale reads a saved scale run, or returns nil when path is empty or names no file.

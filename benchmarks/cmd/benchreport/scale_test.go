@@ -19,7 +19,7 @@ func renderScaleFile(t *testing.T) string {
 	out, err := Parse(f)
 	require.NoError(t, err)
 	var b strings.Builder
-	renderScale(&b, out, "results/scale.txt")
+	renderScale(&b, out, "results/scale.txt", "Why it is so.\n")
 	return b.String()
 }
 
@@ -44,7 +44,7 @@ func TestRenderScale(t *testing.T) {
 		{"curve first tenth", "| 1–100 | 3 |"},
 		{"curve last tenth", "| 901–1,000 | 181 |"},
 		{"cleanup target", "87 s, 60.3×: **missed**."},
-		{"end marker", "\n" + scaleEnd + "\n"},
+		{"notes close it", "### Notes on this run\n\nWhy it is so.\n\n" + scaleEnd + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { require.Contains(t, doc, tt.want) })
@@ -56,14 +56,14 @@ func TestRenderScaleWithoutCommand(t *testing.T) {
 	out, err := Parse(strings.NewReader("BenchmarkScaleFlow/endpoints=1-2 1 100 ns/op 10 appended/s 5 delivered/s 0.5 ratio\n"))
 	require.NoError(t, err)
 	var b strings.Builder
-	renderScale(&b, out, "results/bench.txt")
+	renderScale(&b, out, "results/bench.txt", "")
 	require.Contains(t, b.String(), "These figures come from `results/bench.txt`, which does not record the command")
 	require.Contains(t, b.String(), "| 1 | 10 | 5 | 0.50× | — | — |")
 
 	b.Reset()
 	out, err = Parse(strings.NewReader("BenchmarkProblemWrite/ours-2 10 100 ns/op\n"))
 	require.NoError(t, err)
-	renderScale(&b, out, "x")
+	renderScale(&b, out, "x", "notes")
 	require.Empty(t, b.String(), "no scale benchmark, no section")
 }
 
@@ -91,8 +91,9 @@ func TestReportTakesScaleSection(t *testing.T) {
 		"BenchmarkScaleFlow/endpoints=1-2 1 100 ns/op 10 appended/s 5 delivered/s 0.5 ratio\n"))
 	require.NoError(t, err)
 	var b strings.Builder
-	require.NoError(t, (&Report{Out: main, ScaleSource: "results/bench.txt"}).Render(&b))
+	require.NoError(t, (&Report{Out: main, ScaleSource: "results/bench.txt", ScaleNotes: "Run notes."}).Render(&b))
 	require.Contains(t, b.String(), "| 1 | 10 | 5 | 0.50× |", "without a saved scale run, the section comes from the run itself")
+	require.NotContains(t, b.String(), "Run notes.", "the notes are about the saved run")
 	require.NotContains(t, b.String(), "| ScaleFlow/endpoints=1 |", "and not from Other benchmarks")
 
 	f, err := os.Open("testdata/scale.txt")
@@ -101,8 +102,9 @@ func TestReportTakesScaleSection(t *testing.T) {
 	scale, err := Parse(f)
 	require.NoError(t, err)
 	b.Reset()
-	require.NoError(t, (&Report{Out: main, Scale: scale, ScaleSource: "results/scale.txt"}).Render(&b))
+	require.NoError(t, (&Report{Out: main, Scale: scale, ScaleSource: "results/scale.txt", ScaleNotes: "Run notes."}).Render(&b))
 	require.Contains(t, b.String(), "| 1 | 9,000 | 963 | 0.11× |", "a saved scale run wins")
+	require.Contains(t, b.String(), "### Notes on this run\n\nRun notes.\n")
 	require.NotContains(t, b.String(), "| 1 | 10 | 5 | 0.50× |")
 }
 
@@ -111,7 +113,7 @@ func TestRunScaleFromFile(t *testing.T) {
 	doc := filepath.Join(dir, "BENCHMARKS.md")
 	require.NoError(t, os.WriteFile(doc, []byte("# Benchmarks\n\nhand-written section\n"), 0o644))
 	var stdout, stderr strings.Builder
-	args := []string{"-scale", "-in", "testdata/scale.txt", "-o", doc}
+	args := []string{"-scale", "-in", "testdata/scale.txt", "-o", doc, "-scale-notes", filepath.Join(dir, "none.md")}
 	require.NoError(t, run(args, &stdout, &stderr))
 	require.NoError(t, run(args, &stdout, &stderr), "a second splice replaces the first")
 	got, err := os.ReadFile(doc)
@@ -121,7 +123,7 @@ func TestRunScaleFromFile(t *testing.T) {
 	require.Contains(t, string(got), "go run ./cmd/benchreport -scale -in testdata/scale.txt")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "none.txt"), []byte("BenchmarkX-2 1 1 ns/op\n"), 0o644))
-	err = run([]string{"-scale", "-in", filepath.Join(dir, "none.txt"), "-o", "-"}, &stdout, &stderr)
+	err = run([]string{"-scale", "-in", filepath.Join(dir, "none.txt"), "-o", "-", "-scale-notes", ""}, &stdout, &stderr)
 	require.ErrorContains(t, err, "no scale benchmark results")
 }
 
