@@ -21,6 +21,12 @@
 //   - BenchmarkPGOutbox, the same way: one busy licensee's orders through the transactional outbox on
 //     the library path, with 1 and 8 endpoints, events numbered after the commit (with the
 //     commit-to-numbered lag) and, for comparison, inside the order's transaction, against pgbench -N.
+//   - BenchmarkScaleFlow, BenchmarkScaleClaim and BenchmarkScaleChurn (issue 37), the event log at
+//     scale through its public API only: delivered/s against appended/s with 1, 100 and 10,000
+//     endpoints (order checked, WAL per event), a dispatcher's claim against a due backlog of up to
+//     SVC_BENCH_SCALE_EVENTS, the sequencer's pick and the claim after that many events went through,
+//     and the retention's removal of them batch by batch, without VACUUM. Sized by SVC_BENCH_SCALE_*
+//     (see scale_test.go); skips without SVC_TEST_POSTGRES_DSN.
 //
 // The tests beside them check that every library really does its work on the prepared inputs (each
 // verifier accepts its delivery and rejects a changed body; each middleware replays instead of
@@ -29,6 +35,11 @@
 // The report, docs/BENCHMARKS.md, is written by cmd/benchreport from a run of these benchmarks:
 //
 //	cd benchmarks && go run ./cmd/benchreport
+//
+// The scale benchmarks at full size (a million events) run on their own, and their section of the
+// report is replaced alone:
+//
+//	cd benchmarks && go run ./cmd/benchreport -scale
 //
 // CI runs every benchmark once (-benchtime 1x), so none of them rots.
 package benchmarks

@@ -6,15 +6,24 @@
 //
 //	go run ./cmd/benchreport                          # run 10 passes and write ../docs/BENCHMARKS.md
 //	go run ./cmd/benchreport -in results/bench.txt    # only regenerate the report from saved output
+//	go run ./cmd/benchreport -scale                   # run the scale benchmarks at full size (long) and
+//	                                                  # replace only the report's scale section
+//	go run ./cmd/benchreport -scale -in results/scale.txt  # only re-render the scale section
 //
 // When it runs the benchmarks itself it saves their raw output (-raw), so that the report can be
 // regenerated and compared with benchstat later. Set SVC_TEST_REDIS_URL and SVC_TEST_POSTGRES_DSN to
 // include the Redis and PostgreSQL stores.
+//
+// The scale benchmarks (issue 37) at full size take long, so -scale runs them on their own, saves
+// their output with the command that made it (-scale-raw), and replaces the report's scale section
+// alone, between its markers, leaving every other section as it is. A whole report includes the
+// section from the saved output when there is one.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +50,9 @@ type options struct {
 	bench, benchtime    string
 	count               int
 	timeout             time.Duration
+	scale               bool
+	scaleRaw, scaleNote string
+	scaleSizes          scaleSizes
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -55,11 +67,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.benchtime, "benchtime", "100ms", "the -benchtime when running the benchmarks")
 	fs.IntVar(&o.count, "count", 10, "how many times to run the whole suite (6 or more for a confidence interval)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "the go test -timeout when running the benchmarks")
+	fs.BoolVar(&o.scale, "scale", false, "run the scale benchmarks (BenchmarkScale…) at full size, or read them from -in, and replace only the report's scale section")
+	fs.StringVar(&o.scaleRaw, "scale-raw", "results/scale.txt", "the scale benchmarks' saved output: -scale writes it, a whole report reads it ('' for none)")
+	fs.StringVar(&o.scaleNote, "scale-notes", "results/scale-notes.md", "close the scale section with this markdown file ('' or a missing file for none)")
+	fs.IntVar(&o.scaleSizes.events, "scale-events", 1_000_000, "with -scale: "+envScaleEvents)
+	fs.IntVar(&o.scaleSizes.flow, "scale-flow", 20_000, "with -scale: "+envScaleFlow)
+	fs.IntVar(&o.scaleSizes.samples, "scale-samples", 50, "with -scale: "+envScaleSamples)
+	fs.IntVar(&o.scaleSizes.seconds, "scale-seconds", 60, "with -scale: "+envScaleSeconds)
+	fs.DurationVar(&o.scaleSizes.timeout, "scale-timeout", 2*time.Hour, "with -scale: the go test -timeout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("benchreport: unexpected arguments %q", fs.Args())
+	}
+	if o.scale {
+		return runScaleSection(o, args, stderr, stdout)
 	}
 	if o.count < 1 {
 		return errors.New("benchreport: -count must be at least 1")
@@ -89,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		before := loadAvg()
 		for i := 1; i <= o.count; i++ {
 			fmt.Fprintf(stderr, "benchreport: pass %d of %d\n", i, o.count)
-			out, err := runBenchmarks(goTest, stderr)
+			out, err := runBenchmarks(goTest, nil, stderr)
 			if err != nil {
 				return err
 			}
@@ -113,6 +136,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return errors.New("benchreport: the output has no benchmark results")
 	}
 	rep.Out = out
+	if rep.Scale, err = readScale(o.scaleRaw); err != nil {
+		return err
+	}
+	rep.ScaleSource = o.scaleRaw
+	if rep.Scale == nil {
+		rep.ScaleSource = cmp.Or(o.in, o.raw)
+	} else if rep.ScaleNotes, err = readNotes(o.scaleNote); err != nil {
+		return err
+	}
 	if cpu := out.Config["cpu"]; cpu != "" {
 		rep.Machine = append(rep.Machine, "`go test` reported cpu: "+cpu)
 	}
@@ -141,10 +173,76 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runBenchmarks runs go test, echoing its output to progress as it comes, and returns the output.
-// A failing run is an error: a report must not be written from a partial run.
-func runBenchmarks(argv []string, progress io.Writer) ([]byte, error) {
+// runScaleSection is -scale: it runs the scale benchmarks (or reads their output from -in), saves
+// what it ran, and writes the scale section into the report -o names, replacing the one there.
+func runScaleSection(o options, args []string, stderr, stdout io.Writer) error {
+	var (
+		raw    []byte
+		err    error
+		source = o.scaleRaw
+	)
+	if o.in != "" {
+		source = o.in
+		if o.in == "-" {
+			raw, err = io.ReadAll(os.Stdin)
+		} else {
+			raw, err = os.ReadFile(o.in)
+		}
+		if err != nil {
+			return fmt.Errorf("benchreport: %w", err)
+		}
+	} else {
+		if source == "" {
+			return errors.New("benchreport: -scale runs the benchmarks only to save their output: set -scale-raw")
+		}
+		command := shellJoin(append([]string{"go", "run", "./cmd/benchreport"}, args...))
+		if raw, err = runScale(o.scaleSizes, command, stderr); err != nil {
+			return err
+		}
+		if err := os.WriteFile(source, raw, 0o644); err != nil {
+			return fmt.Errorf("benchreport: saving raw output: %w", err)
+		}
+	}
+	out, err := Parse(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	notes, err := readNotes(o.scaleNote)
+	if err != nil {
+		return err
+	}
+	var section strings.Builder
+	renderScale(&section, out, source, notes)
+	if section.Len() == 0 {
+		return errors.New("benchreport: the output has no scale benchmark results")
+	}
+	if o.out == "-" {
+		_, err = io.WriteString(stdout, section.String())
+		return err
+	}
+	doc, err := os.ReadFile(o.out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("benchreport: %w", err)
+	}
+	spliced, err := spliceScale(string(doc), section.String())
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.out, []byte(spliced), 0o644); err != nil {
+		return fmt.Errorf("benchreport: %w", err)
+	}
+	fmt.Fprintf(stderr, "benchreport: wrote the scale section of %s\n", o.out)
+	return nil
+}
+
+// runBenchmarks runs go test with env added to the environment, echoing its output to progress as
+// it comes, and returns the output. A failing run is an error: a report must not be written from a
+// partial run.
+func runBenchmarks(argv, env []string, progress io.Writer) ([]byte, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var buf bytes.Buffer
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
@@ -161,7 +259,7 @@ func runBenchmarks(argv []string, progress io.Writer) ([]byte, error) {
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
-	fmt.Fprintln(progress, "benchreport: running", shellJoin(argv))
+	fmt.Fprintln(progress, "benchreport: running", strings.TrimSpace(strings.Join(env, " ")+" "+shellJoin(argv)))
 	err := cmd.Run()
 	_ = pw.Close()
 	<-done

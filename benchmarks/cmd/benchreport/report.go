@@ -63,14 +63,19 @@ type listing struct {
 
 // Report is the input of Render: the parsed output, where it came from, and the machine.
 type Report struct {
-	Out      *Output
-	Command  string   // how to regenerate the report
-	GoTest   string   // the go test command whose output this is
-	Machine  []string // "key: value" lines describing the machine
-	Notes    string   // the closing note, markdown, written by hand
-	misses   []string
-	targets  []string
-	rendered map[string]bool
+	Out     *Output
+	Command string   // how to regenerate the report
+	GoTest  string   // the go test command whose output this is
+	Machine []string // "key: value" lines describing the machine
+	Notes   string   // the closing note, markdown, written by hand
+	// Scale is the saved output of a scale run (-scale), rendered as the scale section; nil renders the
+	// section from Out, when Out has the scale benchmarks. ScaleSource names the file it came from.
+	Scale       *Output
+	ScaleSource string
+	ScaleNotes  string // closes the scale section (with Scale only: the notes are about that run)
+	misses      []string
+	targets     []string
+	rendered    map[string]bool
 }
 
 var webhookPeers = []impl{
@@ -171,6 +176,19 @@ func (r *Report) Render(w io.Writer) error {
 		r.renderListing(&body, l)
 	}
 	r.renderOthers(&body)
+	scale := r.Scale
+	if scale == nil {
+		scale = r.Out
+	}
+	n := body.Len()
+	notes := r.ScaleNotes
+	if r.Scale == nil {
+		notes = ""
+	}
+	renderScale(&body, scale, r.ScaleSource, notes)
+	if body.Len() > n {
+		body.WriteString("\n")
+	}
 
 	var b strings.Builder
 	b.WriteString("# Benchmarks\n\n")
@@ -471,7 +489,7 @@ func (r *Report) hasUnder(prefix string) bool {
 func (r *Report) renderOthers(b *strings.Builder) {
 	var rest []*Result
 	for _, res := range r.Out.Results {
-		if !r.rendered[res.Name] {
+		if !r.rendered[res.Name] && !isScale(res.Name) { // the scale section has them
 			rest = append(rest, res)
 		}
 	}

@@ -99,13 +99,13 @@ func TestRunFromFile(t *testing.T) {
 
 func TestRunBenchmarks(t *testing.T) {
 	var progress strings.Builder
-	out, err := runBenchmarks([]string{"go", "env", "GOARCH"}, &progress)
+	out, err := runBenchmarks([]string{"go", "env", "GOARCH"}, nil, &progress)
 	require.NoError(t, err)
 	require.NotEmpty(t, strings.TrimSpace(string(out)))
 	require.Contains(t, progress.String(), "benchreport: running go env GOARCH")
 	require.Contains(t, progress.String(), strings.TrimSpace(string(out)), "the output is echoed as it comes")
 
-	_, err = runBenchmarks([]string{"go", "no-such-command"}, &progress)
+	_, err = runBenchmarks([]string{"go", "no-such-command"}, nil, &progress)
 	require.ErrorContains(t, err, "benchreport: go no-such-command")
 }
 
