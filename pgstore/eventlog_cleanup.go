@@ -27,7 +27,8 @@ func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (in
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(evlogLockName("cleanup", l.cfg))); err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
-	rows, err := tx.Query(ctx, l.sql.cleanupPick, before.Unix(), int64(limit), int64(cleanupStreams), int64(cleanupStragglers))
+	rows, err := tx.Query(ctx, l.sql.cleanupPick, before.Unix(), int64(limit), int64(cleanupStreams), int64(cleanupStragglers),
+		int64(cleanupWindow))
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
@@ -70,10 +71,12 @@ func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (in
 	return int(tag.RowsAffected()), nil
 }
 
-// The bounds of one Cleanup batch's reading: the streams it looks at (those whose retained events
-// may be the oldest), and how many events beyond the limit it reads of each, to find the expired
-// events that a younger one was numbered before (cleanup.sql).
+// The bounds of one Cleanup batch's reading (cleanup.sql): the streams it looks at (those whose
+// retained events may be the oldest), how many events beyond the limit it reads of the oldest one, to
+// find the expired events that a younger one was numbered before, and how many it reads of each
+// other.
 const (
 	cleanupStreams    = 64
 	cleanupStragglers = 1000
+	cleanupWindow     = 200
 )

@@ -381,7 +381,9 @@ func (d *Dispatcher) Cleanup(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("producer: cleanup: %w", err)
 		}
-		if n < CleanupBatch {
+		// Until a batch finds nothing: a Log may remove less than a batch while more is due (a
+		// pgstore.EventLog reads a bounded window of each stream per batch).
+		if n == 0 {
 			return total, nil
 		}
 	}

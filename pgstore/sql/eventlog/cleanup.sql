@@ -4,9 +4,10 @@
 -- name: cleanup_pick
 -- Cleanup, first: which events go. s: the streams that may hold events created before $1 (no
 -- retained event of theirs was created before first_created), the oldest first, at most $3. w: each
--- one's window — its lowest retained events, from its watermark up by the primary key, $2 of them
--- and cleanupStragglers more (an event numbered before an older one: racing appenders commit out of
--- order). x: of the windows' events created before $1, the oldest $2 in all. Per stream of s: its
+-- one's window — its lowest retained events, from its watermark up by the primary key: for the
+-- oldest stream $2 of them and $4 more (an event numbered before an older one: racing appenders
+-- commit out of order), for the others $5, so that a batch reads a bounded number of rows however
+-- the expired events are spread. x: of the windows' events created before $1, the oldest $2 in all. Per stream of s: its
 -- watermark, the highest sequence of x (every lower one goes with it, so that the retained window
 -- stays contiguous; the watermark itself when nothing goes), and the oldest creation among the
 -- window's events above that, the stream's next first_created (NULL: nothing retained). Every scan
@@ -15,13 +16,13 @@
 -- event beyond the window (one that more than cleanupStragglers events overtook) waits until the
 -- events before it are old too.
 WITH s AS MATERIALIZED (
-    SELECT stream, pruned_through FROM {{streams}}
+    SELECT stream, pruned_through, row_number() OVER (ORDER BY first_created, stream) AS rn FROM {{streams}}
     WHERE first_created < $1::bigint ORDER BY first_created, stream LIMIT $3),
 w AS MATERIALIZED (
     SELECT s.stream, e.seq, e.created FROM s CROSS JOIN LATERAL (
         SELECT seq, created FROM {{events}} e
         WHERE e.stream = s.stream AND e.seq > s.pruned_through
-        ORDER BY e.seq LIMIT $2::bigint + $4::bigint) e),
+        ORDER BY e.seq LIMIT CASE WHEN s.rn = 1 THEN $2::bigint + $4::bigint ELSE $5::bigint END) e),
 x AS (
     SELECT stream, seq FROM w WHERE created < $1 ORDER BY created, stream, seq LIMIT $2),
 t AS (
