@@ -497,9 +497,10 @@ func waitUnsequenced(ctx context.Context, log *pgstore.EventLog) error {
 }
 
 // newOrderServer builds the reference server on pool exactly as examples/orderserver's openBackends
-// does with SVC_POSTGRES_DSN (pgserver.Migrate and pgserver.Config; without its cleanup loop and without a
-// seal key ring, the command's default): every store on PostgreSQL and the transactional idempotency
-// mode.
+// does with SVC_POSTGRES_DSN (pgserver.Migrate, pgserver.Config and pgserver.Listen, which keeps the
+// caches of credentials and pins true until the benchmark ends; without its cleanup loop and without
+// a seal key ring, the command's default): every store on PostgreSQL and the transactional
+// idempotency mode.
 func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 	tb.Helper()
 	if err := pgserver.Migrate(context.Background(), pool); err != nil {
@@ -509,6 +510,15 @@ func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	listenCtx, stopListen := context.WithCancel(context.Background())
+	listened := make(chan error, 1)
+	go func() { listened <- pgserver.Listen(listenCtx, cfg, nil) }()
+	tb.Cleanup(func() { // before the pool closes: cleanups run last-in first-out
+		stopListen()
+		if err := <-listened; err != nil {
+			tb.Errorf("pgserver.Listen: %v", err)
+		}
+	})
 	cfg.BaseURL = "http://127.0.0.1:8080"
 	// The benchmark's endpoints (of sandbox keys) are on loopback, which the default guard refuses.
 	cfg.Webhooks = orderserver.WebhookOptions{SandboxGuard: &ssrf.Guard{

@@ -2,12 +2,15 @@ package pgstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/apikey"
 )
@@ -23,6 +26,14 @@ type CredentialStoreOptions struct {
 	Schema string
 	// Table is the table's name. Default DefaultCredentialTable.
 	Table string
+	// CacheSize, when positive, puts a cache of at most this many credentials in front of Get, so
+	// that authenticating a request does not read the table each time; the least recently used
+	// credential leaves to make room. It needs the store's DB to be a *pgxpool.Pool, and it serves
+	// only while Listen runs: a change committed anywhere — Put, Revoke, RevokeAll, or an UPDATE
+	// or DELETE typed by hand, which the table's trigger reports — reaches every replica's cache
+	// within one second, usually within milliseconds. Unknown keys are never cached: made-up keys
+	// cannot fill it. Default 0: no cache; every Get reads the table. Negative is an error.
+	CacheSize int
 }
 
 // credConfig is CredentialStoreOptions with the defaults applied and the names quoted.
@@ -43,9 +54,18 @@ func credResolve(opts *CredentialStoreOptions) credConfig {
 	return o
 }
 
+// channel is the channel the credentials table's trigger notifies on.
+func (o *credConfig) channel() string { return cacheChannel("credentials", o.Schema, o.Table) }
+
 // CredentialStore is an apikey.CredentialStore on PostgreSQL, one row per API key in the table that
 // Migrate creates. Each method is one statement. Times are timestamptz, which keeps
 // microseconds: pass times at that precision if they must compare equal after a round trip.
+//
+// With CredentialStoreOptions.CacheSize, Get answers from memory what it read before, for as long
+// as Listen proves every second that no change was missed (see Listen). Revoke and RevokeAll also
+// drop what they changed from the store's own cache at once. Expiry and revocation instants travel
+// with the cached credential, and apikey's Issuer compares them with its clock at every request, so
+// a key that expires, or whose scheduled revocation arrives, is refused without any notification.
 //
 // A CredentialStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is
 // not). It never closes the DB. Its zero value is not usable: its methods return an error that wraps
@@ -53,20 +73,37 @@ func credResolve(opts *CredentialStoreOptions) credConfig {
 type CredentialStore struct {
 	db                          DB
 	put, get, revoke, revokeAll string
+	cache                       *cache[apikey.KeyHash, apikey.Credential] // nil without CacheSize
+	pool                        *pgxpool.Pool                             // the cache listens like it
 }
 
 var _ apikey.CredentialStore = (*CredentialStore)(nil)
 
 // NewCredentialStore returns a store on db with opts (nil means the defaults). Run Migrate with the
-// same opts (or MigrationSQL's SQL) first.
+// same opts (or MigrationSQL's SQL) first. With a CacheSize, db must be a *pgxpool.Pool, and Listen
+// must run for the cache to serve.
 func NewCredentialStore(db DB, opts *CredentialStoreOptions) (*CredentialStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewCredentialStore")
 	}
 	o := credResolve(opts)
+	var (
+		c    *cache[apikey.KeyHash, apikey.Credential]
+		pool *pgxpool.Pool
+	)
+	switch {
+	case o.CacheSize < 0:
+		return nil, fmt.Errorf("pgstore: NewCredentialStore: negative CredentialStoreOptions.CacheSize %d", o.CacheSize)
+	case o.CacheSize > 0:
+		var err error
+		if pool, err = cachePool(db, "NewCredentialStore", "CredentialStoreOptions.CacheSize"); err != nil {
+			return nil, err
+		}
+		c = newCache[apikey.KeyHash, apikey.Credential](o.CacheSize, o.channel(), parseKeyHash)
+	}
 	t := o.qualified
 	return &CredentialStore{
-		db: db,
+		db: db, cache: c, pool: pool,
 		put: `INSERT INTO ` + t + ` (id, hash, licensee, environment, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6)`,
 		get: `SELECT id, hash, licensee, environment, created_at, expires_at, revoked_at FROM ` + t + ` WHERE hash = $1`,
@@ -96,11 +133,70 @@ func (s *CredentialStore) Put(ctx context.Context, c apikey.Credential) error {
 	return nil
 }
 
-// Get implements apikey.CredentialStore.
+// parseKeyHash reads a notification of the credentials table: the key's hash in hex.
+func parseKeyHash(payload string) (apikey.KeyHash, bool) {
+	var h apikey.KeyHash
+	if len(payload) != 2*len(h) {
+		return h, false
+	}
+	_, err := hex.Decode(h[:], []byte(payload))
+	return h, err == nil
+}
+
+// Get implements apikey.CredentialStore. With a cache, a credential read before comes from memory
+// (see CredentialStoreOptions.CacheSize); an unknown hash always reads the table.
 func (s *CredentialStore) Get(ctx context.Context, h apikey.KeyHash) (apikey.Credential, error) {
 	if s == nil || s.db == nil {
 		return apikey.Credential{}, errZeroCredentialStore
 	}
+	if s.cache == nil {
+		return s.read(ctx, h)
+	}
+	c, ok, ticket := s.cache.get(h)
+	if ok {
+		// A cancelled request fails as it would at the table.
+		if err := ctx.Err(); err != nil {
+			return apikey.Credential{}, fmt.Errorf("pgstore: get credential: %w", err)
+		}
+		return c, nil
+	}
+	c, err := s.read(ctx, h)
+	if err == nil {
+		s.cache.fill(h, c, ticket)
+	}
+	return c, err
+}
+
+// Listen keeps the cache (CredentialStoreOptions.CacheSize) true to the table until ctx ends, and
+// then returns nil; run it once per store, next to it, and stop it by cancelling ctx:
+//
+//	go creds.Listen(ctx, logger)
+//
+// It holds one connection of its own, made like the pool's (outside the pool's MaxConns and its
+// tracer), which LISTENs on the table's channel: each change the trigger reports drops that
+// credential, on every replica, as soon as the changing transaction commits. The cache serves only
+// while that connection has proved, within the last second, that it missed nothing (a ping every
+// 250 ms): while it is down, reconnecting or stalled, Get reads the table, and on every new
+// connection the cache starts empty. So a change committed at T is served by no replica from T + 1 s
+// on. Failures are retried for as long as ctx lasts, at once and then with a backoff up to 5 s,
+// each logged at Warn on logger (nil: nothing is logged).
+//
+// Listen needs the table's migration 2 (Migrate creates the trigger), a connection to the
+// primary (a standby delivers no notifications), and that nobody disables the trigger (it is enabled
+// ALWAYS, so logical replication and session_replication_role = replica fire it too). It is an error
+// on a store without a cache, or when Listen already runs on the store.
+func (s *CredentialStore) Listen(ctx context.Context, logger *slog.Logger) error {
+	if s == nil || s.db == nil {
+		return errZeroCredentialStore
+	}
+	if s.cache == nil {
+		return errNoCache("CredentialStore", "CredentialStoreOptions.CacheSize")
+	}
+	return s.cache.listen(ctx, s.pool, logger, "CredentialStore")
+}
+
+// read reads the credential of h from the table.
+func (s *CredentialStore) read(ctx context.Context, h apikey.KeyHash) (apikey.Credential, error) {
 	var (
 		c                apikey.Credential
 		hash             []byte
@@ -139,6 +235,11 @@ func (s *CredentialStore) Revoke(ctx context.Context, id string, at time.Time) e
 		return apikey.ErrZeroRevocation
 	}
 	tag, err := s.db.Exec(ctx, s.revoke, id, at)
+	if s.cache != nil {
+		// At once for this replica (the trigger's notification follows), whatever the outcome: a
+		// failed statement may still have committed.
+		s.cache.dropIf(func(c apikey.Credential) bool { return c.ID == id })
+	}
 	if err != nil {
 		return fmt.Errorf("pgstore: revoke credential %s: %w", id, err)
 	}
@@ -157,6 +258,9 @@ func (s *CredentialStore) RevokeAll(ctx context.Context, licensee string, env ap
 		return 0, apikey.ErrZeroRevocation
 	}
 	tag, err := s.db.Exec(ctx, s.revokeAll, licensee, string(env), at)
+	if s.cache != nil {
+		s.cache.dropIf(func(c apikey.Credential) bool { return c.Licensee == licensee && c.Environment == env })
+	}
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: revoke credentials of %s: %w", licensee, err)
 	}

@@ -21,11 +21,18 @@
 //     without a ring they are stored as given (they are HMAC keys): protect the table then.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position; AdvanceTx and ProcessInTx
 //     commit the consumer's own effects with the cursor, exactly once.
-//   - PinStore (versioning.PinStore) and CredentialStore (apikey.CredentialStore).
+//   - PinStore (versioning.PinStore) and CredentialStore (apikey.CredentialStore), each with an
+//     optional bounded cache in front of Get (CacheSize), for the lookups every request makes. The
+//     transaction that changes a row — through the store, or by hand in SQL — sends a notification
+//     from the table's trigger when it commits; each cached store's Listen receives it on a
+//     connection of its own and drops the row. A cache serves only while its listener proves every
+//     second that it missed nothing, so a revocation or a re-pin reaches every replica within one
+//     second, usually within milliseconds, and a listener that is down makes Get read the table.
 //
 // Stores take a DB the caller owns — a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx — and never close it.
-// No store reads the clock: times are passed in by the packages that call it, so tests control time
-// completely.
+// No store reads the clock for a time it stores or compares: times are passed in by the packages
+// that call it, so tests control time completely (a cache reads the monotonic clock only to bound
+// its own staleness).
 //
 // # Migrations
 //

@@ -92,6 +92,22 @@ func adoptEvent(n int) webhook.Event {
 // are written as that version wrote them.
 func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts, v1 bool) {
 	t.Helper()
+	writeUncachedStores(t, db, o, v1)
+	writeCachedStores(t, db, o)
+}
+
+// writeCachedStores writes the pin and the credential of writeEveryStore.
+func writeCachedStores(t *testing.T, db pgstore.DB, o storeOpts) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := must(pgstore.NewPinStore(db, o.pin)).SetIfAbsent(ctx, "lic_1", "v2", pinT0)
+	require.NoError(t, err)
+	require.NoError(t, must(pgstore.NewCredentialStore(db, o.cred)).Put(ctx, adoptCred))
+}
+
+// writeUncachedStores writes the rest of writeEveryStore: the stores whose migrations add no trigger.
+func writeUncachedStores(t *testing.T, db pgstore.DB, o storeOpts, v1 bool) {
+	t.Helper()
 	ctx := context.Background()
 	idem := must(pgstore.NewIdempotencyStore(db, o.idem))
 	c := idemClaim(t, idem, adoptKeyDone, idemFP1, idemT0)
@@ -117,9 +133,6 @@ func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts, v1 bool) {
 
 	require.NoError(t, must(pgstore.NewEndpointStore(db, o.ep)).Put(ctx, adoptEndpoint))
 	require.NoError(t, must(pgstore.NewCursorStore(db, o.cur)).Advance(ctx, "we_1", 0, 5))
-	_, _, err = must(pgstore.NewPinStore(db, o.pin)).SetIfAbsent(ctx, "lic_1", "v2", pinT0)
-	require.NoError(t, err)
-	require.NoError(t, must(pgstore.NewCredentialStore(db, o.cred)).Put(ctx, adoptCred))
 }
 
 // writeV1Events writes what the event log of migration 1 held after three events of we_1 were
@@ -241,7 +254,7 @@ func TestMigrateAdoptsUnversionedSchema(t *testing.T) {
 
 			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
 			applied := versionRows(t, pool, schema)
-			require.Len(t, applied, 7, "migration 1 of every store, and the event log's second")
+			require.Len(t, applied, len(everyVersion()), "every migration of every store")
 			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
 			require.Equal(t, applied, versionRows(t, pool, schema), "running it again records nothing")
 			checkEveryStore(t, pool, o)
@@ -261,9 +274,10 @@ func TestMigrateAdoptsUnversionedSchema(t *testing.T) {
 // TestMigrateAdoptionTakesNoLock: the first versioned Migrate on a deployed schema — a rolling
 // upgrade, while replicas of the earlier version hold transactions open on every table (an outbox
 // append, a request in transactional mode) — has nothing to alter or build in migration 1, so it
-// waits for none of them, and holds none of them up. The event log's second migration does alter its
-// tables (0002_delivery_cursors.sql says to stop the earlier dispatchers first); it runs once they
-// are done.
+// waits for none of them, and holds none of them up. Later migrations may: the event log's second
+// alters its tables (0002_delivery_cursors.sql says to stop the earlier dispatchers first), and the
+// second of the credentials and the pins adds triggers, which wait for open writes of those tables
+// (TestMigrateTriggersHoldUpNoReader); they run once the open transaction is done.
 func TestMigrateAdoptionTakesNoLock(t *testing.T) {
 	for _, tc := range adoptCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,10 +287,15 @@ func TestMigrateAdoptionTakesNoLock(t *testing.T) {
 			applyFixture(t, pool, tc.fixture)
 			o := sortStores(stores)
 
+			writeCachedStores(t, pool, o)
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
-			writeEveryStore(t, tx, o, true)
+			writeUncachedStores(t, tx, o, true)
+			_, err = must(pgstore.NewPinStore(tx, o.pin)).Get(ctx, "lic_1")
+			require.NoError(t, err)
+			_, err = must(pgstore.NewCredentialStore(tx, o.cred)).Get(ctx, adoptCred.Hash)
+			require.NoError(t, err)
 
 			mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
@@ -284,8 +303,56 @@ func TestMigrateAdoptionTakesNoLock(t *testing.T) {
 			require.Len(t, versionRows(t, pool, schema), 6)
 			require.NoError(t, tx.Commit(ctx))
 			require.NoError(t, pgstore.Migrate(ctx, pool, stores...))
-			require.Len(t, versionRows(t, pool, schema), 7)
+			require.Len(t, versionRows(t, pool, schema), len(everyVersion()))
 			checkEveryStore(t, pool, o)
 		})
 	}
+}
+
+// TestMigrateTriggersHoldUpNoReader: migration 2 of the credentials and the pins creates a trigger,
+// which must wait for a transaction that wrote to the table; while it waits, readers of the table
+// (every request's credential and pin lookups) go on.
+func TestMigrateTriggersHoldUpNoReader(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	o := sortStores(everyStore(schema))
+	applyFixture(t, pool, "unversioned_defaults.sql")
+	// The fixture's tables are in the search_path; the stores name the schema, which is the same.
+	writeCachedStores(t, pool, o)
+
+	writer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(ctx) }()
+	_, _, err = must(pgstore.NewPinStore(writer, o.pin)).SetIfAbsent(ctx, "lic_2", "v1", pinT0)
+	require.NoError(t, err)
+
+	migrated := make(chan error, 1)
+	go func() { migrated <- pgstore.Migrate(ctx, pool, o.pin) }()
+	// Wait until migration 2 waits for the writer's lock.
+	writerPID := int32(writer.Conn().PgConn().PID())
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(patience(t))
+	for waiting := false; !waiting; {
+		select {
+		case err := <-migrated:
+			t.Fatalf("the migration did not wait for the open write: %v", err)
+		case <-giveUp:
+			t.Fatal("the migration never waited for the writer's lock")
+		case <-tick.C:
+		}
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE $1 = ANY (pg_blocking_pids(pid)) AND query LIKE '-- Cache invalidation%')`, writerPID).Scan(&waiting))
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	p, err := must(pgstore.NewPinStore(pool, o.pin)).Get(rctx, "lic_1")
+	require.NoError(t, err, "a reader is not held up")
+	require.Equal(t, "v2", p.Version)
+
+	require.NoError(t, writer.Commit(ctx))
+	require.NoError(t, <-migrated)
+	p, err = must(pgstore.NewPinStore(pool, o.pin)).Get(ctx, "lic_2")
+	require.NoError(t, err)
+	require.Equal(t, "v1", p.Version)
 }

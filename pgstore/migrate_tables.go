@@ -67,6 +67,7 @@ func (opts *PinStoreOptions) migrationTables() (tableSet, error) {
 	n := newSQLNames(o.Schema)
 	n.table("table", o.Table)
 	n.index("version_idx", o.Table+"_version_idx")
+	n.invalidation(o.Table, o.channel())
 	return tableSet{store: "pins", what: "pin store", schema: o.Schema, table: o.Table, names: n}, nil
 }
 
@@ -75,5 +76,6 @@ func (opts *CredentialStoreOptions) migrationTables() (tableSet, error) {
 	n := newSQLNames(o.Schema)
 	n.table("table", o.Table)
 	n.index("licensee_idx", o.Table+"_licensee_idx")
+	n.invalidation(o.Table, o.channel())
 	return tableSet{store: "credentials", what: "credentials", schema: o.Schema, table: o.Table, names: n}, nil
 }

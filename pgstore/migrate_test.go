@@ -89,6 +89,12 @@ func allVersions(pairs ...string) []string {
 	return out
 }
 
+// everyVersion is allVersions of every store's default table.
+func everyVersion() []string {
+	return allVersions("credentials", "sandbox_credentials", "cursors", "webhook_cursors", "endpoints", "webhook_endpoints",
+		"eventlog", "webhook_events", "idempotency", "idempotency_keys", "pins", "version_pins")
+}
+
 // Migrate creates every store's tables; replicas that start together may all run it at once, and
 // running it again changes nothing.
 func TestMigrateCreatesEveryStore(t *testing.T) {
@@ -118,8 +124,7 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"idempotency_keys", "pgstore_migrations", "sandbox_credentials", "version_pins", "webhook_cursors", "webhook_endpoints",
 		"webhook_events", "webhook_events_attempts", "webhook_events_deliveries", "webhook_events_pending", "webhook_events_streams"}, tables)
-	require.Equal(t, allVersions("credentials", "sandbox_credentials", "cursors", "webhook_cursors", "endpoints", "webhook_endpoints",
-		"eventlog", "webhook_events", "idempotency", "idempotency_keys", "pins", "version_pins"), versionKeys(t, pool, schema))
+	require.Equal(t, everyVersion(), versionKeys(t, pool, schema))
 	for _, v := range applied {
 		require.True(t, strings.HasPrefix(v.Name, fmt.Sprintf("%04d_", v.Version)), "%s %d: %s", v.Store, v.Version, v.Name)
 	}
@@ -300,7 +305,7 @@ func TestMigrationSQLMatchesMigrate(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	recorded := versionRows(t, byScript, scriptSchema)
-	require.Len(t, recorded, 2*len(allVersions("credentials", "", "cursors", "", "endpoints", "", "eventlog", "", "idempotency", "", "pins", "")))
+	require.Len(t, recorded, 2*len(everyVersion()))
 
 	require.NoError(t, pgstore.Migrate(ctx, byScript, append(everyStore(""), otherNames("")...)...))
 	require.Equal(t, recorded, versionRows(t, byScript, scriptSchema), "Migrate found every migration applied")
@@ -333,6 +338,10 @@ func describeSchema(t testing.TB, pool pgstore.DB, schema string) []string {
 		 LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.oid AND d.refclassid = 'pg_class'::regclass
 		      AND d.deptype IN ('a', 'i')
 		 WHERE s.relkind = 'S' AND n.nspname = $1`,
+		`SELECT format('trigger %s %s enabled=%s', t.tgname, pg_get_triggerdef(t.oid), t.tgenabled)
+		 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		 WHERE n.nspname = $1 AND NOT t.tgisinternal`,
+		`SELECT format('function %s', p.proname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
 	}
 	var out []string
 	for _, q := range queries {

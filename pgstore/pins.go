@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svcplatform/conventions/versioning"
 )
@@ -26,6 +28,14 @@ type PinStoreOptions struct {
 	Schema string
 	// Table is the table's name. Default DefaultPinTable.
 	Table string
+	// CacheSize, when positive, puts a cache of at most this many pins in front of Get, so that
+	// routing a request does not read the table each time; the least recently used pin leaves to
+	// make room. It needs the store's DB to be a *pgxpool.Pool, and it serves only while Listen
+	// runs: a change committed anywhere — SetIfAbsent, CompareAndSwap, Delete, or SQL typed by hand,
+	// which the table's trigger reports — reaches every replica's cache within one second, usually
+	// within milliseconds. A licensee without a pin is never cached. Default 0: no cache; every Get
+	// reads the table. Negative is an error.
+	CacheSize int
 }
 
 // pinConfig is PinStoreOptions with the defaults applied and the names quoted.
@@ -46,6 +56,13 @@ func pinResolve(opts *PinStoreOptions) pinConfig {
 	return o
 }
 
+// channel is the channel the pins table's trigger notifies on.
+func (o *pinConfig) channel() string { return cacheChannel("pins", o.Schema, o.Table) }
+
+// parseLicensee reads a notification of the pins table: the licensee, or "" for all of them (a
+// TRUNCATE, or a licensee too long for a payload).
+func parseLicensee(payload string) (string, bool) { return payload, payload != "" }
+
 // PinStore is a versioning.PinStore on PostgreSQL: each licensee's pinned API version, shared by
 // every replica of the service, in the table Migrate creates.
 //
@@ -58,12 +75,20 @@ func pinResolve(opts *PinStoreOptions) pinConfig {
 // check them again: give it to a Router, and ask the Router (Router.Pins, Router.Pin) rather than the
 // store.
 //
+// With PinStoreOptions.CacheSize, Get answers from memory what it read before, for as long as
+// Listen proves every second that no change was missed (see CredentialStore.Listen, which works the
+// same way). SetIfAbsent, CompareAndSwap and Delete also drop the licensee from the store's own
+// cache at once.
+//
 // A PinStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It
-// never closes the DB and never reads the clock. Its zero value is not usable: its methods return an
+// never closes the DB, and no time it stores comes from its clock (its cache reads the monotonic
+// clock to bound staleness, nothing else). Its zero value is not usable: its methods return an
 // error that wraps ErrNotBuilt. Call NewPinStore.
 type PinStore struct {
-	db  DB
-	sql pinSQL
+	db    DB
+	sql   pinSQL
+	cache *cache[string, versioning.Pin] // nil without CacheSize
+	pool  *pgxpool.Pool                  // the cache listens like it
 }
 
 var _ versioning.PinStore = (*PinStore)(nil)
@@ -73,13 +98,30 @@ type pinSQL struct {
 }
 
 // NewPinStore returns a PinStore on db with the table named by opts (nil means the defaults). Run
-// Migrate with the same opts once first. It is cheap, so one can be built on a caller's transaction.
+// Migrate with the same opts once first. It is cheap, so one can be built on a caller's transaction
+// (without a cache). With a CacheSize, db must be a *pgxpool.Pool, and Listen must run for the cache
+// to serve.
 func NewPinStore(db DB, opts *PinStoreOptions) (*PinStore, error) {
 	if db == nil {
 		return nil, errNoDB("NewPinStore")
 	}
-	t := pinResolve(opts).table
-	return &PinStore{db: db, sql: pinSQL{
+	o := pinResolve(opts)
+	var (
+		c    *cache[string, versioning.Pin]
+		pool *pgxpool.Pool
+	)
+	switch {
+	case o.CacheSize < 0:
+		return nil, fmt.Errorf("pgstore: NewPinStore: negative PinStoreOptions.CacheSize %d", o.CacheSize)
+	case o.CacheSize > 0:
+		var err error
+		if pool, err = cachePool(db, "NewPinStore", "PinStoreOptions.CacheSize"); err != nil {
+			return nil, err
+		}
+		c = newCache[string, versioning.Pin](o.CacheSize, o.channel(), parseLicensee)
+	}
+	t := o.table
+	return &PinStore{db: db, cache: c, pool: pool, sql: pinSQL{
 		get: `SELECT version, pinned_at FROM ` + t + ` WHERE licensee = $1`,
 		insert: `INSERT INTO ` + t + ` (licensee, version, pinned_at) VALUES ($1, $2, $3)
 ON CONFLICT (licensee) DO NOTHING
@@ -98,11 +140,56 @@ func (s *PinStore) Get(ctx context.Context, licensee string) (versioning.Pin, er
 	if s == nil || s.db == nil {
 		return versioning.Pin{}, errZeroPinStore
 	}
+	var ticket uint64
+	if s.cache != nil {
+		p, ok, t := s.cache.get(licensee)
+		if ok {
+			// A cancelled request fails as it would at the table.
+			if err := ctx.Err(); err != nil {
+				return versioning.Pin{}, fmt.Errorf("pgstore: get pin: %w", err)
+			}
+			return p, nil
+		}
+		ticket = t
+	}
 	p, err := s.get(ctx, licensee)
 	if err != nil {
 		return versioning.Pin{}, fmt.Errorf("pgstore: get pin: %w", err)
 	}
+	if s.cache != nil {
+		s.cache.fill(licensee, p, ticket)
+	}
 	return p, nil
+}
+
+// Listen keeps the cache (PinStoreOptions.CacheSize) true to the table until ctx ends, and then
+// returns nil; run it once per store, next to it, and stop it by cancelling ctx:
+//
+//	go pins.Listen(ctx, logger)
+//
+// It works as CredentialStore.Listen does, on the pins table's channel: a pin changed anywhere is
+// dropped from every replica's cache as soon as the change commits; the cache serves only while its
+// connection has proved, within the last second, that it missed nothing, so a change committed at T
+// is served by no replica from T + 1 s on; failures are retried until ctx ends, each logged at Warn
+// on logger (nil: nothing is logged). It is an error on a store without a cache, or when Listen
+// already runs on the store.
+func (s *PinStore) Listen(ctx context.Context, logger *slog.Logger) error {
+	if s == nil || s.db == nil {
+		return errZeroPinStore
+	}
+	if s.cache == nil {
+		return errNoCache("PinStore", "PinStoreOptions.CacheSize")
+	}
+	return s.cache.listen(ctx, s.pool, logger, "PinStore")
+}
+
+// dropCached forgets licensee's pin in this replica's cache, after a change through this store:
+// the trigger's notification follows, but this replica need not wait for it. It runs whatever the
+// statement's outcome, since a statement that failed may still have committed.
+func (s *PinStore) dropCached(licensee string) {
+	if s.cache != nil {
+		s.cache.drop(licensee)
+	}
 }
 
 func (s *PinStore) get(ctx context.Context, licensee string) (versioning.Pin, error) {
@@ -123,6 +210,7 @@ func (s *PinStore) SetIfAbsent(ctx context.Context, licensee, version string, at
 	if s == nil || s.db == nil {
 		return versioning.Pin{}, false, errZeroPinStore
 	}
+	defer s.dropCached(licensee)
 	for range pinMaxInsertAttempts {
 		p := versioning.Pin{Licensee: licensee}
 		err := s.db.QueryRow(ctx, s.sql.insert, licensee, version, at).Scan(&p.Version, &p.PinnedAt)
@@ -151,6 +239,7 @@ func (s *PinStore) CompareAndSwap(ctx context.Context, licensee, from, to string
 	if s == nil || s.db == nil {
 		return versioning.Pin{}, errZeroPinStore
 	}
+	defer s.dropCached(licensee)
 	p := versioning.Pin{Licensee: licensee}
 	err := s.db.QueryRow(ctx, s.sql.swap, licensee, from, to, at).Scan(&p.Version, &p.PinnedAt)
 	if err == nil {
@@ -175,6 +264,7 @@ func (s *PinStore) Delete(ctx context.Context, licensee string) error {
 	if s == nil || s.db == nil {
 		return errZeroPinStore
 	}
+	defer s.dropCached(licensee)
 	if _, err := s.db.Exec(ctx, s.sql.del, licensee); err != nil {
 		return fmt.Errorf("pgstore: delete pin: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The SQL of the event log and of every migration lives in .sql files (sql/, migrations/) with
@@ -30,6 +31,34 @@ func (n sqlNames) table(key, name string) {
 // lives in its table's schema), and {{key_lit}} to its qualified name as a literal.
 func (n sqlNames) index(key, name string) {
 	n.m[key], n.m[key+"_lit"] = quoteIdent(name), quoteLiteral(qualify(n.schema, name))
+}
+
+// invalidation sets the names of a cached store's invalidation triggers (migration 2 of credentials
+// and pins): {{notify_fn}}, their function, beside table; {{notify_trigger}} and
+// {{truncate_trigger}}, the triggers, named as CREATE TRIGGER wants them (a trigger belongs to its
+// table), with {{…_lit}}, their names as pg_trigger.tgname holds them (cut to PostgreSQL's 63
+// bytes), as literals; {{channel_lit}}, the channel the function notifies on (cacheChannel), as a
+// literal.
+func (n sqlNames) invalidation(table, channel string) {
+	n.table("notify_fn", table+"_invalidate")
+	for key, name := range map[string]string{"notify_trigger": table + "_invalidate", "truncate_trigger": table + "_invalidate_truncate"} {
+		n.m[key], n.m[key+"_lit"] = quoteIdent(name), quoteLiteral(pgName(name))
+	}
+	n.m["channel_lit"] = quoteLiteral(channel)
+}
+
+// pgName is name as PostgreSQL stores it: cut to 63 bytes (NAMEDATALEN - 1), never inside a
+// character.
+func pgName(name string) string {
+	const maxName = 63
+	if len(name) <= maxName {
+		return name
+	}
+	cut := maxName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut]
 }
 
 // quoteLiteral quotes s as an SQL string literal (standard_conforming_strings, PostgreSQL's default

@@ -40,6 +40,7 @@ func TestZeroValues(t *testing.T) {
 			_, err := (&pgstore.CredentialStore{}).RevokeAll(ctx, "lic_1", apikey.Sandbox, now)
 			return err
 		}},
+		{"CredentialStore.Listen", func() error { return (&pgstore.CredentialStore{}).Listen(ctx, nil) }},
 		{"nil CredentialStore.Get", func() error { _, err := (*pgstore.CredentialStore)(nil).Get(ctx, cred.Hash); return err }},
 		{"CursorStore.Get", func() error { _, err := (&pgstore.CursorStore{}).Get(ctx, "we_1"); return err }},
 		{"CursorStore.Advance", func() error { return (&pgstore.CursorStore{}).Advance(ctx, "we_1", 0, 1) }},
@@ -103,6 +104,7 @@ func TestZeroValues(t *testing.T) {
 		}},
 		{"PinStore.Delete", func() error { return (&pgstore.PinStore{}).Delete(ctx, "lic_1") }},
 		{"PinStore.List", func() error { _, err := (&pgstore.PinStore{}).List(ctx, "v1", "", 10); return err }},
+		{"PinStore.Listen", func() error { return (&pgstore.PinStore{}).Listen(ctx, nil) }},
 		{"Transactor.InTx", func() error {
 			return (&pgstore.Transactor{}).InTx(ctx, func(context.Context, idemdriver.Store) error {
 				t.Error("fn ran on a zero Transactor")

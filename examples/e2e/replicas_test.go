@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/examples/internal/testenv"
 )
 
@@ -123,6 +124,32 @@ func TestPostgresReplicas(t *testing.T) {
 			require.True(t, later[ev.Order])
 		}
 		require.Equal(t, 17, countRows(t, dsn, "consumer_processed_events"), "each event's effect committed once")
+	})
+
+	t.Run("a key revoked in the database is refused by both replicas", func(t *testing.T) {
+		// Both replicas authenticate the key, and so cache its credential; the revocation, typed by
+		// hand in SQL, reaches both caches through the table's trigger (within a second, pgstore
+		// guarantees; here the running programs' wiring is checked).
+		key := issueCredentials(t, a)
+		for _, srv := range []*orderServer{a, b, a, b} {
+			createOrder(t, srv.URL, key, orderBody)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		h := apikey.HashKey(key)
+		tag, err := conn.Exec(ctx, `UPDATE sandbox_credentials SET revoked_at = now() WHERE hash = $1`, h[:])
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+		revoked := time.Now()
+		refused := func(srv *orderServer) bool {
+			r := request{Method: "GET", URL: srv.URL + "/v1/webhook_endpoints", Auth: bearer(key)}.do(t)
+			return r.Status == http.StatusUnauthorized
+		}
+		eventually(t, deliveryTimeout, func() bool { return refused(a) && refused(b) }, "a revoked key is still accepted")
+		t.Logf("refused by both replicas %v after the revocation", time.Since(revoked))
 	})
 
 	t.Run("a replica that restarts finds everything", func(t *testing.T) {

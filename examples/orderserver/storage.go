@@ -79,10 +79,18 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 				logger.Info("webhook signing secrets sealed under the newest key of "+EnvSealKeys, "endpoints", n)
 			}
 		}
-		// Retention that actually runs: expired records leave in bounded batches, every minute.
+		// Retention that actually runs: expired records leave in bounded batches, every minute. And
+		// the caches of credentials and pins, kept true by notifications from the database: a
+		// revocation or a re-pin on any replica reaches this one within a second.
 		cleanupCtx, stopCleanup := context.WithCancel(context.WithoutCancel(ctx))
 		var cleanup sync.WaitGroup
 		cleanup.Go(func() { _ = pgserver.RunCleanup(cleanupCtx, pool, logger) })
+		listenCfg := cfg
+		cleanup.Go(func() {
+			if err := pgserver.Listen(cleanupCtx, listenCfg, logger); err != nil {
+				logger.Error("the caches of credentials and pins do not listen: every request reads both tables", "error", err)
+			}
+		})
 		closers = append(closers, func() { stopCleanup(); cleanup.Wait() })
 	}
 	if redisURL != "" {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/seal"
@@ -16,6 +18,13 @@ import (
 // pgstore's default table: a sandbox flood (sandbox keys have no rate ceiling) fills a table of its
 // own, never production's.
 const SandboxIdempotencyTable = "idempotency_keys_sandbox"
+
+// CacheSize is how many credentials, and how many version pins, each replica keeps in memory
+// (pgstore.CredentialStoreOptions.CacheSize, PinStoreOptions.CacheSize): every request authenticates
+// and is routed by its licensee's pin, and with the caches neither reads the database. Ten thousand
+// of each is a few megabytes. A revocation, an expiry change or a re-pin made on any replica, or in
+// SQL, reaches every replica within one second (Listen).
+const CacheSize = 10_000
 
 // sandboxIdempotency configures the sandbox's idempotency store, transactor and migration.
 func sandboxIdempotency() *pgstore.IdempotencyStoreOptions {
@@ -44,7 +53,8 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 // never closed: credentials, orders, webhook endpoints and events (Store), version pins, and the
 // idempotency records of production and of the sandbox in tables of their own, in transactional mode
 // (pgstore.Transactor) — a mutating request's claim, its writes and its stored response commit in
-// one transaction. ring, when not nil, seals both at rest — the idempotency records
+// one transaction. On a *pgxpool.Pool the credentials and the pins are cached (CacheSize), and the
+// caches serve while Listen runs; on another DB every lookup reads the table. ring, when not nil, seals both at rest — the idempotency records
 // (Config.Sealer) and the webhook signing secrets (NewStore) — so that one SVC_SEAL_KEYS covers
 // them; run Store.Reseal after a rotation. The other fields are zero, for the caller to set. A nil
 // db is an error.
@@ -61,9 +71,13 @@ func Config(db pgstore.DB, ring *seal.Ring) (server.Config, error) {
 	}
 	sbx := sandboxIdempotency()
 	cfg := server.Config{Store: store, Sealer: ring}
+	cacheSize := 0
+	if _, ok := db.(*pgxpool.Pool); ok {
+		cacheSize = CacheSize
+	}
 	var errs [6]error
-	cfg.Credentials, errs[0] = pgstore.NewCredentialStore(db, nil)
-	cfg.Pins, errs[1] = pgstore.NewPinStore(db, nil)
+	cfg.Credentials, errs[0] = pgstore.NewCredentialStore(db, &pgstore.CredentialStoreOptions{CacheSize: cacheSize})
+	cfg.Pins, errs[1] = pgstore.NewPinStore(db, &pgstore.PinStoreOptions{CacheSize: cacheSize})
 	live, errLive := pgstore.NewIdempotencyStore(db, nil)
 	sandbox, errSandbox := pgstore.NewIdempotencyStore(db, sbx)
 	cfg.Idempotency, cfg.SandboxIdempotency, errs[2], errs[3] = live, sandbox, errLive, errSandbox
@@ -98,4 +112,39 @@ func RunCleanup(ctx context.Context, db pgstore.DB, logger *slog.Logger) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Listen keeps the caches of cfg's credentials and version pins true until ctx ends, and then
+// returns nil: pgstore's CredentialStore.Listen and PinStore.Listen, each on a connection of its own
+// (outside the pool), which drop what another replica, or SQL typed by hand, changed, as soon as
+// the change commits. Run it once per process, next to RunCleanup; without it the caches serve
+// nothing and every request reads both tables. While a listening connection is down its cache reads
+// the table, so a revocation or a re-pin never takes more than a second to reach this replica.
+// Failures are retried until ctx ends, and logged at Warn on logger (nil: nothing is logged). cfg
+// must be Config's, on a *pgxpool.Pool: other stores have no cache, and Listen is an error.
+func Listen(ctx context.Context, cfg server.Config, logger *slog.Logger) error {
+	creds, okCreds := cfg.Credentials.(*pgstore.CredentialStore)
+	pins, okPins := cfg.Pins.(*pgstore.PinStore)
+	if !okCreds || !okPins {
+		return fmt.Errorf("pgserver: Listen: cfg's Credentials (%T) and Pins (%T) are not Config's", cfg.Credentials, cfg.Pins)
+	}
+	// One failing at once (no cache) stops the other: Listen returns with its error.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+	)
+	for i, listen := range []func(context.Context, *slog.Logger) error{creds.Listen, pins.Listen} {
+		wg.Go(func() {
+			if errs[i] = listen(ctx, logger); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return fmt.Errorf("pgserver: Listen: %w", err)
+	}
+	return nil
 }

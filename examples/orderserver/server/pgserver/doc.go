@@ -8,8 +8,9 @@
 // transaction (the transactional outbox). Config returns a server.Config with every store on the
 // database and the idempotency middleware's transactional mode (pgstore.Transactor): a mutating
 // request's claim, its writes and its stored response commit together, so a crash can neither lose
-// an event nor let a retry create a second order. Migrate creates every table, and RunCleanup
-// removes expired idempotency records.
+// an event nor let a retry create a second order. Credentials and version pins are read from
+// bounded caches that Listen keeps true across replicas (a change reaches every replica within one
+// second). Migrate creates every table, RunCleanup removes expired idempotency records.
 //
 //	pool, err := pgxpool.New(ctx, dsn)
 //	if err != nil { … }
@@ -21,5 +22,6 @@
 //	}
 //	if err != nil { … }
 //	go pgserver.RunCleanup(ctx, pool, logger) // until ctx ends
+//	go pgserver.Listen(ctx, cfg, logger)      // the caches of credentials and pins, until ctx ends
 //	srv, err := server.New(cfg)
 package pgserver
