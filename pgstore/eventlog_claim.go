@@ -4,6 +4,7 @@ package pgstore
 // Release), and the delivery state (Status, Backlog).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,11 +19,13 @@ import (
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
-// Claim implements driver.Log, in one short transaction of two statements: the first locks the
-// streams with something due that nobody holds (skipping those another replica has locked), the
-// second, whose snapshot follows the locks, leases their due deliveries under a new token per stream
-// (claim.sql says how). It reads the streams table and, for each stream it locked, the few rows above
-// its cursor: its cost follows the number of endpoints and the claim's size, not the backlog.
+// Claim implements driver.Log, in short transactions of two statements: the first locks streams
+// with something due that nobody holds (skipping those another replica has locked), the second, whose
+// snapshot follows the locks, leases their due deliveries under a new token per stream (claim.sql
+// says how). It reads the streams table and, for each stream it locked, the few rows above its cursor:
+// its cost follows the number of endpoints and the claim's size, not the backlog. A round locks about
+// twice the streams that PerStream deliveries each would fill the claim with; when they hold fewer,
+// another round takes more streams, up to claimRounds.
 func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Delivery, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
@@ -30,63 +33,104 @@ func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver
 	if req.Limit < 1 {
 		return nil, ctx.Err()
 	}
-	per := int64(math.MaxInt32)
+	per := math.MaxInt32
 	if req.PerStream > 0 {
-		per = int64(req.PerStream)
+		per = req.PerStream
 	}
 	skip := req.Skip
 	if skip == nil {
 		skip = []string{}
 	}
+	var out []claimedDelivery
+	for round := 0; round < claimRounds && len(out) < req.Limit; round++ {
+		left := req.Limit - len(out)
+		streams := left
+		if per < left {
+			streams = min(left, 2*((left+per-1)/per))
+		}
+		got, locked, err := l.claimRound(ctx, req, skip, per, left, streams)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+		if locked < streams {
+			break // no other stream has anything due
+		}
+	}
+	// The rounds' deliveries, in the order of one claim.
+	slices.SortStableFunc(out, func(a, b claimedDelivery) int {
+		return cmp.Or(a.due.Compare(b.due), cmp.Compare(a.d.Stream, b.d.Stream), cmp.Compare(a.d.Sequence, b.d.Sequence))
+	})
+	ds := make([]driver.Delivery, len(out))
+	for i, c := range out {
+		ds[i] = c.d
+	}
+	return ds, nil
+}
+
+// claimRounds bounds the transactions of one Claim.
+const claimRounds = 4
+
+// claimedDelivery is a delivery a claim round leased, with the time it was due.
+type claimedDelivery struct {
+	d   driver.Delivery
+	due time.Time
+}
+
+// claimRound is one transaction of Claim: it locks at most streams streams and leases at most limit
+// of their deliveries. It returns them and how many streams it locked.
+func (l *EventLog) claimRound(ctx context.Context, req driver.ClaimRequest, skip []string, per, limit, streams int) ([]claimedDelivery, int, error) {
+	fail := func(err error) ([]claimedDelivery, int, error) {
+		return nil, 0, fmt.Errorf("pgstore: event log claim: %w", err)
+	}
 	tx, err := l.db.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+		return fail(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, l.sql.claimStreams, req.Now, skip, int64(req.Limit))
+	rows, err := tx.Query(ctx, l.sql.claimStreams, req.Now, skip, int64(streams))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+		return fail(err)
 	}
-	streams, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+		return fail(err)
 	}
-	if len(streams) == 0 {
-		return nil, tx.Commit(ctx)
+	if len(locked) == 0 {
+		return nil, 0, tx.Commit(ctx)
 	}
 	// Due by creation: created is whole seconds, so due by now is created ≤ now's second.
-	rows, err = tx.Query(ctx, l.sql.claim, streams, req.Now, per, req.Now.Unix(), req.LeaseUntil, int64(req.Limit))
+	rows, err = tx.Query(ctx, l.sql.claim, locked, req.Now, int64(per), req.Now.Unix(), req.LeaseUntil, int64(limit))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+		return fail(err)
 	}
-	var out []driver.Delivery
+	var out []claimedDelivery
 	for rows.Next() {
 		var (
-			d          driver.Delivery
+			c          claimedDelivery
 			seq, token int64
 			attempts   int32
-			next       time.Time
 			data       []byte
 		)
-		if err := rows.Scan(&d.Stream, &seq, &token, &attempts, &next,
-			&d.Event.ID, &d.Event.Type, &d.Event.Created, &d.Event.APIVersion, &data,
-			&d.TraceParent, &d.TraceState); err != nil {
+		if err := rows.Scan(&c.d.Stream, &seq, &token, &attempts, &c.due,
+			&c.d.Event.ID, &c.d.Event.Type, &c.d.Event.Created, &c.d.Event.APIVersion, &data,
+			&c.d.TraceParent, &c.d.TraceState); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+			return fail(err)
 		}
-		d.Sequence, d.Token, d.Attempts = uint64(seq), uint64(token), int(attempts)
-		d.Event.Sequence, d.Event.Data = uint64(seq), data
-		d.LeaseUntil = req.LeaseUntil
-		out = append(out, d)
+		c.d.Sequence, c.d.Token, c.d.Attempts = uint64(seq), uint64(token), int(attempts)
+		c.d.Event.Sequence, c.d.Event.Data = uint64(seq), data
+		c.d.LeaseUntil = req.LeaseUntil
+		out = append(out, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+		return fail(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("pgstore: event log claim: %w", err)
+		return fail(err)
 	}
-	return out, nil
+	return out, len(locked), nil
 }
 
 // batcher is what a DB offers to send several statements in one round trip, as one implicit
