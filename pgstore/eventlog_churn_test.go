@@ -103,7 +103,7 @@ func churnBuffers(t *testing.T, n int) map[string]int64 {
 	out["claim"] = explainBuffers(t, pool, pgstore.EventLogStatement(l, "claim"), []string{"we_churn"}, now, int64(10),
 		now.Unix(), now.Add(time.Minute), int64(10))
 	out["cleanup_pick"] = explainBuffers(t, pool, pgstore.EventLogStatement(l, "cleanup_pick"), created.Add(time.Second).Unix(),
-		int64(1000), int64(64), int64(1000), int64(200))
+		int64(1000), int64(64), int64(1000), int64(32))
 	return out
 }
 

@@ -6,14 +6,15 @@
 -- retained event of theirs was created before first_created), the oldest first, at most $3. w: each
 -- one's window — its lowest retained events, from its watermark up by the primary key: for the
 -- oldest stream $2 of them and $4 more (an event numbered before an older one: racing appenders
--- commit out of order), for the others $5, so that a batch reads a bounded number of rows however
--- the expired events are spread. x: of the windows' events created before $1, the oldest $2 in all. Per stream of s: its
--- watermark, the highest sequence of x (every lower one goes with it, so that the retained window
--- stays contiguous; the watermark itself when nothing goes), and the oldest creation among the
--- window's events above that, the stream's next first_created (NULL: nothing retained). Every scan
--- starts above a watermark, so the rows earlier batches deleted are never walked, and each batch
--- costs the same. The hint is exact when the window reached the stream's end; otherwise an older
--- event beyond the window (one that more than cleanupStragglers events overtook) waits until the
+-- commit out of order), for the others $5 (their share of $2, and a few more), so that a batch reads
+-- a few times $2 rows at most, however the expired events are spread. x: of the windows' events
+-- created before $1, the oldest $2 in all; t: the highest sequence of x per stream. Per stream of s:
+-- its watermark, its highest sequence in x (every lower one goes with it, so that the retained
+-- window stays contiguous; the watermark itself when nothing goes), and the oldest creation among
+-- the window's events above that, the stream's next first_created (NULL: nothing retained). Every
+-- scan starts above a watermark, so the rows earlier batches deleted are never walked, and each
+-- batch costs the same. The hint is exact when the window reached the stream's end; otherwise an
+-- older event beyond the window (one that more than the window's events overtook) waits until the
 -- events before it are old too.
 WITH s AS MATERIALIZED (
     SELECT stream, pruned_through, row_number() OVER (ORDER BY first_created, stream) AS rn FROM {{streams}}
@@ -23,15 +24,15 @@ w AS MATERIALIZED (
         SELECT seq, created FROM {{events}} e
         WHERE e.stream = s.stream AND e.seq > s.pruned_through
         ORDER BY e.seq LIMIT CASE WHEN s.rn = 1 THEN $2::bigint + $4::bigint ELSE $5::bigint END) e),
-x AS (
+x AS MATERIALIZED (
     SELECT stream, seq FROM w WHERE created < $1 ORDER BY created, stream, seq LIMIT $2),
 t AS (
-    SELECT s.stream, s.pruned_through AS after, COALESCE((SELECT max(x.seq) FROM x WHERE x.stream = s.stream), s.pruned_through) AS through
-    FROM s)
-SELECT t.stream, t.after, t.through,
-       (SELECT min(w.created) FROM w WHERE w.stream = t.stream AND w.seq > t.through)
-FROM t
-ORDER BY t.stream
+    SELECT stream, max(seq) AS through FROM x GROUP BY stream)
+SELECT s.stream, s.pruned_through, COALESCE(t.through, s.pruned_through),
+       min(w.created) FILTER (WHERE w.seq > COALESCE(t.through, s.pruned_through))
+FROM s LEFT JOIN t ON t.stream = s.stream LEFT JOIN w ON w.stream = s.stream
+GROUP BY s.stream, s.pruned_through, t.through
+ORDER BY s.stream
 
 -- name: cleanup_lock
 -- Cleanup, second: the streams' rows, locked in one order (lock_streams in claim.sql): they are
