@@ -24,8 +24,8 @@ import (
 // snapshot follows the locks, leases their due deliveries under a new token per stream (claim.sql
 // says how). It reads the streams table and, for each stream it locked, the few rows above its cursor:
 // its cost follows the number of endpoints and the claim's size, not the backlog. A round locks about
-// twice the streams that PerStream deliveries each would fill the claim with; when they hold fewer,
-// another round takes more streams, up to claimRounds.
+// twice the streams that PerStream deliveries each would fill the claim with (claimStreams at least);
+// when they hold fewer, another round takes twice as many more, up to claimRounds.
 func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Delivery, error) {
 	if l == nil || l.db == nil {
 		return nil, errZeroEventLog
@@ -46,7 +46,7 @@ func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver
 		left := req.Limit - len(out)
 		streams := left
 		if per < left {
-			streams = min(left, 2*((left+per-1)/per))
+			streams = min(left, max(2*((left+per-1)/per), claimStreams<<round))
 		}
 		got, locked, err := l.claimRound(ctx, req, skip, per, left, streams)
 		if err != nil {
@@ -68,8 +68,13 @@ func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver
 	return ds, nil
 }
 
-// claimRounds bounds the transactions of one Claim.
-const claimRounds = 4
+// claimRounds bounds the transactions of one Claim, and claimStreams is the fewest streams its first
+// round locks, doubled at each round after: streams that hold only a delivery or two each still fill
+// a claim in a few rounds.
+const (
+	claimRounds  = 6
+	claimStreams = 16
+)
 
 // claimedDelivery is a delivery a claim round leased, with the time it was due.
 type claimedDelivery struct {

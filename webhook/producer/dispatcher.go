@@ -21,7 +21,7 @@ const (
 	DefaultTimeout      = 10 * time.Second
 	DefaultJitter       = 0.2
 	DefaultBatchSize    = 100
-	DefaultStreamBatch  = 10
+	DefaultStreamBatch  = 100
 	DefaultWorkers      = 256
 	DefaultPerOwner     = 32
 	DefaultPerEndpoint  = 1

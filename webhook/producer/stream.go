@@ -38,9 +38,9 @@ func (d *Dispatcher) work(ctx context.Context, group []driver.Delivery) (st Stat
 	slots := 1 // reserved by claim
 	owner, haveOwner := "", false
 	defer func() {
-		// A full run delivered in full means the endpoint probably has more waiting: claim again now
-		// rather than after a poll interval.
-		backlog := len(group) >= d.streamBatch && st.Delivered == len(group)
+		// A full run — as long as a claim gives one endpoint — delivered in full means the endpoint
+		// probably has more waiting: claim again now rather than after a poll interval.
+		backlog := len(group) >= min(d.streamBatch, d.batch) && st.Delivered == len(group)
 		d.mu.Lock()
 		d.inFlight -= slots
 		if haveOwner {
