@@ -43,8 +43,12 @@ SELECT stream FROM {{streams}} WHERE stream = ANY($1::text[]) ORDER BY stream FO
 -- Cleanup, last: each stream's watermark moves to what is removed (Range reads it with the events),
 -- its cursor with it (an undelivered event removed is settled by its removal), and its first_created
 -- hint to what cleanup_pick found ($4; when it found nothing retained, the creation of the stream's
--- first event above the watermark, which the sequencer may have numbered since). Its events from above the old watermark ($2) up to there go,
--- with their delivery rows and history.
+-- first event above the watermark, which the sequencer may have numbered since). Its events from
+-- above the old watermark ($2) up to there go, with their delivery rows and history: found stream by
+-- stream through the index (a LATERAL subquery that OFFSET 0 keeps from being flattened into a join)
+-- and deleted by row address. A join of the batch's streams with the table would let the planner,
+-- which has no statistics without ANALYZE, prefer to read the whole table into a hash: every batch
+-- would then cost the table.
 WITH m AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
                AS m(stream, after, through, first_created)),
 u AS (
@@ -53,6 +57,17 @@ u AS (
         first_created = COALESCE(m.first_created, (SELECT e.created FROM {{events}} e
                                                    WHERE e.stream = m.stream AND e.seq > m.through ORDER BY e.seq LIMIT 1))
     FROM m WHERE c.stream = m.stream),
-h AS (DELETE FROM {{attempts}} h USING m WHERE h.stream = m.stream AND h.seq > m.after AND h.seq <= m.through),
-d AS (DELETE FROM {{deliveries}} d USING m WHERE d.stream = m.stream AND d.seq > m.after AND d.seq <= m.through)
-DELETE FROM {{events}} e USING m WHERE e.stream = m.stream AND e.seq > m.after AND e.seq <= m.through
+h AS (
+    DELETE FROM {{attempts}} WHERE ctid = ANY (ARRAY(
+        SELECT x.ctid FROM m CROSS JOIN LATERAL (
+            SELECT h.ctid FROM {{attempts}} h WHERE h.stream = m.stream AND h.seq > m.after AND h.seq <= m.through
+            OFFSET 0) x))),
+d AS (
+    DELETE FROM {{deliveries}} WHERE ctid = ANY (ARRAY(
+        SELECT x.ctid FROM m CROSS JOIN LATERAL (
+            SELECT d.ctid FROM {{deliveries}} d WHERE d.stream = m.stream AND d.seq > m.after AND d.seq <= m.through
+            OFFSET 0) x)))
+DELETE FROM {{events}} WHERE ctid = ANY (ARRAY(
+    SELECT x.ctid FROM m CROSS JOIN LATERAL (
+        SELECT e.ctid FROM {{events}} e WHERE e.stream = m.stream AND e.seq > m.after AND e.seq <= m.through
+        OFFSET 0) x))

@@ -7,7 +7,9 @@
 -- events table's name, which with the stream keys each lock; $4 the low-water mark, a transaction
 -- ID below which no pending row waits). picked: the oldest pending events, by appending transaction
 -- and position, read from the mark up through the (xid, pos) index, so that the rows earlier batches
--- moved (and deleted) are never walked.
+-- moved (and deleted) are never walked. (The upper bound holds every ID; it makes the condition a
+-- range, which the planner, without statistics, takes for a small part of the table, so that it
+-- never prefers to read the whole table, dead rows and all, and sort it.)
 -- held: their streams whose numbering lock this transaction got (tried, never waited for: a stream
 -- another sequencer holds is left to it). moved: those events, out of the pending table (a row
 -- another sequencer moved since this statement's snapshot is skipped by the DELETE). c: each
@@ -16,7 +18,8 @@
 -- with nothing waiting, or nothing retained, takes the new value). Then the events go in with
 -- consecutive numbers in append order, never to be updated.
 WITH picked AS MATERIALIZED (
-    SELECT pos, stream FROM {{pending}} WHERE xid >= $4::text::xid8 ORDER BY xid, pos LIMIT $1),
+    SELECT pos, stream FROM {{pending}} WHERE xid >= $4::text::xid8 AND xid < '18446744073709551615'::xid8
+    ORDER BY xid, pos LIMIT $1),
 held AS MATERIALIZED (
     SELECT d.stream FROM (SELECT DISTINCT stream FROM picked) d
     WHERE pg_try_advisory_xact_lock($2, hashtext($3 || d.stream))),
@@ -44,7 +47,7 @@ RETURNING stream, seq, id
 -- another sequencer holds). Both are read in one snapshot, so no row can slip below the mark: a row
 -- invisible to it belongs to a transaction that was running, or had not begun.
 SELECT LEAST(pg_snapshot_xmin(pg_current_snapshot()),
-             (SELECT min(xid) FROM {{pending}} WHERE xid >= $1::text::xid8))::text
+             (SELECT min(xid) FROM {{pending}} WHERE xid >= $1::text::xid8 AND xid < '18446744073709551615'::xid8))::text
 
 -- name: unsequenced
 -- Unsequenced: the appended events that wait for their number.
