@@ -339,9 +339,9 @@ func dispatcherClaim(now time.Time) driver.ClaimRequest {
 // BenchmarkScaleClaim measures a dispatcher's claim against the due backlog (issue 37: it must not
 // grow with it). The backlog — SVC_BENCH_SCALE_EVENTS events and a hundredth and a tenth of that,
 // the log grown from one size to the next — is appended and numbered, never delivered, on one
-// endpoint and spread over 10,000 endpoints (round robin). Each sample is one
-// EventLog.Claim as the Dispatcher makes it with its defaults (100 in all, 10 per endpoint), leasing
-// for a microsecond and claiming a second after the previous sample, so every sample claims from the
+// endpoint and spread over 10,000 endpoints (round robin). Each sample is one EventLog.Claim as the
+// Dispatcher makes it with its defaults (DefaultBatchSize in all, DefaultStreamBatch per endpoint),
+// leasing for a microsecond and claiming a second after the previous sample, so every sample claims from the
 // whole backlog. Reports claim-p50-ms, claim-p99-ms, claimed (deliveries per claim), samples, and
 // the rates at which the log took the events added for the row (load-appended/s, load-numbered/s).
 func BenchmarkScaleClaim(b *testing.B) {

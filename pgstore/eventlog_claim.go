@@ -44,10 +44,7 @@ func (l *EventLog) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver
 	var out []claimedDelivery
 	for round := 0; round < claimRounds && len(out) < req.Limit; round++ {
 		left := req.Limit - len(out)
-		streams := left
-		if per < left {
-			streams = min(left, max(2*((left+per-1)/per), claimStreams<<round))
-		}
+		streams := min(left, max(2*((left+per-1)/per), claimStreams<<round))
 		got, locked, err := l.claimRound(ctx, req, skip, per, left, streams)
 		if err != nil {
 			return nil, err

@@ -274,7 +274,7 @@ func renderScaleClaim(b *strings.Builder, rows []scaleRow) (targets []string) {
 	b.WriteString("### A claim against the due backlog (`BenchmarkScaleClaim`)\n\n")
 	b.WriteString("The backlog is appended and numbered, never delivered, on one endpoint or round robin over 10,000, the " +
 		"log grown from one row's size to the next. Each sample is one `Claim` as the Dispatcher makes it with its " +
-		"defaults (100 in all, 10 per endpoint), leasing for a microsecond so that the next sample claims from the " +
+		"defaults (`DefaultBatchSize` in all, `DefaultStreamBatch` per endpoint: 100 and 100; 100 and 10 before), leasing for a microsecond so that the next sample claims from the " +
 		"whole backlog again. *Loading* is the rate at which the log took the row's added events (appended; numbered " +
 		"by the Sequencer in batches of 2,000).\n\n")
 	b.WriteString("| endpoints | due events | claim p50 ms | claim p99 ms | deliveries per claim | samples | loading: appended/s | loading: numbered/s |\n")
