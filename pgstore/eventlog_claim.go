@@ -101,8 +101,11 @@ func (l *EventLog) claimRound(ctx context.Context, req driver.ClaimRequest, skip
 	if len(locked) == 0 {
 		return nil, 0, tx.Commit(ctx)
 	}
+	// Each stream's share of the limit, twice over, is read of it (PerStream at most): enough to fill
+	// the claim when the streams have as much due, a short claim (and another round) when not.
+	share := min(per, 2*((limit+len(locked)-1)/len(locked)))
 	// Due by creation: created is whole seconds, so due by now is created ≤ now's second.
-	rows, err = tx.Query(ctx, l.sql.claim, locked, req.Now, int64(per), req.Now.Unix(), req.LeaseUntil, int64(limit))
+	rows, err = tx.Query(ctx, l.sql.claim, locked, req.Now, int64(share), req.Now.Unix(), req.LeaseUntil, int64(limit))
 	if err != nil {
 		return fail(err)
 	}
