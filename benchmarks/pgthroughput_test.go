@@ -750,12 +750,16 @@ func waitDelivered(ctx context.Context, pool *pgxpool.Pool, cons *consumer, tota
 	deadline := time.Now().Add(within)
 	for {
 		if cons.got.Load() >= int64(total) {
-			var pending int
-			if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgstore.DefaultEventLogTable+" WHERE state <> 1").
-				Scan(&pending); err != nil {
+			// Every delivery recorded, not only received: the log's backlog is empty.
+			log, err := pgstore.NewEventLog(pool, nil)
+			if err != nil {
 				return err
 			}
-			if pending == 0 {
+			backlog, err := log.Backlog(ctx)
+			if err != nil {
+				return err
+			}
+			if len(backlog) == 0 {
 				return nil
 			}
 		}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
 	"github.com/svcplatform/conventions/pgstore"
 	"github.com/svcplatform/conventions/seal"
@@ -198,10 +203,34 @@ func (s *Store) Order(ctx context.Context, scope, id string) (server.Order, erro
 		return server.Order{}, server.ErrNotFound
 	}
 	if err != nil {
-		return server.Order{}, fmt.Errorf("pgserver: read order: %w", err)
+		return server.Order{}, unavailable("read order", err)
 	}
 	return o, nil
 }
+
+// unavailable wraps an error of the orders' tables for the problem writer: a 503 with Retry-After
+// when the database could not be reached or the connection broke mid-statement (an outage the
+// client retries, as when authentication cannot reach the credentials; with the credential cache
+// serving, the order's own statement may be the first to meet it), the opaque 500 otherwise. The
+// cause stays in the chain for the logs.
+func unavailable(op string, err error) error {
+	var ne net.Error
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
+		return &storeError{op: op, cause: err, problem: apierror.Unavailable(time.Second, "",
+			"the service cannot reach its database; retry after the time Retry-After gives")}
+	}
+	return fmt.Errorf("pgserver: %s: %w", op, err)
+}
+
+// storeError is an error of the orders' tables with the problem it is answered with.
+type storeError struct {
+	op      string
+	cause   error
+	problem *apierror.Error
+}
+
+func (e *storeError) Error() string   { return "pgserver: " + e.op + ": " + e.cause.Error() }
+func (e *storeError) Unwrap() []error { return []error{e.cause, e.problem} }
 
 // endpointLockClass is the first key of the per-owner advisory locks of endpoint registration (the
 // second is hashtext(owner)). Two-key advisory locks never collide with the one-key migration lock;
