@@ -58,19 +58,23 @@ type throughputKnobs struct {
 	trace                                                           bool
 }
 
+// envKnob is the positive integer in the environment variable name, or def when it is unset.
+func envKnob(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
+}
+
 func loadKnobs(tb testing.TB) throughputKnobs {
 	tb.Helper()
-	get := func(name string, def int) int {
-		s := os.Getenv(name)
-		if s == "" {
-			return def
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			tb.Fatalf("%s=%q: want a positive integer", name, s)
-		}
-		return n
-	}
+	get := func(name string, def int) int { return envKnob(tb, name, def) }
 	return throughputKnobs{
 		clients:        get(envClients, 8),
 		orders:         get(envOrders, 200),

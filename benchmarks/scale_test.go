@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,17 +81,7 @@ type scaleKnobs struct {
 
 func loadScaleKnobs(tb testing.TB) scaleKnobs {
 	tb.Helper()
-	get := func(name string, def int) int {
-		s := os.Getenv(name)
-		if s == "" {
-			return def
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			tb.Fatalf("%s=%q: want a positive integer", name, s)
-		}
-		return n
-	}
+	get := func(name string, def int) int { return envKnob(tb, name, def) }
 	k := scaleKnobs{
 		events:       get(envScaleEvents, 1_000),
 		flow:         get(envScaleFlow, 400),
