@@ -271,19 +271,25 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	}
 	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.settle, streams, seqs, tokens, oks, ats, retries,
 		latencies, codes, classes, reasons, responses, attempts)
+	settled(errs, index, ords, err, "settle")
+	return errs
+}
+
+// settled sets the errors of a lockedQuery's settlements: errs[index[k]] is nil for each ordinal k+1
+// the statement returned (the others stay ErrLeaseLost), or err, for every one, when it failed.
+func settled(errs []error, index []int, ords []int64, err error, op string) {
 	if err != nil {
-		err = fmt.Errorf("pgstore: event log settle: %w", err)
+		err = fmt.Errorf("pgstore: event log %s: %w", op, err)
 		for _, i := range index {
 			errs[i] = err
 		}
-		return errs
+		return
 	}
 	for _, ord := range ords {
 		if ord >= 1 && int(ord) <= len(index) {
 			errs[index[ord-1]] = nil
 		}
 	}
-	return errs
 }
 
 // evlogText makes s storable in a text column: valid UTF-8 without NUL bytes (PostgreSQL refuses
@@ -333,18 +339,7 @@ func (l *EventLog) releaseAll(ctx context.Context, ss []driver.Settlement, idx [
 		return
 	}
 	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.release, streams, seqs, tokens, dues)
-	if err != nil {
-		err = fmt.Errorf("pgstore: event log release: %w", err)
-		for _, i := range index {
-			errs[i] = err
-		}
-		return
-	}
-	for _, ord := range ords {
-		if ord >= 1 && int(ord) <= len(index) {
-			errs[index[ord-1]] = nil
-		}
-	}
+	settled(errs, index, ords, err, "release")
 }
 
 // Status implements driver.Log: from the event's row of the deliveries table when it has one, from
