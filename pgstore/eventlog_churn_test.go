@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -147,4 +148,74 @@ func explainBuffers(t *testing.T, pool pgstore.DB, sql string, args ...any) int6
 		n += int64(v)
 	}
 	return n
+}
+
+// TestEventLogCleanupSkewedStreams: retention reads each stream it looks at for its share of the
+// batch, so a batch over more streams than it looks at, or over streams of very different sizes,
+// still removes every expired event, never more than the limit per batch, and never one that is
+// not expired; the few streams that hold most of the expired events are read alone once the others
+// are done, so the batches stay close to full.
+func TestEventLogCleanupSkewedStreams(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := newEventLog(t)
+	const (
+		small = 70  // streams with one expired event and one retained: more than a batch looks at
+		big   = 500 // the expired events of the one big stream
+		limit = 100
+	)
+	expired, retained := evlogT0, evlogT0.Add(2*time.Hour)
+	var evs []driver.StreamEvent
+	add := func(stream string, created time.Time) {
+		e := evlogEvent("order.created")
+		e.Created = created.Unix()
+		evs = append(evs, driver.StreamEvent{Stream: stream, Event: e})
+	}
+	for i := range small {
+		add(fmt.Sprintf("we_small_%02d", i), expired)
+		add(fmt.Sprintf("we_small_%02d", i), retained)
+	}
+	for i := range big {
+		// Younger than the small streams' expired events, so a batch looks at those first.
+		add("we_big", expired.Add(time.Duration(1+i)*time.Second))
+	}
+	add("we_big", retained)
+	_, err := l.AppendBatch(ctx, evs)
+	require.NoError(t, err)
+	require.Equal(t, len(evs), numberAll(t, l))
+
+	before := evlogT0.Add(time.Hour)
+	var batches []int
+	for {
+		n, err := l.Cleanup(ctx, before, limit)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+		require.LessOrEqual(t, n, limit, "batch %d", len(batches)+1)
+		batches = append(batches, n)
+		require.Less(t, len(batches), 20, "the cleanup does not converge: %v", batches)
+	}
+	total := 0
+	for _, n := range batches {
+		total += n
+	}
+	t.Logf("batches: %v", batches)
+	require.Equal(t, small+big, total, "every expired event, and no retained one: %v", batches)
+	// The first batch looks at 64 small streams, the second at the 6 left and the big one, and the
+	// rest at the big one alone, whole batches: one batch more than the fewest possible.
+	require.LessOrEqual(t, len(batches), (small+big+limit-1)/limit+1, "batches: %v", batches)
+	retainedOnly := func(stream string, seq uint64) {
+		t.Helper()
+		_, _, err := l.Range(ctx, stream, seq-1, seq-1, 1)
+		require.ErrorIs(t, err, driver.ErrPruned, stream)
+		got, more, err := l.Range(ctx, stream, seq, math.MaxUint64, 10)
+		require.NoError(t, err)
+		require.False(t, more)
+		require.Len(t, got, 1, stream)
+		require.Equal(t, seq, got[0].Sequence, stream)
+	}
+	for i := range small {
+		retainedOnly(fmt.Sprintf("we_small_%02d", i), 2)
+	}
+	retainedOnly("we_big", big+1)
 }

@@ -27,11 +27,8 @@ func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (in
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(evlogLockName("cleanup", l.cfg))); err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
-	// The oldest stream is read for the whole batch; each other one for its share of it, and a few
-	// more.
-	window := (limit+cleanupStreams-1)/cleanupStreams + cleanupWindow
 	rows, err := tx.Query(ctx, l.sql.cleanupPick, before.Unix(), int64(limit), int64(cleanupStreams), int64(cleanupStragglers),
-		int64(window))
+		int64(cleanupWindow))
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: event log cleanup: %w", err)
 	}
@@ -74,10 +71,10 @@ func (l *EventLog) Cleanup(ctx context.Context, before time.Time, limit int) (in
 	return int(tag.RowsAffected()), nil
 }
 
-// The bounds of one Cleanup batch's reading (cleanup.sql): the streams it looks at (those whose
-// retained events may be the oldest), how many events beyond the limit it reads of the oldest one, to
-// find the expired events that a younger one was numbered before, and how many beyond its share of
-// the limit it reads of each other.
+// The bounds of one Cleanup batch's reading (cleanup_pick): the streams it looks at (those whose
+// retained events may be the oldest), how many events beyond the limit it reads of a stream it looks
+// at alone, to find the expired events that a younger one was numbered before, and how many beyond
+// its share of the limit it reads of each stream when it looks at several.
 const (
 	cleanupStreams    = 64
 	cleanupStragglers = 1000

@@ -31,8 +31,10 @@ const (
 	DefaultRetention = 30 * 24 * time.Hour
 	// DefaultCleanupInterval is how often Run applies the retention.
 	DefaultCleanupInterval = time.Minute
-	// CleanupBatch is how many events one Log.Cleanup call may remove.
-	CleanupBatch = 1000
+	// CleanupBatch is how many events one Log.Cleanup call may remove: enough that what a store
+	// pays once per batch (a pgstore.EventLog reads each stream it looks at and commits once) is
+	// spread thin, few enough that a batch holds the streams it prunes for tens of milliseconds.
+	CleanupBatch = 10_000
 )
 
 // maxDrain is how much of a response body is read so the connection can be reused; beyond the

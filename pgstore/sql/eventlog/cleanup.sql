@@ -3,35 +3,44 @@
 
 -- name: cleanup_pick
 -- Cleanup, first: which events go. s: the streams that may hold events created before $1 (no
--- retained event of theirs was created before first_created), the oldest first, at most $3. w: each
--- one's window — its lowest retained events, from its watermark up by the primary key: for the
--- oldest stream $2 of them and $4 more (an event numbered before an older one: racing appenders
--- commit out of order), for the others $5 (their share of $2, and a few more), so that a batch reads
--- a few times $2 rows at most, however the expired events are spread. x: of the windows' events
--- created before $1, the oldest $2 in all; t: the highest sequence of x per stream. Per stream of s:
--- its watermark, its highest sequence in x (every lower one goes with it, so that the retained
--- window stays contiguous; the watermark itself when nothing goes), and the oldest creation among
--- the window's events above that, the stream's next first_created (NULL: nothing retained). Every
+-- retained event of theirs was created before first_created), the oldest first, at most $3 (k of
+-- them). w: each one's window — its lowest retained events, from its watermark up by the primary
+-- key: its share of $2 and $5 more; a lone stream's, $2 and $4 more (an event numbered before an
+-- older one: racing appenders commit out of order). A batch reads $2 rows and a few more, however
+-- the expired events are spread; when a few streams hold most of them, the others' go in the first
+-- batch, and the next ones read the few alone. x: of the windows' events
+-- created before $1, the oldest $2 in all; t: the highest sequence of x per stream; a: the oldest
+-- creation among each window's events above that. Per stream of s: its watermark, its highest
+-- sequence in x (every lower one goes with it, so that the retained window stays contiguous; the
+-- watermark itself when nothing goes), and a's creation, the stream's next first_created (NULL:
+-- nothing retained). The windows' rows name their stream by its rank in s, never by its text: they
+-- are sorted, joined and grouped by it, and comparing text under the database's collation costs
+-- several times more than the rows' reading (a batch of 10,000 spent two thirds of its time there). Every
 -- scan starts above a watermark, so the rows earlier batches deleted are never walked, and each
 -- batch costs the same. The hint is exact when the window reached the stream's end; otherwise an
 -- older event beyond the window (one that more than the window's events overtook) waits until the
 -- events before it are old too.
 WITH s AS MATERIALIZED (
-    SELECT stream, pruned_through, row_number() OVER (ORDER BY first_created, stream) AS rn FROM {{streams}}
-    WHERE first_created < $1::bigint ORDER BY first_created, stream LIMIT $3),
+    SELECT stream, pruned_through, rn, least(k, $3) AS k FROM (
+        SELECT stream, pruned_through, first_created,
+               row_number() OVER (ORDER BY first_created, stream) AS rn, count(*) OVER () AS k
+        FROM {{streams}} WHERE first_created < $1::bigint) c
+    ORDER BY first_created, stream LIMIT $3),
 w AS MATERIALIZED (
-    SELECT s.stream, e.seq, e.created FROM s CROSS JOIN LATERAL (
+    SELECT s.rn, e.seq, e.created FROM s CROSS JOIN LATERAL (
         SELECT seq, created FROM {{events}} e
         WHERE e.stream = s.stream AND e.seq > s.pruned_through
-        ORDER BY e.seq LIMIT CASE WHEN s.rn = 1 THEN $2::bigint + $4::bigint ELSE $5::bigint END) e),
-x AS MATERIALIZED (
-    SELECT stream, seq FROM w WHERE created < $1 ORDER BY created, stream, seq LIMIT $2),
-t AS (
-    SELECT stream, max(seq) AS through FROM x GROUP BY stream)
-SELECT s.stream, s.pruned_through, COALESCE(t.through, s.pruned_through),
-       min(w.created) FILTER (WHERE w.seq > COALESCE(t.through, s.pruned_through))
-FROM s LEFT JOIN t ON t.stream = s.stream LEFT JOIN w ON w.stream = s.stream
-GROUP BY s.stream, s.pruned_through, t.through
+        ORDER BY e.seq LIMIT CASE WHEN s.k = 1 THEN $2::bigint + $4::bigint
+                                  ELSE ($2::bigint + s.k - 1) / s.k + $5::bigint END) e),
+t AS MATERIALIZED (
+    SELECT rn, max(seq) AS through FROM (
+        SELECT rn, seq FROM w WHERE created < $1 ORDER BY created, rn, seq LIMIT $2) x
+    GROUP BY rn),
+a AS (
+    SELECT w.rn, min(w.created) FILTER (WHERE w.seq > COALESCE(t.through, 0)) AS next_created
+    FROM w LEFT JOIN t ON t.rn = w.rn GROUP BY w.rn)
+SELECT s.stream, s.pruned_through, COALESCE(t.through, s.pruned_through), a.next_created
+FROM s LEFT JOIN t ON t.rn = s.rn LEFT JOIN a ON a.rn = s.rn
 ORDER BY s.stream
 
 -- name: cleanup_lock
