@@ -199,9 +199,6 @@ func runScaleSection(o options, args []string, stderr, stdout io.Writer) error {
 		if raw, err = runScale(o.scaleSizes, command, stderr); err != nil {
 			return err
 		}
-		if err := os.WriteFile(source, raw, 0o644); err != nil {
-			return fmt.Errorf("benchreport: saving raw output: %w", err)
-		}
 	}
 	out, err := Parse(bytes.NewReader(raw))
 	if err != nil {
@@ -214,7 +211,17 @@ func runScaleSection(o options, args []string, stderr, stdout io.Writer) error {
 	var section strings.Builder
 	renderScale(&section, out, source, notes)
 	if section.Len() == 0 {
+		if o.in == "" {
+			// The saved results stay as they were: a run that measured nothing replaces nothing.
+			return fmt.Errorf("benchreport: the run has no scale benchmark results (they skip without "+
+				"SVC_TEST_POSTGRES_DSN); %s is unchanged", source)
+		}
 		return errors.New("benchreport: the output has no scale benchmark results")
+	}
+	if o.in == "" {
+		if err := os.WriteFile(source, raw, 0o644); err != nil {
+			return fmt.Errorf("benchreport: saving raw output: %w", err)
+		}
 	}
 	if o.out == "-" {
 		_, err = io.WriteString(stdout, section.String())
