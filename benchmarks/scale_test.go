@@ -377,9 +377,10 @@ func BenchmarkScaleClaim(b *testing.B) {
 //     churn (load-appended/s, load-numbered/s, load-delivered/s).
 //   - cleanup: the retention removes every event (Dispatcher.Cleanup with its clock past the
 //     retention, in EventLog.Cleanup batches of producer.CleanupBatch), with no VACUUM. Reports
-//     cleanup-s, removed/s, batches, the mean time of the first and last full batch and of each tenth
-//     of the batches (batch-d01-ms … batch-d10-ms: the per-batch cost curve), and autovacuum
-//     (1 when the server runs it, 0 when it is off: the figures must not depend on it).
+//     cleanup-s, removed/s, batches, batch-size (producer.CleanupBatch), the mean time of the
+//     first and last full batch and of each tenth of the batches (batch-d01-ms … batch-d10-ms: the
+//     per-batch cost curve), and autovacuum (1 when the server runs it, 0 when it is off: the
+//     figures must not depend on it).
 func BenchmarkScaleChurn(b *testing.B) {
 	dsn := requireDSN(b)
 	k := loadScaleKnobs(b)
@@ -471,6 +472,7 @@ func BenchmarkScaleChurn(b *testing.B) {
 		b.ReportMetric(total.Seconds()/float64(b.N), "cleanup-s")
 		b.ReportMetric(perSecond(removed, total), "removed/s")
 		b.ReportMetric(float64(len(batches)/b.N), "batches")
+		b.ReportMetric(producer.CleanupBatch, "batch-size")
 		reportCurve(b, batches[:len(batches)/b.N])
 		on := 0.0
 		if autovacuum == "on" {

@@ -327,8 +327,8 @@ func renderScaleChurn(b *strings.Builder, rows []scaleRow) (targets []string) {
 				n, fmtVal(targetClaimMS), fmtVal(pick), fmtVal(claim), verdict(pick < targetClaimMS && claim < targetClaimMS)))
 		case "cleanup":
 			fmt.Fprintf(b, "### Retention of %s events (`BenchmarkScaleChurn/events=%d/cleanup`)\n\n", n, r.params["events"])
-			b.WriteString("Then `Dispatcher.Cleanup`, its clock past the retention of every event, removes them all in " +
-				"`EventLog.Cleanup` batches of 1,000 (`producer.CleanupBatch`), with no `VACUUM` before or during.\n\n")
+			fmt.Fprintf(b, "Then `Dispatcher.Cleanup`, its clock past the retention of every event, removes them all in "+
+				"`EventLog.Cleanup` batches of %s (`producer.CleanupBatch`), with no `VACUUM` before or during.\n\n", fmtVal(r.get("batch-size")))
 			b.WriteString("| events removed | seconds | removed/s | batches | first batch ms | last full batch ms |\n|---:|---:|---:|---:|---:|---:|\n")
 			secs, batches := r.get("cleanup-s"), r.get("batches")
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n\n", n, fmtVal(secs), fmtVal(r.get("removed/s")), fmtVal(batches),
