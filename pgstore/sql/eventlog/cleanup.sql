@@ -8,18 +8,17 @@
 -- key: its share of $2 and $5 more; a lone stream's, $2 and $4 more (an event numbered before an
 -- older one: racing appenders commit out of order). A batch reads $2 rows and a few more, however
 -- the expired events are spread; when a few streams hold most of them, the others' go in the first
--- batch, and the next ones read the few alone. x: of the windows' events
--- created before $1, the oldest $2 in all; t: the highest sequence of x per stream; a: the oldest
--- creation among each window's events above that. Per stream of s: its watermark, its highest
--- sequence in x (every lower one goes with it, so that the retained window stays contiguous; the
--- watermark itself when nothing goes), and a's creation, the stream's next first_created (NULL:
--- nothing retained). The windows' rows name their stream by its rank in s, never by its text: they
--- are sorted, joined and grouped by it, and comparing text under the database's collation costs
--- several times more than the rows' reading (a batch of 10,000 spent two thirds of its time there). Every
--- scan starts above a watermark, so the rows earlier batches deleted are never walked, and each
--- batch costs the same. The hint is exact when the window reached the stream's end; otherwise an
--- older event beyond the window (one that more than the window's events overtook) waits until the
--- events before it are old too.
+-- batch, and the next ones read the few alone. x: of the windows' events created before $1, the
+-- oldest $2 in all; t: the highest sequence of x per stream; a: the oldest creation among each
+-- window's events above that. Per stream of s: its watermark, its highest sequence in x (every
+-- lower one goes with it, so that the retained window stays contiguous; the watermark itself when
+-- nothing goes), and a's creation, the stream's next first_created (NULL: nothing retained). The
+-- windows' rows name their stream by its rank in s, never by its text: they are sorted, joined and
+-- grouped by it, and comparing text under the database's collation took two thirds of this
+-- statement's time at a batch of 10,000. Every scan starts above a watermark, so the rows earlier
+-- batches deleted are never walked, and each batch costs the same. The hint is exact when the
+-- window reached the stream's end; otherwise an older event beyond the window (one that more than
+-- the window's events overtook) waits until the events before it are old too.
 WITH s AS MATERIALIZED (
     SELECT stream, pruned_through, rn, least(k, $3) AS k FROM (
         SELECT stream, pruned_through, first_created,
