@@ -607,7 +607,7 @@ func benchScaleFlow(b *testing.B, dsn string, k scaleKnobs, endpoints int) {
 	var running sync.WaitGroup
 	t1 := time.Now()
 	running.Go(func() { _ = d.Run(runCtx) })
-	waitErr := waitScaleDelivered(ctx, d, cons, warm+total, deliveryDeadline(warm+total))
+	waitErr := waitDelivered(ctx, &cons.got, warm+total, d.Backlog, deliveryDeadline(warm+total))
 	deliverT := time.Since(t1)
 	stop()
 	running.Wait()
@@ -626,27 +626,6 @@ func benchScaleFlow(b *testing.B, dsn string, k scaleKnobs, endpoints int) {
 	b.ReportMetric(delivered/appended, "ratio")
 	b.ReportMetric(walDiff(b, pool, wal0, wal1)/float64(total), "wal-B/append")
 	b.ReportMetric(walDiff(b, pool, wal1, wal2)/float64(warm+total), "wal-B/delivery")
-}
-
-// waitScaleDelivered returns once the consumer has had every event and the dispatcher reports no
-// backlog (so every outcome is recorded), or fails after within.
-func waitScaleDelivered(ctx context.Context, d *producer.Dispatcher, cons *orderedConsumer, total int, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		if cons.got.Load() >= int64(total) {
-			backlog, err := d.Backlog(ctx)
-			if err != nil {
-				return err
-			}
-			if len(backlog) == 0 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v the consumer had %d of %d events", within, cons.got.Load(), total)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // orderedConsumer is a local webhook consumer that answers 204 at once and keeps, per endpoint (the

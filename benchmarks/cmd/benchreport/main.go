@@ -92,13 +92,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var raw []byte
 	if o.in != "" {
 		var err error
-		if o.in == "-" {
-			raw, err = io.ReadAll(os.Stdin)
-		} else {
-			raw, err = os.ReadFile(o.in)
-		}
-		if err != nil {
-			return fmt.Errorf("benchreport: %w", err)
+		if raw, err = readInput(o.in); err != nil {
+			return err
 		}
 		rep.Command = "go run ./cmd/benchreport -in " + o.in
 	} else {
@@ -183,13 +178,8 @@ func runScaleSection(o options, args []string, stderr, stdout io.Writer) error {
 	)
 	if o.in != "" {
 		source = o.in
-		if o.in == "-" {
-			raw, err = io.ReadAll(os.Stdin)
-		} else {
-			raw, err = os.ReadFile(o.in)
-		}
-		if err != nil {
-			return fmt.Errorf("benchreport: %w", err)
+		if raw, err = readInput(o.in); err != nil {
+			return err
 		}
 	} else {
 		if source == "" {
@@ -387,4 +377,21 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], ", ")
+}
+
+// readInput reads saved go test -bench output: the file in names, or standard input for "-".
+func readInput(in string) ([]byte, error) {
+	var (
+		raw []byte
+		err error
+	)
+	if in == "-" {
+		raw, err = io.ReadAll(os.Stdin)
+	} else {
+		raw, err = os.ReadFile(in)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("benchreport: %w", err)
+	}
+	return raw, nil
 }
