@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -64,29 +65,32 @@ func endpointResolve(opts *EndpointStoreOptions) (endpointConfig, error) {
 	return o, nil
 }
 
-// EndpointStore is a webhook endpoint registry on PostgreSQL — a driver.Endpoints and
-// driver.EndpointLister — in the table Migrate creates, shared by every replica. Put
-// is one upsert, Lookup one read by primary key, ListEndpoints one read of the (owner, id) index, so
-// Publisher.PublishToOwner lists a licensee's endpoints without an owner index of the team's own.
-// IDs and owners are ordered and compared byte by byte (the "C" collation), as memstore.Endpoints does,
-// whatever the database's locale.
+// EndpointStore is a webhook endpoint registry on PostgreSQL — a driver.Endpoints,
+// driver.EndpointLister and driver.EndpointEditor — in the table Migrate creates, shared by every
+// replica. Put is one upsert, Lookup one read by primary key, ListEndpoints one read of the index of
+// an owner's live endpoints, so Publisher.PublishToOwner lists a licensee's endpoints without an owner
+// index of the team's own. CreateEndpoint counts the owner's live endpoints and inserts under a
+// transaction-scoped advisory lock on the owner, and UpdateEndpoint reads the row FOR UPDATE and
+// writes it back in one transaction, so that replicas registering or changing endpoints at once never
+// pass a limit or lose a change. IDs and owners are ordered and compared byte by byte (the "C"
+// collation), as memstore.Endpoints does, whatever the database's locale.
 //
 // Secrets are the HMAC keys that sign deliveries, so the producer needs them back and cannot keep a
 // hash. With EndpointStoreOptions.Sealer they are sealed at rest (AES-256-GCM under the key ring of
 // package seal, the one that seals idempotency records), bound to the endpoint's ID, owner and URL:
 // a dump of the table shows no secret, a sealed value copied to another endpoint does not open, and
-// a row that is not sealed or does not open is an error (change endpoints through Put, not SQL).
-// After a key rotation — the new key first in the ring, the old ones after it — Reseal seals every
-// row again under the new key; then the old key can leave the ring. Without a Sealer they are stored
-// as given, in plain text: treat the table as a secret store then. No method returns an error that
-// contains a secret.
+// a row that is not sealed or does not open is an error (change endpoints through Put and
+// UpdateEndpoint, not SQL: a URL changed by hand leaves secrets that no longer open). After a key
+// rotation — the new key first in the ring, the old ones after it — Reseal seals every row again
+// under the new key; then the old key can leave the ring. Without a Sealer they are stored as given,
+// in plain text: treat the table as a secret store then. No method returns an error that contains a
+// secret.
 //
 // An EndpointStore built on a pgx.Tx (NewEndpointStore(tx, opts) is cheap) reads and writes inside
-// that transaction: with Publisher.WithEndpoints and an EventLog on the same transaction, the listing
-// of a licensee's endpoints and the append of their events see one snapshot and commit or roll back
-// with the business change. It does not bound how many endpoints an owner registers; do that at
-// registration, where the licensee can be told (PublishToOwner refuses an owner with more than its
-// MaxFanOut).
+// that transaction — CreateEndpoint and UpdateEndpoint in a savepoint of it, whose locks last until
+// the caller's transaction ends: with Publisher.WithEndpoints and an EventLog on the same transaction,
+// the listing of a licensee's endpoints and the append of their events see one snapshot and commit or
+// roll back with the business change.
 //
 // An EndpointStore is safe for concurrent use when its DB is (a pool is; a pgx.Conn or pgx.Tx is not).
 // It never closes the DB and never reads the clock. Its zero value is not usable: its methods return
@@ -100,12 +104,19 @@ type EndpointStore struct {
 var (
 	_ driver.Endpoints      = (*EndpointStore)(nil)
 	_ driver.EndpointLister = (*EndpointStore)(nil)
+	_ driver.EndpointEditor = (*EndpointStore)(nil)
 )
 
 type endpointSQL struct {
-	put, del, lookup, list string
-	resealPage, reseal     string
+	put, insert, del, lookup, forUpdate, list string
+	lock, count, update                       string
+	resealPage, reseal                        string
 }
+
+// endpointCols are the columns an endpoint is read from and written to, after id, owner, url and the
+// secrets (one column or two, with a Sealer), in the order of endpointRow.
+const endpointCols = `api_version, old_secrets_expire, enabled_events, description, metadata, headers, created,
+    disabled_reason, disabled_at, deleted_at`
 
 // NewEndpointStore returns an EndpointStore on db with the table named by opts (nil means the
 // defaults). Run Migrate with the same opts once first. It fails when db is nil or a name is
@@ -119,8 +130,8 @@ func NewEndpointStore(db DB, opts *EndpointStoreOptions) (*EndpointStore, error)
 		return nil, err
 	}
 	t := o.table
-	// Without a Sealer the statements leave sealed_secrets alone, so that a table an earlier version
-	// made keeps working unmigrated; a sealed row then reads as one without secrets, and is refused.
+	// Without a Sealer the statements leave sealed_secrets alone, so that a table whose secrets are
+	// sealed is refused row by row (see openSecrets) rather than overwritten.
 	cols, put := "secrets", "$4"
 	if o.Sealer != nil {
 		cols, put = "secrets, sealed_secrets", "'{}', $4"
@@ -129,19 +140,34 @@ func NewEndpointStore(db DB, opts *EndpointStoreOptions) (*EndpointStore, error)
 	if o.Sealer != nil {
 		set += ", sealed_secrets = EXCLUDED.sealed_secrets"
 	}
+	values := `($1, $2, $3, ` + put + `, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 	return &EndpointStore{db: db, sealer: o.Sealer, sql: endpointSQL{
-		put: `INSERT INTO ` + t + ` (id, owner, url, ` + cols + `, api_version) VALUES ($1, $2, $3, ` + put + `, $5)
+		put: `INSERT INTO ` + t + ` (id, owner, url, ` + cols + `, ` + endpointCols + `) VALUES ` + values + `
 ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, url = EXCLUDED.url, ` + set + `,
-    api_version = EXCLUDED.api_version`,
-		del:    `DELETE FROM ` + t + ` WHERE id = $1`,
-		lookup: `SELECT owner, url, ` + cols + `, api_version FROM ` + t + ` WHERE id = $1`,
+    api_version = EXCLUDED.api_version, old_secrets_expire = EXCLUDED.old_secrets_expire,
+    enabled_events = EXCLUDED.enabled_events, description = EXCLUDED.description,
+    metadata = EXCLUDED.metadata, headers = EXCLUDED.headers, created = EXCLUDED.created,
+    disabled_reason = EXCLUDED.disabled_reason, disabled_at = EXCLUDED.disabled_at,
+    deleted_at = EXCLUDED.deleted_at`,
+		insert: `INSERT INTO ` + t + ` (id, owner, url, ` + cols + `, ` + endpointCols + `) VALUES ` + values + `
+ON CONFLICT (id) DO NOTHING`,
+		// The update keeps id and owner, which UpdateEndpoint checks the change left alone.
+		update: `UPDATE ` + t + ` SET url = $3, (` + cols + `) = ROW(` + put + `), (` + endpointCols + `) =
+    ($5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+WHERE id = $1 AND owner = $2`,
+		del:       `DELETE FROM ` + t + ` WHERE id = $1`,
+		lookup:    `SELECT owner, url, ` + cols + `, ` + endpointCols + ` FROM ` + t + ` WHERE id = $1`,
+		forUpdate: `SELECT owner, url, ` + cols + `, ` + endpointCols + ` FROM ` + t + ` WHERE id = $1 FOR UPDATE`,
 		// COLLATE "C" spelled out: byte order even on a table created with the database's collation
 		// (then the owner's few rows are sorted; on the table Migrate creates, the
 		// index is read in order).
-		list: `SELECT id, owner, url, ` + cols + `, api_version FROM ` + t + `
-WHERE owner = $1 AND id COLLATE "C" > $2
+		list: `SELECT id, owner, url, ` + cols + `, ` + endpointCols + ` FROM ` + t + `
+WHERE owner = $1 AND id COLLATE "C" > $2 AND deleted_at IS NULL
 ORDER BY id COLLATE "C"
 LIMIT $3`,
+		// Two statements: the count's snapshot must be taken after the lock is granted.
+		lock:  `SELECT pg_advisory_xact_lock($1, hashtext($2))`,
+		count: `SELECT count(*) FROM ` + t + ` WHERE owner = $1 AND deleted_at IS NULL`,
 		resealPage: `SELECT id, owner, url, secrets, sealed_secrets FROM ` + t + `
 WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
 		// Only the row as it was read: a Put in between wins, and has sealed under the newest key.
@@ -150,18 +176,18 @@ WHERE id = $1 AND owner = $2 AND url = $3 AND secrets = $4 AND sealed_secrets IS
 	}}, nil
 }
 
+// endpointLockClass is the first key of the per-owner advisory locks of CreateEndpoint (the second is
+// hashtext(owner)). Two-key advisory locks never collide with one-key ones; two owners whose names
+// hash alike, or one owner in two endpoint tables, merely wait for each other.
+const endpointLockClass = 0x77656e64 // "wend"
+
 // storable reports whether PostgreSQL can store s as text: valid UTF-8 without NUL bytes.
 func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
-// Put registers ep, replacing the endpoint with its ID — its owner included, so an endpoint Put with
-// another owner moves to that owner. To rotate a secret, Put the endpoint with both secrets, and later
-// with the new one only. An invalid ep (producer.Endpoint.Validate), or one with a field PostgreSQL
-// cannot store as text (invalid UTF-8, a NUL byte), is an error wrapping producer.ErrInvalidEndpoint
-// and stores nothing.
-func (s *EndpointStore) Put(ctx context.Context, ep producer.Endpoint) error {
-	if s == nil || s.db == nil {
-		return errZeroEndpointStore
-	}
+// check refuses what the registry cannot store: an invalid endpoint (producer.Endpoint.Validate), or
+// a field PostgreSQL cannot store as text (invalid UTF-8, a NUL byte) — checked here, not left to the
+// server, whose error would quote the offending bytes, which may belong to a secret.
+func (s *EndpointStore) check(ep producer.Endpoint) error {
 	if err := ep.Validate(); err != nil {
 		return err
 	}
@@ -169,23 +195,212 @@ func (s *EndpointStore) Put(ctx context.Context, ep producer.Endpoint) error {
 	for _, sec := range ep.Secrets {
 		ok = ok && storable(sec)
 	}
+	for _, e := range ep.EnabledEvents {
+		ok = ok && storable(e)
+	}
 	if !ok {
-		// Checked here, not left to the server: its error would quote the offending bytes, which may
-		// belong to a secret.
 		return fmt.Errorf("%w: a field holds invalid UTF-8 or a NUL byte", producer.ErrInvalidEndpoint)
 	}
+	return nil
+}
+
+// args are the statements' arguments for ep: $1 to $14 of put, insert and update.
+func (s *EndpointStore) args(ep producer.Endpoint) []any {
 	var secrets any = ep.Secrets
 	if s.sealer != nil {
 		secrets = s.sealSecrets(ep.ID, ep.Owner, ep.URL, ep.Secrets)
 	}
-	if _, err := s.db.Exec(ctx, s.sql.put, ep.ID, ep.Owner, ep.URL, secrets, ep.APIVersion); err != nil {
+	orEmpty := func(m map[string]string) map[string]string {
+		if m == nil {
+			return map[string]string{}
+		}
+		return m
+	}
+	events := ep.EnabledEvents
+	if events == nil {
+		events = []string{}
+	}
+	return []any{ep.ID, ep.Owner, ep.URL, secrets, ep.APIVersion, nullTime(ep.OldSecretsExpire), events, ep.Description,
+		orEmpty(ep.Metadata), orEmpty(ep.Headers), nullTime(ep.Created), ep.DisabledReason, nullTime(ep.DisabledAt),
+		nullTime(ep.DeletedAt)}
+}
+
+// nullTime is t for a timestamptz column, NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// endpointRow scans a row of the columns after id (owner, url, the secrets, endpointCols) into an
+// endpoint whose ID is set, and opens its secrets.
+type endpointRow struct {
+	ep                                        producer.Endpoint
+	sealed                                    []byte
+	oldExpire, created, disabledAt, deletedAt *time.Time
+}
+
+func (r *endpointRow) dest(sealer bool) []any {
+	ep := &r.ep
+	d := []any{&ep.Owner, &ep.URL, &ep.Secrets}
+	if sealer {
+		d = append(d, &r.sealed)
+	}
+	return append(d, &ep.APIVersion, &r.oldExpire, &ep.EnabledEvents, &ep.Description, &ep.Metadata, &ep.Headers,
+		&r.created, &ep.DisabledReason, &r.disabledAt, &r.deletedAt)
+}
+
+// finish sets the times and opens the secrets.
+func (s *EndpointStore) finish(r *endpointRow) (producer.Endpoint, error) {
+	for _, t := range []struct {
+		dst *time.Time
+		src *time.Time
+	}{{&r.ep.OldSecretsExpire, r.oldExpire}, {&r.ep.Created, r.created}, {&r.ep.DisabledAt, r.disabledAt}, {&r.ep.DeletedAt, r.deletedAt}} {
+		if t.src != nil {
+			*t.dst = t.src.UTC()
+		}
+	}
+	if len(r.ep.EnabledEvents) == 0 {
+		r.ep.EnabledEvents = nil
+	}
+	if len(r.ep.Metadata) == 0 {
+		r.ep.Metadata = nil
+	}
+	if len(r.ep.Headers) == 0 {
+		r.ep.Headers = nil
+	}
+	if err := s.openSecrets(&r.ep, r.sealed); err != nil {
+		return producer.Endpoint{}, err
+	}
+	return r.ep, nil
+}
+
+// Put registers ep, replacing the endpoint with its ID — its owner and its every setting included, so
+// an endpoint Put with another owner moves to that owner, and a deleted one Put again lives again. To
+// rotate a secret, Put the endpoint with both secrets, and later with the new one only; the
+// endpoint lifecycle changes endpoints through UpdateEndpoint instead. An invalid ep
+// (producer.Endpoint.Validate), or one with a field PostgreSQL cannot store as text (invalid UTF-8, a
+// NUL byte), is an error wrapping producer.ErrInvalidEndpoint and stores nothing.
+func (s *EndpointStore) Put(ctx context.Context, ep producer.Endpoint) error {
+	if s == nil || s.db == nil {
+		return errZeroEndpointStore
+	}
+	if err := s.check(ep); err != nil {
+		return err
+	}
+	if _, err := s.db.Exec(ctx, s.sql.put, s.args(ep)...); err != nil {
 		return fmt.Errorf("pgstore: put webhook endpoint: %w", err)
 	}
 	return nil
 }
 
-// Delete removes the endpoint; the Dispatcher then abandons its pending deliveries. Deleting an ID
-// that is not registered changes nothing and is not an error.
+// CreateEndpoint implements driver.EndpointEditor. With a limit, the count and the insert run in one
+// transaction under a transaction-scoped advisory lock on the owner: a second replica registering for
+// the same owner waits until the first one's transaction ends, and then counts its endpoint. (Under
+// READ COMMITTED a plain count-then-insert lets two transactions both count 15 and both insert.) On
+// an EndpointStore built on the caller's transaction the lock is held until that transaction ends,
+// which is when the new row becomes visible to the others: exactly as long as it must be.
+func (s *EndpointStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
+	if s == nil || s.db == nil {
+		return errZeroEndpointStore
+	}
+	if err := s.check(ep); err != nil {
+		return err
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: create webhook endpoint: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if limit > 0 {
+		if _, err := tx.Exec(ctx, s.sql.lock, int32(endpointLockClass), ep.Owner); err != nil {
+			return fmt.Errorf("pgstore: create webhook endpoint: %w", err)
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, s.sql.count, ep.Owner).Scan(&n); err != nil {
+			return fmt.Errorf("pgstore: create webhook endpoint: %w", err)
+		}
+		if n >= int64(limit) {
+			return producer.ErrEndpointLimit
+		}
+	}
+	tag, err := tx.Exec(ctx, s.sql.insert, s.args(ep)...)
+	if err != nil {
+		return fmt.Errorf("pgstore: create webhook endpoint: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s is registered already", producer.ErrInvalidEndpoint, ep.ID)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: create webhook endpoint: %w", err)
+	}
+	return nil
+}
+
+// UpdateEndpoint implements driver.EndpointEditor: in one transaction it reads the row FOR UPDATE —
+// a concurrent update of the endpoint, on any replica, waits until this one commits and then reads
+// what it wrote — calls change once, and writes the row back, its secrets sealed again (they are
+// bound to the URL, which may have changed).
+func (s *EndpointStore) UpdateEndpoint(ctx context.Context, id string, change func(*producer.Endpoint) error) (producer.Endpoint, error) {
+	if s == nil || s.db == nil {
+		return producer.Endpoint{}, errZeroEndpointStore
+	}
+	if err := ctx.Err(); err != nil {
+		return producer.Endpoint{}, err
+	}
+	if id == "" || !storable(id) {
+		return producer.Endpoint{}, producer.ErrUnknownEndpoint
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return producer.Endpoint{}, fmt.Errorf("pgstore: update webhook endpoint: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	old, err := s.read(ctx, tx, s.sql.forUpdate, id)
+	if err != nil {
+		return producer.Endpoint{}, err
+	}
+	if !old.DeletedAt.IsZero() {
+		return producer.Endpoint{}, producer.ErrUnknownEndpoint
+	}
+	ep := old.Clone()
+	if err := change(&ep); err != nil {
+		return producer.Endpoint{}, err
+	}
+	if ep.ID != old.ID || ep.Owner != old.Owner {
+		return producer.Endpoint{}, fmt.Errorf("%w: %s: an update may not change the ID or the owner", producer.ErrInvalidEndpoint, id)
+	}
+	if err := s.check(ep); err != nil {
+		return producer.Endpoint{}, err
+	}
+	if _, err := tx.Exec(ctx, s.sql.update, s.args(ep)...); err != nil {
+		return producer.Endpoint{}, fmt.Errorf("pgstore: update webhook endpoint: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return producer.Endpoint{}, fmt.Errorf("pgstore: update webhook endpoint: %w", err)
+	}
+	return ep.Clone(), nil
+}
+
+// read reads one endpoint by ID with query (lookup or forUpdate).
+func (s *EndpointStore) read(ctx context.Context, db DB, query, id string) (producer.Endpoint, error) {
+	r := endpointRow{ep: producer.Endpoint{ID: id}}
+	err := db.QueryRow(ctx, query, id).Scan(r.dest(s.sealer != nil)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return producer.Endpoint{}, producer.ErrUnknownEndpoint
+	}
+	if err != nil {
+		return producer.Endpoint{}, fmt.Errorf("pgstore: look up webhook endpoint: %w", err)
+	}
+	return s.finish(&r)
+}
+
+// Delete removes the endpoint's row, deleted or not: Lookup no longer finds it, the Dispatcher then
+// abandons its pending deliveries and range retrieval of its stream answers 404. The endpoint
+// lifecycle's delete, which keeps the stream readable, sets DeletedAt through UpdateEndpoint instead;
+// Delete removes what is left once the retention has emptied the stream. Deleting an ID that is not
+// registered changes nothing and is not an error.
 func (s *EndpointStore) Delete(ctx context.Context, id string) error {
 	if s == nil || s.db == nil {
 		return errZeroEndpointStore
@@ -213,27 +428,11 @@ func (s *EndpointStore) Lookup(ctx context.Context, id string) (producer.Endpoin
 	if id == "" || !storable(id) {
 		return producer.Endpoint{}, producer.ErrUnknownEndpoint
 	}
-	ep := producer.Endpoint{ID: id}
-	var sealed []byte
-	dst := []any{&ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion}
-	if s.sealer != nil {
-		dst = []any{&ep.Owner, &ep.URL, &ep.Secrets, &sealed, &ep.APIVersion}
-	}
-	err := s.db.QueryRow(ctx, s.sql.lookup, id).Scan(dst...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return producer.Endpoint{}, producer.ErrUnknownEndpoint
-	}
-	if err != nil {
-		return producer.Endpoint{}, fmt.Errorf("pgstore: look up webhook endpoint: %w", err)
-	}
-	if err := s.openSecrets(&ep, sealed); err != nil {
-		return producer.Endpoint{}, err
-	}
-	return ep, nil
+	return s.read(ctx, s.db, s.sql.lookup, id)
 }
 
-// ListEndpoints implements driver.EndpointLister: one read of the (owner, id) index, at most
-// q.Limit+1 rows (the one past the page says whether more follow).
+// ListEndpoints implements driver.EndpointLister: one read of the index of the owner's live
+// endpoints, at most q.Limit+1 rows (the one past the page says whether more follow).
 func (s *EndpointStore) ListEndpoints(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
 	if s == nil || s.db == nil {
 		return nil, false, errZeroEndpointStore
@@ -252,16 +451,11 @@ func (s *EndpointStore) ListEndpoints(ctx context.Context, q driver.EndpointQuer
 		return nil, false, fmt.Errorf("pgstore: list webhook endpoints: %w", err)
 	}
 	eps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (producer.Endpoint, error) {
-		var ep producer.Endpoint
-		var sealed []byte
-		dst := []any{&ep.ID, &ep.Owner, &ep.URL, &ep.Secrets, &ep.APIVersion}
-		if s.sealer != nil {
-			dst = []any{&ep.ID, &ep.Owner, &ep.URL, &ep.Secrets, &sealed, &ep.APIVersion}
+		var r endpointRow
+		if err := row.Scan(append([]any{&r.ep.ID}, r.dest(s.sealer != nil)...)...); err != nil {
+			return producer.Endpoint{}, err
 		}
-		if err := row.Scan(dst...); err != nil {
-			return ep, err
-		}
-		return ep, s.openSecrets(&ep, sealed)
+		return s.finish(&r)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("pgstore: list webhook endpoints: %w", err)

@@ -224,8 +224,8 @@ func TestEndpointSecretRotation(t *testing.T) {
 	require.ErrorContains(t, err, "Sealer is not set")
 }
 
-// TestEndpointMigrationAddsSealedColumn: a table an earlier version made gets sealed_secrets from
-// the migration, and a store without a Sealer still works on it unmigrated.
+// TestEndpointMigrationAddsSealedColumn: a table an earlier version made, and wrote to, gets
+// sealed_secrets (and the lifecycle's columns) from the migration, and its secrets are sealed by Reseal.
 func TestEndpointMigrationAddsSealedColumn(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
@@ -233,12 +233,9 @@ func TestEndpointMigrationAddsSealedColumn(t *testing.T) {
 	_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (id text COLLATE "C" PRIMARY KEY, owner text COLLATE "C" NOT NULL,
     url text NOT NULL, secrets text[] NOT NULL, api_version text NOT NULL DEFAULT '')`)
 	require.NoError(t, err)
-	old := sealedEndpointStore(t, pool, schema)
 	sec := webhook.NewSecret()
-	require.NoError(t, old.Put(ctx, producer.Endpoint{ID: "we_a", URL: "https://a.example/", Owner: "lic_1", Secrets: []string{sec}}))
-	ep, err := old.Lookup(ctx, "we_a")
+	_, err = pool.Exec(ctx, `INSERT INTO `+table+` (id, owner, url, secrets) VALUES ('we_a', 'lic_1', 'https://a.example/', $1)`, []string{sec})
 	require.NoError(t, err)
-	require.Equal(t, []string{sec}, ep.Secrets)
 
 	for range 2 {
 		require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.EndpointStoreOptions{Schema: schema}))
@@ -247,7 +244,7 @@ func TestEndpointMigrationAddsSealedColumn(t *testing.T) {
 	n, err := s.Reseal(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	ep, err = s.Lookup(ctx, "we_a")
+	ep, err := s.Lookup(ctx, "we_a")
 	require.NoError(t, err)
 	require.Equal(t, []string{sec}, ep.Secrets)
 	requireDumpHoldsNoSecret(t, pool, schema, sec)

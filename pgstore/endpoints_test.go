@@ -88,7 +88,10 @@ func TestEndpointStoreMigration(t *testing.T) {
     url text NOT NULL, secrets text[] NOT NULL, api_version text NOT NULL);
 CREATE INDEX legacy_owner_idx ON legacy (owner, id)`)
 	require.NoError(t, err)
-	legacy, err := pgstore.NewEndpointStore(pool, &pgstore.EndpointStoreOptions{Schema: schema, Table: "legacy"})
+	// Migrate adopts it: the lifecycle's columns are added, the collation left as it is.
+	legacyOpts := &pgstore.EndpointStoreOptions{Schema: schema, Table: "legacy"}
+	require.NoError(t, pgstore.Migrate(ctx, pool, legacyOpts))
+	legacy, err := pgstore.NewEndpointStore(pool, legacyOpts)
 	require.NoError(t, err)
 	for _, id := range []string{"we_b", "we_B", "we_a"} {
 		require.NoError(t, legacy.Put(ctx, producer.Endpoint{ID: id, URL: "https://a.example/", Owner: "lic_1", Secrets: []string{"whsec_x"}}))

@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,7 +132,14 @@ func writeUncachedStores(t *testing.T, db pgstore.DB, o storeOpts, v1 bool) {
 	_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_1", Event: adoptEvent(4)})
 	require.NoError(t, err)
 
-	require.NoError(t, must(pgstore.NewEndpointStore(db, o.ep)).Put(ctx, adoptEndpoint))
+	// The endpoint as the versions before the lifecycle's columns wrote it: Put now writes those too.
+	epTable := pgx.Identifier{cmp.Or(o.ep.Table, pgstore.DefaultEndpointTable)}
+	if o.ep.Schema != "" {
+		epTable = pgx.Identifier{o.ep.Schema, epTable[0]}
+	}
+	_, err = db.Exec(ctx, `INSERT INTO `+epTable.Sanitize()+` (id, owner, url, secrets, api_version) VALUES ($1, $2, $3, $4, $5)`,
+		adoptEndpoint.ID, adoptEndpoint.Owner, adoptEndpoint.URL, adoptEndpoint.Secrets, adoptEndpoint.APIVersion)
+	require.NoError(t, err)
 	require.NoError(t, must(pgstore.NewCursorStore(db, o.cur)).Advance(ctx, "we_1", 0, 5))
 }
 

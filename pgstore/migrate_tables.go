@@ -52,6 +52,7 @@ func (opts *EndpointStoreOptions) migrationTables() (tableSet, error) {
 	n := newSQLNames(o.Schema)
 	n.table("table", o.Table)
 	n.index("owner_idx", o.Table+"_owner_idx")
+	n.index("live_idx", o.Table+"_live_idx")
 	return tableSet{store: "endpoints", what: "endpoint store", schema: o.Schema, table: o.Table, names: n}, nil
 }
 

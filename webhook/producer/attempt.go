@@ -37,7 +37,7 @@ func (d *Dispatcher) prepare(ctx context.Context, ep Endpoint, dl driver.Deliver
 		d.logger.ErrorContext(ctx, "producer: cannot render event", "endpoint", ep.ID, "sequence", dl.Sequence, "error", err)
 		return nil, "", driver.Attempt{Class: ClassRender, Reason: "render failed"}
 	}
-	signer, err := d.signers.get(ep)
+	signer, err := d.signers.get(ep.ID, ep.SigningSecrets(d.now()))
 	if err == nil {
 		sig, err = signer.Sign(body, d.now())
 	}
@@ -99,6 +99,10 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, 
 		return driver.Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}, false
 	}
 	h := req.Header
+	// The endpoint's own headers first: none may be one of those below (driver.Endpoint.Headers).
+	for k, v := range ep.Headers {
+		h.Set(k, v)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", d.userAgent)
 	h.Set(webhook.HeaderSignature, sig)

@@ -10,6 +10,9 @@ type Endpoint = driver.Endpoint
 var (
 	// ErrUnknownEndpoint: no endpoint has that ID.
 	ErrUnknownEndpoint = driver.ErrUnknownEndpoint
-	// ErrInvalidEndpoint: a registration lacks an ID, owner, secret or usable URL.
+	// ErrInvalidEndpoint: a registration lacks an ID, owner, secret or usable URL, or a setting is
+	// out of bounds.
 	ErrInvalidEndpoint = driver.ErrInvalidEndpoint
+	// ErrEndpointLimit: the owner already has as many endpoints as a registration's limit allows.
+	ErrEndpointLimit = driver.ErrEndpointLimit
 )

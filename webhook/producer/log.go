@@ -16,14 +16,15 @@ const maxResponseSnippet = 256
 
 // Classes of failed attempts (Attempt.Class).
 const (
-	ClassStatus          = "http_status"      // the endpoint answered, but not 2xx (redirects included)
-	ClassTimeout         = "timeout"          // no answer within the per-request timeout
-	ClassConnection      = "connection"       // refused, reset, unreachable, DNS or TLS failure
-	ClassBlockedAddress  = "blocked_address"  // the URL resolves to an address the guard refuses
-	ClassInvalidURL      = "invalid_url"      // the endpoint's URL cannot be requested
-	ClassRender          = "render_failed"    // the event could not be rendered at the endpoint's version
-	ClassNoSecret        = "no_secret"        // the endpoint has no usable signing secret
-	ClassEndpointDeleted = "endpoint_deleted" // the endpoint is gone; the delivery is abandoned
+	ClassStatus           = "http_status"       // the endpoint answered, but not 2xx (redirects included)
+	ClassTimeout          = "timeout"           // no answer within the per-request timeout
+	ClassConnection       = "connection"        // refused, reset, unreachable, DNS or TLS failure
+	ClassBlockedAddress   = "blocked_address"   // the URL resolves to an address the guard refuses
+	ClassInvalidURL       = "invalid_url"       // the endpoint's URL cannot be requested
+	ClassRender           = "render_failed"     // the event could not be rendered at the endpoint's version
+	ClassNoSecret         = "no_secret"         // the endpoint has no usable signing secret
+	ClassEndpointDeleted  = "endpoint_deleted"  // the endpoint is gone; the delivery is abandoned
+	ClassEndpointDisabled = "endpoint_disabled" // the endpoint is disabled; the delivery is abandoned, unsent
 )
 
 // Errors of the producer's own checks, before it calls the Log.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -46,6 +47,9 @@ var (
 	// ErrEventTooLarge: the event's envelope would be larger than PublisherOptions.MaxEventBytes;
 	// nothing was published. The error names the size and the maximum.
 	ErrEventTooLarge = errors.New("producer: event too large")
+	// ErrNotSubscribed: Publish or PublishTo named an endpoint that does not receive events of the
+	// type (Endpoint.EnabledEvents); nothing was published.
+	ErrNotSubscribed = errors.New("producer: the webhook endpoint is not subscribed to the event type")
 )
 
 // PublisherOptions configures a Publisher. The zero value (or nil) means the defaults.
@@ -149,15 +153,51 @@ func (p *Publisher) Publish(ctx context.Context, endpointID, eventType string, d
 	if err := p.usable(true); err != nil {
 		return webhook.Event{}, err
 	}
-	if _, err := p.endpoints.Lookup(ctx, endpointID); err != nil {
+	ep, err := p.endpoints.Lookup(ctx, endpointID)
+	if err != nil {
 		return webhook.Event{}, fmt.Errorf("producer: publish to %s: %w", endpointID, err)
+	}
+	if err := receives(ep, eventType); err != nil {
+		return webhook.Event{}, err
 	}
 	return p.publish(ctx, endpointID, eventType, data)
 }
 
+// receives reports why ep cannot receive an event of eventType, if it cannot: it is deleted
+// (ErrUnknownEndpoint) or not subscribed to the type (ErrNotSubscribed). A disabled endpoint receives
+// its events; only their delivery waits.
+func receives(ep Endpoint, eventType string) error {
+	switch {
+	case !ep.DeletedAt.IsZero():
+		return fmt.Errorf("producer: publish to %s: %w (deleted)", ep.ID, ErrUnknownEndpoint)
+	case !ep.Subscribed(eventType):
+		return fmt.Errorf("producer: publish %s to %s: %w", eventType, ep.ID, ErrNotSubscribed)
+	}
+	return nil
+}
+
+// subscribed returns the endpoints of eps that receive events of eventType: not deleted, and
+// subscribed to the type. It returns eps itself when all do.
+func subscribed(eps []Endpoint, eventType string) []Endpoint {
+	for i, ep := range eps {
+		if receives(ep, eventType) == nil {
+			continue
+		}
+		out := slices.Clone(eps[:i])
+		for _, ep := range eps[i+1:] {
+			if receives(ep, eventType) == nil {
+				out = append(out, ep)
+			}
+		}
+		return out
+	}
+	return eps
+}
+
 // PublishTo is Publish for a caller that already holds the endpoint — typically one it has just read
 // from the registry in the same transaction as the append, as the transactional outbox does — so the
-// endpoint is not looked up again: one round trip less per event.
+// endpoint is not looked up again: one round trip less per event. Its subscription and deletion are
+// read from ep as the caller holds it.
 func (p *Publisher) PublishTo(ctx context.Context, ep Endpoint, eventType string, data any) (webhook.Event, error) {
 	if err := p.usable(false); err != nil {
 		return webhook.Event{}, err
@@ -165,32 +205,44 @@ func (p *Publisher) PublishTo(ctx context.Context, ep Endpoint, eventType string
 	if ep.ID == "" {
 		return webhook.Event{}, fmt.Errorf("producer: publish: %w", ErrUnknownEndpoint)
 	}
+	if err := receives(ep, eventType); err != nil {
+		return webhook.Event{}, err
+	}
 	return p.publish(ctx, ep.ID, eventType, data)
 }
 
 // PublishToEach publishes one business event to each of the endpoints the caller holds — a
 // licensee's endpoints, read in the same transaction as the append — marshalling data once. Each
-// endpoint gets an event of its own (its own ID, and its own place in that endpoint's stream). On a
-// BatchAppender log (pgstore.EventLog, memstore.Log) all the events go in one call, all or none; on
-// another, one Append each, in order, stopping at the first failure. The events come back in the order
-// of eps. No endpoints publishes nothing.
+// endpoint subscribed to the type (Endpoint.Subscribed, as ep holds it) and not deleted gets an event
+// of its own (its own ID, and its own place in that endpoint's stream); the others get nothing and
+// take no place. On a BatchAppender log (pgstore.EventLog, memstore.Log) all the events go in one
+// call, all or none; on another, one Append each, in order, stopping at the first failure. The events
+// come back in the order of eps, each with Endpoint set to its endpoint's ID. No endpoints, or none
+// subscribed, publishes nothing.
 func (p *Publisher) PublishToEach(ctx context.Context, eps []Endpoint, eventType string, data any) ([]webhook.Event, error) {
 	if err := p.usable(false); err != nil {
 		return nil, err
-	}
-	if len(eps) == 0 {
-		return nil, nil
 	}
 	raw, err := marshalData(data)
 	if err != nil {
 		return nil, err
 	}
-	return p.appendEach(ctx, eps, eventType, raw)
+	if err := checkPayload(eventType, raw); err != nil {
+		return nil, err
+	}
+	if eps = subscribed(eps, eventType); len(eps) == 0 {
+		return nil, nil
+	}
+	evs, err := p.appendEach(ctx, eps, eventType, raw)
+	for i := range evs {
+		evs[i].Endpoint = eps[i].ID
+	}
+	return evs, err
 }
 
-// PublishToOwner publishes one business event to every endpoint of owner (a licensee), listed through
-// the Publisher's Endpoints, which must be an EndpointLister (else ErrNoListing): each endpoint gets an
-// event of its own — the same type, data and creation time, its own ID, and the next place in its own
+// PublishToOwner publishes one business event to every endpoint of owner (a licensee) subscribed to
+// its type, listed through the Publisher's Endpoints, which must be an EndpointLister (else
+// ErrNoListing): each such endpoint gets an event of its own — the same type, data and creation time, its own ID, and the next place in its own
 // stream, so every endpoint keeps its gap-free sequence. The events go in as PublishToEach's do: in
 // one call on a BatchAppender log (one statement on pgstore.EventLog), all or none; on another Log,
 // one Append each, stopping at the first failure. They come back in ascending order of endpoint ID,
@@ -232,7 +284,7 @@ func (p *Publisher) PublishToOwner(ctx context.Context, owner, eventType string,
 	if more {
 		return nil, fmt.Errorf("%w: %s has more than %d", ErrFanOutLimit, owner, p.maxFanOut)
 	}
-	if len(eps) == 0 {
+	if eps = subscribed(eps, eventType); len(eps) == 0 {
 		return []webhook.Event{}, nil
 	}
 	evs, err := p.appendEach(ctx, eps, eventType, raw)

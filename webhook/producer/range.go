@@ -352,7 +352,7 @@ func (h *RangeHandler) serve(w http.ResponseWriter, r *http.Request) int {
 		return 0
 	}
 	events = nil // the body holds the page now
-	signer, err := h.signers.get(ep)
+	signer, err := h.signers.get(ep.ID, ep.SigningSecrets(h.now()))
 	var sig string
 	if err == nil {
 		sig, err = signer.Sign(body, h.now())

@@ -34,33 +34,34 @@ type cachedSigner struct {
 	signer  *webhook.Signer
 }
 
-// get returns a Signer for exactly ep.Secrets, or webhook.ErrNoSecret when they cannot sign.
-func (c *signerCache) get(ep Endpoint) (*webhook.Signer, error) {
+// get returns a Signer for exactly the endpoint's secrets — those that sign now
+// (Endpoint.SigningSecrets) — or webhook.ErrNoSecret when they cannot sign.
+func (c *signerCache) get(id string, secrets []string) (*webhook.Signer, error) {
 	c.mu.Lock()
-	e, ok := c.m[ep.ID]
+	e, ok := c.m[id]
 	c.mu.Unlock()
-	if ok && slices.Equal(e.secrets, ep.Secrets) {
+	if ok && slices.Equal(e.secrets, secrets) {
 		return e.signer, nil
 	}
-	s, err := webhook.NewSigner(ep.Secrets)
+	s, err := webhook.NewSigner(secrets)
 	if err != nil {
 		return nil, err
 	}
 	// Two callers holding different lists for one endpoint (a rotation seen mid-pass) each sign with
 	// the Signer for their own list; the entry ends up with whichever stored last.
-	e = cachedSigner{secrets: slices.Clone(ep.Secrets), signer: s}
+	e = cachedSigner{secrets: slices.Clone(secrets), signer: s}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = make(map[string]cachedSigner)
 	}
-	if _, ok := c.m[ep.ID]; !ok && len(c.m) >= cmp.Or(c.max, signerCacheSize) {
+	if _, ok := c.m[id]; !ok && len(c.m) >= cmp.Or(c.max, signerCacheSize) {
 		for id := range c.m {
 			delete(c.m, id)
 			break
 		}
 	}
-	c.m[ep.ID] = e
+	c.m[id] = e
 	return s, nil
 }
 

@@ -64,17 +64,15 @@ func (d *Dispatcher) work(ctx context.Context, group []driver.Delivery) (st Stat
 	ep, err := d.endpoints.Lookup(ctx, stream)
 	switch {
 	case errors.Is(err, ErrUnknownEndpoint):
+		// The endpoint is gone from the registry: nobody can receive these any more.
+		return d.abandon(ctx, group, ClassEndpointDeleted, "endpoint not found")
+	case err == nil && !ep.DeletedAt.IsZero():
 		// The endpoint was deleted: nobody can receive these any more. They stay retrievable by range.
-		at := d.now()
-		for _, dl := range group {
-			if o := d.hooks; o != nil {
-				actx := o.attemptStart(ctx, attemptInfo(dl))
-				o.attemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: driver.OutcomeAbandoned,
-					Class: ClassEndpointDeleted})
-			}
-			d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: driver.Attempt{At: at, Class: ClassEndpointDeleted, Reason: "endpoint not found"}})
-		}
-		return Stats{Abandoned: len(group)}
+		return d.abandon(ctx, group, ClassEndpointDeleted, "endpoint deleted")
+	case err == nil && ep.DisabledReason != "":
+		// Disabled: these are never pushed, so that enabling it again floods it with nothing; the
+		// first delivery after shows the consumer the gap, which it fetches by range.
+		return d.abandon(ctx, group, ClassEndpointDisabled, "endpoint disabled ("+ep.DisabledReason+")")
 	case err != nil:
 		// Our own outage, not the endpoint's failure: no attempt is counted, and the deliveries wait
 		// as long as a first retry would. An empty Schedule (no retries) has no first delay; waiting
@@ -114,6 +112,21 @@ func (d *Dispatcher) work(ctx context.Context, group []driver.Delivery) (st Stat
 	d.mu.Unlock()
 
 	return d.deliverStream(ctx, ep, group, slots)
+}
+
+// abandon settles a group of deliveries as abandoned without a request: the endpoint is deleted or
+// disabled. Each is recorded in the history with class and reason, and told to the hooks.
+func (d *Dispatcher) abandon(ctx context.Context, group []driver.Delivery, class, reason string) Stats {
+	at := d.now()
+	for _, dl := range group {
+		if o := d.hooks; o != nil {
+			actx := o.attemptStart(ctx, attemptInfo(dl))
+			o.attemptEnd(actx, AttemptResult{Endpoint: dl.Stream, EventType: dl.Event.Type, Outcome: driver.OutcomeAbandoned,
+				Class: class})
+		}
+		d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: driver.Attempt{At: at, Class: class, Reason: reason}})
+	}
+	return Stats{Abandoned: len(group)}
 }
 
 // deliverStream delivers one endpoint's claimed deliveries in sequence order, window requests at a

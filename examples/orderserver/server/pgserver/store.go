@@ -51,7 +51,6 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
     api_version text   NOT NULL,
     pos         bigint GENERATED ALWAYS AS IDENTITY -- registration order: an owner's endpoints are listed by it
 );
-CREATE INDEX IF NOT EXISTS webhook_endpoints_owner_idx ON webhook_endpoints (owner, id);
 DO $orders$ BEGIN -- a table made before pos gets it
     IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'webhook_endpoints'::regclass
         AND attname = 'pos' AND NOT attisdropped) THEN

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -12,16 +13,17 @@ import (
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
-// Registry is what the suite exercises: lookup and listing, and the two writes every registry offers
-// in some form. pgstore.EndpointStore is one as it is; memstore.Endpoints, whose Put and Delete take
-// no context, needs a three-line adapter.
+// Registry is what the suite exercises: lookup, listing and editing, and the two raw writes every
+// registry offers in some form. pgstore.EndpointStore is one as it is; memstore.Endpoints, whose Put
+// and Delete take no context, needs a three-line adapter.
 type Registry interface {
 	driver.Endpoints
 	driver.EndpointLister
+	driver.EndpointEditor
 	// Put registers ep, or replaces the endpoint with its ID; an invalid ep is an error wrapping
 	// driver.ErrInvalidEndpoint and stores nothing.
 	Put(ctx context.Context, ep driver.Endpoint) error
-	// Delete removes the endpoint; an ID that is not registered is not an error.
+	// Delete removes the endpoint, deleted or not; an ID that is not registered is not an error.
 	Delete(ctx context.Context, id string) error
 }
 
@@ -49,6 +51,14 @@ func RunEndpoints(t *testing.T, newRegistry func(t *testing.T) Registry) {
 	t.Run("PutRejectsInvalid", func(t *testing.T) { testInvalid(t, newRegistry(t)) })
 	t.Run("ConcurrentPuts", func(t *testing.T) { testConcurrent(t, newRegistry(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { testEndpointsCancelled(t, newRegistry(t)) })
+	t.Run("SettingsRoundTrip", func(t *testing.T) { testSettings(t, newRegistry(t)) })
+	t.Run("Create", func(t *testing.T) { testCreate(t, newRegistry(t)) })
+	t.Run("CreateUnderLimitRacing", func(t *testing.T) { testCreateRace(t, newRegistry(t)) })
+	t.Run("Update", func(t *testing.T) { testUpdate(t, newRegistry(t)) })
+	t.Run("UpdateRefuses", func(t *testing.T) { testUpdateRefuses(t, newRegistry(t)) })
+	t.Run("UpdatesSerialise", func(t *testing.T) { testUpdateRace(t, newRegistry(t)) })
+	t.Run("DeletedEndpoint", func(t *testing.T) { testSoftDelete(t, newRegistry(t)) })
+	t.Run("DeleteRacesUpdates", func(t *testing.T) { testDeleteRace(t, newRegistry(t)) })
 }
 
 // secret is a signing secret of the suite's own; the real format does not matter to a registry.
@@ -98,14 +108,22 @@ func endpointIDs(eps []driver.Endpoint) []string {
 	return out
 }
 
+// equal compares every field; empty and nil slices and maps are equal, and times are compared as
+// instants.
 func equal(a, b driver.Endpoint) bool {
 	return a.ID == b.ID && a.URL == b.URL && a.Owner == b.Owner && a.APIVersion == b.APIVersion &&
-		slices.Equal(a.Secrets, b.Secrets)
+		slices.Equal(a.Secrets, b.Secrets) && a.OldSecretsExpire.Equal(b.OldSecretsExpire) &&
+		slices.Equal(a.EnabledEvents, b.EnabledEvents) && a.Description == b.Description &&
+		maps.Equal(a.Metadata, b.Metadata) && maps.Equal(a.Headers, b.Headers) && a.Created.Equal(b.Created) &&
+		a.DisabledReason == b.DisabledReason && a.DisabledAt.Equal(b.DisabledAt) && a.DeletedAt.Equal(b.DeletedAt)
 }
 
 // show prints an endpoint without its secrets' values.
 func show(ep driver.Endpoint) string {
-	return fmt.Sprintf("{ID:%s URL:%s Owner:%s APIVersion:%s Secrets:%d}", ep.ID, ep.URL, ep.Owner, ep.APIVersion, len(ep.Secrets))
+	return fmt.Sprintf("{ID:%s URL:%s Owner:%s APIVersion:%s Secrets:%d OldSecretsExpire:%v EnabledEvents:%q Description:%q "+
+		"Metadata:%v Headers:%v Created:%v DisabledReason:%q DisabledAt:%v DeletedAt:%v}",
+		ep.ID, ep.URL, ep.Owner, ep.APIVersion, len(ep.Secrets), ep.OldSecretsExpire, ep.EnabledEvents, ep.Description,
+		ep.Metadata, ep.Headers, ep.Created, ep.DisabledReason, ep.DisabledAt, ep.DeletedAt)
 }
 
 func testLookup(t *testing.T, r Registry) {
