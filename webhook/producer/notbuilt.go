@@ -2,8 +2,8 @@ package producer
 
 import "errors"
 
-// ErrNotBuilt: a Publisher, Dispatcher, Sequencer, RangeHandler or DeliveriesHandler used without
-// its constructor. The errors their methods return match it with
+// ErrNotBuilt: a Publisher, Dispatcher, Sequencer, RangeHandler, DeliveriesHandler or
+// EndpointsHandler used without its constructor. The errors their methods return match it with
 // errors.Is and name the type; the handlers answer the opaque 500.
 var ErrNotBuilt = errors.New("producer: not built with its constructor")
 
@@ -19,4 +19,5 @@ var (
 	errZeroSequencer         error = &notBuiltError{"producer: Sequencer not built with NewSequencer"}
 	errZeroRangeHandler      error = &notBuiltError{"producer: RangeHandler not built with NewRangeHandler"}
 	errZeroDeliveriesHandler error = &notBuiltError{"producer: DeliveriesHandler not built with NewDeliveriesHandler"}
+	errZeroEndpointsHandler  error = &notBuiltError{"producer: EndpointsHandler not built with NewEndpointsHandler"}
 )
