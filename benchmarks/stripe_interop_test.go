@@ -1,13 +1,24 @@
 package benchmarks
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	stripewebhook "github.com/stripe/stripe-go/v85/webhook"
 
+	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook"
+	"github.com/svcplatform/conventions/webhook/producer"
+	"github.com/svcplatform/conventions/webhook/producer/memstore"
 )
 
 // The X-SVC-Signature scheme is Stripe's Stripe-Signature scheme (docs/decisions.md D3), so a consumer can
@@ -135,4 +146,68 @@ func TestOurVerifierIgnoresStripeV0(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, v.Verify(p.Header, body), webhook.ErrNoSignature)
 	require.ErrorIs(t, stripewebhook.ValidatePayload(body, p.Header, secret), stripewebhook.ErrNoValidSignature)
+}
+
+// TestStripeVerifiesDeliveriesThroughASecretRoll: real deliveries of a producer, whose endpoint's
+// secret is rolled through the endpoints API with an hour's overlap, verify with stripe-go holding the
+// old secret until the hour is up, and not after; the new secret verifies throughout. The producer's
+// clock starts now, for stripe-go checks the signature's age against the wall clock.
+func TestStripeVerifiesDeliveriesThroughASecretRoll(t *testing.T) {
+	ctx := context.Background()
+	var (
+		mu     sync.Mutex
+		bodies [][]byte
+		sigs   []string
+	)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies, sigs = append(bodies, body), append(sigs, r.Header.Get(webhook.HeaderSignature))
+		mu.Unlock()
+	}))
+	defer sink.Close()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	oldSecret := webhook.NewSecret()
+	eps, err := memstore.NewEndpoints(producer.Endpoint{ID: "we_roll", URL: sink.URL, Owner: "lic_1", Secrets: []string{oldSecret}})
+	require.NoError(t, err)
+	log := memstore.NewLog()
+	pub, err := producer.NewPublisher(log, eps, &producer.PublisherOptions{Now: clock})
+	require.NoError(t, err)
+	d, err := producer.NewDispatcher(log, eps, &producer.DispatcherOptions{Now: clock,
+		Guard: &ssrf.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	require.NoError(t, err)
+	api, err := producer.NewEndpointsHandler(eps, func(*http.Request) (string, error) { return "lic_1", nil },
+		&producer.EndpointsHandlerOptions{Now: clock})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	api.Register(mux, "v1", nil)
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/webhook_endpoints/we_roll/roll_secret", strings.NewReader(`{"expires_in":3600}`)))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var rolled struct{ Secret string }
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &rolled))
+	newSecret := rolled.Secret
+
+	deliver := func() (body []byte, sig string) {
+		t.Helper()
+		_, err := pub.Publish(ctx, "we_roll", "order.created", map[string]string{"id": "ord_1"})
+		require.NoError(t, err)
+		st, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Delivered)
+		mu.Lock()
+		defer mu.Unlock()
+		return bodies[len(bodies)-1], sigs[len(sigs)-1]
+	}
+	body, sig := deliver()
+	require.NoError(t, stripewebhook.ValidatePayload(body, sig, oldSecret), "the old secret verifies during the overlap")
+	require.NoError(t, stripewebhook.ValidatePayload(body, sig, newSecret))
+
+	now = now.Add(time.Hour) // the overlap ends: stripe-go accepts a signature from its future
+	body, sig = deliver()
+	require.ErrorIs(t, stripewebhook.ValidatePayload(body, sig, oldSecret), stripewebhook.ErrNoValidSignature,
+		"the old secret verifies nothing after its expiry")
+	require.NoError(t, stripewebhook.ValidatePayload(body, sig, newSecret))
 }

@@ -208,3 +208,25 @@ func ExampleRouter_EventRenderer() {
 	fmt.Println(out.ID, out.Sequence, out.APIVersion, string(out.Data))
 	// Output: evt_1 7 v1 {"id":"ord_1","object":"order","side":"buy"}
 }
+
+// An endpoint with a version of its own renders at it, whatever its licensee's pin; one without, or
+// naming a version the registry does not know, renders at the pin.
+func TestEventRendererPrefersTheEndpointsVersion(t *testing.T) {
+	ctx := context.Background()
+	router := must(versioning.New(twoVersions(t), &versioning.Options{Pins: versioning.NewMemoryPinStore(),
+		Licensee: func(*http.Request) (string, error) { return "", nil }, Now: func() time.Time { return testNow }}))
+	_, err := router.Repin(ctx, "lic_1", "v2")
+	require.NoError(t, err)
+	render := router.EventRenderer(nil)
+	stored := webhook.Event{ID: "evt_1", Type: "order.created", APIVersion: "v2", Data: json.RawMessage(`{"object":"order","direction":"buy"}`)}
+	for _, tc := range []struct{ endpointVersion, want, wantData string }{
+		{"v1", "v1", `"side":"buy"`},
+		{"", "v2", `"direction":"buy"`},
+		{"v9", "v2", `"direction":"buy"`},
+	} {
+		ev, err := render(ctx, producer.Endpoint{ID: "we_1", Owner: "lic_1", APIVersion: tc.endpointVersion}, stored)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, ev.APIVersion, tc.endpointVersion)
+		require.Contains(t, string(ev.Data), tc.wantData, tc.endpointVersion)
+	}
+}

@@ -64,10 +64,15 @@ func testListWebhookEndpoints(t *testing.T, srv *orderServer) {
 
 	t.Run("oldest first, without secrets", func(t *testing.T) {
 		eps := list(t, key, "v1")
-		require.Equal(t, []map[string]any{
-			{"id": first, "object": "webhook_endpoint", "url": "http://127.0.0.1:9/first", "api_version": "v1"},
-			{"id": second, "object": "webhook_endpoint", "url": "http://127.0.0.1:9/second", "api_version": "v1"},
-		}, eps)
+		require.Len(t, eps, 2)
+		for i, want := range []map[string]any{
+			{"id": first, "object": "webhook_endpoint", "url": "http://127.0.0.1:9/first", "api_version": "v1", "status": "enabled"},
+			{"id": second, "object": "webhook_endpoint", "url": "http://127.0.0.1:9/second", "api_version": "v1", "status": "enabled"},
+		} {
+			for k, v := range want {
+				require.Equal(t, v, eps[i][k], "endpoint %d: %s", i, k)
+			}
+		}
 		// A sandbox key may try v2: the same endpoints, still rendered at the version they were
 		// registered at.
 		require.Equal(t, eps, list(t, key, "v2"))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/ssrf"
-	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
@@ -23,10 +21,19 @@ import (
 // EventOrderCreated is the type of the event every new order emits.
 const EventOrderCreated = "order.created"
 
-// CodeEndpointLimitReached is the problem code of a registration past the licensee's endpoint limit
-// (WebhookOptions.MaxEndpoints). A refused URL's code is the ssrf.URLError's (url_too_long,
-// scheme_not_allowed, host_blocked, …), located at body /url.
-const CodeEndpointLimitReached = "webhook_endpoint_limit_reached"
+// EventCatalogue is the server's event catalogue: what GET /v1/event_types lists and what an
+// endpoint's enabled_events may name. The sandbox's trigger may send other types too; only endpoints
+// subscribed to every type ("*") receive those.
+var EventCatalogue = []producer.EventType{
+	{Type: EventOrderCreated, Description: "An order was created (POST /v1/orders); its data is the order.",
+		Schema: "#/components/schemas/Order"},
+	{Type: sandbox.DefaultTestEventType, Description: "A test event, sent by the sandbox's trigger (POST /v1/sandbox/events) " +
+		"when it names no type; its data is what the trigger sent."},
+}
+
+// CodeNotSubscribed is the problem code of a sandbox trigger naming an endpoint that is not
+// subscribed to the event's type (its enabled_events), located at /type.
+const CodeNotSubscribed = "endpoint_not_subscribed"
 
 // Problem codes of the bounds on events.
 const (
@@ -96,17 +103,15 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	// The order and its events commit together (see Store.CreateOrder): a consumer can never miss the
 	// event of an order that exists, nor receive one for an order that does not.
-	err = s.store.CreateOrder(r.Context(), scope, o, func(ctx context.Context, log driver.Log, ids []string) error {
+	err = s.store.CreateOrder(r.Context(), scope, o, func(ctx context.Context, log driver.Log, eps []producer.Endpoint) error {
 		// The store read these endpoints in this unit of work: no need to look each up again. One
-		// append for all of them (one statement on PostgreSQL), each endpoint its own event.
-		eps := make([]producer.Endpoint, len(ids))
-		for i, id := range ids {
-			eps[i] = producer.Endpoint{ID: id}
-		}
-		if _, err := s.publisher.WithLog(log).PublishToEach(ctx, eps, EventOrderCreated, json.RawMessage(data)); err != nil {
+		// append for all those subscribed to the type (one statement on PostgreSQL), each endpoint
+		// its own event.
+		evs, err := s.publisher.WithLog(log).PublishToEach(ctx, eps, EventOrderCreated, json.RawMessage(data))
+		if err != nil {
 			return err
 		}
-		s.stats.eventsEmitted.Add(int64(len(ids)))
+		s.stats.eventsEmitted.Add(int64(len(evs)))
 		return nil
 	})
 	if refused := eventRefusal(err, ""); refused != nil {
@@ -156,37 +161,6 @@ func orderNotFound() *apierror.Error {
 		apierror.Path("id", CodeOrderNotFound, "no order of yours has this id"))
 }
 
-// WebhookEndpoint is the response to POST /v1/webhook_endpoints. The secret is shown here, once: the
-// consumer verifies every delivery and every range response with it.
-type WebhookEndpoint struct {
-	ID         string `json:"id"`
-	Object     string `json:"object"` // "webhook_endpoint"
-	URL        string `json:"url"`
-	Secret     string `json:"secret"`
-	APIVersion string `json:"api_version"`
-}
-
-type createEndpointRequest struct {
-	URL *string `json:"url"`
-}
-
-// validate checks the request; policy is the URL policy of the caller's environment. The URL check is
-// registration's early, located refusal of what the delivery transport's guard would refuse at every
-// attempt anyway: a URL that names a blocked address, a local-use name, an obfuscated IPv4 form, user
-// information, a fragment, or plain http where https is required.
-func (in createEndpointRequest) validate(policy ssrf.URLPolicy) error {
-	var c apierror.Collector
-	if c.Require("/url", in.URL != nil) {
-		var ue *ssrf.URLError
-		if err := policy.Check(*in.URL); errors.As(err, &ue) {
-			c.Add(apierror.Body("/url", ue.Code, ue.Detail))
-		} else if err != nil {
-			return err // URLPolicy returns only *URLError: anything else is a bug, an opaque 500
-		}
-	}
-	return c.Err()
-}
-
 // endpointInSandbox reports whether ep belongs to a sandbox key's licensee: its Owner is the
 // principal's scope, "sandbox:<licensee>" or "live:<licensee>" (apikey.Principal.Scope).
 func endpointInSandbox(ep producer.Endpoint) bool {
@@ -201,126 +175,6 @@ func (s *Server) urlPolicy(r *http.Request) ssrf.URLPolicy {
 		return s.urlSandbox
 	}
 	return s.urlLive
-}
-
-// endpointLimitReached is the refusal of a registration past the limit.
-//
-// Why 422: the request is well-formed and its URL acceptable — the same body would succeed for
-// another licensee — so it is not a 400 (Stripe's answer, which our errors keep for invalid input).
-// Not 429: that is a rate, with a Retry-After, and waiting never frees an endpoint slot. Not 409:
-// idempotency.Transport, like other clients of this API, retries every 409 with the same key (it is
-// the answer to a key still in use), so a quota refusal as 409 would be retried in vain. 422 says the
-// request cannot be carried out as it stands, which is the case until the licensee has fewer
-// endpoints; GitHub answers its hook limit the same way. The limit is in the detail, and the problem
-// is located at the body as a whole: no one field is at fault.
-func endpointLimitReached(limit int) *apierror.Error {
-	detail := fmt.Sprintf("this licensee already has %d webhook endpoints in this environment, the most allowed", limit)
-	return apierror.Unprocessable(CodeEndpointLimitReached, detail, apierror.Body("", CodeEndpointLimitReached, detail))
-}
-
-// createEndpoint handles POST /v1/webhook_endpoints: the endpoint gets its own stream of events,
-// numbered from 1, and its own signing secret.
-func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
-	scope, err := scopeOf(r)
-	if err != nil {
-		s.problems.Write(w, r, err)
-		return
-	}
-	var in createEndpointRequest
-	if err := apierror.Decode(r, &in, nil); err != nil {
-		s.refuse(w, r, err)
-		return
-	}
-	if err := in.validate(s.urlPolicy(r)); err != nil {
-		s.refuse(w, r, err)
-		return
-	}
-	ep := producer.Endpoint{ID: endpointIDs.New(), URL: *in.URL, Secrets: []string{webhook.NewSecret()},
-		Owner: scope, APIVersion: s.pinnedVersion(r)}
-	err = s.store.CreateEndpoint(r.Context(), ep, s.maxEPs)
-	if errors.Is(err, ErrEndpointLimit) {
-		// Nothing was created: the key is released, so the same request may succeed later.
-		s.refuse(w, r, endpointLimitReached(s.maxEPs))
-		return
-	}
-	if err != nil {
-		s.problems.Write(w, r, err)
-		return
-	}
-	data, err := json.Marshal(WebhookEndpoint{ID: ep.ID, Object: "webhook_endpoint", URL: ep.URL,
-		Secret: ep.Secrets[0], APIVersion: ep.APIVersion})
-	if err != nil {
-		s.problems.Write(w, r, err)
-		return
-	}
-	// The signing secret is shown once: never stored in plain text for replay, never cached.
-	idempotency.Secret(w)
-	writeJSON(w, http.StatusCreated, data)
-}
-
-// WebhookEndpointList is the response to GET /v1/webhook_endpoints: every endpoint of the caller's
-// licensee and environment, oldest first, in one page. HasMore is always false: a licensee has at
-// most WebhookOptions.MaxEndpoints endpoints per environment (16 by default), few enough for one page,
-// and the member is there so that this list reads like every other list of the API.
-type WebhookEndpointList struct {
-	Object  string                  `json:"object"` // "list"
-	Data    []ListedWebhookEndpoint `json:"data"`   // [] when there is none, never null
-	HasMore bool                    `json:"has_more"`
-}
-
-// ListedWebhookEndpoint is an endpoint as GET /v1/webhook_endpoints lists it: a WebhookEndpoint
-// without its signing secret, which is shown once, in the answer to the endpoint's registration. It
-// is a type of its own rather than a WebhookEndpoint with the secret left out, so that no change to
-// the list handler can send a secret by mistake.
-type ListedWebhookEndpoint struct {
-	ID         string `json:"id"`
-	Object     string `json:"object"` // "webhook_endpoint"
-	URL        string `json:"url"`
-	APIVersion string `json:"api_version"`
-}
-
-// listEndpoints handles GET /v1/webhook_endpoints: the webhook endpoints of the caller's scope — its
-// licensee in its environment, as on every route, so another licensee's endpoints and the other
-// environment's never appear — in the order they were registered, oldest first. The signing secrets
-// are not listed: each is shown once, when its endpoint is created (POST /v1/webhook_endpoints), and
-// never again. Without an endpoint limit (WebhookOptions.MaxEndpoints < 0) the one page holds them
-// all.
-func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
-	scope, err := scopeOf(r)
-	if err != nil {
-		s.problems.Write(w, r, err)
-		return
-	}
-	ids, err := s.store.EndpointIDs(r.Context(), scope)
-	if err != nil {
-		s.problems.Write(w, r, err)
-		return
-	}
-	list := WebhookEndpointList{Object: "list", Data: make([]ListedWebhookEndpoint, 0, len(ids))}
-	for _, id := range ids {
-		ep, err := s.store.Lookup(r.Context(), id)
-		if err == nil && ep.Owner != scope {
-			// The store listed the ID for this scope; asking again costs nothing and keeps a store's
-			// mistake from showing another licensee's URL. Endpoints are never deleted, so an ID
-			// listed and then not found is a store's mistake too.
-			err = fmt.Errorf("server: the store listed webhook endpoint %s for %q, but it belongs to %q", id, scope, ep.Owner)
-		}
-		if err != nil {
-			s.problems.Write(w, r, err)
-			return
-		}
-		list.Data = append(list.Data, ListedWebhookEndpoint{ID: ep.ID, Object: "webhook_endpoint", URL: ep.URL,
-			APIVersion: ep.APIVersion})
-	}
-	data, err := json.Marshal(list)
-	if err != nil {
-		s.problems.Write(w, r, err)
-		return
-	}
-	// Never cached: the list is the integration as it stands (a cached copy would hide the endpoint
-	// just registered), and a URL may carry the consumer's own token.
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, data)
 }
 
 // SandboxCredentials is the response to POST /v1/sandbox/credentials: what an evaluation starts with.

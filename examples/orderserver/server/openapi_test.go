@@ -70,6 +70,8 @@ func TestOpenAPIDocuments(t *testing.T) {
 				"GET /openapi.json",
 				"POST /orders", "GET /orders/{id}",
 				"POST /webhook_endpoints", "GET /webhook_endpoints", "GET /webhook_endpoints/{id}/events", "GET /webhook_endpoints/{id}/deliveries",
+				"GET /webhook_endpoints/{id}", "PATCH /webhook_endpoints/{id}", "DELETE /webhook_endpoints/{id}",
+				"POST /webhook_endpoints/{id}/roll_secret", "GET /event_types",
 				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
 				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
 				"DELETE /sandbox/webhook_endpoints/{id}/faults",

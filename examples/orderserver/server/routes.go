@@ -39,8 +39,9 @@ func (s *Server) routes() http.Handler {
 	api := http.NewServeMux()
 	api.Handle("POST /orders", s.idempotent(http.HandlerFunc(s.createOrder)))
 	api.HandleFunc("GET /orders/{id}", s.getOrder)
-	api.Handle("POST /webhook_endpoints", s.idempotent(http.HandlerFunc(s.createEndpoint)))
-	api.HandleFunc("GET /webhook_endpoints", s.listEndpoints)
+	// The endpoint lifecycle — register, list, get, update, delete, roll the secret — and the event
+	// catalogue, each write behind the idempotency middleware.
+	s.endpointsAPI.Register(api, "", s.idempotent)
 	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
 	// The delivery history: the same authentication and the same 404 for another licensee's endpoint
 	// as range retrieval (both ask rangeOwner whose endpoints the request may read).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/svcplatform/conventions/apierror"
+
 	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/webhook/producer"
@@ -13,7 +15,7 @@ import (
 // control never tells an evaluator that someone else's endpoint exists.
 func (s *Server) ownEndpoint(ctx context.Context, p apikey.Principal, id string) (producer.Endpoint, error) {
 	ep, err := s.store.Lookup(ctx, id)
-	if errors.Is(err, producer.ErrUnknownEndpoint) || (err == nil && ep.Owner != p.Scope()) {
+	if errors.Is(err, producer.ErrUnknownEndpoint) || (err == nil && (ep.Owner != p.Scope() || !ep.DeletedAt.IsZero())) {
 		return producer.Endpoint{}, sandbox.ErrUnknownEndpoint
 	}
 	return ep, err
@@ -35,19 +37,31 @@ func (s *Server) setFaults(ctx context.Context, p apikey.Principal, id string, f
 // controls answer the refusal without storing it as the key's response (see sandbox.Hooks), and the
 // same key, retried once retention has freed room, publishes each event once.
 func (s *Server) trigger(ctx context.Context, p apikey.Principal, req sandbox.TriggerRequest) ([]sandbox.Triggered, error) {
-	ids := []string{req.Endpoint}
-	if req.Endpoint == "" {
-		var err error
-		if ids, err = s.store.EndpointIDs(ctx, p.Scope()); err != nil {
+	var eps []producer.Endpoint
+	if req.Endpoint != "" {
+		ep, err := s.ownEndpoint(ctx, p, req.Endpoint)
+		if err != nil {
 			return nil, err
 		}
-	} else if _, err := s.ownEndpoint(ctx, p, req.Endpoint); err != nil {
-		return nil, err
+		if !ep.Subscribed(req.Type) {
+			return nil, apierror.Invalid(apierror.Body("/type", CodeNotSubscribed,
+				"the webhook endpoint is not subscribed to this event type (its enabled_events)"))
+		}
+		eps = []producer.Endpoint{ep}
+	} else {
+		ids, err := s.store.EndpointIDs(ctx, p.Scope())
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			ep, err := s.store.Lookup(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			eps = append(eps, ep)
+		}
 	}
-	eps := make([]producer.Endpoint, len(ids))
-	for i, id := range ids {
-		eps[i] = producer.Endpoint{ID: id}
-	}
+	// Only the endpoints subscribed to the type get an event.
 	evs, err := s.publisher.WithLog(s.store.RequestLog(ctx)).PublishToEach(ctx, eps, req.Type, req.Data)
 	if err != nil {
 		if refused := eventRefusal(err, "/data"); refused != nil {
@@ -57,7 +71,7 @@ func (s *Server) trigger(ctx context.Context, p apikey.Principal, req sandbox.Tr
 	}
 	out := make([]sandbox.Triggered, len(evs))
 	for i, ev := range evs {
-		out[i] = sandbox.Triggered{Endpoint: ids[i], Event: ev}
+		out[i] = sandbox.Triggered{Endpoint: ev.Endpoint, Event: ev}
 	}
 	if len(evs) > 0 {
 		s.stats.eventsEmitted.Add(int64(len(evs)))

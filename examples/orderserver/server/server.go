@@ -202,34 +202,35 @@ type stats struct {
 // Server is the reference order server: every package of the library wired together the way a product
 // team would. Build one with New, serve it with Serve. A Server is safe for concurrent use.
 type Server struct {
-	store      Store
-	issuer     *apikey.Issuer
-	auth       *apikey.Authenticator
-	limit      *ratelimit.Middleware
-	idem       *idempotency.Middleware // production keys
-	idemSbx    *idempotency.Middleware // sandbox keys and the admin
-	publisher  *producer.Publisher
-	dispatcher *producer.Dispatcher
-	wake       func() // after a request's events committed: the dispatcher's Wake (tests watch it)
-	faults     sandbox.FaultTable
-	transport  *sandbox.FaultTransport // sandbox endpoints' deliveries, through SandboxGuard
-	liveTrans  *http.Transport         // production endpoints' deliveries, through LiveGuard
-	controls   *sandbox.Controls
-	ranges     *producer.RangeHandler
-	deliveries *producer.DeliveriesHandler
-	urlLive    ssrf.URLPolicy // registration's URL checks, per environment
-	urlSandbox ssrf.URLPolicy
-	maxEPs     int // webhook endpoints per owner; 0: no limit
-	versions   *versioning.Router
-	adminToken string
-	problems   apierror.Writer
-	tel        *otelconv.Telemetry // nil: no telemetry
-	timeouts   graceful.Timeouts
-	log        *slog.Logger
-	now        func() time.Time
-	stats      stats
-	openapi    map[string][]byte // each version's OpenAPI document
-	handler    http.Handler
+	store        Store
+	issuer       *apikey.Issuer
+	auth         *apikey.Authenticator
+	limit        *ratelimit.Middleware
+	idem         *idempotency.Middleware // production keys
+	idemSbx      *idempotency.Middleware // sandbox keys and the admin
+	publisher    *producer.Publisher
+	dispatcher   *producer.Dispatcher
+	wake         func() // after a request's events committed: the dispatcher's Wake (tests watch it)
+	faults       sandbox.FaultTable
+	transport    *sandbox.FaultTransport // sandbox endpoints' deliveries, through SandboxGuard
+	liveTrans    *http.Transport         // production endpoints' deliveries, through LiveGuard
+	controls     *sandbox.Controls
+	ranges       *producer.RangeHandler
+	deliveries   *producer.DeliveriesHandler
+	endpointsAPI *producer.EndpointsHandler
+	urlLive      ssrf.URLPolicy // registration's URL checks, per environment
+	urlSandbox   ssrf.URLPolicy
+	maxEPs       int // webhook endpoints per owner; 0: no limit
+	versions     *versioning.Router
+	adminToken   string
+	problems     apierror.Writer
+	tel          *otelconv.Telemetry // nil: no telemetry
+	timeouts     graceful.Timeouts
+	log          *slog.Logger
+	now          func() time.Time
+	stats        stats
+	openapi      map[string][]byte // each version's OpenAPI document
+	handler      http.Handler
 }
 
 // New returns a Server configured by cfg.
@@ -376,6 +377,20 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.deliveries, err = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesHandlerOptions{
 		Problems: s.problems})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The endpoints API: owned by the principal's scope, URLs checked by the policy of its environment,
+	// a new endpoint at the licensee's pinned version, any supported version settable, the limit per
+	// licensee and environment (none when MaxEndpoints is negative).
+	maxEPs := s.maxEPs
+	if maxEPs == 0 {
+		maxEPs = -1
+	}
+	s.endpointsAPI, err = producer.NewEndpointsHandler(s.store, scopeOf, &producer.EndpointsHandlerOptions{
+		EventTypes: EventCatalogue, URLPolicy: s.urlPolicy, APIVersion: s.pinnedVersion,
+		APIVersions: func() []string { return registry.Supported(s.now()) }, MaxEndpoints: maxEPs,
+		Now: s.now, Problems: s.problems, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -14,15 +14,12 @@ import (
 // ErrNotFound is returned by a Store for an order that does not exist in the caller's scope.
 var ErrNotFound = errors.New("server: not found")
 
-// ErrEndpointLimit is returned by Store.CreateEndpoint when the owner already has as many webhook
-// endpoints as the limit allows.
-var ErrEndpointLimit = errors.New("server: webhook endpoint limit reached")
-
-// OutboxFunc appends the events that a new order causes to log, for the given webhook endpoints. A
-// Store calls it inside the unit of work that stores the order, so the order and its events are kept
-// or lost together: the transactional outbox. Without it, a crash between "order saved" and "event
-// appended" would lose the event for good, and no range fetch could ever bring it back.
-type OutboxFunc func(ctx context.Context, log driver.Log, endpointIDs []string) error
+// OutboxFunc appends the events that a new order causes to log, for the given webhook endpoints: the
+// scope's live endpoints, with their subscriptions. A Store calls it inside the unit of work that
+// stores the order, so the order and its events are kept or lost together: the transactional outbox.
+// Without it, a crash between "order saved" and "event appended" would lose the event for good, and
+// no range fetch could ever bring it back.
+type OutboxFunc func(ctx context.Context, log driver.Log, endpoints []producer.Endpoint) error
 
 // Store keeps the server's own records: orders and webhook endpoints. Every record belongs to a scope,
 // the principal's "<environment>:<licensee>" (apikey.Principal.Scope), and is invisible from any
@@ -31,22 +28,22 @@ type OutboxFunc func(ctx context.Context, log driver.Log, endpointIDs []string) 
 // and both pass the conformance suite in package storetest.
 type Store interface {
 	// CreateOrder stores o in scope and, in the same unit of work, runs outbox with the event log and
-	// the IDs of scope's webhook endpoints. If outbox fails, the order is not stored.
+	// scope's live webhook endpoints. If outbox fails, the order is not stored.
 	CreateOrder(ctx context.Context, scope string, o Order, outbox OutboxFunc) error
 	// Order returns the order with the given ID in scope, or ErrNotFound.
 	Order(ctx context.Context, scope, id string) (Order, error)
-	// CreateEndpoint registers a webhook endpoint; ep.Owner is its scope. With limit > 0 it returns
-	// ErrEndpointLimit, and registers nothing, if the scope already has limit endpoints. The count
-	// and the insert are one atomic step, also between replicas: concurrent registrations never
-	// take a scope past the limit.
-	CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error
-	// EndpointIDs lists the IDs of scope's webhook endpoints in the order they were registered,
-	// oldest first: GET /v1/webhook_endpoints lists them in this order.
+	// EndpointIDs lists the IDs of scope's live webhook endpoints (not deleted) in the order they were
+	// registered, oldest first.
 	EndpointIDs(ctx context.Context, scope string) ([]string, error)
 	// DeleteOrders removes every order of scope and reports how many (the sandbox's reset).
 	DeleteOrders(ctx context.Context, scope string) (int, error)
-	// Endpoints looks an endpoint up by ID, for the Dispatcher and the range handler.
+	// The webhook endpoint registry: looked up by the Dispatcher and the range handler, listed and
+	// edited by the endpoints API (producer.EndpointsHandler). CreateEndpoint's count and insert are
+	// one atomic step, also between replicas: concurrent registrations never take a scope past the
+	// limit. An endpoint's Owner is its scope.
 	driver.Endpoints
+	driver.EndpointLister
+	driver.EndpointEditor
 	// Log is the event log every order's events go to, outside any transaction: the Dispatcher
 	// delivers from it and the range handler reads it.
 	Log() driver.Log
@@ -89,7 +86,11 @@ func (m *MemoryStore) RequestLog(context.Context) driver.Log { return m.log }
 func (m *MemoryStore) CreateOrder(ctx context.Context, scope string, o Order, outbox OutboxFunc) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := outbox(ctx, m.log, slices.Clone(m.byScope[scope])); err != nil {
+	eps, err := m.liveEndpoints(ctx, scope)
+	if err != nil {
+		return err
+	}
+	if err := outbox(ctx, m.log, eps); err != nil {
 		return err
 	}
 	if m.orders[scope] == nil {
@@ -97,6 +98,20 @@ func (m *MemoryStore) CreateOrder(ctx context.Context, scope string, o Order, ou
 	}
 	m.orders[scope][o.ID] = o
 	return nil
+}
+
+// liveEndpoints returns scope's live endpoints in the order they were registered; m.mu is held.
+func (m *MemoryStore) liveEndpoints(ctx context.Context, scope string) ([]producer.Endpoint, error) {
+	ids := m.byScope[scope]
+	eps := make([]producer.Endpoint, 0, len(ids))
+	for _, id := range ids {
+		ep, err := m.endpoints.Lookup(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, ep)
+	}
+	return eps, nil
 }
 
 // Order implements Store.
@@ -113,24 +128,29 @@ func (m *MemoryStore) Order(ctx context.Context, scope, id string) (Order, error
 	return o, nil
 }
 
-// CreateEndpoint implements Store: the count and the insert hold the store's mutex.
+// CreateEndpoint implements driver.EndpointEditor: the count and the insert hold the store's mutex.
 func (m *MemoryStore) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if limit > 0 && len(m.byScope[ep.Owner]) >= limit {
-		return ErrEndpointLimit
-	}
-	if err := m.endpoints.Put(ep); err != nil {
+	if err := m.endpoints.CreateEndpoint(ctx, ep, limit); err != nil {
 		return err
 	}
 	m.byScope[ep.Owner] = append(m.byScope[ep.Owner], ep.ID)
 	return nil
 }
 
-// EndpointIDs implements Store: byScope keeps each scope's IDs in the order they were registered.
+// UpdateEndpoint implements driver.EndpointEditor; a deleted endpoint leaves its scope's list.
+func (m *MemoryStore) UpdateEndpoint(ctx context.Context, id string, change func(*producer.Endpoint) error) (producer.Endpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ep, err := m.endpoints.UpdateEndpoint(ctx, id, change)
+	if err == nil && !ep.DeletedAt.IsZero() {
+		m.byScope[ep.Owner] = slices.DeleteFunc(m.byScope[ep.Owner], func(x string) bool { return x == id })
+	}
+	return ep, err
+}
+
+// EndpointIDs implements Store: byScope keeps each scope's live IDs in the order they were registered.
 func (m *MemoryStore) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -143,6 +163,11 @@ func (m *MemoryStore) EndpointIDs(ctx context.Context, scope string) ([]string, 
 // Lookup implements driver.Endpoints.
 func (m *MemoryStore) Lookup(ctx context.Context, id string) (producer.Endpoint, error) {
 	return m.endpoints.Lookup(ctx, id)
+}
+
+// ListEndpoints implements driver.EndpointLister.
+func (m *MemoryStore) ListEndpoints(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
+	return m.endpoints.ListEndpoints(ctx, q)
 }
 
 // DeleteOrders implements Store.

@@ -5,13 +5,18 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/otelconv"
-	"github.com/svcplatform/conventions/sandbox"
 )
 
-// EventTypes is the catalogue of the event types the server publishes: order.created, and the
-// sandbox trigger's default. otelconv.Options.EventTypes takes it, so that the types a sandbox key
-// makes up with the trigger control are counted as its class's _OTHER and never push these out.
-var EventTypes = []string{EventOrderCreated, sandbox.DefaultTestEventType}
+// EventTypes are the types of EventCatalogue: order.created, and the sandbox trigger's default.
+// otelconv.Options.EventTypes takes it, so that the types a sandbox key makes up with the trigger
+// control are counted as its class's _OTHER and never push these out.
+var EventTypes = func() []string {
+	types := make([]string, len(EventCatalogue))
+	for i, et := range EventCatalogue {
+		types[i] = et.Type
+	}
+	return types
+}()
 
 // traced gives every request a server span that continues the caller's traceparent and counts it
 // in http.server.request.duration, through the library's instrumentation: no attribute takes a value

@@ -178,7 +178,7 @@ func TestEndpointLimit(t *testing.T) {
 		require.Equal(t, http.StatusCreated, ts.register(ts.key, "https://hooks.example.com/").Code)
 	}
 	w := ts.do("POST", "/v1/webhook_endpoints", ts.key, "fourth", `{"url":"https://hooks.example.com/"}`)
-	p := expectProblem(t, w, http.StatusUnprocessableEntity, CodeEndpointLimitReached)
+	p := expectProblem(t, w, http.StatusUnprocessableEntity, producer.CodeEndpointLimitReached)
 	require.Contains(t, p.Detail, "3 webhook endpoints")
 	require.Len(t, p.Errors, 1)
 	require.Equal(t, apierror.LocationBody, p.Errors[0].Location)
@@ -204,7 +204,7 @@ func TestEndpointLimit(t *testing.T) {
 		for range DefaultMaxEndpoints {
 			require.Equal(t, http.StatusCreated, ts.register(ts.key, "https://hooks.example.com/").Code)
 		}
-		p := expectProblem(t, ts.register(ts.key, "https://hooks.example.com/"), http.StatusUnprocessableEntity, CodeEndpointLimitReached)
+		p := expectProblem(t, ts.register(ts.key, "https://hooks.example.com/"), http.StatusUnprocessableEntity, producer.CodeEndpointLimitReached)
 		require.Contains(t, p.Detail, "16 webhook endpoints")
 	})
 	t.Run("negative means no limit", func(t *testing.T) {
@@ -492,7 +492,8 @@ func TestDeliveryHistory(t *testing.T) {
 // another licensee's never appear, and a scope without endpoints gets "data":[], never null.
 func TestListEndpoints(t *testing.T) {
 	ctx := context.Background()
-	ts, _ := newWebhookServer(t, WebhookOptions{}, nil)
+	clock := newTestClock()
+	ts, _ := newWebhookServer(t, WebhookOptions{}, clock)
 	// The same licensee in production: a scope of its own.
 	live, err := ts.issuer.Issue(ctx, apikey.Evaluation{Licensee: mustLicensee(t, ts.Server, ts.key), Environment: apikey.Live})
 	require.NoError(t, err)
@@ -525,7 +526,8 @@ func TestListEndpoints(t *testing.T) {
 		require.False(t, body.HasMore)
 		require.NotNil(t, body.Data, "data is [], never null: %s", w.Body)
 		for _, ep := range body.Data {
-			require.ElementsMatch(t, []string{"id", "object", "url", "api_version"}, slices.Collect(maps.Keys(ep)))
+			require.Subset(t, slices.Collect(maps.Keys(ep)), []string{"id", "object", "url", "api_version", "status", "enabled_events"})
+			require.NotContains(t, ep, "secret")
 			require.Equal(t, "webhook_endpoint", ep["object"])
 		}
 		return body.Data
@@ -539,6 +541,7 @@ func TestListEndpoints(t *testing.T) {
 	}
 	register := func(t *testing.T, key, url string) WebhookEndpoint {
 		t.Helper()
+		clock.Advance(time.Millisecond) // oldest first: by creation time
 		w := ts.register(key, url)
 		require.Equal(t, http.StatusCreated, w.Code, "%s", w.Body)
 		var ep WebhookEndpoint
@@ -562,8 +565,9 @@ func TestListEndpoints(t *testing.T) {
 			eps := list(t, ts.key, v)
 			require.Len(t, eps, len(registered))
 			for i, ep := range eps {
-				require.Equal(t, map[string]any{"id": registered[i].ID, "object": "webhook_endpoint",
-					"url": registered[i].URL, "api_version": "v1"}, ep, "%s: endpoint %d", v, i)
+				require.Equal(t, registered[i].ID, ep["id"], "%s: endpoint %d", v, i)
+				require.Equal(t, registered[i].URL, ep["url"], "%s: endpoint %d", v, i)
+				require.Equal(t, "v1", ep["api_version"], "%s: endpoint %d", v, i)
 			}
 		}
 	})
@@ -595,11 +599,11 @@ func TestListEndpoints(t *testing.T) {
 // endpointsStore is a Store whose endpoint listing a test decides.
 type endpointsStore struct {
 	Store
-	endpointIDs func(ctx context.Context, scope string) ([]string, error)
+	list func(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error)
 }
 
-func (s endpointsStore) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
-	return s.endpointIDs(ctx, scope)
+func (s endpointsStore) ListEndpoints(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
+	return s.list(ctx, q)
 }
 
 // TestListEndpointsStoreMistakes: a store that fails, or that lists an endpoint of another scope, is an
@@ -611,19 +615,18 @@ func TestListEndpointsStoreMistakes(t *testing.T) {
 		Owner: "sandbox:lic_theirs", APIVersion: "v1"}
 	require.NoError(t, mem.CreateEndpoint(ctx, foreign, 0))
 	for _, tc := range []struct {
-		name        string
-		endpointIDs func(ctx context.Context, scope string) ([]string, error)
+		name string
+		list func(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error)
 	}{
-		{"the store fails", func(context.Context, string) ([]string, error) { return nil, errors.New("boom") }},
-		{"the store lists another scope's endpoint", func(context.Context, string) ([]string, error) {
-			return []string{foreign.ID}, nil
+		{"the store fails", func(context.Context, driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
+			return nil, false, errors.New("boom")
 		}},
-		{"the store lists an endpoint that does not exist", func(context.Context, string) ([]string, error) {
-			return []string{"we_missing"}, nil
+		{"the store lists another scope's endpoint", func(context.Context, driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
+			return []producer.Endpoint{foreign}, false, nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(Config{Store: endpointsStore{Store: mem, endpointIDs: tc.endpointIDs}})
+			s, err := New(Config{Store: endpointsStore{Store: mem, list: tc.list}})
 			require.NoError(t, err)
 			c, err := s.IssueCredentials(ctx, apikey.Sandbox)
 			require.NoError(t, err)

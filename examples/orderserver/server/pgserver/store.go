@@ -178,19 +178,25 @@ func (s *Store) CreateOrder(ctx context.Context, scope string, o server.Order, o
 }
 
 func (s *Store) createOrderTx(ctx context.Context, tx pgx.Tx, scope string, o server.Order, outbox server.OutboxFunc) error {
-	// One statement, one round trip: the order's INSERT and the read of the scope's endpoints.
+	// One statement, one round trip: the order's INSERT and the read of the scope's live endpoints
+	// with their subscriptions (the outbox publishes to those subscribed only).
 	rows, err := tx.Query(ctx, `WITH o AS (INSERT INTO orders (scope, id, account, side, status, created)
 VALUES ($1, $2, $3, $4, $5, $6))
-SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY id`, scope, o.ID, o.Account, o.Direction, o.Status, o.Created)
+SELECT id, enabled_events FROM webhook_endpoints WHERE owner = $1 AND deleted_at IS NULL ORDER BY id`,
+		scope, o.ID, o.Account, o.Direction, o.Status, o.Created)
 	if err != nil {
 		return fmt.Errorf("pgserver: create order: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	eps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (producer.Endpoint, error) {
+		ep := producer.Endpoint{Owner: scope}
+		err := row.Scan(&ep.ID, &ep.EnabledEvents)
+		return ep, err
+	})
 	if err != nil {
 		return fmt.Errorf("pgserver: create order: %w", err)
 	}
 	// An EventLog on the transaction is cheap to build and joins it: the events commit with the order.
-	return outbox(ctx, s.log.WithDB(tx), ids)
+	return outbox(ctx, s.log.WithDB(tx), eps)
 }
 
 // Order implements server.Store.
@@ -231,55 +237,33 @@ type storeError struct {
 func (e *storeError) Error() string   { return "pgserver: " + e.op + ": " + e.cause.Error() }
 func (e *storeError) Unwrap() []error { return []error{e.cause, e.problem} }
 
-// endpointLockClass is the first key of the per-owner advisory locks of endpoint registration (the
-// second is hashtext(owner)). Two-key advisory locks never collide with the one-key migration lock;
-// two owners whose names hash alike merely wait for each other.
-const endpointLockClass = 0x77656e64 // "wend"
-
-// CreateEndpoint implements server.Store. With a limit, the count and the insert run in one transaction
-// under a transaction-scoped advisory lock on the owner: a second replica registering for the same
-// owner waits until the first one's transaction ends, and then counts its endpoint. (Under READ
-// COMMITTED a plain count-then-insert lets two transactions both count 15 and both insert.) Inside
-// the request's transaction the lock is held until that transaction commits, which is when the new
-// row becomes visible to the others: exactly as long as it must be.
+// CreateEndpoint implements driver.EndpointEditor through pgstore's endpoint store on the request's
+// transaction (or the pool): the count and the insert run under an advisory lock on the owner, which
+// inside the request's transaction is held until that transaction commits, when the new row becomes
+// visible to the other replicas. The secrets are sealed when a ring is set.
 func (s *Store) CreateEndpoint(ctx context.Context, ep producer.Endpoint, limit int) error {
-	if err := ep.Validate(); err != nil {
-		return err
-	}
-	tx, err := s.dbFor(ctx).Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if limit > 0 {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(endpointLockClass), ep.Owner); err != nil {
-			return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
-		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhook_endpoints WHERE owner = $1`, ep.Owner).Scan(&n); err != nil {
-			return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
-		}
-		if n >= limit {
-			return server.ErrEndpointLimit
-		}
-	}
-	// Through pgstore's endpoint store, on the transaction: it seals the secrets when a ring is set.
-	if err := s.endpoints(tx).Put(ctx, ep); err != nil {
-		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgserver: create webhook endpoint: %w", err)
-	}
-	return nil
+	return s.endpoints(s.dbFor(ctx)).CreateEndpoint(ctx, ep, limit)
 }
 
-// EndpointIDs implements server.Store: oldest first, by pos (see ordersMigration).
+// UpdateEndpoint implements driver.EndpointEditor through pgstore's endpoint store: the row is read
+// FOR UPDATE and written back in one transaction (a savepoint of the request's), so that replicas
+// changing one endpoint at once never lose a change.
+func (s *Store) UpdateEndpoint(ctx context.Context, id string, change func(*producer.Endpoint) error) (producer.Endpoint, error) {
+	return s.endpoints(s.dbFor(ctx)).UpdateEndpoint(ctx, id, change)
+}
+
+// ListEndpoints implements driver.EndpointLister through pgstore's endpoint store.
+func (s *Store) ListEndpoints(ctx context.Context, q driver.EndpointQuery) ([]producer.Endpoint, bool, error) {
+	return s.endpoints(s.dbFor(ctx)).ListEndpoints(ctx, q)
+}
+
+// EndpointIDs implements server.Store: the live endpoints, oldest first, by pos (see ordersMigration).
 func (s *Store) EndpointIDs(ctx context.Context, scope string) ([]string, error) {
 	return endpointIDs(ctx, s.dbFor(ctx), scope)
 }
 
 func endpointIDs(ctx context.Context, db pgstore.DB, scope string) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM webhook_endpoints WHERE owner = $1 ORDER BY pos`, scope)
+	rows, err := db.Query(ctx, `SELECT id FROM webhook_endpoints WHERE owner = $1 AND deleted_at IS NULL ORDER BY pos`, scope)
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: list webhook endpoints: %w", err)
 	}

@@ -104,8 +104,8 @@ func TestStoreInRequestTransaction(t *testing.T) {
 		o := storetest.NewOrder("acc_1")
 		boom := errors.New("boom")
 		require.NoError(t, tr.InTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
-			err := s.CreateOrder(ctx, scope, o, func(ctx context.Context, log driver.Log, ids []string) error {
-				if err := storetest.Outbox(o)(ctx, log, ids); err != nil {
+			err := s.CreateOrder(ctx, scope, o, func(ctx context.Context, log driver.Log, eps []producer.Endpoint) error {
+				if err := storetest.Outbox(o)(ctx, log, eps); err != nil {
 					return err
 				}
 				return boom

@@ -53,13 +53,16 @@ func NewOrder(account string) server.Order {
 }
 
 // Outbox is the server's outbox reduced to what the suite needs: one order.created event whose data is
-// {"id":<the order's ID>} for each endpoint.
+// {"id":<the order's ID>} for each endpoint subscribed to order.created.
 func Outbox(o server.Order) server.OutboxFunc {
-	return func(ctx context.Context, log driver.Log, ids []string) error {
+	return func(ctx context.Context, log driver.Log, eps []producer.Endpoint) error {
 		data := fmt.Appendf(nil, `{"id":%q}`, o.ID)
-		for _, id := range ids {
+		for _, ep := range eps {
+			if !ep.Subscribed("order.created") {
+				continue
+			}
 			ev := webhook.Event{Type: "order.created", Created: o.Created, APIVersion: "v1", Data: data}
-			if _, err := log.Append(ctx, driver.StreamEvent{Stream: id, Event: ev}); err != nil {
+			if _, err := log.Append(ctx, driver.StreamEvent{Stream: ep.ID, Event: ev}); err != nil {
 				return err
 			}
 		}
@@ -207,8 +210,8 @@ func Run(t *testing.T, newStore func(t *testing.T) server.Store, opts *Options) 
 		must(t, s.CreateEndpoint(ctx, ep, 0), "create endpoint")
 		o := NewOrder("acc_1")
 		boom := errors.New("boom")
-		err := s.CreateOrder(ctx, scopeA, o, func(ctx context.Context, log driver.Log, ids []string) error {
-			if err := Outbox(o)(ctx, log, ids); err != nil {
+		err := s.CreateOrder(ctx, scopeA, o, func(ctx context.Context, log driver.Log, eps []producer.Endpoint) error {
+			if err := Outbox(o)(ctx, log, eps); err != nil {
 				return err
 			}
 			return boom
@@ -276,8 +279,8 @@ func Run(t *testing.T, newStore func(t *testing.T) server.Store, opts *Options) 
 			switch {
 			case err == nil:
 				created++
-			case !errors.Is(err, server.ErrEndpointLimit):
-				t.Fatalf("CreateEndpoint: err = %v, want nil or server.ErrEndpointLimit", err)
+			case !errors.Is(err, producer.ErrEndpointLimit):
+				t.Fatalf("CreateEndpoint: err = %v, want nil or producer.ErrEndpointLimit", err)
 			}
 		}
 		ids, err := s.EndpointIDs(ctx, scopeA)
@@ -287,6 +290,52 @@ func Run(t *testing.T, newStore func(t *testing.T) server.Store, opts *Options) 
 		}
 		must(t, s.CreateEndpoint(ctx, endpoint(scopeB), limit), "another scope has a limit of its own")
 		must(t, s.CreateEndpoint(ctx, endpoint(scopeA), 0), "a limit of 0 means none")
+	})
+
+	t.Run("an order's events skip deleted and unsubscribed endpoints", func(t *testing.T) {
+		s := newStore(t)
+		all, created, deleted, other := endpoint(scopeA), endpoint(scopeA), endpoint(scopeA), endpoint(scopeA)
+		created.EnabledEvents = []string{"order.created"}
+		other.EnabledEvents = []string{"order.settled"}
+		for _, ep := range []producer.Endpoint{all, created, deleted, other} {
+			must(t, s.CreateEndpoint(ctx, ep, 0), "create endpoint")
+		}
+		_, err := s.UpdateEndpoint(ctx, deleted.ID, func(ep *producer.Endpoint) error { ep.DeletedAt = time.Unix(1767225600, 0); return nil })
+		must(t, err, "delete endpoint")
+		ids, err := s.EndpointIDs(ctx, scopeA)
+		must(t, err, "list endpoints")
+		if !slices.Equal(ids, []string{all.ID, created.ID, other.ID}) {
+			t.Fatalf("endpoints of %s: %v, want the live ones as registered", scopeA, ids)
+		}
+		o := NewOrder("acc_1")
+		must(t, s.CreateOrder(ctx, scopeA, o, Outbox(o)), "create order")
+		for id, want := range map[string]int{all.ID: 1, created.ID: 1, deleted.ID: 0, other.ID: 0} {
+			if evs := events(t, s, id); len(evs) != want {
+				t.Fatalf("endpoint %s got %d events, want %d", id, len(evs), want)
+			}
+		}
+		got, err := s.Lookup(ctx, deleted.ID)
+		must(t, err, "look up the deleted endpoint")
+		if got.DeletedAt.IsZero() {
+			t.Fatal("a deleted endpoint is looked up without its DeletedAt")
+		}
+		listed, _, err := s.ListEndpoints(ctx, driver.EndpointQuery{Owner: scopeA, Limit: 10})
+		must(t, err, "list endpoints")
+		if len(listed) != 3 {
+			t.Fatalf("ListEndpoints lists %d endpoints, want the 3 live ones", len(listed))
+		}
+	})
+
+	t.Run("a deleted endpoint frees its slot under the limit", func(t *testing.T) {
+		s := newStore(t)
+		a, b := endpoint(scopeA), endpoint(scopeA)
+		must(t, s.CreateEndpoint(ctx, a, 1), "create endpoint")
+		if err := s.CreateEndpoint(ctx, b, 1); !errors.Is(err, producer.ErrEndpointLimit) {
+			t.Fatalf("a second endpoint under a limit of 1: err = %v, want producer.ErrEndpointLimit", err)
+		}
+		_, err := s.UpdateEndpoint(ctx, a.ID, func(ep *producer.Endpoint) error { ep.DeletedAt = time.Unix(1767225600, 0); return nil })
+		must(t, err, "delete endpoint")
+		must(t, s.CreateEndpoint(ctx, b, 1), "create endpoint after the delete")
 	})
 
 	t.Run("deleting a scope's orders leaves other scopes alone", func(t *testing.T) {
