@@ -168,12 +168,36 @@ func run(ctx context.Context, opts options) (report, error) {
 		say("%s: orders %d/%d · replays %d · events emitted %d, processed %d (%d recovered by range fetch)",
 			phase, st.OrdersCreated, opts.Orders, st.Idempotency.Replayed, st.EventsEmitted, cs.Processed, cs.Recovered)
 	}
+	// Halfway through, the endpoint's secret is rolled with an hour's overlap, as a team would after a
+	// leak: the consumer keeps the secret it has, and every delivery and range page still verifies,
+	// for each carries a signature with the old secret beside the new one's.
 	every := max(opts.Orders/6, 1)
+	half := make(chan struct{})
+	var halfOnce sync.Once
+	rolled := make(chan rollResult, 1)
+	wg.Go(func() {
+		select {
+		case <-half:
+		case <-ctx.Done():
+			rolled <- rollResult{Err: ctx.Err()}
+			return
+		}
+		ep, err := api.RollSecret(ctx, ep.ID, time.Hour)
+		rolled <- rollResult{Done: err == nil, Err: err, Secret: ep.Secret}
+	})
 	c := createOrders(ctx, api, opts, func(answered int) {
 		if answered%every == 0 {
 			status("creating")
 		}
+		if answered >= opts.Orders/2 {
+			halfOnce.Do(func() { close(half) })
+		}
 	})
+	halfOnce.Do(func() { close(half) }) // no order answered: roll all the same
+	roll := <-rolled
+	if roll.Done {
+		say("the secret was rolled halfway: deliveries carry two signatures since; the consumer verifies with the one it has")
+	}
 
 	// Wait for every event: deliveries, retries after rejected signatures, held reorderings, and the
 	// consumer's catch-up for drops that no later delivery revealed. Then for the dispatcher: the
@@ -197,6 +221,7 @@ func run(ctx context.Context, opts options) (report, error) {
 		}
 	}
 	status("done")
+	roll.Verified = checkRoll(ctx, baseURL, creds.APIKey, ep, roll)
 	ordersCreated := srv.Stats().OrdersCreated // before the tour's own order
 	versions := tourVersions(ctx, srv, baseURL, say)
 	// Stop the server first: its shutdown sends deliveries still held by the reorder fault, which the
@@ -214,12 +239,44 @@ func run(ctx context.Context, opts options) (report, error) {
 		EventsEmitted: st.EventsEmitted, EventsProcessed: cs.Processed, Recovered: cs.Recovered,
 		DuplicateDeliveries: cs.Duplicates, RejectedDeliveries: cs.Rejected, Faults: st.Faults,
 		ProcessedTwice: cs.ProcessedTwice, MissingOrders: processed.missing(c.ids),
-		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil, Versions: versions,
+		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil, Versions: versions, Roll: roll,
 	}
 	if rep.Metrics, err = tel.read(context.WithoutCancel(ctx)); err != nil {
 		return report{}, err
 	}
 	return rep, nil
+}
+
+// rollResult is what became of the secret roll halfway through the run.
+type rollResult struct {
+	Done   bool
+	Err    error
+	Secret string // the new secret
+	// Verified: once every event was processed, a range page of the whole stream verified with the old
+	// secret alone and with the new one alone — the consumer may switch whenever it likes.
+	Verified bool
+}
+
+// checkRoll fetches the endpoint's stream by range with a verifier that holds only the old secret and
+// one that holds only the new, and reports whether both verify every page.
+func checkRoll(ctx context.Context, baseURL, apiKey string, ep apiclient.Endpoint, roll rollResult) bool {
+	if !roll.Done {
+		return false
+	}
+	for _, secret := range []string{ep.Secret, roll.Secret} {
+		v, err := webhook.NewVerifier([]string{secret}, nil)
+		if err != nil {
+			return false
+		}
+		rc, err := webhook.NewRangeClient(baseURL, apiKey, v, &webhook.RangeClientOptions{APIVersion: ep.APIVersion})
+		if err != nil {
+			return false
+		}
+		if _, err := rc.FetchRange(ctx, ep.ID, 1, 100); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // versionSeen is what a client pinned to one version saw of an order.

@@ -94,7 +94,7 @@ func TestReportVerdict(t *testing.T) {
 				Successor: `</v2/orders/ord_1>; rel="successor-version"`},
 			{Version: "v2", Direction: "direction"},
 		},
-		Metrics: figures{EventsAppended: 3}}
+		Metrics: figures{EventsAppended: 3}, Roll: rollResult{Done: true, Verified: true}}
 	cases := []struct {
 		name   string
 		mutate func(*report)
@@ -118,6 +118,7 @@ func TestReportVerdict(t *testing.T) {
 		}, false},
 		{"the tour failed", func(r *report) { r.Versions = nil }, false},
 		{"the metrics disagree", func(r *report) { r.Metrics.Replayed = 1 }, false},
+		{"the rolled secret did not verify", func(r *report) { r.Roll.Verified = false }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

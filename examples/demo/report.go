@@ -41,6 +41,9 @@ type report struct {
 	// Versions is what clients pinned to v1 and v2 saw of one order.
 	Versions []versionSeen
 
+	// Roll is the secret roll halfway through the run.
+	Roll rollResult
+
 	// Metrics is what the OpenTelemetry metrics of the server and the consumer say: the same counts
 	// from the other side, which must agree with the ones above.
 	Metrics figures
@@ -73,7 +76,7 @@ func (r report) DoneTwice() int64 {
 func (r report) OK() bool {
 	return !r.TimedOut && r.RequestErrors == 0 && r.OrdersCreated == int64(r.OrdersRequested) &&
 		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0 && r.versionsOK() &&
-		len(r.disagreements()) == 0
+		r.Roll.Verified && len(r.disagreements()) == 0
 }
 
 func (r report) print(w io.Writer) {
@@ -94,6 +97,14 @@ func (r report) print(w io.Writer) {
 		r.EventsProcessed, r.Recovered, r.DuplicateDeliveries)
 	fmt.Fprintf(w, "  deliveries rejected   %d (bad signatures; a corrupted delivery that is also duplicated is rejected twice)\n",
 		r.RejectedDeliveries)
+	switch {
+	case r.Roll.Err != nil:
+		fmt.Fprintf(w, "  secret roll           failed: %v\n", r.Roll.Err)
+	case r.Roll.Verified:
+		fmt.Fprintf(w, "  secret roll           halfway, with an hour's overlap: the consumer kept its secret and lost nothing; the stream verifies with the old secret and with the new\n")
+	default:
+		fmt.Fprintf(w, "  secret roll           the stream did not verify with both secrets after the roll\n")
+	}
 	fmt.Fprintf(w, "  lost                  %d\n", r.Lost())
 	fmt.Fprintf(w, "  done twice            %d\n", r.DoneTwice())
 	for _, v := range r.Versions {

@@ -59,6 +59,37 @@
 //     runs one itself.
 //   - Dispatcher delivers due events, retries failures on a schedule, and applies the retention.
 //   - RangeHandler serves GET /v1/webhook_endpoints/{id}/events?from=&to=&limit=.
+//   - EndpointsHandler serves the endpoint lifecycle on a registry that lists and edits
+//     (driver.EndpointEditor): register, list, get, update, delete, roll_secret and the event
+//     catalogue (see below).
+//
+// # The endpoint lifecycle
+//
+// An endpoint receives the event types it subscribes to (Endpoint.EnabledEvents; every type by
+// default), and each stream numbers only what it receives, so subscriptions never open a gap. A
+// disabled endpoint (DisabledReason) is pushed nothing: its events are still appended and numbered,
+// its due deliveries are abandoned unsent (ClassEndpointDisabled in the history), and when it is
+// enabled again the next delivery's sequence shows the consumer the gap, which it fetches by range —
+// nothing is lost silently and nothing floods it. A deleted endpoint (DeletedAt) gets no event and no
+// delivery (one already in flight finishes and its outcome is recorded), but Lookup still returns it,
+// so its owner reads its stream by range until the retention removes it. A secret roll puts the new
+// secret first and keeps the old one until OldSecretsExpire: deliveries and range pages carry a v1
+// signature for each until then, so a consumer switches at its own pace —
+//
+//	// the consumer's side of a roll: accept both while the overlap lasts, then the new one only
+//	v, err := webhook.NewVerifier([]string{newSecret, oldSecret}, nil)
+//
+// Every change is one atomic UpdateEndpoint of the registry, read by the Dispatcher and the range
+// handler at their next delivery or request on every replica: nothing is cached past it. A team
+// mounts the whole API in a few lines:
+//
+//	eh, err := producer.NewEndpointsHandler(registry, apikey.RequestScope, &producer.EndpointsHandlerOptions{
+//		EventTypes: []producer.EventType{{Type: "order.created", Description: "…", Schema: "#/components/schemas/Order"}},
+//		URLPolicy:  func(*http.Request) ssrf.URLPolicy { return ssrf.URLPolicy{} },
+//		APIVersion: func(r *http.Request) string { return pinnedVersion(r) },
+//	})
+//	if err != nil { … }
+//	eh.Register(mux, "", idem.Handler) // writes behind the idempotency middleware
 //
 // # Bounds
 //

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency"
@@ -113,6 +114,15 @@ func (c *Client) GetOrder(ctx context.Context, id string) (Order, error) {
 func (c *Client) CreateEndpoint(ctx context.Context, url string) (Endpoint, error) {
 	var ep Endpoint
 	_, err := c.do(ctx, http.MethodPost, "/webhook_endpoints", idempotency.NewKey(), map[string]string{"url": url}, http.StatusCreated, &ep)
+	return ep, err
+}
+
+// RollSecret rolls a webhook endpoint's signing secret: the answer carries the new one; the old one
+// keeps signing beside it for expiresIn (0 ends it at once).
+func (c *Client) RollSecret(ctx context.Context, endpointID string, expiresIn time.Duration) (Endpoint, error) {
+	var ep Endpoint
+	_, err := c.do(ctx, http.MethodPost, "/webhook_endpoints/"+endpointID+"/roll_secret", idempotency.NewKey(),
+		map[string]int64{"expires_in": int64(expiresIn / time.Second)}, http.StatusOK, &ep)
 	return ep, err
 }
 
