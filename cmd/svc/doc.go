@@ -10,7 +10,13 @@
 //	svc trigger order.created [--endpoint we_…] [--data JSON]
 //	svc events --endpoint we_… --from N [--to M] [--json]
 //	svc verify --signature 't=…,v1=…' [--body FILE]   (or the body on stdin)
-//	svc endpoints create --url URL [--export] | svc endpoints list
+//	svc endpoints create --url URL [--events TYPE,…] [--description D] [--metadata K=V]… [--header NAME=VALUE]… [--export]
+//	svc endpoints list
+//	svc endpoints get [--endpoint we_…]
+//	svc endpoints update [--endpoint we_…] [--url U] [--events TYPE,…|'*'] [--description D] [--endpoint-api-version V] [--metadata K=V]… [--header NAME=VALUE]…
+//	svc endpoints disable | enable | delete [--endpoint we_…]
+//	svc endpoints roll-secret [--endpoint we_…] [--expires-in 24h] [--export]
+//	svc event-types
 //	svc orders create --account ACC [--side buy|sell] [--idempotency-key K]
 //	svc faults set --endpoint we_… [--drop R] [--duplicate R] [--reorder R] [--bad-signature R] [--delay R --delay-ms MS]
 //	svc faults clear --endpoint we_…
@@ -35,6 +41,18 @@
 // can write (created 0700), and the cursor, its lock and its temporary files are opened without
 // following links and must be the user's: a cursor planted by someone else, or a link to one, is
 // refused (exit status 2), since it would make listen skip events.
+//
+// The endpoint commands manage the endpoint lifecycle the reference server serves
+// (producer.EndpointsHandler). update sends a JSON merge patch of only the settings given: --metadata
+// and --header change one pair each, and KEY= removes one. The endpoint's own API version is
+// --endpoint-api-version, since --api-version is every command's version segment. roll-secret prints
+// the new secret once; the old one signs beside it until --expires-in has passed (the server's default
+// is a day), so every delivery and range page carries two v1 signatures meanwhile, and receivers
+// holding either secret verify. listen, holding the old secret, keeps verifying and says once, on
+// stderr, that the secret was rolled: a page verified, but its newest v1 was made with a secret
+// listen does not hold.
+// delete stops an endpoint's events and deliveries; the events it has stay readable by range until
+// the server's retention removes them.
 //
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
 // and retries network errors, 409, 429 and 5xx on that key through idempotency.Transport, so a command

@@ -49,7 +49,7 @@ another endpoint stops the command (exit status 1) before anything of it is prin
 	if err != nil {
 		return err
 	}
-	rc, err := newRangeClient(cfg, key)
+	rc, err := newRangeClient(cfg, key, baseTransport())
 	if err != nil {
 		return err
 	}
@@ -94,8 +94,9 @@ func printEvent(w io.Writer, ev *webhook.Event, jsonOut bool) error {
 	return err
 }
 
-// newRangeClient builds the verifying range client of events and listen, under the key's version.
-func newRangeClient(cfg *config, key string) (*webhook.RangeClient, error) {
+// newRangeClient builds the verifying range client of events and listen, under the key's version,
+// sending its requests through rt.
+func newRangeClient(cfg *config, key string, rt http.RoundTripper) (*webhook.RangeClient, error) {
 	secrets, err := cfg.needSecrets()
 	if err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func newRangeClient(cfg *config, key string) (*webhook.RangeClient, error) {
 	}
 	rc, err := webhook.NewRangeClient(cfg.BaseURL, key, v, &webhook.RangeClientOptions{
 		APIVersion: cfg.APIVersion, PageSize: webhook.MaxPageSize,
-		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: baseTransport(),
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: rt,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	})
 	if err != nil {

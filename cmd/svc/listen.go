@@ -75,6 +75,7 @@ type listener struct {
 	forward  string
 	secrets  []string
 	rc       *webhook.RangeClient
+	watch    *rollWatch // the range client's transport: it notes a rolled secret
 	hc       *http.Client
 	cursor   *cursorFile
 	jsonOut  bool
@@ -101,7 +102,9 @@ func runListen(_ context.Context, e env, args []string) error {
 Follow a webhook endpoint's events through range retrieval — so this machine needs no public URL —
 and forward each to a local URL exactly as the platform delivers it: a POST with the event as
 body, X-SVC-Sequence, and a fresh X-SVC-Signature made with the endpoint's secret
-(SVC_WEBHOOK_SECRET). Every page of events is verified with that secret first.
+(SVC_WEBHOOK_SECRET). Every page of events is verified with that secret first. While a rolled
+secret's old one still signs (svc endpoints roll-secret), pages carry a signature per secret and
+verify with either; listen says once that the secret was rolled when it holds only the old one.
 
 Events go in sequence order, one at a time; each is retried (with backoff) until the local URL
 answers 2xx, and the next is not sent before. One line per attempt: the sequence, the type, the
@@ -147,7 +150,8 @@ listen forwards is every event once, in order, signed well.
 	if err != nil {
 		return err
 	}
-	rc, err := newRangeClient(cfg, key)
+	watch := newRollWatch(baseTransport(), cfg.Secrets)
+	rc, err := newRangeClient(cfg, key, watch)
 	if err != nil {
 		return err
 	}
@@ -170,7 +174,7 @@ listen forwards is every event once, in order, signed well.
 		fmt.Fprintf(e.stderr, "svc listen: --from %d is ignored: the cursor %s says sequence %d was the last forwarded (remove it to start elsewhere)\n",
 			from, cursorPath, cur.seq)
 	}
-	l := &listener{e: e, cfg: cfg, endpoint: endpoint, forward: forwardTo, secrets: cfg.Secrets, rc: rc, cursor: cur,
+	l := &listener{e: e, cfg: cfg, endpoint: endpoint, forward: forwardTo, secrets: cfg.Secrets, rc: rc, watch: watch, cursor: cur,
 		jsonOut: jsonOut, timing: timing, behind: !cur.exists || cur.seq == 0, hc: &http.Client{
 			Transport: localTransport(),
 			// The platform never follows a redirect; neither does its stand-in.
@@ -214,7 +218,7 @@ func (l *listener) run(interrupts <-chan os.Signal) error {
 	for soft.Err() == nil {
 		from := l.cursor.seq + 1
 		batch := uint64(webhook.DefaultPageSize)
-		events, err := l.rc.FetchRange(soft, l.endpoint, from, from+batch-1)
+		events, err := l.fetch(soft, from, from+batch-1)
 		if err != nil {
 			if soft.Err() != nil {
 				break
@@ -269,12 +273,26 @@ func (l *listener) run(interrupts <-chan os.Signal) error {
 	return nil
 }
 
+// fetch fetches the events from..to, every page verified, and says once per run when a page that
+// verified was also signed with a newer secret than listen's (rollWatch): the endpoint's secret was
+// rolled, and listen will stop verifying when the old secret it holds expires.
+func (l *listener) fetch(ctx context.Context, from, to uint64) ([]webhook.Event, error) {
+	events, err := l.rc.FetchRange(ctx, l.endpoint, from, to)
+	if l.watch.foreignSeen() && err == nil && !l.watch.off.Swap(true) {
+		fmt.Fprintf(l.e.stderr, "svc listen: the endpoint's secret was rolled: its pages are signed with a new secret besides the one in %s. "+
+			"listen goes on verifying with the secret it has until that one expires, when its pages stop verifying; "+
+			"'svc endpoints roll-secret' printed the new secret: set %s to it (or to both, comma-separated, while the old one still signs) and start listen again\n",
+			envSecret, envSecret)
+	}
+	return events, err
+}
+
 // checkHead asks for the event at the cursor's own sequence, once nothing follows it: a stream that
 // has it has reached the cursor (listen is caught up); one that answers, again and again, that it
 // has not is behind a cursor listen did not write, and listen stops rather than wait for sequences it
 // would then skip.
 func (l *listener) checkHead(ctx context.Context) error {
-	events, err := l.rc.FetchRange(ctx, l.endpoint, l.cursor.seq, l.cursor.seq)
+	events, err := l.fetch(ctx, l.cursor.seq, l.cursor.seq)
 	var p *apierror.Error
 	switch {
 	case err == nil && len(events) > 0:

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -444,4 +445,125 @@ func TestListenStopsOnWhatWaitingCannotFix(t *testing.T) {
 			require.Empty(t, got)
 		})
 	}
+}
+
+// After 'svc endpoints roll-secret' the server signs every range page with the new secret and the old
+// one until the old one expires. A listen holding the old secret still verifies and forwards, and
+// says once that the secret was rolled; one that holds the new secret has nothing to be told.
+func TestListenThroughASecretRoll(t *testing.T) {
+	fastTiming(t)
+	const rolled = "whsec_listen_test_rolled"
+	src := webhooktest.NewSource(testSecret, testKey, nil)
+	for range 3 {
+		src.Emit(testEP, "order.created", nil)
+	}
+	var pages atomic.Int64
+	api := func(secrets ...string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			src.ServeHTTP(rec, r)
+			copyHeader(w.Header(), rec.Header())
+			if rec.Code == http.StatusOK {
+				sig, err := webhook.Sign(rec.Body.Bytes(), time.Now(), secrets...) // the newest first, as the producer signs
+				if err != nil {
+					panic(err)
+				}
+				w.Header().Set(webhook.HeaderSignature, sig)
+				pages.Add(1)
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	during, before := api(rolled, testSecret), api(testSecret)
+	const notice = "svc listen: the endpoint's secret was rolled: its pages are signed with a new secret besides the one in SVC_WEBHOOK_SECRET. " +
+		"listen goes on verifying with the secret it has until that one expires, when its pages stop verifying; " +
+		"'svc endpoints roll-secret' printed the new secret: set SVC_WEBHOOK_SECRET to it (or to both, comma-separated, while the old one still signs) and start listen again\n"
+	for _, tc := range []struct {
+		name    string
+		api     *httptest.Server
+		secrets string
+		notice  bool
+	}{
+		{"holding the old secret", during, testSecret, true},
+		{"holding the old secret and one of another endpoint", during, testSecret + ",whsec_listen_test_unrelated", true},
+		{"holding the new secret", during, rolled, false},
+		{"holding both", during, rolled + "," + testSecret, false},
+		{"no roll", before, testSecret, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rcv := newReceiver(t, 0)
+			v, err := webhook.NewVerifier([]string{rolled, testSecret}, nil)
+			require.NoError(t, err)
+			rcv.v = v
+			local := httptest.NewServer(rcv)
+			defer local.Close()
+			l := startListen(t, map[string]string{envAPIKey: testKey, envSecret: tc.secrets, envBaseURL: tc.api.URL, envEndpoint: testEP},
+				"--forward-to", local.URL, "--cursor", filepath.Join(t.TempDir(), "c.json"), "--poll", "1ms")
+			waitFor(t, "3 events", func() bool { got, _ := rcv.snapshot(); return len(got) == 3 })
+			seen := pages.Load()
+			waitFor(t, "more pages", func() bool { return pages.Load() >= seen+5 })
+			l.interrupts <- os.Interrupt
+			require.Equal(t, exitOK, l.wait(t), l.stderr.String())
+			got, refused := rcv.snapshot()
+			require.Equal(t, seq(1, 3), got)
+			require.Empty(t, refused)
+			if tc.notice {
+				require.Equal(t, 1, strings.Count(l.stderr.String(), notice), l.stderr.String())
+			} else {
+				require.NotContains(t, l.stderr.String(), "secret was rolled")
+			}
+			require.NotContains(t, l.stderr.String(), "did not verify")
+		})
+	}
+}
+
+// v1Signatures reads what the verifier reads: the t= digits, and the distinct readable v1 in order.
+func TestV1Signatures(t *testing.T) {
+	a, b := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	many := "t=1"
+	for i := range 9 {
+		many += fmt.Sprintf(",v1=%064x", i)
+	}
+	for _, tc := range []struct {
+		name, header, ts string
+		n                int
+	}{
+		{"one signature", "t=1700000000,v1=" + a, "1700000000", 1},
+		{"two, the newest first", "t=1700000000,v1=" + a + ",v1=" + b, "1700000000", 2},
+		{"the same one twice, in another case", "t=1700000000,v1=" + a + ",v1=" + strings.ToUpper(a), "1700000000", 1},
+		{"unreadable ones and other schemes are skipped", "t=1700000000,v1=" + a + ",v1=zz,v0=" + b + ",v1=" + b[:10] + ",v1=" + b + "0", "1700000000", 1},
+		{"no t=", "v1=" + a + ",v1=" + b, "", 0},
+		{"no v1", "t=1700000000", "", 0},
+		{"empty", "", "", 0},
+		{"more than the verifier accepts", many, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, newest, n := v1Signatures(tc.header)
+			require.Equal(t, tc.ts, ts)
+			require.Equal(t, tc.n, n)
+			if n > 0 {
+				require.Equal(t, a, fmt.Sprintf("%x", newest))
+			}
+		})
+	}
+}
+
+// FuzzV1Signatures: a range page's signature header comes from the network.
+func FuzzV1Signatures(f *testing.F) {
+	for _, s := range []string{"t=1700000000,v1=" + strings.Repeat("ab", 32), "t=1,v1=" + strings.Repeat("0", 64) + ",v1=" + strings.Repeat("F", 64),
+		"t=,v1=,,=", "t=1,v1=" + strings.Repeat("a", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		ts, newest, n := v1Signatures(header)
+		if n < 0 || n > 8 || (n > 0) != (ts != "") {
+			t.Fatalf("ts %q, n %d", ts, n)
+		}
+		if n > 0 && !strings.Contains(strings.ToLower(header), fmt.Sprintf("v1=%x", newest)) {
+			t.Fatalf("the newest v1 %x is not in the header", newest)
+		}
+	})
 }

@@ -67,10 +67,17 @@ var commands = []command{
 	{name: "trigger", summary: "trigger a test event in the sandbox (svc trigger order.created)", run: runTrigger},
 	{name: "events", summary: "fetch, verify and print an endpoint's events by sequence range", run: runEvents},
 	{name: "verify", summary: "check a captured delivery's X-SVC-Signature against the secret", run: runVerify},
-	{name: "endpoints", summary: "create and list webhook endpoints", sub: []command{
+	{name: "endpoints", summary: "create, list, get, update, disable, enable and delete webhook endpoints, and roll their secrets", sub: []command{
 		{name: "create", summary: "register a webhook endpoint and print its ID and signing secret", run: runEndpointsCreate},
 		{name: "list", summary: "list the webhook endpoints of the key's licensee", run: runEndpointsList},
+		{name: "get", summary: "show a webhook endpoint's settings and status", run: runEndpointsGet},
+		{name: "update", summary: "change a webhook endpoint's URL, event types, description, metadata or headers", run: runEndpointsUpdate},
+		{name: "disable", summary: "stop a webhook endpoint's deliveries (its events are still kept)", run: runEndpointsDisable},
+		{name: "enable", summary: "resume a disabled webhook endpoint's deliveries", run: runEndpointsEnable},
+		{name: "delete", summary: "delete a webhook endpoint (its events stay readable by range until retention)", run: runEndpointsDelete},
+		{name: "roll-secret", summary: "give a webhook endpoint a new signing secret; the old one signs too until it expires", run: runEndpointsRollSecret},
 	}},
+	{name: "event-types", summary: "list the event types the server declares (what --events may name)", run: runEventTypes},
 	{name: "orders", summary: "create orders on the reference server", sub: []command{
 		{name: "create", summary: "create an order, with an Idempotency-Key it prints and retries on", run: runOrdersCreate},
 	}},
@@ -157,11 +164,11 @@ Commands:
 `)
 	for _, c := range commands {
 		if c.sub == nil {
-			fmt.Fprintf(w, "  %-20s %s\n", c.name, c.summary)
+			fmt.Fprintf(w, "  %-22s %s\n", c.name, c.summary)
 			continue
 		}
 		for _, s := range c.sub {
-			fmt.Fprintf(w, "  %-20s %s\n", c.name+" "+s.name, s.summary)
+			fmt.Fprintf(w, "  %-22s %s\n", c.name+" "+s.name, s.summary)
 		}
 	}
 	fmt.Fprint(w, "\n'svc <command> --help' describes a command and its flags.\n\n"+configHelp+"\n"+exitCodesHelp)
@@ -170,7 +177,7 @@ Commands:
 func printGroupHelp(w io.Writer, path string, c command) {
 	fmt.Fprintf(w, "Usage: %s <command> [flags]\n\n%s.\n\nCommands:\n", path, upperFirst(c.summary))
 	for _, s := range c.sub {
-		fmt.Fprintf(w, "  %-10s %s\n", s.name, s.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", s.name, s.summary)
 	}
 	fmt.Fprintf(w, "\n'%s <command> --help' describes a command and its flags.\n", path)
 }

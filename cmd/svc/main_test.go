@@ -41,6 +41,9 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"help"}, {"--help"}, {"-h"}, {"listen", "--help"}, {"trigger", "-h"}, {"events", "--help"}, {"verify", "--help"},
 		{"endpoints", "--help"}, {"endpoints", "create", "--help"}, {"endpoints", "list", "--help"},
+		{"endpoints", "get", "--help"}, {"endpoints", "update", "--help"}, {"endpoints", "disable", "--help"},
+		{"endpoints", "enable", "--help"}, {"endpoints", "delete", "--help"}, {"endpoints", "roll-secret", "--help"},
+		{"event-types", "--help"},
 		{"orders", "create", "--help"}, {"faults", "set", "--help"}, {"faults", "clear", "--help"},
 		{"credentials", "new", "--help"}, {"version", "--help"}, {"help", "listen"}, {"help", "faults"},
 	} {
@@ -54,6 +57,8 @@ func TestHelp(t *testing.T) {
 	t.Run("the overview lists every command, the environment and the exit codes", func(t *testing.T) {
 		r := runSvc(t, nil, "", "help")
 		for _, want := range []string{"listen", "trigger", "events", "verify", "endpoints create", "endpoints list",
+			"endpoints get", "endpoints update", "endpoints disable", "endpoints enable", "endpoints delete",
+			"endpoints roll-secret", "event-types",
 			"orders create", "faults set", "faults clear", "credentials new", "SVC_API_KEY", "SVC_BASE_URL",
 			"SVC_WEBHOOK_SECRET", "Exit codes:"} {
 			require.Contains(t, r.stdout, want)
