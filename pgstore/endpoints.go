@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -239,6 +240,9 @@ type endpointRow struct {
 	ep                                        producer.Endpoint
 	sealed                                    []byte
 	oldExpire, created, disabledAt, deletedAt *time.Time
+	// metadata and headers as stored: decoded only when not empty, which most endpoints' are (the
+	// Dispatcher reads an endpoint for every delivery).
+	metadata, headers []byte
 }
 
 func (r *endpointRow) dest(sealer bool) []any {
@@ -247,7 +251,7 @@ func (r *endpointRow) dest(sealer bool) []any {
 	if sealer {
 		d = append(d, &r.sealed)
 	}
-	return append(d, &ep.APIVersion, &r.oldExpire, &ep.EnabledEvents, &ep.Description, &ep.Metadata, &ep.Headers,
+	return append(d, &ep.APIVersion, &r.oldExpire, &ep.EnabledEvents, &ep.Description, &r.metadata, &r.headers,
 		&r.created, &ep.DisabledReason, &r.disabledAt, &r.deletedAt)
 }
 
@@ -264,11 +268,15 @@ func (s *EndpointStore) finish(r *endpointRow) (producer.Endpoint, error) {
 	if len(r.ep.EnabledEvents) == 0 {
 		r.ep.EnabledEvents = nil
 	}
-	if len(r.ep.Metadata) == 0 {
-		r.ep.Metadata = nil
-	}
-	if len(r.ep.Headers) == 0 {
-		r.ep.Headers = nil
+	for _, m := range []struct {
+		raw []byte
+		dst *map[string]string
+	}{{r.metadata, &r.ep.Metadata}, {r.headers, &r.ep.Headers}} {
+		if len(m.raw) > len("{}") {
+			if err := json.Unmarshal(m.raw, m.dst); err != nil {
+				return producer.Endpoint{}, fmt.Errorf("pgstore: webhook endpoint %s: %w", r.ep.ID, err)
+			}
+		}
 	}
 	if err := s.openSecrets(&r.ep, r.sealed); err != nil {
 		return producer.Endpoint{}, err
