@@ -42,7 +42,7 @@ const (
 	// CodeEndpointLimitReached: a registration past EndpointsHandlerOptions.MaxEndpoints (422).
 	CodeEndpointLimitReached = "webhook_endpoint_limit_reached"
 	// CodeUnknownEventType: enabled_events names a type the catalogue does not declare.
-	CodeUnknownEventType = "unknown_event_type"
+	CodeUnknownEventType = epcheck.CodeUnknownEventType
 	// CodeUnsupportedVersion: api_version names a version the API does not serve.
 	CodeUnsupportedVersion = "unsupported_api_version"
 	// CodeInvalidSetting: a setting breaks its bounds (the detail says which).
@@ -286,17 +286,10 @@ func (h *EndpointsHandler) writeJSON(w http.ResponseWriter, r *http.Request, sta
 	_, _ = w.Write(data)
 }
 
-// located turns epcheck's problems into a 400 located in the body.
+// located adds epcheck's problems to c, each located in the body.
 func located(c *apierror.Collector, problems []epcheck.Problem) {
 	for _, p := range problems {
-		code := p.Code
-		switch code {
-		case epcheck.CodeInvalidEventType:
-			if strings.HasPrefix(p.Detail, "no event type") {
-				code = CodeUnknownEventType
-			}
-		}
-		c.Add(apierror.Body(p.Pointer, code, p.Detail))
+		c.Add(apierror.Body(p.Pointer, p.Code, p.Detail))
 	}
 }
 
@@ -579,11 +572,9 @@ func (h *EndpointsHandler) edit(w http.ResponseWriter, r *http.Request, owner st
 	case errors.As(err, &ae):
 		h.refuse(w, r, ae)
 		return Endpoint{}, false
-	case errors.Is(err, ErrInvalidEndpoint):
-		// The request's own settings were checked; what is left is the stored endpoint's fault.
-		h.errs.Write(w, r, err)
-		return Endpoint{}, false
 	case err != nil:
+		// The request's settings were checked, so an ErrInvalidEndpoint here is the stored endpoint's
+		// fault: an opaque 500, like any other failure of the registry.
 		h.errs.Write(w, r, err)
 		return Endpoint{}, false
 	}

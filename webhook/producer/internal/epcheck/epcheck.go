@@ -40,6 +40,7 @@ const (
 	CodeHeaderNotAllowed  = "header_not_allowed"
 	CodeWildcardNotAlone  = "wildcard_not_alone"
 	CodeInvalidEventType  = "invalid_event_type"
+	CodeUnknownEventType  = "unknown_event_type"
 	CodeDisabledIncorrect = "invalid_disabled_state"
 )
 
@@ -164,7 +165,7 @@ func EnabledEvents(types []string, known func(string) bool) []Problem {
 		case slices.Contains(types[:i], t):
 			out = append(out, Problem{at, CodeDuplicate, "this type is listed twice"})
 		case known != nil && !known(t):
-			out = append(out, Problem{at, CodeInvalidEventType, "no event type of this name exists (GET /v1/event_types lists them)"})
+			out = append(out, Problem{at, CodeUnknownEventType, "no event type of this name exists (GET /v1/event_types lists them)"})
 		}
 	}
 	return out
