@@ -107,7 +107,8 @@ type EndpointsHandlerOptions struct {
 // 404 (CodeEndpointNotFound) as one that does not exist. Bodies are decoded strictly, and every
 // violation is located in the body (a refused URL at /url with the guard's code). PATCH follows JSON
 // merge patch (RFC 7386): absent members are left as they are, and within metadata and headers a
-// member set to null is removed (metadata: null removes them all). Each change is one atomic update
+// member set to null is removed (metadata: null removes them all); header names are matched without
+// regard to case, so x-tenant replaces or removes a stored X-Tenant. Each change is one atomic update
 // of the registry (driver.EndpointEditor), which the Dispatcher and the range handler read on their
 // next delivery or request, on every replica. Refusals mark the request idempotency.NotPerformed, and
 // answers that carry a secret idempotency.Secret, for the idempotency middleware the mutating routes
@@ -320,8 +321,10 @@ func (p *mergePatch) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &p.m)
 }
 
-// apply merges p into m and returns the result (nil when empty).
-func (p mergePatch) apply(m map[string]string) map[string]string {
+// apply merges p into m and returns the result (nil when empty). With foldCase, keys are compared
+// without regard to case, as header names are: a member replaces or removes the stored key that
+// differs from it in case only.
+func (p mergePatch) apply(m map[string]string, foldCase bool) map[string]string {
 	if !p.set {
 		return m
 	}
@@ -333,6 +336,13 @@ func (p mergePatch) apply(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	for k, v := range p.m {
+		if foldCase {
+			for stored := range out {
+				if stored != k && strings.EqualFold(stored, k) {
+					delete(out, stored)
+				}
+			}
+		}
 		if v == nil {
 			delete(out, k)
 		} else {
@@ -388,10 +398,10 @@ func (h *EndpointsHandler) check(c *apierror.Collector, r *http.Request, in *set
 		}
 	}
 	if in.Metadata.set {
-		located(c, epcheck.Metadata(in.Metadata.apply(ep.Metadata)))
+		located(c, epcheck.Metadata(in.Metadata.apply(ep.Metadata, false)))
 	}
 	if in.Headers.set {
-		located(c, epcheck.Headers(in.Headers.apply(ep.Headers)))
+		located(c, epcheck.Headers(in.Headers.apply(ep.Headers, true)))
 	}
 	return nil
 }
@@ -413,8 +423,8 @@ func (in *settings) applyTo(ep *Endpoint) {
 	if in.APIVersion != nil {
 		ep.APIVersion = *in.APIVersion
 	}
-	ep.Metadata = in.Metadata.apply(ep.Metadata)
-	ep.Headers = in.Headers.apply(ep.Headers)
+	ep.Metadata = in.Metadata.apply(ep.Metadata, false)
+	ep.Headers = in.Headers.apply(ep.Headers, true)
 }
 
 // create handles POST webhook_endpoints.

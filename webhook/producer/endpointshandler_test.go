@@ -254,6 +254,14 @@ func TestEndpointsAPIPatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, stored.EnabledEvents, `["*"] is stored as every type`)
 
+	// Header names are matched without regard to case: x-b replaces X-B, x-b: null removes it.
+	_, got = a.do("lic_1", http.MethodPatch, path, `{"headers":{"X-B":"1"}}`)
+	require.Equal(t, map[string]any{"X-B": "1"}, got["headers"])
+	_, got = a.do("lic_1", http.MethodPatch, path, `{"headers":{"x-b":"2"}}`)
+	require.Equal(t, map[string]any{"x-b": "2"}, got["headers"])
+	_, got = a.do("lic_1", http.MethodPatch, path, `{"headers":{"X-b":null}}`)
+	require.Equal(t, map[string]any{}, got["headers"])
+
 	// Refusals are located and change nothing.
 	for _, tc := range []struct{ body, want string }{
 		{`{"status":"paused"}`, "/status " + producer.CodeInvalidSetting},
