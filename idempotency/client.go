@@ -9,8 +9,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/svcplatform/conventions/internal/retryafter"
 )
 
 // Defaults of Transport.
@@ -193,7 +194,7 @@ func (t *Transport) retryable(ctx context.Context, resp *http.Response, err erro
 		return 0, false
 	}
 	now := time.Now()
-	wait, ok := retryAfter(resp.Header.Get("Retry-After"), now)
+	wait, ok := retryafter.Parse(resp.Header.Get("Retry-After"), now)
 	switch {
 	case !ok:
 		wait = t.backoff(attempt)
@@ -221,24 +222,4 @@ func (t *Transport) backoff(attempt int) time.Duration {
 	d = min(d, hi)
 	half := d / 2
 	return half + rand.N(d-half+1)
-}
-
-// retryAfter parses a Retry-After value: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 {
-			return 0, false
-		}
-		if s > int64(24*time.Hour/time.Second) {
-			s = int64(24 * time.Hour / time.Second) // anything this long is over MaxRetryAfter anyway
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		return max(at.Sub(now), 0), true
-	}
-	return 0, false
 }
