@@ -117,7 +117,7 @@ type endpointSQL struct {
 // endpointCols are the columns an endpoint is read from and written to, after id, owner, url and the
 // secrets (one column or two, with a Sealer), in the order of endpointRow.
 const endpointCols = `api_version, old_secrets_expire, enabled_events, description, metadata, headers, created,
-    disabled_reason, disabled_at, deleted_at`
+    disabled_reason, disabled_at, deleted_at, rate_limit, failing_since`
 
 // NewEndpointStore returns an EndpointStore on db with the table named by opts (nil means the
 // defaults). Run Migrate with the same opts once first. It fails when db is nil or a name is
@@ -141,7 +141,7 @@ func NewEndpointStore(db DB, opts *EndpointStoreOptions) (*EndpointStore, error)
 	if o.Sealer != nil {
 		set += ", sealed_secrets = EXCLUDED.sealed_secrets"
 	}
-	values := `($1, $2, $3, ` + put + `, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+	values := `($1, $2, $3, ` + put + `, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 	return &EndpointStore{db: db, sealer: o.Sealer, sql: endpointSQL{
 		put: `INSERT INTO ` + t + ` (id, owner, url, ` + cols + `, ` + endpointCols + `) VALUES ` + values + `
 ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, url = EXCLUDED.url, ` + set + `,
@@ -149,12 +149,12 @@ ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, url = EXCLUDED.url, ` + s
     enabled_events = EXCLUDED.enabled_events, description = EXCLUDED.description,
     metadata = EXCLUDED.metadata, headers = EXCLUDED.headers, created = EXCLUDED.created,
     disabled_reason = EXCLUDED.disabled_reason, disabled_at = EXCLUDED.disabled_at,
-    deleted_at = EXCLUDED.deleted_at`,
+    deleted_at = EXCLUDED.deleted_at, rate_limit = EXCLUDED.rate_limit, failing_since = EXCLUDED.failing_since`,
 		insert: `INSERT INTO ` + t + ` (id, owner, url, ` + cols + `, ` + endpointCols + `) VALUES ` + values + `
 ON CONFLICT (id) DO NOTHING`,
 		// The update keeps id and owner, which UpdateEndpoint checks the change left alone.
 		update: `UPDATE ` + t + ` SET url = $3, (` + cols + `) = ROW(` + put + `), (` + endpointCols + `) =
-    ($5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    ($5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 WHERE id = $1 AND owner = $2`,
 		del:       `DELETE FROM ` + t + ` WHERE id = $1`,
 		lookup:    `SELECT owner, url, ` + cols + `, ` + endpointCols + ` FROM ` + t + ` WHERE id = $1`,
@@ -205,7 +205,7 @@ func (s *EndpointStore) check(ep producer.Endpoint) error {
 	return nil
 }
 
-// args are the statements' arguments for ep: $1 to $14 of put, insert and update.
+// args are the statements' arguments for ep: $1 to $16 of put, insert and update.
 func (s *EndpointStore) args(ep producer.Endpoint) []any {
 	var secrets any = ep.Secrets
 	if s.sealer != nil {
@@ -223,7 +223,7 @@ func (s *EndpointStore) args(ep producer.Endpoint) []any {
 	}
 	return []any{ep.ID, ep.Owner, ep.URL, secrets, ep.APIVersion, nullTime(ep.OldSecretsExpire), events, ep.Description,
 		orEmpty(ep.Metadata), orEmpty(ep.Headers), nullTime(ep.Created), ep.DisabledReason, nullTime(ep.DisabledAt),
-		nullTime(ep.DeletedAt)}
+		nullTime(ep.DeletedAt), ep.RateLimit, nullTime(ep.FailingSince)}
 }
 
 // nullTime is t for a timestamptz column, NULL for the zero time.
@@ -240,6 +240,8 @@ type endpointRow struct {
 	ep                                        producer.Endpoint
 	sealed                                    []byte
 	oldExpire, created, disabledAt, deletedAt *time.Time
+	failingSince                              *time.Time
+	rateLimit                                 int32
 	// metadata and headers as stored: decoded only when not empty, which most endpoints' are (the
 	// Dispatcher reads an endpoint for every delivery).
 	metadata, headers []byte
@@ -252,7 +254,7 @@ func (r *endpointRow) dest(sealer bool) []any {
 		d = append(d, &r.sealed)
 	}
 	return append(d, &ep.APIVersion, &r.oldExpire, &ep.EnabledEvents, &ep.Description, &r.metadata, &r.headers,
-		&r.created, &ep.DisabledReason, &r.disabledAt, &r.deletedAt)
+		&r.created, &ep.DisabledReason, &r.disabledAt, &r.deletedAt, &r.rateLimit, &r.failingSince)
 }
 
 // finish sets the times and opens the secrets.
@@ -260,11 +262,13 @@ func (s *EndpointStore) finish(r *endpointRow) (producer.Endpoint, error) {
 	for _, t := range []struct {
 		dst *time.Time
 		src *time.Time
-	}{{&r.ep.OldSecretsExpire, r.oldExpire}, {&r.ep.Created, r.created}, {&r.ep.DisabledAt, r.disabledAt}, {&r.ep.DeletedAt, r.deletedAt}} {
+	}{{&r.ep.OldSecretsExpire, r.oldExpire}, {&r.ep.Created, r.created}, {&r.ep.DisabledAt, r.disabledAt}, {&r.ep.DeletedAt, r.deletedAt},
+		{&r.ep.FailingSince, r.failingSince}} {
 		if t.src != nil {
 			*t.dst = t.src.UTC()
 		}
 	}
+	r.ep.RateLimit = int(r.rateLimit)
 	if len(r.ep.EnabledEvents) == 0 {
 		r.ep.EnabledEvents = nil
 	}

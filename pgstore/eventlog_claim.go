@@ -240,6 +240,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		reasons   = make([]string, 0, n)
 		responses = make([]string, 0, n)
 		attempts  = make([]int64, 0, n)
+		holds     = make([]*time.Time, 0, n)
 		index     = make([]int, 0, n) // ordinal-1 → position in ss
 	)
 	for i, s := range ss {
@@ -264,15 +265,25 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		// A random ID, not the table's counter, which would tell each tenant the others' volume. A
 		// collision fails the statement, and the dispatcher records again under new IDs.
 		attempts = append(attempts, int64(randomUint63()))
+		holds = append(holds, holdOf(s))
 		index = append(index, i)
 	}
 	if len(index) == 0 {
 		return errs
 	}
 	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.settle, streams, seqs, tokens, oks, ats, retries,
-		latencies, codes, classes, reasons, responses, attempts)
+		latencies, codes, classes, reasons, responses, attempts, holds)
 	settled(errs, index, ords, err, "settle")
 	return errs
+}
+
+// holdOf is a settlement's hold as a parameter: NULL for none.
+func holdOf(s driver.Settlement) *time.Time {
+	if s.Hold.IsZero() {
+		return nil
+	}
+	h := s.Hold
+	return &h
 }
 
 // settled sets the errors of a lockedQuery's settlements: errs[index[k]] is nil for each ordinal k+1
@@ -324,6 +335,7 @@ func (l *EventLog) releaseAll(ctx context.Context, ss []driver.Settlement, idx [
 		seqs    = make([]int64, 0, len(idx))
 		tokens  = make([]int64, 0, len(idx))
 		dues    = make([]time.Time, 0, len(idx))
+		holds   = make([]*time.Time, 0, len(idx))
 		index   = make([]int, 0, len(idx)) // ordinal-1 → position in ss
 	)
 	for _, i := range idx {
@@ -333,12 +345,12 @@ func (l *EventLog) releaseAll(ctx context.Context, ss []driver.Settlement, idx [
 			continue
 		}
 		streams, seqs, tokens = append(streams, lease.Stream), append(seqs, int64(lease.Sequence)), append(tokens, int64(lease.Token))
-		dues, index = append(dues, ss[i].Attempt.RetryAt), append(index, i)
+		dues, holds, index = append(dues, ss[i].Attempt.RetryAt), append(holds, holdOf(ss[i])), append(index, i)
 	}
 	if len(index) == 0 {
 		return
 	}
-	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.release, streams, seqs, tokens, dues)
+	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.release, streams, seqs, tokens, dues, holds)
 	settled(errs, index, ords, err, "release")
 }
 

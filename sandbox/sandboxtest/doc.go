@@ -16,8 +16,8 @@
 // Emit appends an event of the test's choosing to the endpoint's stream (envelope webhook.Event with
 // the next sequence) and delivers it: POST, signed with X-SVC-Signature (webhook.Sign) and
 // X-SVC-Sequence, through the endpoint's faults (sandbox.FaultTransport). A delivery the consumer
-// does not answer with a 2xx is retried at once, up to Options.Retries times; then it is abandoned
-// and stays retrievable by range. Reordered deliveries are sent before Emit returns, after the next
+// does not answer with a 2xx is retried at once (whatever its Retry-After asks), up to
+// Options.Retries times; then it is abandoned and stays retrievable by range. Reordered deliveries are sent before Emit returns, after the next
 // delivery. Faults come from Options.Faults, SetFaults or the HTTP control, drawn from Options.Rand,
 // so a seeded run replays exactly.
 //

@@ -189,6 +189,10 @@ func NewProducer(t testing.TB, consumerURL string, opts *Options) *Producer {
 		Now:      p.dispatcherNow,
 		Workers:  1,
 		Logger:   o.Logger,
+		// Flush retries at once, whatever the consumer's Retry-After asks; and the harness's
+		// producer disables no endpoint.
+		MaxRetryAfter: -1,
+		DisableAfter:  -1,
 	})
 	if err != nil {
 		p.srv.Close()

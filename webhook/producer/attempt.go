@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
+	"github.com/svcplatform/conventions/internal/retryafter"
 	"github.com/svcplatform/conventions/ssrf"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 
@@ -26,6 +28,10 @@ type result struct {
 	sig       string
 	cancelled bool // cut short by the dispatcher's own shutdown: no attempt counts
 	sent      bool // the request was handed to the client
+	// pause is how long the endpoint asked us to wait (Retry-After on a 429 or 503), capped at
+	// MaxRetryAfter; 0 when it did not.
+	pause time.Duration
+	held  time.Time // recordFailure held the endpoint back until then for the pause; zero: not
 	driver.Attempt
 }
 
@@ -55,7 +61,7 @@ func (d *Dispatcher) attempt(ctx context.Context, ep Endpoint, dl driver.Deliver
 	}
 	start := d.now()
 	if r.Class == "" {
-		r.Attempt, r.sent = d.send(ctx, ep, dl, r.body, r.sig)
+		r.Attempt, r.pause, r.sent = d.send(ctx, ep, dl, r.body, r.sig)
 		r.cancelled = r.Class != "" && ctx.Err() != nil
 	}
 	r.At = start
@@ -89,14 +95,15 @@ func (d *Dispatcher) attemptResult(dl driver.Delivery, r *result) AttemptResult 
 	return res
 }
 
-// send makes one delivery request and describes its outcome; Class is empty on success. sent reports
-// whether the request reached the client.
-func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, body []byte, sig string) (a driver.Attempt, sent bool) {
+// send makes one delivery request and describes its outcome; Class is empty on success. pause is
+// the wait a 429 or 503 asked for with Retry-After, capped at MaxRetryAfter. sent reports whether
+// the request reached the client.
+func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, body []byte, sig string) (a driver.Attempt, pause time.Duration, sent bool) {
 	rctx, cancel := context.WithTimeout(NewEndpointIDContext(ctx, ep.ID), d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
-		return driver.Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}, false
+		return driver.Attempt{Class: ClassInvalidURL, Reason: "invalid endpoint URL"}, 0, false
 	}
 	h := req.Header
 	// The endpoint's own headers first: none may be one of those below (driver.Endpoint.Headers).
@@ -128,7 +135,7 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return transportFailure(rctx, err), true
+		return transportFailure(rctx, err), 0, true
 	}
 	var snip [maxResponseSnippet]byte
 	n, _ := io.ReadFull(resp.Body, snip[:])
@@ -141,7 +148,12 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.Class, a.Reason = ClassStatus, "status "+strconv.Itoa(resp.StatusCode)
 	}
-	return a, true
+	if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && d.maxRetryAfter > 0 {
+		if wait, ok := retryafter.Parse(resp.Header.Get("Retry-After"), d.now()); ok {
+			pause = min(wait, d.maxRetryAfter)
+		}
+	}
+	return a, pause, true
 }
 
 // snippet returns b as a string cut to whole UTF-8 characters, with invalid bytes replaced, so that the

@@ -116,9 +116,32 @@ type DispatcherOptions struct {
 	// and the Dispatcher's Run numbers them in the background, waking its own claim loop after each
 	// batch. nil means the defaults. It is ignored for a Log that numbers at Append.
 	Sequencer *SequencerOptions
-	// Hooks are told of every delivery attempt (AttemptStart, InjectTrace, AttemptEnd), for metrics
-	// and traces; nil observes nothing, at no cost.
+	// Hooks are told of every delivery attempt (AttemptStart, InjectTrace, AttemptEnd) and of every
+	// endpoint the Dispatcher disables (EndpointDisabled), for metrics and traces; nil observes
+	// nothing, at no cost.
 	Hooks *Hooks
+	// DisableAfter is how long an endpoint's deliveries may fail, with no success between, before
+	// the Dispatcher disables it (DisabledReason DisabledFailing); an endpoint that answers 410 Gone
+	// is disabled at once (DisabledGone). Either way its events keep their sequence numbers: they are
+	// appended and numbered while it is disabled, and its consumer fetches them by range once it is
+	// enabled again. The Dispatcher tells the endpoint's owner: in its log, through
+	// Hooks.EndpointDisabled, and by a webhook_endpoint.disabled event (EventEndpointDisabled) to the
+	// owner's other endpoints that subscribe to it, when the registry is an EndpointLister. It
+	// needs a registry that is an EndpointEditor (memstore.Endpoints, pgstore.EndpointStore), where
+	// it also keeps each endpoint's FailingSince; with another, endpoints are never disabled. 0
+	// means DefaultDisableAfter; negative means never, not even on a 410.
+	DisableAfter time.Duration
+	// MaxRetryAfter caps the pause an endpoint may ask for with Retry-After (delay-seconds or an
+	// HTTP-date) on a 429 or 503: the failed delivery's next attempt, and every other delivery of the
+	// endpoint, wait at least that long (up to the cap) — a Retry-After never shortens the Schedule's
+	// delay. 0 means DefaultMaxRetryAfter; negative ignores Retry-After. The endpoint is held back
+	// across replicas on a Log that is a Settler (see driver.Settlement.Hold).
+	MaxRetryAfter time.Duration
+	// APIVersion is the api_version stamped on the events the Dispatcher publishes itself
+	// (webhook_endpoint.disabled), which Render then renders for each endpoint as it does the
+	// Publisher's: set it to the Publisher's PublisherOptions.APIVersion. Empty means
+	// DefaultAPIVersion.
+	APIVersion string
 }
 
 // Dispatcher delivers the due events of a Log to their endpoints: POST of the event JSON with
@@ -172,6 +195,12 @@ type Dispatcher struct {
 	group       groupCommit
 	sequencer   *Sequencer // nil unless log is Sequencing
 	hooks       *Hooks
+	// disableAfter is DispatcherOptions.DisableAfter with the default applied (negative: never);
+	// maxRetryAfter is MaxRetryAfter's (negative: Retry-After ignored).
+	disableAfter  time.Duration
+	maxRetryAfter time.Duration
+	// notices publishes webhook_endpoint.disabled events on the Dispatcher's own Log.
+	notices *Publisher
 
 	mu       sync.Mutex
 	inFlight int               // request slots reserved, over all endpoints
@@ -180,7 +209,12 @@ type Dispatcher struct {
 	ownerOf  map[string]string // stream → licensee, as last looked up
 	wake     chan struct{}     // a worker finished while Run wanted capacity
 	starved  bool              // Run's last claim was cut short by capacity
+	dues     []time.Time       // the times workers held endpoints back to, for Run to claim at (maxDues)
 }
+
+// maxDues bounds the times Run remembers to claim at; past it, an endpoint held back waits for a
+// poll.
+const maxDues = 1024
 
 // NewDispatcher returns a Dispatcher for the deliveries of log to the endpoints in endpoints. It fails
 // when an option is out of range.
@@ -189,31 +223,33 @@ func NewDispatcher(log driver.Log, endpoints driver.Endpoints, opts *DispatcherO
 		opts = &DispatcherOptions{}
 	}
 	d := &Dispatcher{
-		log:         log,
-		endpoints:   endpoints,
-		client:      opts.Client,
-		clientFor:   opts.ClientFor,
-		timeout:     cmp.Or(opts.Timeout, DefaultTimeout),
-		schedule:    slices.Clone(opts.Schedule),
-		jitter:      opts.Jitter,
-		rand:        opts.Rand,
-		batch:       cmp.Or(opts.BatchSize, DefaultBatchSize),
-		streamBatch: cmp.Or(opts.StreamBatch, DefaultStreamBatch),
-		workers:     cmp.Or(opts.Workers, DefaultWorkers),
-		perOwner:    cmp.Or(opts.PerOwner, DefaultPerOwner),
-		perEndpoint: cmp.Or(opts.PerEndpoint, DefaultPerEndpoint),
-		poll:        cmp.Or(opts.PollInterval, DefaultPollInterval),
-		now:         opts.Now,
-		logger:      opts.Logger,
-		render:      opts.Render,
-		userAgent:   cmp.Or(opts.UserAgent, DefaultUserAgent),
-		retention:   cmp.Or(opts.Retention, DefaultRetention),
-		cleanup:     cmp.Or(opts.CleanupInterval, DefaultCleanupInterval),
-		busy:        make(map[string]bool),
-		owners:      make(map[string]int),
-		ownerOf:     make(map[string]string),
-		wake:        make(chan struct{}, 1),
-		hooks:       opts.Hooks,
+		log:           log,
+		endpoints:     endpoints,
+		client:        opts.Client,
+		clientFor:     opts.ClientFor,
+		timeout:       cmp.Or(opts.Timeout, DefaultTimeout),
+		schedule:      slices.Clone(opts.Schedule),
+		jitter:        opts.Jitter,
+		rand:          opts.Rand,
+		batch:         cmp.Or(opts.BatchSize, DefaultBatchSize),
+		streamBatch:   cmp.Or(opts.StreamBatch, DefaultStreamBatch),
+		workers:       cmp.Or(opts.Workers, DefaultWorkers),
+		perOwner:      cmp.Or(opts.PerOwner, DefaultPerOwner),
+		perEndpoint:   cmp.Or(opts.PerEndpoint, DefaultPerEndpoint),
+		poll:          cmp.Or(opts.PollInterval, DefaultPollInterval),
+		now:           opts.Now,
+		logger:        opts.Logger,
+		render:        opts.Render,
+		userAgent:     cmp.Or(opts.UserAgent, DefaultUserAgent),
+		retention:     cmp.Or(opts.Retention, DefaultRetention),
+		cleanup:       cmp.Or(opts.CleanupInterval, DefaultCleanupInterval),
+		busy:          make(map[string]bool),
+		owners:        make(map[string]int),
+		ownerOf:       make(map[string]string),
+		wake:          make(chan struct{}, 1),
+		hooks:         opts.Hooks,
+		disableAfter:  cmp.Or(opts.DisableAfter, DefaultDisableAfter),
+		maxRetryAfter: cmp.Or(opts.MaxRetryAfter, DefaultMaxRetryAfter),
 	}
 	switch {
 	case log == nil || endpoints == nil:
@@ -259,6 +295,10 @@ func NewDispatcher(log driver.Log, endpoints driver.Endpoints, opts *DispatcherO
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
+	var err error
+	if d.notices, err = NewPublisher(log, endpoints, &PublisherOptions{APIVersion: opts.APIVersion, Now: opts.Now, Hooks: opts.Hooks}); err != nil {
+		return nil, err
+	}
 	if sq, ok := log.(driver.Sequencing); ok {
 		var so SequencerOptions
 		if opts.Sequencer != nil {
@@ -274,7 +314,6 @@ func NewDispatcher(log driver.Log, endpoints driver.Endpoints, opts *DispatcherO
 			}
 			d.signal() // numbered events are deliverable: claim them now rather than at the next poll
 		}
-		var err error
 		if d.sequencer, err = NewSequencer(sq, &so); err != nil {
 			return nil, err
 		}
@@ -294,6 +333,30 @@ func (d *Dispatcher) Wake() {
 		return
 	}
 	d.signal()
+}
+
+// noteDue tells Run that a worker held an endpoint back until t, so that Run claims again then
+// rather than at its next poll.
+func (d *Dispatcher) noteDue(t time.Time) {
+	d.mu.Lock()
+	if len(d.dues) < maxDues {
+		d.dues = append(d.dues, t)
+	}
+	d.mu.Unlock()
+	d.signal()
+}
+
+// nextDue returns how long Run may wait, at most, after a claim made at claimed: until the soonest
+// time a worker held an endpoint back to, when that is before wait. The times the claim already
+// covered are forgotten.
+func (d *Dispatcher) nextDue(claimed time.Time, wait time.Duration) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dues = slices.DeleteFunc(d.dues, func(t time.Time) bool { return !t.After(claimed) })
+	if len(d.dues) == 0 {
+		return wait
+	}
+	return min(wait, max(slices.MinFunc(d.dues, time.Time.Compare).Sub(d.now()), 0))
 }
 
 // signal wakes Run's claim loop without blocking.
@@ -354,6 +417,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				d.logger.ErrorContext(ctx, "producer: retention cleanup failed", "error", err)
 			}
 		}
+		claimed := d.now()
 		full, err := d.claim(ctx, &wg, nil)
 		if err != nil && ctx.Err() == nil {
 			d.logger.ErrorContext(ctx, "producer: claiming deliveries failed", "error", err)
@@ -362,7 +426,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		if err == nil && full {
 			wait = 0
 		}
-		timer.Reset(wait)
+		timer.Reset(d.nextDue(claimed, wait))
 	}
 }
 

@@ -32,7 +32,8 @@ const (
 	// expires_in; MaxRollExpiry is the longest it may.
 	DefaultRollExpiry = 24 * time.Hour
 	MaxRollExpiry     = 7 * 24 * time.Hour
-	// DisabledManual is the DisabledReason of an endpoint its owner disabled.
+	// DisabledManual is the DisabledReason of an endpoint its owner disabled (DisabledFailing and
+	// DisabledGone are the Dispatcher's).
 	DisabledManual = "manual"
 )
 
@@ -210,6 +211,8 @@ type endpointJSON struct {
 	DisabledAt              *int64            `json:"disabled_at"`
 	Created                 *int64            `json:"created"`
 	PreviousSecretExpiresAt *int64            `json:"previous_secret_expires_at"`
+	RateLimit               *int              `json:"rate_limit"`
+	FailingSince            *int64            `json:"failing_since"`
 	Secret                  string            `json:"secret,omitempty"`
 }
 
@@ -225,7 +228,11 @@ func unixOrNil(t time.Time) *int64 {
 func wire(ep Endpoint, now time.Time) endpointJSON {
 	out := endpointJSON{ID: ep.ID, Object: "webhook_endpoint", URL: ep.URL, APIVersion: ep.APIVersion, Description: ep.Description,
 		EnabledEvents: ep.EnabledEvents, Metadata: ep.Metadata, Headers: ep.Headers, Status: "enabled",
-		Created: unixOrNil(ep.Created)}
+		Created: unixOrNil(ep.Created), FailingSince: unixOrNil(ep.FailingSince)}
+	if ep.RateLimit > 0 {
+		rate := ep.RateLimit
+		out.RateLimit = &rate
+	}
 	if len(out.EnabledEvents) == 0 {
 		out.EnabledEvents = []string{epcheck.Wildcard}
 	}
@@ -302,6 +309,23 @@ type settings struct {
 	APIVersion    *string    `json:"api_version"`
 	Metadata      mergePatch `json:"metadata"`
 	Headers       mergePatch `json:"headers"`
+	RateLimit     nullable   `json:"rate_limit"`
+}
+
+// nullable is an integer member that may be absent (set false), null (set, v nil) or a number.
+type nullable struct {
+	set bool
+	v   *int
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (n *nullable) UnmarshalJSON(b []byte) error {
+	n.set = true
+	if string(b) == "null" {
+		n.v = nil
+		return nil
+	}
+	return json.Unmarshal(b, &n.v)
 }
 
 // mergePatch is a string map member of a JSON merge patch: absent (set false), null (set, m nil:
@@ -403,6 +427,13 @@ func (h *EndpointsHandler) check(c *apierror.Collector, r *http.Request, in *set
 	if in.Headers.set {
 		located(c, epcheck.Headers(in.Headers.apply(ep.Headers, true)))
 	}
+	if in.RateLimit.v != nil {
+		n := *in.RateLimit.v
+		if n == 0 {
+			n = -1 // on the wire, none is null: 0 deliveries a second is no rate
+		}
+		located(c, epcheck.RateLimit(n))
+	}
 	return nil
 }
 
@@ -425,6 +456,12 @@ func (in *settings) applyTo(ep *Endpoint) {
 	}
 	ep.Metadata = in.Metadata.apply(ep.Metadata, false)
 	ep.Headers = in.Headers.apply(ep.Headers, true)
+	if in.RateLimit.set {
+		ep.RateLimit = 0
+		if in.RateLimit.v != nil {
+			ep.RateLimit = *in.RateLimit.v
+		}
+	}
 }
 
 // create handles POST webhook_endpoints.
@@ -625,7 +662,9 @@ func (h *EndpointsHandler) update(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case in.Status == nil:
 		case *in.Status == "enabled":
-			ep.DisabledReason, ep.DisabledAt = "", time.Time{}
+			// Enabled again, the endpoint starts with a clean record: the failing period that
+			// disabled it does not disable it again at its next failure.
+			ep.DisabledReason, ep.DisabledAt, ep.FailingSince = "", time.Time{}, time.Time{}
 		case ep.DisabledReason == "": // disabling an endpoint disabled already keeps why and since when
 			ep.DisabledReason, ep.DisabledAt = DisabledManual, now
 		}

@@ -112,7 +112,7 @@ func TestEndpointsAPICreateAndRead(t *testing.T) {
 	require.Equal(t, map[string]any{"id": id, "object": "webhook_endpoint", "url": "https://hooks.example/a", "api_version": "2026-01-01",
 		"description": "EU desk", "enabled_events": []any{"order.created"}, "metadata": map[string]any{"team": "payments"},
 		"headers": map[string]any{"X-Tenant": "eu-1"}, "status": "enabled", "disabled_reason": nil, "disabled_at": nil,
-		"created": float64(t0.Unix()), "previous_secret_expires_at": nil, "secret": ep["secret"]}, ep)
+		"created": float64(t0.Unix()), "previous_secret_expires_at": nil, "rate_limit": nil, "failing_since": nil, "secret": ep["secret"]}, ep)
 
 	st, got := a.do("lic_1", http.MethodGet, "/v1/webhook_endpoints/"+id, "")
 	require.Equal(t, http.StatusOK, st)

@@ -48,6 +48,10 @@ type Hooks struct {
 	RangeStart func(ctx context.Context, r RangeInfo) context.Context
 	// RangeEnd is called when the RangeHandler has answered.
 	RangeEnd func(ctx context.Context, r RangeResult)
+	// EndpointDisabled is called when a Dispatcher has disabled an endpoint because its deliveries
+	// kept failing or it answered 410 Gone (DispatcherOptions.DisableAfter) — once, by the
+	// Dispatcher whose change took, also among replicas.
+	EndpointDisabled func(ctx context.Context, e EndpointDisabledInfo)
 }
 
 // The hooks' calls, each a no-op when its field is nil; the caller has checked that h is not nil.
@@ -199,6 +203,18 @@ type AttemptResult struct {
 	// Duration is how long the request took, until the response head (or the failure), by the
 	// Dispatcher's clock.
 	Duration time.Duration
+}
+
+// EndpointDisabledInfo describes an endpoint a Dispatcher disabled. It is a plain value; the zero
+// value describes no endpoint.
+type EndpointDisabledInfo struct {
+	// Endpoint is the webhook endpoint's ID (unbounded cardinality).
+	Endpoint string
+	// Reason is DisabledFailing or DisabledGone.
+	Reason string
+	// StatusCode and Class describe the failed attempt that decided it (StatusCode 0: no answer).
+	StatusCode int
+	Class      string
 }
 
 // EndpointBacklog is one endpoint's undelivered events as Dispatcher.Backlog reports them. It is a

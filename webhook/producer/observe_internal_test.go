@@ -63,7 +63,7 @@ func TestNilObserverAddsNoAllocations(t *testing.T) {
 		r := result{body: body, sig: sig}
 		d.attempt(ctx, ep, dl, &r)
 	})
-	send := testing.AllocsPerRun(200, func() { _, _ = d.send(ctx, ep, dl, body, sig) })
+	send := testing.AllocsPerRun(200, func() { _, _, _ = d.send(ctx, ep, dl, body, sig) })
 	if attempt != send {
 		t.Errorf("an attempt allocates %v, its request %v", attempt, send)
 	}

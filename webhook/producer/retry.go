@@ -58,11 +58,17 @@ func (d *Dispatcher) retryAt(attempt int, at time.Time) time.Time {
 
 // release hands group's deliveries back unattempted, due again at retryAt, and returns how many.
 func (d *Dispatcher) release(ctx context.Context, group []driver.Delivery, retryAt time.Time) int {
-	if st, ok := d.log.(driver.Settler); ok && len(group) > 1 {
+	return d.releaseHeld(ctx, group, retryAt, time.Time{})
+}
+
+// releaseHeld is release that also holds the stream until hold (driver.Settlement.Hold), when the
+// Log is a Settler and hold is not zero.
+func (d *Dispatcher) releaseHeld(ctx context.Context, group []driver.Delivery, retryAt, hold time.Time) int {
+	if st, ok := d.log.(driver.Settler); ok && (len(group) > 1 || !hold.IsZero()) {
 		// The unsent rest of a run, in one call (one statement on PostgreSQL).
 		ss := make([]driver.Settlement, len(group))
 		for i, dl := range group {
-			ss[i] = driver.Settlement{Lease: dl.Lease, Release: true, Attempt: driver.Attempt{RetryAt: retryAt}}
+			ss[i] = driver.Settlement{Lease: dl.Lease, Release: true, Attempt: driver.Attempt{RetryAt: retryAt}, Hold: hold}
 		}
 		errs := st.Settle(ctx, ss)
 		for i, dl := range group {
@@ -82,31 +88,44 @@ func (d *Dispatcher) release(ctx context.Context, group []driver.Delivery, retry
 
 // settleWindowTail records the outcomes of requests that went out together with one that failed: the
 // deliveries that succeeded are delivered, the failed ones wait for their own retry, the cancelled
-// ones are handed back.
-func (d *Dispatcher) settleWindowTail(ctx context.Context, group []driver.Delivery, results []result) Stats {
+// ones are handed back. Each settlement holds the stream until hold (zero: no hold).
+func (d *Dispatcher) settleWindowTail(ctx context.Context, group []driver.Delivery, results []result, hold time.Time) Stats {
 	var st Stats
 	for k, dl := range group {
 		r := &results[k]
 		switch {
 		case r.Class == "":
-			d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt})
+			d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt, Hold: hold})
 			st.Delivered++
 		case r.cancelled:
-			st.Released += d.release(context.WithoutCancel(ctx), []driver.Delivery{dl}, r.At)
+			st.Released += d.releaseHeld(context.WithoutCancel(ctx), []driver.Delivery{dl}, r.At, hold)
 		default:
-			st.add(d.recordFailure(ctx, dl, r))
+			st.add(d.recordFailure(ctx, dl, r, hold))
 		}
 	}
 	return st
 }
 
 // recordFailure schedules the failed attempt r's retry (zero when the schedule is exhausted), logs it
-// and records it, and counts it as Failed or Abandoned.
-func (d *Dispatcher) recordFailure(ctx context.Context, dl driver.Delivery, r *result) Stats {
-	r.RetryAt = d.retryAt(dl.Attempts+1, r.At.Add(r.Latency))
+// and records it, and counts it as Failed or Abandoned. The settlement holds the stream until hold,
+// or until the end of the pause the endpoint asked for (Retry-After), whichever is later; the retry
+// waits for the pause too, and never comes sooner than the Schedule says.
+func (d *Dispatcher) recordFailure(ctx context.Context, dl driver.Delivery, r *result, hold time.Time) Stats {
+	end := r.At.Add(r.Latency)
+	r.RetryAt = d.retryAt(dl.Attempts+1, end)
+	if r.pause > 0 {
+		until := end.Add(r.pause)
+		if !r.RetryAt.IsZero() && until.After(r.RetryAt) {
+			r.RetryAt = until
+		}
+		if until.After(hold) {
+			hold = until
+		}
+		r.held = until
+	}
 	d.logger.WarnContext(ctx, "producer: delivery failed", "endpoint", dl.Stream, "sequence", dl.Sequence,
 		"attempt", dl.Attempts+1, "reason", r.Reason, "retry_at", r.RetryAt)
-	d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: r.Attempt})
+	d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Attempt: r.Attempt, Hold: hold})
 	if r.RetryAt.IsZero() {
 		return Stats{Abandoned: 1}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
@@ -111,7 +112,13 @@ func (d *Dispatcher) work(ctx context.Context, group []driver.Delivery) (st Stat
 	d.owners[owner] += slots
 	d.mu.Unlock()
 
-	return d.deliverStream(ctx, ep, group, slots)
+	st, h := d.deliverStream(ctx, ep, group, slots)
+	if !h.resume.IsZero() {
+		// Every settlement of the run is recorded: Run's claim at that time finds the endpoint free.
+		d.noteDue(h.resume)
+	}
+	d.checkHealth(ctx, ep, h)
+	return st
 }
 
 // abandon settles a group of deliveries as abandoned without a request: the endpoint is deleted or
@@ -130,20 +137,42 @@ func (d *Dispatcher) abandon(ctx context.Context, group []driver.Delivery, class
 }
 
 // deliverStream delivers one endpoint's claimed deliveries in sequence order, window requests at a
-// time, recording each outcome right after its attempt, and stops at the first failure.
+// time, recording each outcome right after its attempt, and stops at the first failure. It returns
+// what it did and what the run tells of the endpoint's health.
 //
 // A success is recorded while the next request goes out (the endpoint's order is the order of the
 // requests, which recording does not change), and the worker waits for every record before it
 // returns; a failure is recorded before anything else happens, because it decides when the rest go.
-func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []driver.Delivery, window int) Stats {
-	var st Stats
-	var records sync.WaitGroup
+//
+// A throttled endpoint (Endpoint.RateLimit) gets at most RateLimit requests a second: each window
+// of n requests pushes the earliest start of the next one n/RateLimit seconds later. When that time
+// has not come, the rest of the run is handed back, due then, and every settlement of the run holds
+// the stream until then (driver.Settlement.Hold), so that no dispatcher — this one or a replica —
+// claims it sooner; Run claims again at that time. Nothing waits on a timer meanwhile.
+func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []driver.Delivery, window int) (Stats, runHealth) {
+	var (
+		st       Stats
+		h        runHealth
+		records  sync.WaitGroup
+		interval time.Duration // between the starts of a throttled endpoint's requests; 0: not throttled
+		hold     time.Time     // the earliest start of a throttled endpoint's next request
+	)
 	defer records.Wait()
+	if ep.RateLimit > 0 {
+		interval = time.Second / time.Duration(ep.RateLimit)
+		window = min(window, ep.RateLimit)
+	}
 	settle := context.WithoutCancel(ctx)
 	for i := 0; i < len(group); {
 		if ctx.Err() != nil {
-			st.Released += d.release(settle, group[i:], d.now())
-			return st
+			st.Released += d.releaseHeld(settle, group[i:], d.now(), hold)
+			return st, h
+		}
+		if interval > 0 && hold.After(d.now()) {
+			// Throttled: the rest go when the rate allows, by a later claim.
+			h.heldUntil(hold)
+			st.Released += d.releaseHeld(settle, group[i:], hold, hold)
+			return st, h
 		}
 		n := min(window, len(group)-i)
 		results := make([]result, n)
@@ -163,8 +192,11 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []dri
 		if prepared == 0 {
 			// Stopping, or the lease would run out during the request: hand the rest back for the next
 			// claim (or another replica) instead of racing a re-claim.
-			st.Released += d.release(settle, group[i:], d.now())
-			return st
+			st.Released += d.releaseHeld(settle, group[i:], d.now(), hold)
+			return st, h
+		}
+		if interval > 0 {
+			hold = d.now().Add(time.Duration(prepared) * interval)
 		}
 		if prepared == 1 {
 			d.attempt(ctx, ep, group[i], &results[0])
@@ -178,17 +210,21 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []dri
 		// Outcomes are recorded in sequence order; the first failure sends the rest behind it.
 		for k := range prepared {
 			dl, r := group[i+k], &results[k]
+			h.note(dl.Sequence, r)
 			if r.Class == "" {
-				records.Go(func() { d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt}) })
+				records.Go(func() {
+					d.record(ctx, dl, driver.Settlement{Lease: dl.Lease, Delivered: true, Attempt: r.Attempt, Hold: hold})
+				})
 				st.Delivered++
 				continue
 			}
 			if r.cancelled {
 				// The request was cut short by our own shutdown, not by the endpoint: no attempt counted.
-				st.Released += d.release(settle, group[i+k:], r.At)
-				return st
+				st.Released += d.releaseHeld(settle, group[i+k:], r.At, hold)
+				return st, h
 			}
-			st.add(d.recordFailure(ctx, dl, r))
+			st.add(d.recordFailure(ctx, dl, r, hold))
+			h.heldUntil(r.held)
 			retry := r.RetryAt
 			if retry.IsZero() {
 				retry = r.At // the rest need not wait for a delivery that will never be retried
@@ -196,11 +232,16 @@ func (d *Dispatcher) deliverStream(ctx context.Context, ep Endpoint, group []dri
 			// The endpoint just failed: the rest of its events wait for the failed one's retry, which
 			// keeps them behind it in order and spares an endpoint that is down a burst of doomed
 			// requests. Later ones of this window already went out; their outcomes are recorded.
-			st.add(d.settleWindowTail(ctx, group[i+k+1:i+prepared], results[k+1:prepared]))
-			st.Released += d.release(settle, group[i+prepared:], retry)
-			return st
+			tail := results[k+1 : prepared]
+			st.add(d.settleWindowTail(ctx, group[i+k+1:i+prepared], tail, hold))
+			for j := range tail {
+				h.note(group[i+k+1+j].Sequence, &tail[j])
+				h.heldUntil(tail[j].held)
+			}
+			st.Released += d.releaseHeld(settle, group[i+prepared:], retry, hold)
+			return st, h
 		}
 		i += prepared
 	}
-	return st
+	return st, h
 }

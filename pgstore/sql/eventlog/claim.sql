@@ -4,13 +4,15 @@
 
 -- name: claim_streams
 -- Claim, first: the streams with something due ($1: now) that nobody holds (no claimed delivery
--- unsettled, or the holder's lease ended), not skipped ($2), the most overdue first, at most $3 (a
+-- unsettled, or the holder's lease ended), not held back past now (hold_until: a settlement's
+-- driver.Settlement.Hold), not skipped ($2), the most overdue first, at most $3 (a
 -- claim takes one delivery of a stream at least). Locked, skipping the rows another claim, a
 -- settlement or the sequencer has locked, until the claim commits. A scan of the streams table, one
 -- row per endpoint, never of the events: next_due is not indexed, so that the updates of the row
 -- stay HOT and leave no dead index entry behind.
 SELECT c.stream FROM {{streams}} c
-WHERE c.next_due <= $1 AND (c.held = 0 OR c.lease_until <= $1) AND NOT (c.stream = ANY($2::text[]))
+WHERE c.next_due <= $1 AND (c.held = 0 OR c.lease_until <= $1) AND (c.hold_until IS NULL OR c.hold_until <= $1)
+  AND NOT (c.stream = ANY($2::text[]))
 ORDER BY c.next_due, c.stream
 LIMIT $3
 FOR UPDATE OF c SKIP LOCKED
@@ -90,7 +92,8 @@ SELECT stream FROM {{streams}} WHERE stream = ANY($1::text[]) ORDER BY stream FO
 
 -- name: release
 -- Release, second: hands leased deliveries back without counting an attempt, each due again at its
--- time. m: the releases ($1 streams, $2 sequences, $3 tokens, $4 due times). v: those still leased
+-- time. m: the releases ($1 streams, $2 sequences, $3 tokens, $4 due times, $5 holds: NULL for
+-- none; a stream's hold_until only moves later). v: those still leased
 -- under their token — the stream's current lease, and the event claimed under it (a row of the
 -- deliveries table that this claim leased, or a never-claimed event the claim took: above the
 -- cursor, at most fresh, with no row). Each becomes (or stays) a row of the deliveries table, due at
@@ -98,8 +101,9 @@ SELECT stream FROM {{streams}} WHERE stream = ANY($1::text[]) ORDER BY stream FO
 -- last), and its next_due comes down to the earliest. The ordinals that come back are the releases
 -- that took.
 WITH m AS (
-    SELECT DISTINCT ON (stream, seq) * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::timestamptz[])
-        WITH ORDINALITY AS m(stream, seq, token, due, ord)
+    SELECT DISTINCT ON (stream, seq) * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::timestamptz[],
+            $5::timestamptz[])
+        WITH ORDINALITY AS m(stream, seq, token, due, hold, ord)
     ORDER BY stream, seq, ord),
 v AS (
     SELECT m.*, COALESCE(d.attempts, 0) AS failed, d.last_attempt_at, COALESCE(d.last_error, '') AS last_error
@@ -115,7 +119,7 @@ up AS (
 cs AS (
     UPDATE {{streams}} c SET held = GREATEST(c.held - n.k, 0),
         lease_until = CASE WHEN c.held - n.k <= 0 THEN NULL ELSE c.lease_until END,
-        next_due = LEAST(c.next_due, n.due)
-    FROM (SELECT stream, count(*) AS k, min(due) AS due FROM v GROUP BY stream) n
+        next_due = LEAST(c.next_due, n.due), hold_until = GREATEST(c.hold_until, n.hold)
+    FROM (SELECT stream, count(*) AS k, min(due) AS due, max(hold) AS hold FROM v GROUP BY stream) n
     WHERE c.stream = n.stream)
 SELECT ord FROM v

@@ -12,7 +12,8 @@
 -- candidate positions — the old cursor's successor and each settled event's — that is not settled,
 -- less one). del: the rows the cursor passed. up: a row for what stays above it — a retry, or a
 -- settlement out of order. cs: the stream's cursor, its held count (the lease ends with the last
--- settlement) and next_due, down to the earliest retry. ins: the history, numbered from the
+-- settlement), next_due, down to the earliest retry, and hold_until, up to the latest hold ($13;
+-- NULL for none). ins: the history, numbered from the
 -- delivery's failed attempts before this one. The INSERT overrides the system value because history
 -- tables made before random attempt IDs have an identity column. The ordinals that come back are
 -- the settlements that took. In the common case — the next event, delivered — only the stream's row
@@ -20,9 +21,9 @@
 WITH m AS (
     SELECT DISTINCT ON (stream, seq) * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[],
             $5::timestamptz[], $6::timestamptz[], $7::bigint[], $8::integer[], $9::text[], $10::text[],
-            $11::text[], $12::bigint[])
+            $11::text[], $12::bigint[], $13::timestamptz[])
         WITH ORDINALITY AS m(stream, seq, token, ok, at, retry, latency_us, status_code, class, reason,
-                             response, attempt_id, ord)
+                             response, attempt_id, hold, ord)
     ORDER BY stream, seq, ord),
 v AS MATERIALIZED (
     SELECT m.*, GREATEST(c.acked, c.pruned_through) AS base, NOT m.ok AND m.retry IS NOT NULL AS retrying,
@@ -62,8 +63,9 @@ cs AS (
     UPDATE {{streams}} c SET acked = GREATEST(c.acked, cur.acked), fresh = GREATEST(c.fresh, cur.acked),
         held = GREATEST(c.held - n.k, 0),
         lease_until = CASE WHEN c.held - n.k <= 0 THEN NULL ELSE c.lease_until END,
-        next_due = LEAST(c.next_due, n.retry)
-    FROM cur JOIN (SELECT stream, count(*) AS k, min(retry) FILTER (WHERE retrying) AS retry FROM v GROUP BY stream) n
+        next_due = LEAST(c.next_due, n.retry), hold_until = GREATEST(c.hold_until, n.hold)
+    FROM cur JOIN (SELECT stream, count(*) AS k, min(retry) FILTER (WHERE retrying) AS retry, max(hold) AS hold
+                   FROM v GROUP BY stream) n
         ON n.stream = cur.stream
     WHERE c.stream = cur.stream),
 ins AS (

@@ -61,7 +61,8 @@ type Log interface {
 	// *PrunedError.
 	Range(ctx context.Context, stream string, from, to uint64, limit int) ([]webhook.Event, bool, error)
 
-	// Claim leases due deliveries (pending, next attempt ≤ req.Now, no live lease) until
+	// Claim leases due deliveries (pending, next attempt ≤ req.Now, no live lease, the stream not
+	// held past req.Now by a Settler's Settlement.Hold) until
 	// req.LeaseUntil and returns them ordered by next attempt, stream and sequence: at most req.Limit
 	// in all and req.PerStream of one stream, none from the streams in req.Skip, and none from a
 	// stream that already has a delivery under a live lease — an endpoint has one holder at a time,
@@ -136,11 +137,13 @@ type StreamEvent struct {
 // Settler is implemented by Logs that can record many attempts' outcomes in one round trip, such as
 // pgstore.EventLog. The Dispatcher then gathers the outcomes its workers have ready at the same moment
 // into one Settle call (a group commit): on PostgreSQL that is one commit for many deliveries instead
-// of one each.
+// of one each. Settle is also the only way to hold a stream back (Settlement.Hold): on a Log that is
+// not a Settler, a throttled endpoint's rate and a Retry-After are kept by the retry times alone, so
+// an event appended meanwhile may go out sooner.
 type Settler interface {
 	// Settle records each settlement as Delivered (s.Delivered), Failed or, for s.Release, Release
-	// would, and returns one error per settlement, in order: nil, ErrLeaseLost, or the store's error.
-	// A store error may fail every settlement of the call.
+	// would, sets the stream holds they carry, and returns one error per settlement, in order: nil,
+	// ErrLeaseLost, or the store's error. A store error may fail every settlement of the call.
 	Settle(ctx context.Context, s []Settlement) []error
 }
 
@@ -154,6 +157,13 @@ type Settlement struct {
 	// attempt and recording nothing in the history; Delivered and the rest of Attempt are ignored.
 	// The Dispatcher gives back the unsent rest of an endpoint's run in one Settle call this way.
 	Release bool
+	// Hold, when not zero, holds the whole stream back until then: once the settlement has taken, no
+	// delivery of the stream — not even an event appended after it — is claimed before Hold. A
+	// stream's hold only moves later (the latest of the holds settled wins). The Dispatcher holds
+	// an endpoint that asked for a pause (Retry-After) or is throttled (Endpoint.RateLimit); being
+	// part of the settlement, the hold is in place before the lease ends, so no other dispatcher
+	// claims the stream in between. A settlement whose lease is lost sets no hold.
+	Hold time.Time
 }
 
 // Lease identifies one claim of one delivery. Token is the fencing token: each claim of a delivery

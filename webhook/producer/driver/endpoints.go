@@ -64,6 +64,15 @@ type Endpoint struct {
 	// an enabled endpoint.
 	DisabledReason string
 	DisabledAt     time.Time
+	// RateLimit, when not 0, is the most deliveries the endpoint receives per second (at least 1, at
+	// most MaxRateLimit): the Dispatcher spaces its requests 1/RateLimit seconds apart, across
+	// replicas, by scheduling the next one rather than waiting for it. 0 means unthrottled.
+	RateLimit int
+	// FailingSince, when not zero, is when the endpoint's deliveries started failing: the first failed
+	// attempt since its last success. The Dispatcher sets and clears it as attempts fail and succeed,
+	// and disables the endpoint ("failing") once it has failed for DispatcherOptions.DisableAfter;
+	// enabling an endpoint clears it.
+	FailingSince time.Time
 	// DeletedAt, when not zero, is when the endpoint was deleted: it is listed nowhere, receives no
 	// event and no delivery, and cannot change any more; Lookup still returns it, so that range
 	// retrieval serves (and signs) its stream to its owner until the retention removes it.
@@ -76,6 +85,7 @@ const (
 	MaxMetadataPairs    = epcheck.MaxMetadataPairs
 	MaxHeaders          = epcheck.MaxHeaders
 	MaxHeadersBytes     = epcheck.MaxHeadersBytes
+	MaxRateLimit        = epcheck.MaxRateLimit
 )
 
 // Subscribed reports whether the endpoint receives events of the given type: EnabledEvents is empty,
@@ -117,6 +127,7 @@ func (e Endpoint) Validate() error {
 	problems = append(problems, epcheck.Headers(e.Headers)...)
 	problems = append(problems, epcheck.EnabledEvents(e.EnabledEvents, nil)...)
 	problems = append(problems, epcheck.Disabled(e.DisabledReason, e.DisabledAt.IsZero())...)
+	problems = append(problems, epcheck.RateLimit(e.RateLimit)...)
 	if len(problems) > 0 {
 		msgs := make([]string, len(problems))
 		for i, p := range problems {

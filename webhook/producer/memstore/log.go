@@ -51,6 +51,8 @@ type memStream struct {
 	due int
 	// attempts is the stream's delivery history, oldest first in the history's order (attemptOrder).
 	attempts []driver.AttemptRecord
+	// hold is when the stream may be claimed again (driver.Settlement.Hold); zero: not held.
+	hold time.Time
 }
 
 type memEvent struct {
@@ -232,7 +234,7 @@ func (m *Log) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Deli
 	var cands []cand
 streams:
 	for name, s := range m.streams {
-		if skip[name] {
+		if skip[name] || s.hold.After(now) {
 			continue
 		}
 		// Advance the settled prefix marker, then collect the due deliveries after it, unless one of
@@ -305,6 +307,10 @@ func (m *Log) Delivered(ctx context.Context, l driver.Lease, a driver.Attempt) e
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.deliveredLocked(l, a)
+}
+
+func (m *Log) deliveredLocked(l driver.Lease, a driver.Attempt) error {
 	e := m.leased(l)
 	if e == nil {
 		return driver.ErrLeaseLost
@@ -325,6 +331,10 @@ func (m *Log) Failed(ctx context.Context, l driver.Lease, a driver.Attempt) erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.failedLocked(l, a)
+}
+
+func (m *Log) failedLocked(l driver.Lease, a driver.Attempt) error {
 	e := m.leased(l)
 	if e == nil {
 		return driver.ErrLeaseLost
@@ -342,16 +352,29 @@ func (m *Log) Failed(ctx context.Context, l driver.Lease, a driver.Attempt) erro
 	return nil
 }
 
-// Settle implements driver.Settler: each settlement as Delivered, Failed or Release would record it.
+// Settle implements driver.Settler: each settlement as Delivered, Failed or Release would record it,
+// with its hold, under one lock.
 func (m *Log) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	errs := make([]error, len(ss))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for i, s := range ss {
-		if s.Release {
-			errs[i] = m.Release(ctx, s.Lease, s.Attempt.RetryAt)
-		} else if s.Delivered {
-			errs[i] = m.Delivered(ctx, s.Lease, s.Attempt)
-		} else {
-			errs[i] = m.Failed(ctx, s.Lease, s.Attempt)
+		switch {
+		case s.Release:
+			errs[i] = m.releaseLocked(s.Lease, s.Attempt.RetryAt)
+		case s.Delivered:
+			errs[i] = m.deliveredLocked(s.Lease, s.Attempt)
+		default:
+			errs[i] = m.failedLocked(s.Lease, s.Attempt)
+		}
+		if st := m.streams[s.Lease.Stream]; errs[i] == nil && st != nil && s.Hold.After(st.hold) {
+			st.hold = s.Hold
 		}
 	}
 	return errs
@@ -431,6 +454,10 @@ func (m *Log) Release(ctx context.Context, l driver.Lease, retryAt time.Time) er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.releaseLocked(l, retryAt)
+}
+
+func (m *Log) releaseLocked(l driver.Lease, retryAt time.Time) error {
 	e := m.leased(l)
 	if e == nil {
 		return driver.ErrLeaseLost

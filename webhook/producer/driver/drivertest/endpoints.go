@@ -115,15 +115,16 @@ func equal(a, b driver.Endpoint) bool {
 		slices.Equal(a.Secrets, b.Secrets) && a.OldSecretsExpire.Equal(b.OldSecretsExpire) &&
 		slices.Equal(a.EnabledEvents, b.EnabledEvents) && a.Description == b.Description &&
 		maps.Equal(a.Metadata, b.Metadata) && maps.Equal(a.Headers, b.Headers) && a.Created.Equal(b.Created) &&
-		a.DisabledReason == b.DisabledReason && a.DisabledAt.Equal(b.DisabledAt) && a.DeletedAt.Equal(b.DeletedAt)
+		a.DisabledReason == b.DisabledReason && a.DisabledAt.Equal(b.DisabledAt) && a.DeletedAt.Equal(b.DeletedAt) &&
+		a.RateLimit == b.RateLimit && a.FailingSince.Equal(b.FailingSince)
 }
 
 // show prints an endpoint without its secrets' values.
 func show(ep driver.Endpoint) string {
 	return fmt.Sprintf("{ID:%s URL:%s Owner:%s APIVersion:%s Secrets:%d OldSecretsExpire:%v EnabledEvents:%q Description:%q "+
-		"Metadata:%v Headers:%v Created:%v DisabledReason:%q DisabledAt:%v DeletedAt:%v}",
+		"Metadata:%v Headers:%v Created:%v DisabledReason:%q DisabledAt:%v DeletedAt:%v RateLimit:%d FailingSince:%v}",
 		ep.ID, ep.URL, ep.Owner, ep.APIVersion, len(ep.Secrets), ep.OldSecretsExpire, ep.EnabledEvents, ep.Description,
-		ep.Metadata, ep.Headers, ep.Created, ep.DisabledReason, ep.DisabledAt, ep.DeletedAt)
+		ep.Metadata, ep.Headers, ep.Created, ep.DisabledReason, ep.DisabledAt, ep.DeletedAt, ep.RateLimit, ep.FailingSince)
 }
 
 func testLookup(t *testing.T, r Registry) {

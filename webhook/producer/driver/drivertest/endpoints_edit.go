@@ -32,6 +32,8 @@ func settled(id, owner string) driver.Endpoint {
 	ep.Headers = map[string]string{"X-Tenant": "eu-1", "X-Route": "a b\tc"}
 	ep.Created = editTime
 	ep.DisabledReason, ep.DisabledAt = "manual", editTime.Add(time.Minute)
+	ep.RateLimit = 25
+	ep.FailingSince = editTime.Add(30 * time.Second)
 	return ep
 }
 

@@ -48,6 +48,7 @@ func Run(t *testing.T, newLog func(t *testing.T) driver.Log) {
 	}
 	if _, ok := newLog(t).(driver.Settler); ok {
 		t.Run("Settle", func(t *testing.T) { testSettle(t, newLog(t)) })
+		t.Run("SettleHoldsStream", func(t *testing.T) { testHold(t, newLog(t)) })
 	}
 	if _, ok := newLog(t).(driver.ByteRanger); ok {
 		t.Run("RangeBytes", func(t *testing.T) { testRangeBytes(t, newLog(t)) })

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,4 +106,56 @@ func testSettle(t *testing.T, l driver.Log) {
 			check.True(t, b.Stream != "we_a", "we_a has nothing left to deliver: %+v", b)
 		}
 	}
+}
+
+// testHold: a settlement's Hold keeps the whole stream from Claim until then — its released
+// deliveries and an event appended after — while other streams are claimed; holds only move later;
+// a settlement whose lease is lost sets none.
+func testHold(t *testing.T, l driver.Log) {
+	ctx := context.Background()
+	st := l.(driver.Settler)
+	appendN(t, l, "we_a", 3, at(0))
+	appendN(t, l, "we_b", 1, at(0))
+	numberAll(t, l)
+	now := t0().Add(time.Minute)
+	ds := mustClaim(t, l, now)
+	check.Len(t, ds, 4)
+	by := map[string]driver.Delivery{}
+	for _, d := range ds {
+		by[fmt.Sprintf("%s/%d", d.Stream, d.Sequence)] = d
+	}
+	errs := st.Settle(ctx, []driver.Settlement{
+		{Lease: by["we_a/1"].Lease, Delivered: true, Attempt: driver.Attempt{At: now}, Hold: now.Add(10 * time.Second)},
+		{Lease: by["we_a/2"].Lease, Release: true, Attempt: driver.Attempt{RetryAt: now}, Hold: now.Add(5 * time.Second)},
+		{Lease: by["we_a/3"].Lease, Release: true, Attempt: driver.Attempt{RetryAt: now}},
+		{Lease: by["we_b/1"].Lease, Delivered: true, Attempt: driver.Attempt{At: now}},
+	})
+	for i, err := range errs {
+		check.NoError(t, err, "settlement %d", i)
+	}
+	appendN(t, l, "we_a", 1, at(time.Minute)) // due at once, but its stream is held
+	appendN(t, l, "we_b", 1, at(time.Minute))
+	numberAll(t, l)
+
+	got := mustClaim(t, l, now.Add(9*time.Second))
+	check.Equal(t, []string{"we_b/2"}, keys(got), "the held stream is skipped, the other claimed")
+	// A settlement under a lost lease sets no hold.
+	stale := got[0].Lease
+	stale.Token++
+	check.ErrorIs(t, st.Settle(ctx, []driver.Settlement{{Lease: stale, Delivered: true, Attempt: driver.Attempt{At: now},
+		Hold: now.Add(time.Hour)}})[0], driver.ErrLeaseLost)
+	check.NoError(t, st.Settle(ctx, []driver.Settlement{{Lease: got[0].Lease, Release: true,
+		Attempt: driver.Attempt{RetryAt: now}}})[0])
+
+	got = mustClaim(t, l, now.Add(10*time.Second))
+	check.Equal(t, []string{"we_a/2", "we_a/3", "we_a/4", "we_b/2"}, keys(got), "the latest hold (10 s) ended")
+}
+
+func keys(ds []driver.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%s/%d", d.Stream, d.Sequence)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -23,6 +23,7 @@ const (
 	MaxEnabledEvents    = 100
 	MaxEventTypeBytes   = 100
 	MaxReasonBytes      = 64
+	MaxRateLimit        = 10_000
 )
 
 // Wildcard subscribes an endpoint to every event type.
@@ -42,6 +43,7 @@ const (
 	CodeInvalidEventType  = "invalid_event_type"
 	CodeUnknownEventType  = "unknown_event_type"
 	CodeDisabledIncorrect = "invalid_disabled_state"
+	CodeOutOfRange        = "out_of_range"
 )
 
 // Problem is one violation: where it is (a JSON pointer into the endpoint's wire object, such as
@@ -180,6 +182,14 @@ func Disabled(reason string, disabledAtZero bool) []Problem {
 		return []Problem{{"/disabled_at", CodeDisabledIncorrect, "a disabled endpoint needs the time it was disabled"}}
 	case len(reason) > MaxReasonBytes || (reason != "" && !visibleASCII(reason)):
 		return []Problem{{"/disabled_reason", CodeTooLong, fmt.Sprintf("a reason is visible ASCII of at most %d bytes", MaxReasonBytes)}}
+	}
+	return nil
+}
+
+// RateLimit checks an endpoint's rate limit: 0 (unthrottled) or 1 to MaxRateLimit deliveries a second.
+func RateLimit(n int) []Problem {
+	if n != 0 && (n < 1 || n > MaxRateLimit) {
+		return []Problem{{"/rate_limit", CodeOutOfRange, fmt.Sprintf("a rate limit is 1 to %d deliveries a second, or null for none", MaxRateLimit)}}
 	}
 	return nil
 }

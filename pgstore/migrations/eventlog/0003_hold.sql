@@ -1,0 +1,11 @@
+-- A stream's hold (driver.Settlement.Hold): the Dispatcher holds an endpoint back when it asked for
+-- a pause (Retry-After) or is throttled (a rate limit), so that no delivery of it — not even an event
+-- appended after the hold was set — is claimed before then, by any replica. For the defaults:
+--
+--   ALTER TABLE "webhook_events_streams" ADD COLUMN hold_until timestamptz; -- NULL: not held
+--
+-- The column is set by the settlement that holds (settle.sql, claim.sql's release), in the statement
+-- that may end the stream's lease, and read by claim_streams beside next_due. It is not indexed, so
+-- the stream row's updates stay HOT, as 0002 requires. Adding a column without a default changes the
+-- catalog only: no row is rewritten.
+ALTER TABLE {{streams}} ADD COLUMN IF NOT EXISTS hold_until timestamptz;
