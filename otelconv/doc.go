@@ -64,6 +64,7 @@
 //	svc.webhook.delivery.duration        histogram       s                 as svc.webhook.delivery.attempts
 //	svc.webhook.backlog.age              gauge           s                 (svc.webhook.endpoint.id)
 //	svc.webhook.backlog.events           gauge           {event}           (svc.webhook.endpoint.id)
+//	svc.webhook.endpoints.disabled       counter         {endpoint}        svc.webhook.endpoint.disabled_reason, (svc.webhook.endpoint.id)
 //	svc.webhook.verifications            counter         {verification}    svc.webhook.verification.result, svc.webhook.verification.source
 //	svc.webhook.sequence.decisions       counter         {decision}        svc.webhook.sequence.outcome
 //	svc.webhook.gap.size                 histogram       {event}

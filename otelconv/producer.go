@@ -25,6 +25,7 @@ const (
 	metricEventsAppended   = "svc.webhook.events.appended"
 	metricBacklogAge       = "svc.webhook.backlog.age"
 	metricBacklogEvents    = "svc.webhook.backlog.events"
+	metricDisabled         = "svc.webhook.endpoints.disabled"
 
 	spanDeliver    = "webhook.deliver"
 	spanRangeServe = "webhook.range_serve"
@@ -36,7 +37,11 @@ const (
 	attrEventSequence   = attribute.Key("svc.webhook.event.sequence")
 	attrEventID         = attribute.Key("svc.webhook.event.id")
 	attrHTTPMethod      = attribute.Key("http.request.method")
+	attrDisabledReason  = attribute.Key("svc.webhook.endpoint.disabled_reason")
 )
+
+// Values of svc.webhook.endpoint.disabled_reason: the Dispatcher's reasons, and _OTHER.
+var disabledReasons = [...]string{producer.DisabledFailing, producer.DisabledGone, "_OTHER"}
 
 // Values of svc.webhook.delivery.result: the delivery history's outcomes, and released for a request
 // cut short by the dispatcher's shutdown.
@@ -71,7 +76,7 @@ func statusClass(code int) int {
 // _OTHER for a class this version does not know.
 var errorClasses = [...]string{"", producer.ClassStatus, producer.ClassTimeout, producer.ClassConnection,
 	producer.ClassBlockedAddress, producer.ClassInvalidURL, producer.ClassRender, producer.ClassNoSecret,
-	producer.ClassEndpointDeleted, "_OTHER"}
+	producer.ClassEndpointDeleted, producer.ClassEndpointDisabled, "_OTHER"}
 
 const nErrorClasses = len(errorClasses)
 
@@ -156,6 +161,8 @@ type producerObserver struct {
 	appended      metric.Int64Counter
 	backlogAge    metric.Float64ObservableGauge
 	backlogEvents metric.Int64ObservableGauge
+	disabled      metric.Int64Counter
+	disabledOpts  [len(disabledReasons)]metric.MeasurementOption
 	meter         metric.Meter
 	startOpts     []trace.SpanStartOption // of every webhook.deliver span
 	rangeOpts     []trace.SpanStartOption // of every webhook.range_serve span
@@ -192,6 +199,13 @@ func (t *Telemetry) buildProducer() error {
 		metric.WithDescription("Undelivered webhook events (the total over endpoints unless endpoint attributes are on).")); err != nil {
 		return err
 	}
+	if p.disabled, err = t.meter.Int64Counter(metricDisabled, metric.WithUnit("{endpoint}"),
+		metric.WithDescription("Webhook endpoints a Dispatcher disabled, by reason (failing, gone).")); err != nil {
+		return err
+	}
+	for i, r := range disabledReasons {
+		p.disabledOpts[i] = metric.WithAttributeSet(attribute.NewSet(attrDisabledReason.String(r)))
+	}
 	for r := range nResults {
 		for s := range nStatusClasses {
 			for c := range nErrorClasses {
@@ -210,7 +224,7 @@ func (t *Telemetry) buildProducer() error {
 	t.producer = p
 	t.producerHooks = &producer.Hooks{EventTrace: p.EventTrace, EventsAppended: p.EventsAppended,
 		AttemptStart: p.AttemptStart, InjectTrace: p.InjectTrace, AttemptEnd: p.AttemptEnd,
-		RangeStart: p.RangeStart, RangeEnd: p.RangeEnd}
+		RangeStart: p.RangeStart, RangeEnd: p.RangeEnd, EndpointDisabled: p.EndpointDisabled}
 	return nil
 }
 
@@ -224,6 +238,21 @@ func (t *Telemetry) Producer() *producer.Hooks {
 		return nil
 	}
 	return t.producerHooks
+}
+
+// EndpointDisabled is producer.Hooks.EndpointDisabled: it counts the endpoint by reason.
+func (p *producerObserver) EndpointDisabled(ctx context.Context, e producer.EndpointDisabledInfo) {
+	i := len(disabledReasons) - 1
+	for k, r := range disabledReasons[:i] {
+		if r == e.Reason {
+			i = k
+		}
+	}
+	opt := p.disabledOpts[i]
+	if p.endpointAttr {
+		opt = metric.WithAttributes(attrDisabledReason.String(disabledReasons[i]), attrEndpointID.String(e.Endpoint))
+	}
+	p.disabled.Add(ctx, 1, opt)
 }
 
 // traceCarrier holds one trace context as W3C text while it is injected or extracted.

@@ -450,3 +450,26 @@ func TestProducerRangeServeContinuesTrace(t *testing.T) {
 	eq(t, int64(404), code.AsInt64(), "status of an unknown endpoint")
 	eq(t, codes.Unset, spans[2].Status().Code, "a 4xx is not the server's error")
 }
+
+// TestProducerEndpointDisabled: each endpoint a Dispatcher disables is counted once by its reason,
+// an unknown reason as _OTHER, the endpoint only with the opt-in.
+func TestProducerEndpointDisabled(t *testing.T) {
+	h := newHarness(t, nil)
+	hooks := h.tel.Producer()
+	ctx := context.Background()
+	hooks.EndpointDisabled(ctx, producer.EndpointDisabledInfo{Endpoint: "we_a", Reason: producer.DisabledGone, StatusCode: 410})
+	hooks.EndpointDisabled(ctx, producer.EndpointDisabledInfo{Endpoint: "we_b", Reason: producer.DisabledFailing})
+	hooks.EndpointDisabled(ctx, producer.EndpointDisabledInfo{Endpoint: "we_c", Reason: producer.DisabledFailing})
+	hooks.EndpointDisabled(ctx, producer.EndpointDisabledInfo{Endpoint: "we_d", Reason: "made-up"})
+	for reason, want := range map[string]int64{"gone": 1, "failing": 2, "_OTHER": 1} {
+		if n := h.sum(t, metricDisabled, attrDisabledReason.String(reason)); n != want {
+			t.Errorf("%s: %d endpoints counted, want %d", reason, n, want)
+		}
+	}
+
+	h = newHarness(t, &Options{EndpointAttribute: true})
+	h.tel.Producer().EndpointDisabled(ctx, producer.EndpointDisabledInfo{Endpoint: "we_a", Reason: producer.DisabledGone})
+	if n := h.sum(t, metricDisabled, attrDisabledReason.String("gone"), attrEndpointID.String("we_a")); n != 1 {
+		t.Errorf("with the endpoint attribute: %d, want 1", n)
+	}
+}
