@@ -130,7 +130,7 @@ func TestEndpointLifecycleAcrossReplicas(t *testing.T) {
 	for _, et := range catalogue["data"].([]any) {
 		types = append(types, et.(map[string]any)["type"].(string))
 	}
-	require.Equal(t, []string{"order.created", "sandbox.test"}, types)
+	require.Equal(t, []string{"order.created", "webhook_endpoint.disabled", "sandbox.test"}, types)
 
 	orders, orderSecret := register(a.URL, "orders", `["order.created"]`)
 	tests, _ := register(b.URL, "tests", `["sandbox.test"]`)

@@ -119,6 +119,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	otlp := fs.String("otlp", "", "send traces over OTLP/HTTP to `URL` (such as http://127.0.0.1:4318/v1/traces); the standard OTEL_EXPORTER_OTLP_* variables turn it on too")
 	liveRate := fs.Float64("live-rate", server.LiveRate, "production requests a second per licensee, with -live-burst at once (the sandbox has no limit)")
 	liveBurst := fs.Int("live-burst", server.LiveBurst, "production requests per licensee at once, before -live-rate applies")
+	disableAfter := fs.Duration("webhook-disable-after", 0, "disable a webhook endpoint whose deliveries fail for this long without a success (0: the producer's 5 days; an evaluation may use minutes; negative: never); an endpoint answering 410 Gone is disabled at once")
 	envFile := fs.String("env-file", "", "also write what it prints at start as shell assignments (BASE, KEY, LIVE, ADMIN) to `file`, mode 0600, for '. file' in another shell")
 	if err := refuseSecretFlags(args); err != nil {
 		return err
@@ -193,6 +194,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.AdminToken, cfg.BaseURL, cfg.Logger = sec.adminToken, baseURL, logger
 	cfg.LiveRate, cfg.LiveBurst = *liveRate, *liveBurst
+	cfg.Webhooks.DisableAfter = *disableAfter
 	srv, err := server.New(cfg)
 	if err != nil {
 		_ = ln.Close()

@@ -27,6 +27,9 @@ const EventOrderCreated = "order.created"
 var EventCatalogue = []producer.EventType{
 	{Type: EventOrderCreated, Description: "An order was created (POST /v1/orders); its data is the order.",
 		Schema: "#/components/schemas/Order"},
+	{Type: producer.EventEndpointDisabled, Description: "Another endpoint of the licensee was disabled: it answered 410 " +
+		"Gone, or kept failing; its data names it, the reason and the last error.",
+		Schema: "#/components/schemas/WebhookEndpointDisabled"},
 	{Type: sandbox.DefaultTestEventType, Description: "A test event, sent by the sandbox's trigger (POST /v1/sandbox/events) " +
 		"when it names no type; its data is what the trigger sent."},
 }

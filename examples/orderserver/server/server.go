@@ -113,6 +113,11 @@ type WebhookOptions struct {
 	// MaxEventBytes bounds one event's envelope (producer.PublisherOptions.MaxEventBytes); a larger
 	// order or trigger is 413 event_too_large. 0 means producer.DefaultMaxEventBytes.
 	MaxEventBytes int
+	// DisableAfter is how long an endpoint's deliveries may fail without a success before the
+	// dispatcher disables it (producer.DispatcherOptions.DisableAfter); an endpoint that answers
+	// 410 Gone is disabled at once. 0 means the producer's five days; a sandbox for evaluations may
+	// use minutes; negative never disables.
+	DisableAfter time.Duration
 }
 
 // maxEndpoints is the endpoint limit per owner, 0 for none.
@@ -365,6 +370,8 @@ func New(cfg Config) (*Server, error) {
 		Logger:       s.log,
 		Render:       render,
 		Hooks:        s.tel.Producer(),
+		DisableAfter: wh.DisableAfter,
+		APIVersion:   registry.Newest().Name,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
