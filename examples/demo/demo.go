@@ -128,7 +128,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	if err != nil {
 		return report{}, err
 	}
-	ep, err := api.CreateEndpoint(ctx, "http://"+conLn.Addr().String()+"/webhooks")
+	ep, err := api.CreateEndpoint(ctx, "http://"+conLn.Addr().String()+"/webhooks", "order.created")
 	if err != nil {
 		_ = conLn.Close()
 		return report{}, err
@@ -153,6 +153,14 @@ func run(ctx context.Context, opts options) (report, error) {
 	defer stopConsumer()
 	wg.Go(func() { _ = con.Serve(conCtx, conLn) })
 	say("consumer listening on http://%s, endpoint %s registered, pinned to %s", conLn.Addr(), ep.ID, ep.APIVersion)
+
+	health, err := startHealth(ctx, srv, baseURL)
+	if err != nil {
+		return report{}, err
+	}
+	defer health.stop()
+	say("a second evaluation's endpoints: %s answers 410 Gone; %s answers 429 with Retry-After: %d once to each event whose sequence is a multiple of %d; %s watches for webhook_endpoint.disabled",
+		health.gone.ID, health.busy.ID, int(busyPause/time.Second), busyEvery, health.watch.ID)
 
 	if err := api.SetFaults(ctx, ep.ID, opts.Faults); err != nil {
 		return report{}, err
@@ -207,8 +215,9 @@ func run(ctx context.Context, opts options) (report, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for n := 1; ctx.Err() == nil; n++ {
-		if emitted := srv.Stats().EventsEmitted; con.Stats().Processed >= emitted && processed.containsAll(c.ids) {
-			if f, err := tel.collect(ctx); err == nil && f.Delivered >= emitted {
+		emitted := srv.Stats().EventsEmitted - int64(health.triggered()) // the orders' events
+		if con.Stats().Processed >= emitted && processed.containsAll(c.ids) && health.done() {
+			if f, err := tel.collect(ctx); err == nil && f.Delivered >= emitted+health.delivered() {
 				break
 			}
 		}
@@ -222,6 +231,7 @@ func run(ctx context.Context, opts options) (report, error) {
 	}
 	status("done")
 	roll.Verified = checkRoll(ctx, baseURL, creds.APIKey, ep, roll)
+	healthSeen := health.result(ctx)
 	ordersCreated := srv.Stats().OrdersCreated // before the tour's own order
 	versions := tourVersions(ctx, srv, baseURL, say)
 	// Stop the server first: its shutdown sends deliveries still held by the reorder fault, which the
@@ -236,10 +246,10 @@ func run(ctx context.Context, opts options) (report, error) {
 		Inconsistent: c.inconsistent, RequestErrors: c.errors, FirstError: c.firstError,
 		ResponsesLost: lossy.lost.Load(), Repeats: c.repeats, ConcurrentPairs: c.pairs,
 		ReplaysServed: st.Idempotency.Replayed, Conflicts: st.Idempotency.Conflicts,
-		EventsEmitted: st.EventsEmitted, EventsProcessed: cs.Processed, Recovered: cs.Recovered,
+		EventsEmitted: st.EventsEmitted - int64(healthSeen.Triggered), EventsProcessed: cs.Processed, Recovered: cs.Recovered,
 		DuplicateDeliveries: cs.Duplicates, RejectedDeliveries: cs.Rejected, Faults: st.Faults,
 		ProcessedTwice: cs.ProcessedTwice, MissingOrders: processed.missing(c.ids),
-		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil, Versions: versions, Roll: roll,
+		Elapsed: time.Since(start), TimedOut: ctx.Err() != nil, Versions: versions, Roll: roll, Health: healthSeen,
 	}
 	if rep.Metrics, err = tel.read(context.WithoutCancel(ctx)); err != nil {
 		return report{}, err

@@ -72,8 +72,14 @@ func TestDemo(t *testing.T) {
 			require.Equal(t, rep.RejectedDeliveries, m.SignaturesFailed, "verifications failed = deliveries rejected for a bad signature")
 			require.Positive(t, m.SignaturesFailed)
 			require.Equal(t, int64(rep.ReplaysServed), m.Replayed)
-			require.Equal(t, rep.EventsEmitted, m.EventsAppended)
-			require.Equal(t, rep.EventsEmitted, m.Delivered, "every event delivered once in the end")
+			h := rep.Health
+			require.True(t, h.OK(), "%+v", h)
+			require.Equal(t, rep.EventsEmitted+int64(h.Triggered+len(h.Notices)), m.EventsAppended,
+				"the orders' events, the health part's test events and the producer's notice")
+			require.Equal(t, rep.EventsEmitted+h.BusyProcessed+int64(len(h.Notices)), m.Delivered,
+				"every event delivered once in the end, but the one the 410 endpoint refused")
+			require.Contains(t, out.String(), "410 Gone              after 1 request(s) the endpoint is disabled (gone)")
+			require.Contains(t, out.String(), "429 Retry-After       2 of 6 events paused")
 			// A dropped delivery is recovered by a range fetch: the gap the next delivery reveals, or the
 			// consumer's catch-up poll, which on a loaded machine may find it first (then gaps is 0).
 			require.Positive(t, m.RangeFetches, "dropped deliveries are recovered by range fetches")
@@ -94,7 +100,10 @@ func TestReportVerdict(t *testing.T) {
 				Successor: `</v2/orders/ord_1>; rel="successor-version"`},
 			{Version: "v2", Direction: "direction"},
 		},
-		Metrics: figures{EventsAppended: 3}, Roll: rollResult{Done: true, Verified: true}}
+		Metrics: figures{EventsAppended: 3 + 1 + busyEvents + 1}, Roll: rollResult{Done: true, Verified: true},
+		Health: healthResult{Triggered: 1 + busyEvents, GoneID: "we_gone", GoneStatus: "disabled", GoneReason: "gone",
+			GoneRequests: 1, Notices: []string{"we_gone:gone"}, BusyProcessed: busyEvents, BusyPauses: busyEvents / busyEvery,
+			ShortestPause: busyPause}}
 	cases := []struct {
 		name   string
 		mutate func(*report)
@@ -119,6 +128,10 @@ func TestReportVerdict(t *testing.T) {
 		{"the tour failed", func(r *report) { r.Versions = nil }, false},
 		{"the metrics disagree", func(r *report) { r.Metrics.Replayed = 1 }, false},
 		{"the rolled secret did not verify", func(r *report) { r.Roll.Verified = false }, false},
+		{"the 410 endpoint still enabled", func(r *report) { r.Health.GoneStatus = "enabled" }, false},
+		{"its licensee not told", func(r *report) { r.Health.Notices = nil; r.Metrics.EventsAppended-- }, false},
+		{"a pause shorter than asked", func(r *report) { r.Health.ShortestPause = busyPause / 2 }, false},
+		{"a busy endpoint's event lost", func(r *report) { r.Health.BusyProcessed-- }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,12 +171,16 @@ func TestDemoTraces(t *testing.T) {
 		byID[s.SpanContext().SpanID()] = s
 		switch s.Name() {
 		case "webhook.deliver":
-			delivers = append(delivers, s)
+			for _, kv := range s.Attributes() {
+				if kv.Key == "svc.webhook.event.type" && kv.Value.AsString() == "order.created" {
+					delivers = append(delivers, s) // not the health part's test events
+				}
+			}
 		case "webhook.receive":
 			receives = append(receives, s)
 		}
 	}
-	require.Len(t, delivers, 5, "one attempt per event: no fault was injected")
+	require.Len(t, delivers, 5, "one attempt per order's event: no fault was injected")
 	require.Len(t, receives, 5)
 	for _, d := range delivers {
 		require.Len(t, d.Links(), 1, "the attempt links to the span that published its event")

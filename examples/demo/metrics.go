@@ -125,7 +125,8 @@ func (r report) disagreements() []string {
 	}
 	check("replays", m.Replayed, int64(r.ReplaysServed))
 	check("409s while the first ran", m.InUse, int64(r.Conflicts))
-	check("events appended", m.EventsAppended, r.EventsEmitted)
+	// The orders' events, the test events of the health part, and the producer's own notices.
+	check("events appended", m.EventsAppended, r.EventsEmitted+int64(r.Health.Triggered+len(r.Health.Notices)))
 	check("deliveries rejected for their signature", m.SignaturesFailed, r.RejectedDeliveries)
 	check("duplicate deliveries", m.Duplicates, r.DuplicateDeliveries)
 	return out

@@ -44,6 +44,10 @@ type report struct {
 	// Roll is the secret roll halfway through the run.
 	Roll rollResult
 
+	// Health is what became of the second evaluation's misbehaving endpoints. Its events are not
+	// among EventsEmitted, which counts the orders' events.
+	Health healthResult
+
 	// Metrics is what the OpenTelemetry metrics of the server and the consumer say: the same counts
 	// from the other side, which must agree with the ones above.
 	Metrics figures
@@ -76,7 +80,7 @@ func (r report) DoneTwice() int64 {
 func (r report) OK() bool {
 	return !r.TimedOut && r.RequestErrors == 0 && r.OrdersCreated == int64(r.OrdersRequested) &&
 		r.DistinctOrderIDs == r.OrdersRequested && r.Lost() == 0 && r.DoneTwice() == 0 && r.versionsOK() &&
-		r.Roll.Verified && len(r.disagreements()) == 0
+		r.Roll.Verified && r.Health.OK() && len(r.disagreements()) == 0
 }
 
 func (r report) print(w io.Writer) {
@@ -104,6 +108,16 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintf(w, "  secret roll           halfway, with an hour's overlap: the consumer kept its secret and lost nothing; the stream verifies with the old secret and with the new\n")
 	default:
 		fmt.Fprintf(w, "  secret roll           the stream did not verify with both secrets after the roll\n")
+	}
+	h := r.Health
+	switch {
+	case h.Err != nil:
+		fmt.Fprintf(w, "  delivery health       failed: %v\n", h.Err)
+	default:
+		fmt.Fprintf(w, "  410 Gone              after %d request(s) the endpoint is %s (%s); its licensee was told: %v\n",
+			h.GoneRequests, h.GoneStatus, h.GoneReason, h.Notices)
+		fmt.Fprintf(w, "  429 Retry-After       %d of %d events paused, the shortest wait %.1fs (asked %.0fs); %d of %d processed, none lost\n",
+			h.BusyPauses, busyEvents, h.ShortestPause.Seconds(), busyPause.Seconds(), h.BusyProcessed, busyEvents)
 	}
 	fmt.Fprintf(w, "  lost                  %d\n", r.Lost())
 	fmt.Fprintf(w, "  done twice            %d\n", r.DoneTwice())

@@ -51,6 +51,9 @@ type Endpoint struct {
 	URL        string `json:"url"`
 	Secret     string `json:"secret"`
 	APIVersion string `json:"api_version"`
+	// Status is "enabled" or "disabled"; DisabledReason says why ("manual", "failing", "gone").
+	Status         string `json:"status"`
+	DisabledReason string `json:"disabled_reason"`
 }
 
 // Faults are the sandbox's webhook fault rates for one endpoint.
@@ -110,11 +113,30 @@ func (c *Client) GetOrder(ctx context.Context, id string) (Order, error) {
 	return o, err
 }
 
-// CreateEndpoint registers a webhook endpoint for url.
-func (c *Client) CreateEndpoint(ctx context.Context, url string) (Endpoint, error) {
+// CreateEndpoint registers a webhook endpoint for url, subscribed to the given event types (every
+// type when none is given).
+func (c *Client) CreateEndpoint(ctx context.Context, url string, events ...string) (Endpoint, error) {
 	var ep Endpoint
-	_, err := c.do(ctx, http.MethodPost, "/webhook_endpoints", idempotency.NewKey(), map[string]string{"url": url}, http.StatusCreated, &ep)
+	body := map[string]any{"url": url}
+	if len(events) > 0 {
+		body["enabled_events"] = events
+	}
+	_, err := c.do(ctx, http.MethodPost, "/webhook_endpoints", idempotency.NewKey(), body, http.StatusCreated, &ep)
 	return ep, err
+}
+
+// GetEndpoint reads a webhook endpoint (without its secret).
+func (c *Client) GetEndpoint(ctx context.Context, id string) (Endpoint, error) {
+	var ep Endpoint
+	_, err := c.do(ctx, http.MethodGet, "/webhook_endpoints/"+id, "", nil, http.StatusOK, &ep)
+	return ep, err
+}
+
+// Trigger sends a sandbox test event with data to one endpoint (POST /sandbox/events).
+func (c *Client) Trigger(ctx context.Context, endpointID string, data any) error {
+	_, err := c.do(ctx, http.MethodPost, "/sandbox/events", idempotency.NewKey(),
+		map[string]any{"endpoint": endpointID, "data": data}, http.StatusCreated, nil)
+	return err
 }
 
 // RollSecret rolls a webhook endpoint's signing secret: the answer carries the new one; the old one
