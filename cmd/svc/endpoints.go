@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,6 +34,8 @@ type endpointJSON struct {
 	DisabledAt              *int64            `json:"disabled_at"`
 	Created                 *int64            `json:"created"`
 	PreviousSecretExpiresAt *int64            `json:"previous_secret_expires_at"`
+	RateLimit               *int              `json:"rate_limit"`
+	FailingSince            *int64            `json:"failing_since"`
 	Secret                  string            `json:"secret,omitempty"`
 }
 
@@ -40,8 +43,8 @@ type endpointJSON struct {
 // The endpoint's own API version is --endpoint-api-version: --api-version is every command's version
 // segment, the one the key's licensee is pinned to, and an endpoint may receive its events at another.
 type endpointSettings struct {
-	url, description, events, apiVersion string
-	metadata, headers                    pairsFlag
+	url, description, events, apiVersion, rateLimit string
+	metadata, headers                               pairsFlag
 }
 
 func (s *endpointSettings) register(f *flags, urlUsage string) {
@@ -49,6 +52,7 @@ func (s *endpointSettings) register(f *flags, urlUsage string) {
 	f.StringVar(&s.description, "description", "", "what the endpoint is for, for people")
 	f.StringVar(&s.events, "events", "", "the event types it receives, comma-separated, or '*' (quoted: the shell expands it) for every type ('svc event-types' lists them)")
 	f.StringVar(&s.apiVersion, "endpoint-api-version", "", "the API version its events are rendered at (default: the key's licensee's pinned version)")
+	f.StringVar(&s.rateLimit, "rate-limit", "", "the most deliveries a second it receives, or 'none' (the default) for no limit")
 	s.metadata = pairsFlag{flag: "metadata"}
 	s.headers = pairsFlag{flag: "header", fold: true}
 	f.Var(&s.metadata, "metadata", "a `key=value` pair of yours, kept with the endpoint; key= removes the key (repeatable)")
@@ -68,6 +72,17 @@ func (s *endpointSettings) body(f *flags) (map[string]any, error) {
 			body["description"] = s.description
 		case "endpoint-api-version":
 			body["api_version"] = s.apiVersion
+		case "rate-limit":
+			if s.rateLimit == "none" {
+				body["rate_limit"] = nil
+				return
+			}
+			n, perr := strconv.Atoi(s.rateLimit)
+			if perr != nil || n < 1 {
+				err = usagef("%s: --rate-limit wants a number of deliveries a second of at least 1, or 'none'", f.Name())
+				return
+			}
+			body["rate_limit"] = n
 		case "events":
 			var types []string
 			for t := range strings.SplitSeq(s.events, ",") {
@@ -143,7 +158,7 @@ func runEndpointsCreate(ctx context.Context, e env, args []string) error {
 		m  mutation
 		s  endpointSettings
 	)
-	f := newFlags(e, "svc endpoints create", "--url URL [--description D] [--events TYPE,…|'*'] [--endpoint-api-version V] [--metadata K=V]… [--header NAME=VALUE]… [flags]", `
+	f := newFlags(e, "svc endpoints create", "--url URL [--description D] [--events TYPE,…|'*'] [--endpoint-api-version V] [--rate-limit N|none] [--metadata K=V]… [--header NAME=VALUE]… [flags]", `
 Register a webhook endpoint for the key's licensee and print its ID and signing secret. The secret
 is shown once: keep it (SVC_WEBHOOK_SECRET) — listen, events and verify need it. The events it
 subscribes to (every type unless --events names some) are then delivered to the URL, and kept in the
@@ -285,7 +300,7 @@ func runEndpointsUpdate(ctx context.Context, e env, args []string) error {
 		endpoint string
 		s        endpointSettings
 	)
-	f := newFlags(e, "svc endpoints update", "[--endpoint we_…] [--url U] [--description D] [--events TYPE,…|'*'] [--endpoint-api-version V] [--metadata K=V]… [--header NAME=VALUE]… [flags]", `
+	f := newFlags(e, "svc endpoints update", "[--endpoint we_…] [--url U] [--description D] [--events TYPE,…|'*'] [--endpoint-api-version V] [--rate-limit N|none] [--metadata K=V]… [--header NAME=VALUE]… [flags]", `
 Change a webhook endpoint's settings: only those given change (a JSON merge patch). --metadata and
 --header add or replace one pair each and leave the others; KEY= removes one. A new URL, and every
 other change, applies from the next delivery, on every replica of the server. The secret does not
@@ -304,7 +319,7 @@ change ('svc endpoints roll-secret'), nor does the status ('svc endpoints disabl
 		return err
 	}
 	if len(body) == 0 {
-		return usagef("svc endpoints update: nothing to change: give --url, --description, --events, --endpoint-api-version, --metadata or --header")
+		return usagef("svc endpoints update: nothing to change: give --url, --description, --events, --endpoint-api-version, --rate-limit, --metadata or --header")
 	}
 	return patchEndpoint(ctx, e, cm, &m, endpoint, body, "updated", "")
 }
@@ -502,6 +517,14 @@ func endpointRows(w io.Writer, ep *endpointJSON) {
 		status += ")"
 	}
 	fmt.Fprintf(w, "  status\t%s\n", status)
+	if ep.FailingSince != nil {
+		fmt.Fprintf(w, "  failing since\t%s (deliveries fail; it is disabled if they keep failing)\n", unixTime(ep.FailingSince))
+	}
+	rate := "none"
+	if ep.RateLimit != nil {
+		rate = strconv.Itoa(*ep.RateLimit) + " deliveries a second"
+	}
+	fmt.Fprintf(w, "  rate limit\t%s\n", rate)
 	events := "* (every type)"
 	if len(ep.EnabledEvents) > 0 && !(len(ep.EnabledEvents) == 1 && ep.EnabledEvents[0] == "*") {
 		events = clean(strings.Join(ep.EnabledEvents, ", "))

@@ -101,6 +101,14 @@ func TestEndpointsLifecycle(t *testing.T) {
 		require.Contains(t, r.stdout, "headers      X-Env: prod\n")
 		require.Contains(t, r.stdout, "metadata     a=1\n               env=prod\n")
 		require.Contains(t, r.stdout, "url          https://hooks.example/b", "what was not given stays")
+		require.Contains(t, r.stdout, "rate limit   none\n")
+
+		r = runSvc(t, vars, "", "endpoints", "update", "--rate-limit", "5")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, "rate limit   5 deliveries a second\n")
+		r = runSvc(t, vars, "", "endpoints", "update", "--rate-limit", "none")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Contains(t, r.stdout, "rate limit   none\n")
 	})
 	t.Run("disable and enable", func(t *testing.T) {
 		r := runSvc(t, vars, "", "endpoints", "disable")
@@ -204,6 +212,8 @@ func TestEndpointsUsageErrors(t *testing.T) {
 		{"--metadata without a key", []string{"endpoints", "update", "--metadata", "=x"}, "the name is empty"},
 		{"a header given twice, in another case", []string{"endpoints", "update", "--header", "X-A=1", "--header", "x-a=2"}, `"x-a" is given twice`},
 		{"--events without a type", []string{"endpoints", "update", "--events", " , "}, "--events needs at least one event type"},
+		{"--rate-limit 0", []string{"endpoints", "update", "--rate-limit", "0"}, "--rate-limit wants a number of deliveries a second of at least 1, or 'none'"},
+		{"--rate-limit not a number", []string{"endpoints", "update", "--rate-limit", "fast"}, "--rate-limit wants a number"},
 		{"create: removing from a new endpoint", []string{"endpoints", "create", "--url", "https://hooks.example/a", "--metadata", "team="},
 			"--metadata team= removes team, and a new endpoint has none to remove"},
 		{"roll-secret: a negative --expires-in", []string{"endpoints", "roll-secret", "--expires-in", "-1h"}, "--expires-in -1h0m0s must be whole seconds, 0s or more"},
