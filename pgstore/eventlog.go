@@ -35,7 +35,10 @@ import (
 // gives the publishing request's when it has Hooks), in the nullable traceparent and tracestate
 // columns, and Claim hands it back in the Delivery, so that a delivery
 // attempt on any replica, days later, links to the request that published the event. Backlog
-// reports the undelivered events per stream, for a gauge.
+// reports the undelivered events per stream, for a gauge. StreamStats reports one stream's delivery
+// statistics — attempts by outcome and latency over the last hour, day and week, and its backlog —
+// from aggregates a trigger on the history keeps (migrations/eventlog/0004_stats.sql), at a cost
+// that does not grow with the history.
 //
 // An event row is written once, when it is numbered, and never rewritten: delivery state lives in
 // the stream's row — a cursor below which every event is settled, the mark above which none was ever
@@ -92,16 +95,19 @@ var (
 	_ driver.BatchAppender = (*EventLog)(nil)
 	_ driver.Backlogger    = (*EventLog)(nil)
 	_ driver.ByteRanger    = (*EventLog)(nil)
+	_ driver.StatsReader   = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, rendered once per table name from the files of sql/eventlog/.
 type evlogSQL struct {
 	append, appendBatch, sequence, lowWater, unsequenced, rangeQ, rangeBytes, claimStreams, claim, lockStreams, settle, release string
 	status, attempts, backlog, cleanupPick, cleanupLock, cleanupDelete                                                          string
+	streamStats, streamBacklog                                                                                                  string
 }
 
 // The event log's statements, in files by domain; each statement follows its "-- name: …" line, and
-// {{events}}, {{streams}}, {{attempts}} and {{pending}} stand for the tables' quoted names.
+// {{events}}, {{streams}}, {{attempts}}, {{pending}}, {{deliveries}} and {{stats}} stand for the
+// tables' quoted names.
 var (
 	//go:embed sql/eventlog/append.sql
 	evlogAppendSQL string
@@ -119,6 +125,8 @@ var (
 	evlogAttemptsSQL string
 	//go:embed sql/eventlog/cleanup.sql
 	evlogCleanupSQL string
+	//go:embed sql/eventlog/stats.sql
+	evlogStatsSQL string
 )
 
 // evlogStatement is one statement of sql/eventlog: its file (name and text), its name in the file,
@@ -129,7 +137,7 @@ type evlogStatement struct {
 }
 
 // evlogStatements is the number of statements an EventLog holds.
-const evlogStatements = 18
+const evlogStatements = 20
 
 // statements pairs each of q's statements with its source; bounded picks the appends that check
 // EventLogOptions.MaxStreamEvents.
@@ -157,6 +165,8 @@ func (q *evlogSQL) statements(bounded bool) [evlogStatements]evlogStatement {
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_pick", &q.cleanupPick},
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_lock", &q.cleanupLock},
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_delete", &q.cleanupDelete},
+		{"stats.sql", evlogStatsSQL, "stream_stats", &q.streamStats},
+		{"stats.sql", evlogStatsSQL, "stream_backlog", &q.streamBacklog},
 	}
 }
 
@@ -181,7 +191,7 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 // written, since a log is built per transaction by some (Publisher.WithLog on a pgx.Tx).
 func (q *evlogSQL) render(o *evlogConfig) error {
 	names := map[string]string{"events": o.events, "streams": o.streams, "attempts": o.attempts, "pending": o.pending,
-		"deliveries": o.deliveries}
+		"deliveries": o.deliveries, "stats": o.stats}
 	stmts := q.statements(o.MaxStreamEvents > 0)
 	var (
 		texts [evlogStatements]string

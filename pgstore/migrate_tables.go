@@ -30,9 +30,10 @@ func (opts *EventLogOptions) migrationTables() (tableSet, error) {
 	}
 	n := newSQLNames(o.Schema)
 	for key, suffix := range map[string]string{"events": "", "streams": "_streams", "attempts": "_attempts", "pending": "_pending",
-		"deliveries": "_deliveries"} {
+		"deliveries": "_deliveries", "stats": "_stats", "stats_fn": "_stats_fn", "stats_bucket": "_stats_bucket"} {
 		n.table(key, o.Table+suffix)
 	}
+	n.trigger("stats_trigger", o.Table+"_stats")
 	for _, idx := range []string{"due_idx", "created_idx", "held_idx", "attempts_order_idx", "attempts_event_idx", "pending_stream_idx",
 		"pending_xid_idx"} {
 		n.index(idx, o.Table+"_"+idx)

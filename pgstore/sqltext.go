@@ -47,6 +47,13 @@ func (n sqlNames) invalidation(table, channel string) {
 	n.m["channel_lit"] = quoteLiteral(channel)
 }
 
+// trigger sets {{key}} to a trigger's quoted name, unqualified as CREATE TRIGGER wants it (a
+// trigger belongs to its table), and {{key_lit}} to that name as pg_trigger.tgname holds it (cut to
+// 63 bytes), as a literal.
+func (n sqlNames) trigger(key, name string) {
+	n.m[key], n.m[key+"_lit"] = quoteIdent(name), quoteLiteral(pgName(name))
+}
+
 // pgName is name as PostgreSQL stores it: cut to 63 bytes (NAMEDATALEN - 1), never inside a
 // character.
 func pgName(name string) string {

@@ -36,6 +36,7 @@ var (
 	_ driver.BatchAppender = (*Log)(nil)
 	_ driver.Backlogger    = (*Log)(nil)
 	_ driver.ByteRanger    = (*Log)(nil)
+	_ driver.StatsReader   = (*Log)(nil)
 )
 
 // NewLog returns an empty Log.
@@ -53,6 +54,8 @@ type memStream struct {
 	attempts []driver.AttemptRecord
 	// hold is when the stream may be claimed again (driver.Settlement.Hold); zero: not held.
 	hold time.Time
+	// stats aggregates the history for StreamStats; nil before the first attempt. Cleanup leaves it.
+	stats *streamStats
 }
 
 type memEvent struct {
@@ -380,7 +383,8 @@ func (m *Log) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	return errs
 }
 
-// record adds an attempt to the stream's history, under a random ID (a counter would tell each
+// record adds an attempt to the stream's history and to its statistics (every attempt enters the
+// history here, so the statistics count them all), under a random ID (a counter would tell each
 // tenant how many attempts went to the others). The caller holds m.mu.
 func (m *Log) record(l driver.Lease, e *memEvent, ok bool, a driver.Attempt) {
 	s := m.streams[l.Stream]
@@ -394,6 +398,10 @@ func (m *Log) record(l driver.Lease, e *memEvent, ok bool, a driver.Attempt) {
 		i--
 	}
 	s.attempts = slices.Insert(s.attempts, i, r)
+	if s.stats == nil {
+		s.stats = new(streamStats)
+	}
+	s.stats.add(&r)
 }
 
 // outcome is the outcome the history records for a settled attempt: delivered when ok, else failed

@@ -46,6 +46,9 @@ func Run(t *testing.T, newLog func(t *testing.T) driver.Log) {
 	if _, ok := newLog(t).(driver.Backlogger); ok {
 		t.Run("Backlog", func(t *testing.T) { testBacklog(t, newLog(t)) })
 	}
+	if _, ok := newLog(t).(driver.StatsReader); ok {
+		runStats(t, newLog)
+	}
 	if _, ok := newLog(t).(driver.Settler); ok {
 		t.Run("Settle", func(t *testing.T) { testSettle(t, newLog(t)) })
 		t.Run("SettleHoldsStream", func(t *testing.T) { testHold(t, newLog(t)) })
