@@ -30,7 +30,7 @@
 //
 // Each check is a subtest (TestLog/ConcurrentAppendsAreGapFree, …), and a failure is reported under its
 // name, saying what was wanted and what came. A log that also implements driver.BatchAppender,
-// driver.ByteRanger or driver.Sequencing gets those subtests too. RunStreamQuota checks a log's
+// driver.ByteRanger, driver.Settler, driver.Redeliverer or driver.Sequencing gets those subtests too. RunStreamQuota checks a log's
 // bound on the events of a stream; call it with a log built with that bound:
 //
 //	func TestLogQuota(t *testing.T) {

@@ -49,6 +49,9 @@ func Run(t *testing.T, newLog func(t *testing.T) driver.Log) {
 	if _, ok := newLog(t).(driver.Settler); ok {
 		t.Run("Settle", func(t *testing.T) { testSettle(t, newLog(t)) })
 	}
+	if _, ok := newLog(t).(driver.Redeliverer); ok {
+		t.Run("Redeliver", func(t *testing.T) { runRedeliver(t, newLog) })
+	}
 	if _, ok := newLog(t).(driver.ByteRanger); ok {
 		t.Run("RangeBytes", func(t *testing.T) { testRangeBytes(t, newLog(t)) })
 	}
