@@ -34,6 +34,7 @@ var (
 	_ driver.BatchAppender = (*DeferredLog)(nil)
 	_ driver.Backlogger    = (*DeferredLog)(nil)
 	_ driver.ByteRanger    = (*DeferredLog)(nil)
+	_ driver.Redeliverer   = (*DeferredLog)(nil)
 )
 
 // NewDeferredLog returns an empty DeferredLog. Its MaxStreamEvents (the embedded
