@@ -50,6 +50,12 @@ import (
 // batches and advances each stream's pruned_through watermark, which Range reads in the same
 // statement as the events, so a range never shows a hole. It never removes a pending event.
 //
+// Redeliver (driver.Redeliverer) queues settled events to be pushed again, as rows of a table of
+// their own (migrations/eventlog/0003_redeliveries.sql): the rows below a stream's cursor are never
+// rewritten, and Claim reads a stream's queue only when nothing of its normal stream is due. The
+// lease of a redelivery carries a mark in its token, so that the settlements of normal deliveries
+// run the statement they always did.
+//
 // Transactions must be READ COMMITTED (PostgreSQL's default). An EventLog is safe for concurrent use
 // when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It never closes the DB. Its zero value is
 // not usable: every method with an error result returns an error that wraps ErrNotBuilt (Settle one
@@ -92,12 +98,14 @@ var (
 	_ driver.BatchAppender = (*EventLog)(nil)
 	_ driver.Backlogger    = (*EventLog)(nil)
 	_ driver.ByteRanger    = (*EventLog)(nil)
+	_ driver.Redeliverer   = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, rendered once per table name from the files of sql/eventlog/.
 type evlogSQL struct {
 	append, appendBatch, sequence, lowWater, unsequenced, rangeQ, rangeBytes, claimStreams, claim, lockStreams, settle, release string
 	status, attempts, backlog, cleanupPick, cleanupLock, cleanupDelete                                                          string
+	redeliver, settleRedeliveries, releaseRedeliveries                                                                          string
 }
 
 // The event log's statements, in files by domain; each statement follows its "-- name: …" line, and
@@ -119,6 +127,8 @@ var (
 	evlogAttemptsSQL string
 	//go:embed sql/eventlog/cleanup.sql
 	evlogCleanupSQL string
+	//go:embed sql/eventlog/redeliver.sql
+	evlogRedeliverSQL string
 )
 
 // evlogStatement is one statement of sql/eventlog: its file (name and text), its name in the file,
@@ -129,7 +139,7 @@ type evlogStatement struct {
 }
 
 // evlogStatements is the number of statements an EventLog holds.
-const evlogStatements = 18
+const evlogStatements = 21
 
 // statements pairs each of q's statements with its source; bounded picks the appends that check
 // EventLogOptions.MaxStreamEvents.
@@ -157,6 +167,9 @@ func (q *evlogSQL) statements(bounded bool) [evlogStatements]evlogStatement {
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_pick", &q.cleanupPick},
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_lock", &q.cleanupLock},
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_delete", &q.cleanupDelete},
+		{"redeliver.sql", evlogRedeliverSQL, "redeliver", &q.redeliver},
+		{"redeliver.sql", evlogRedeliverSQL, "settle_redeliveries", &q.settleRedeliveries},
+		{"redeliver.sql", evlogRedeliverSQL, "release_redeliveries", &q.releaseRedeliveries},
 	}
 }
 
@@ -181,7 +194,7 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 // written, since a log is built per transaction by some (Publisher.WithLog on a pgx.Tx).
 func (q *evlogSQL) render(o *evlogConfig) error {
 	names := map[string]string{"events": o.events, "streams": o.streams, "attempts": o.attempts, "pending": o.pending,
-		"deliveries": o.deliveries}
+		"deliveries": o.deliveries, "redeliveries": o.redeliveries}
 	stmts := q.statements(o.MaxStreamEvents > 0)
 	var (
 		texts [evlogStatements]string

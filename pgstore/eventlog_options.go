@@ -3,7 +3,8 @@ package pgstore
 // DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
 // per-stream counters live beside it in the same name with "_streams" appended, the delivery history
 // with "_attempts", the appended events that wait for their number with "_pending", and the delivery
-// state of the events that are not simply next in their stream with "_deliveries".
+// state of the events that are not simply next in their stream with "_deliveries", and the settled
+// events queued to be pushed again (EventLog.Redeliver) with "_redeliveries".
 const DefaultEventLogTable = "webhook_events"
 
 // EventLogOptions configures an EventLog and its migration (Migrate). A nil *EventLogOptions and the
@@ -14,8 +15,8 @@ type EventLogOptions struct {
 	Schema string
 	// Table is the events table's name; the counters table is Table+"_streams", the delivery
 	// history Table+"_attempts", the unnumbered events Table+"_pending", the delivery state that a
-	// stream's cursor cannot say Table+"_deliveries". Default
-	// DefaultEventLogTable.
+	// stream's cursor cannot say Table+"_deliveries", the queued redeliveries
+	// Table+"_redeliveries". Default DefaultEventLogTable.
 	Table string
 	// MaxStreamEvents bounds the events one stream keeps, numbered or not: an Append or AppendBatch
 	// that would take a stream past it fails with driver.ErrStreamFull and appends nothing, and
@@ -39,6 +40,8 @@ type evlogConfig struct {
 	pending  string
 	// deliveries holds the delivery state that a stream's cursor cannot say.
 	deliveries string
+	// redeliveries holds the settled events queued to be delivered again.
+	redeliveries string
 }
 
 func evlogResolve(opts *EventLogOptions) evlogConfig {
@@ -54,6 +57,7 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 	o.attempts = qualify(o.Schema, o.Table+"_attempts")
 	o.pending = qualify(o.Schema, o.Table+"_pending")
 	o.deliveries = qualify(o.Schema, o.Table+"_deliveries")
+	o.redeliveries = qualify(o.Schema, o.Table+"_redeliveries")
 	return o
 }
 

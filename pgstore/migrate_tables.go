@@ -30,7 +30,7 @@ func (opts *EventLogOptions) migrationTables() (tableSet, error) {
 	}
 	n := newSQLNames(o.Schema)
 	for key, suffix := range map[string]string{"events": "", "streams": "_streams", "attempts": "_attempts", "pending": "_pending",
-		"deliveries": "_deliveries"} {
+		"deliveries": "_deliveries", "redeliveries": "_redeliveries"} {
 		n.table(key, o.Table+suffix)
 	}
 	for _, idx := range []string{"due_idx", "created_idx", "held_idx", "attempts_order_idx", "attempts_event_idx", "pending_stream_idx",
