@@ -37,7 +37,7 @@ import (
 // attempt on any replica, days later, links to the request that published the event. Backlog
 // reports the undelivered events per stream, for a gauge. StreamStats reports one stream's delivery
 // statistics — attempts by outcome and latency over the last hour, day and week, and its backlog —
-// from aggregates a trigger on the history keeps (migrations/eventlog/0004_stats.sql), at a cost
+// from aggregates a trigger on the history keeps (migrations/eventlog/0005_stats.sql), at a cost
 // that does not grow with the history.
 //
 // An event row is written once, when it is numbered, and never rewritten: delivery state lives in
@@ -52,6 +52,12 @@ import (
 // (migrations/eventlog/0002_delivery_cursors.sql gives the reasons). Cleanup deletes in bounded
 // batches and advances each stream's pruned_through watermark, which Range reads in the same
 // statement as the events, so a range never shows a hole. It never removes a pending event.
+//
+// Redeliver (driver.Redeliverer) queues settled events to be pushed again, as rows of a table of
+// their own (migrations/eventlog/0004_redeliveries.sql): the rows below a stream's cursor are never
+// rewritten, and Claim reads a stream's queue only when nothing of its normal stream is due. The
+// lease of a redelivery carries a mark in its token, so that the settlements of normal deliveries
+// run the statement they always did.
 //
 // Transactions must be READ COMMITTED (PostgreSQL's default). An EventLog is safe for concurrent use
 // when its DB is (a pool is; a pgx.Conn or pgx.Tx is not). It never closes the DB. Its zero value is
@@ -96,13 +102,14 @@ var (
 	_ driver.Backlogger    = (*EventLog)(nil)
 	_ driver.ByteRanger    = (*EventLog)(nil)
 	_ driver.StatsReader   = (*EventLog)(nil)
+	_ driver.Redeliverer   = (*EventLog)(nil)
 )
 
 // evlogSQL holds the statements, rendered once per table name from the files of sql/eventlog/.
 type evlogSQL struct {
 	append, appendBatch, sequence, lowWater, unsequenced, rangeQ, rangeBytes, claimStreams, claim, lockStreams, settle, release string
 	status, attempts, backlog, cleanupPick, cleanupLock, cleanupDelete                                                          string
-	streamStats, streamBacklog                                                                                                  string
+	streamStats, streamBacklog, redeliver, settleRedeliveries, releaseRedeliveries                                              string
 }
 
 // The event log's statements, in files by domain; each statement follows its "-- name: …" line, and
@@ -127,6 +134,8 @@ var (
 	evlogCleanupSQL string
 	//go:embed sql/eventlog/stats.sql
 	evlogStatsSQL string
+	//go:embed sql/eventlog/redeliver.sql
+	evlogRedeliverSQL string
 )
 
 // evlogStatement is one statement of sql/eventlog: its file (name and text), its name in the file,
@@ -137,7 +146,7 @@ type evlogStatement struct {
 }
 
 // evlogStatements is the number of statements an EventLog holds.
-const evlogStatements = 20
+const evlogStatements = 23
 
 // statements pairs each of q's statements with its source; bounded picks the appends that check
 // EventLogOptions.MaxStreamEvents.
@@ -167,6 +176,9 @@ func (q *evlogSQL) statements(bounded bool) [evlogStatements]evlogStatement {
 		{"cleanup.sql", evlogCleanupSQL, "cleanup_delete", &q.cleanupDelete},
 		{"stats.sql", evlogStatsSQL, "stream_stats", &q.streamStats},
 		{"stats.sql", evlogStatsSQL, "stream_backlog", &q.streamBacklog},
+		{"redeliver.sql", evlogRedeliverSQL, "redeliver", &q.redeliver},
+		{"redeliver.sql", evlogRedeliverSQL, "settle_redeliveries", &q.settleRedeliveries},
+		{"redeliver.sql", evlogRedeliverSQL, "release_redeliveries", &q.releaseRedeliveries},
 	}
 }
 
@@ -191,7 +203,7 @@ func NewEventLog(db DB, opts *EventLogOptions) (*EventLog, error) {
 // written, since a log is built per transaction by some (Publisher.WithLog on a pgx.Tx).
 func (q *evlogSQL) render(o *evlogConfig) error {
 	names := map[string]string{"events": o.events, "streams": o.streams, "attempts": o.attempts, "pending": o.pending,
-		"deliveries": o.deliveries, "stats": o.stats}
+		"deliveries": o.deliveries, "stats": o.stats, "redeliveries": o.redeliveries}
 	stmts := q.statements(o.MaxStreamEvents > 0)
 	var (
 		texts [evlogStatements]string

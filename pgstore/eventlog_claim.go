@@ -119,11 +119,14 @@ func (l *EventLog) claimRound(ctx context.Context, req driver.ClaimRequest, skip
 		)
 		if err := rows.Scan(&c.d.Stream, &seq, &token, &attempts, &c.due,
 			&c.d.Event.ID, &c.d.Event.Type, &c.d.Event.Created, &c.d.Event.APIVersion, &data,
-			&c.d.TraceParent, &c.d.TraceState); err != nil {
+			&c.d.TraceParent, &c.d.TraceState, &c.d.Redelivery); err != nil {
 			rows.Close()
 			return fail(err)
 		}
 		c.d.Sequence, c.d.Token, c.d.Attempts = uint64(seq), uint64(token), int(attempts)
+		if c.d.Redelivery {
+			c.d.Token |= redeliveryToken
+		}
 		c.d.Event.Sequence, c.d.Event.Data = uint64(seq), data
 		c.d.LeaseUntil = req.LeaseUntil
 		out = append(out, c)
@@ -147,25 +150,46 @@ type batcher interface {
 // lockedQuery runs sql after lock_streams has locked streams, in one transaction: one round trip when
 // the DB sends batches, an explicit transaction otherwise. It returns the ordinals sql returns.
 func (l *EventLog) lockedQuery(ctx context.Context, streams []string, sql string, args ...any) ([]int64, error) {
+	ords, err := l.lockedQueries(ctx, streams, lockedStatement{sql, args})
+	if err != nil {
+		return nil, err
+	}
+	return ords[0], nil
+}
+
+// lockedStatement is a statement of lockedQueries and its arguments.
+type lockedStatement struct {
+	sql  string
+	args []any
+}
+
+// lockedQueries is lockedQuery for several statements, run one after the other in the same
+// transaction (and round trip); it returns the ordinals of each.
+func (l *EventLog) lockedQueries(ctx context.Context, streams []string, stmts ...lockedStatement) ([][]int64, error) {
+	out := make([][]int64, len(stmts))
 	if b, ok := l.db.(batcher); ok {
 		var batch pgx.Batch
 		batch.Queue(l.sql.lockStreams, streams)
-		batch.Queue(sql, args...)
+		for _, st := range stmts {
+			batch.Queue(st.sql, st.args...)
+		}
 		br := b.SendBatch(ctx, &batch)
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return nil, err
 		}
-		rows, err := br.Query()
-		if err != nil {
-			_ = br.Close()
-			return nil, err
+		for i := range stmts {
+			rows, err := br.Query()
+			if err != nil {
+				_ = br.Close()
+				return nil, err
+			}
+			if out[i], err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+				_ = br.Close()
+				return nil, err
+			}
 		}
-		ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		return ords, err
+		return out, br.Close()
 	}
 	tx, err := l.db.Begin(ctx)
 	if err != nil {
@@ -175,15 +199,16 @@ func (l *EventLog) lockedQuery(ctx context.Context, streams []string, sql string
 	if _, err := tx.Exec(ctx, l.sql.lockStreams, streams); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
+	for i, st := range stmts {
+		rows, err := tx.Query(ctx, st.sql, st.args...)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return nil, err
+		}
 	}
-	ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, err
-	}
-	return ords, tx.Commit(ctx)
+	return out, tx.Commit(ctx)
 }
 
 // distinctStreams returns the streams of ss, sorted, each once.
@@ -214,7 +239,10 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		return errs
 	}
 	errs := make([]error, len(ss))
-	var rel []int // the releases, made by a statement of their own
+	var (
+		rel  []int // the releases, made by a statement of their own
+		redo []int // the settlements of redeliveries (eventlog_redeliver.go)
+	)
 	for i, s := range ss {
 		if s.Release {
 			rel = append(rel, i)
@@ -247,6 +275,10 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		if s.Release {
 			continue
 		}
+		if s.Lease.Token&redeliveryToken != 0 {
+			redo = append(redo, i)
+			continue
+		}
 		errs[i] = driver.ErrLeaseLost
 		if s.Lease.Sequence > math.MaxInt64 || s.Lease.Token > math.MaxInt64 || s.Lease.Token == 0 {
 			continue
@@ -268,11 +300,15 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		holds = append(holds, holdOf(s))
 		index = append(index, i)
 	}
+	args := []any{streams, seqs, tokens, oks, ats, retries, latencies, codes, classes, reasons, responses, attempts, holds}
+	if len(redo) > 0 {
+		l.settleWithRedeliveries(ctx, ss, redo, errs, index, args)
+		return errs
+	}
 	if len(index) == 0 {
 		return errs
 	}
-	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.settle, streams, seqs, tokens, oks, ats, retries,
-		latencies, codes, classes, reasons, responses, attempts, holds)
+	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.settle, args...)
 	settled(errs, index, ords, err, "settle")
 	return errs
 }
@@ -337,15 +373,24 @@ func (l *EventLog) releaseAll(ctx context.Context, ss []driver.Settlement, idx [
 		dues    = make([]time.Time, 0, len(idx))
 		holds   = make([]*time.Time, 0, len(idx))
 		index   = make([]int, 0, len(idx)) // ordinal-1 → position in ss
+		redo    []int                      // the releases of redeliveries (eventlog_redeliver.go)
 	)
 	for _, i := range idx {
-		errs[i] = driver.ErrLeaseLost
 		lease := ss[i].Lease
+		if lease.Token&redeliveryToken != 0 {
+			redo = append(redo, i)
+			continue
+		}
+		errs[i] = driver.ErrLeaseLost
 		if lease.Sequence > math.MaxInt64 || lease.Token > math.MaxInt64 || lease.Token == 0 {
 			continue
 		}
 		streams, seqs, tokens = append(streams, lease.Stream), append(seqs, int64(lease.Sequence)), append(tokens, int64(lease.Token))
 		dues, holds, index = append(dues, ss[i].Attempt.RetryAt), append(holds, holdOf(ss[i])), append(index, i)
+	}
+	if len(redo) > 0 {
+		l.releaseWithRedeliveries(ctx, ss, redo, errs, index, []any{streams, seqs, tokens, dues, holds})
+		return
 	}
 	if len(index) == 0 {
 		return

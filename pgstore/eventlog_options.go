@@ -3,8 +3,9 @@ package pgstore
 // DefaultEventLogTable is the events table an EventLog uses when EventLogOptions.Table is empty. The
 // per-stream counters live beside it in the same name with "_streams" appended, the delivery history
 // with "_attempts", the appended events that wait for their number with "_pending", the delivery
-// state of the events that are not simply next in their stream with "_deliveries", and the delivery
-// statistics with "_stats".
+// state of the events that are not simply next in their stream with "_deliveries", the delivery
+// statistics with "_stats", and the settled events queued to be pushed again (EventLog.Redeliver)
+// with "_redeliveries".
 const DefaultEventLogTable = "webhook_events"
 
 // EventLogOptions configures an EventLog and its migration (Migrate). A nil *EventLogOptions and the
@@ -16,7 +17,8 @@ type EventLogOptions struct {
 	// Table is the events table's name; the counters table is Table+"_streams", the delivery
 	// history Table+"_attempts", the unnumbered events Table+"_pending", the delivery state that a
 	// stream's cursor cannot say Table+"_deliveries", the delivery statistics Table+"_stats" (with
-	// its trigger on the history and functions of the same prefix). Default DefaultEventLogTable.
+	// its trigger on the history and functions of the same prefix), the queued redeliveries
+	// Table+"_redeliveries". Default DefaultEventLogTable.
 	Table string
 	// MaxStreamEvents bounds the events one stream keeps, numbered or not: an Append or AppendBatch
 	// that would take a stream past it fails with driver.ErrStreamFull and appends nothing, and
@@ -40,8 +42,10 @@ type evlogConfig struct {
 	pending  string
 	// deliveries holds the delivery state that a stream's cursor cannot say.
 	deliveries string
-	// stats holds the delivery statistics' rings (migration 4).
+	// stats holds the delivery statistics' rings (migration 5).
 	stats string
+	// redeliveries holds the settled events queued to be delivered again.
+	redeliveries string
 }
 
 func evlogResolve(opts *EventLogOptions) evlogConfig {
@@ -58,6 +62,7 @@ func evlogResolve(opts *EventLogOptions) evlogConfig {
 	o.pending = qualify(o.Schema, o.Table+"_pending")
 	o.deliveries = qualify(o.Schema, o.Table+"_deliveries")
 	o.stats = qualify(o.Schema, o.Table+"_stats")
+	o.redeliveries = qualify(o.Schema, o.Table+"_redeliveries")
 	return o
 }
 

@@ -14,11 +14,11 @@ import (
 )
 
 // statsMinuteSlots is the number of minute slots of a stream's rings; the hour slots follow them
-// (migrations/eventlog/0004_stats.sql).
+// (migrations/eventlog/0005_stats.sql).
 const statsMinuteSlots = 60
 
 // StreamStats implements driver.StatsReader. The statistics come from the stream's rows of the stats
-// table, which a trigger on the history keeps (migrations/eventlog/0004_stats.sql): at most 228
+// table, which a trigger on the history keeps (migrations/eventlog/0005_stats.sql): at most 228
 // rows, whatever the history holds. The backlog comes from the stream's row, its rows of the
 // deliveries table above its cursor and its unnumbered events, read from the pending table's
 // low-water mark up (the sequencer's own bound; the call raises the mark as Sequence does). Both

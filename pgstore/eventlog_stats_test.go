@@ -16,7 +16,7 @@ import (
 )
 
 // TestEventLogStatsBucketMatchesGo: the SQL function that puts a latency in its histogram bucket
-// (migration 4) agrees with driver.LatencyBucket at every bound, a microsecond either side, and for
+// (migration 5) agrees with driver.LatencyBucket at every bound, a microsecond either side, and for
 // many other durations.
 func TestEventLogStatsBucketMatchesGo(t *testing.T) {
 	_, pool, opts := newEventLog(t)
@@ -132,13 +132,13 @@ func TestEventLogStatsCountEveryHistoryInsert(t *testing.T) {
 	}
 }
 
-// TestEventLogStatsMigration: migration 4 adopts a log with history (which it does not count) and
+// TestEventLogStatsMigration: migration 5 adopts a log with history (which it does not count) and
 // counts what comes after; migrating again changes nothing.
 func TestEventLogStatsMigration(t *testing.T) {
 	ctx := context.Background()
 	pool, schema := pgtest.Pool(t)
 	opts := &pgstore.EventLogOptions{Schema: schema}
-	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, 3, opts))
+	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, 4, opts))
 	l := must(pgstore.NewEventLog(pool, opts))
 	for range 2 {
 		_, err := l.Append(ctx, driver.StreamEvent{Stream: "we_a", Event: evlogEvent("order.created")})

@@ -30,7 +30,8 @@ func (opts *EventLogOptions) migrationTables() (tableSet, error) {
 	}
 	n := newSQLNames(o.Schema)
 	for key, suffix := range map[string]string{"events": "", "streams": "_streams", "attempts": "_attempts", "pending": "_pending",
-		"deliveries": "_deliveries", "stats": "_stats", "stats_fn": "_stats_fn", "stats_bucket": "_stats_bucket"} {
+		"deliveries": "_deliveries", "stats": "_stats", "stats_fn": "_stats_fn", "stats_bucket": "_stats_bucket",
+		"redeliveries": "_redeliveries"} {
 		n.table(key, o.Table+suffix)
 	}
 	n.trigger("stats_trigger", o.Table+"_stats")

@@ -123,8 +123,8 @@ func TestMigrateCreatesEveryStore(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"idempotency_keys", "pgstore_migrations", "sandbox_credentials", "version_pins", "webhook_cursors", "webhook_endpoints",
-		"webhook_events", "webhook_events_attempts", "webhook_events_deliveries", "webhook_events_pending", "webhook_events_stats",
-		"webhook_events_streams"}, tables)
+		"webhook_events", "webhook_events_attempts", "webhook_events_deliveries", "webhook_events_pending", "webhook_events_redeliveries",
+		"webhook_events_stats", "webhook_events_streams"}, tables)
 	require.Equal(t, everyVersion(), versionKeys(t, pool, schema))
 	for _, v := range applied {
 		require.True(t, strings.HasPrefix(v.Name, fmt.Sprintf("%04d_", v.Version)), "%s %d: %s", v.Store, v.Version, v.Name)

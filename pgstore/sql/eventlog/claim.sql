@@ -27,10 +27,14 @@ FOR UPDATE OF c SKIP LOCKED
 -- back, or leased by a holder whose lease ended), and never-claimed events, in sequence order, as far
 -- as they are due by their creation ($4, unix seconds). Those are due in order: each at the latest
 -- creation up to it, so that the first that is not due stops the rest, and whatever pick cuts, a
--- stream's never-claimed events are taken from the lowest up, which is what fresh records. pick: the lowest $6 of all by due time, stream and sequence. cs: the
+-- stream's never-claimed events are taken from the lowest up, which is what fresh records. idle and
+-- redo: the streams that have no candidate — nothing of their normal stream due — and, for each, the
+-- lowest $3 of its queued redeliveries due by $2 (redeliver.sql): a stream's redeliveries go behind
+-- its normal stream, under the same lease; none is read for a stream with a candidate. pick: the lowest $6 of all by due time, stream and sequence. cs: the
 -- streams that got deliveries, leased; cn: those that got none, with next_due recomputed (the
--- earliest retry, or the next never-claimed event's creation; NULL: nothing waits) and a lease that
--- ended given up. Both scans start above the cursor, so rows the cursor passed are never walked.
+-- earliest retry or redelivery, or the next never-claimed event's creation; NULL: nothing waits) and
+-- a lease that ended given up. Both scans start above the cursor, so rows the cursor passed are
+-- never walked.
 WITH s AS MATERIALIZED (
     SELECT c.stream, GREATEST(c.acked, c.pruned_through) AS base,
            CASE WHEN c.held > 0 THEN GREATEST(c.acked, c.pruned_through)
@@ -51,8 +55,20 @@ cand AS MATERIALIZED (
                 ORDER BY e.seq LIMIT $3) f
              WHERE f.due <= $4)) u
         ORDER BY u.seq LIMIT $3) x),
+idle AS MATERIALIZED (
+    SELECT s.stream FROM s WHERE NOT EXISTS (SELECT 1 FROM cand WHERE cand.stream = s.stream)),
+redo AS MATERIALIZED (
+    SELECT idle.stream, x.seq, x.due, x.attempts FROM idle CROSS JOIN LATERAL (
+        SELECT r.seq, r.next_attempt_at AS due, r.attempts FROM {{redeliveries}} r
+        JOIN {{events}} e ON e.stream = r.stream AND e.seq = r.seq
+        WHERE r.stream = idle.stream AND r.next_attempt_at <= $2
+        ORDER BY r.seq LIMIT $3) x),
 pick AS MATERIALIZED (
-    SELECT * FROM cand ORDER BY due, stream, seq LIMIT $6),
+    SELECT * FROM (
+        SELECT stream, seq, due, has_row, false AS redelivery, 0 AS redone FROM cand
+        UNION ALL
+        SELECT stream, seq, due, true, true, attempts FROM redo) p
+    ORDER BY due, stream, seq LIMIT $6),
 k AS (
     SELECT stream, count(*) AS n, max(seq) FILTER (WHERE NOT has_row) AS top FROM pick GROUP BY stream),
 cs AS (
@@ -68,16 +84,22 @@ cn AS (
             (SELECT to_timestamp(e.created) FROM {{events}} e
              WHERE e.stream = s.stream AND e.seq > s.from_fresh
                AND NOT EXISTS (SELECT 1 FROM {{deliveries}} d WHERE d.stream = e.stream AND d.seq = e.seq)
-             ORDER BY e.seq LIMIT 1))
+             ORDER BY e.seq LIMIT 1),
+            (SELECT min(r.next_attempt_at) FROM {{redeliveries}} r WHERE r.stream = s.stream))
     FROM s
     WHERE c.stream = s.stream AND NOT EXISTS (SELECT 1 FROM k WHERE k.stream = s.stream)),
 dl AS (
     UPDATE {{deliveries}} d SET lease_token = cs.lease_token
     FROM pick JOIN cs ON cs.stream = pick.stream
-    WHERE pick.has_row AND d.stream = pick.stream AND d.seq = pick.seq)
-SELECT pick.stream, pick.seq, cs.lease_token, COALESCE(d.attempts, 0), pick.due,
+    WHERE pick.has_row AND NOT pick.redelivery AND d.stream = pick.stream AND d.seq = pick.seq),
+rl AS (
+    UPDATE {{redeliveries}} r SET lease_token = cs.lease_token
+    FROM pick JOIN cs ON cs.stream = pick.stream
+    WHERE pick.redelivery AND r.stream = pick.stream AND r.seq = pick.seq)
+SELECT pick.stream, pick.seq, cs.lease_token,
+       CASE WHEN pick.redelivery THEN pick.redone ELSE COALESCE(d.attempts, 0) END, pick.due,
        e.id, e.type, e.created, e.api_version, e.data,
-       COALESCE(e.traceparent, ''), COALESCE(e.tracestate, '')
+       COALESCE(e.traceparent, ''), COALESCE(e.tracestate, ''), pick.redelivery
 FROM pick
 JOIN cs ON cs.stream = pick.stream
 JOIN {{events}} e ON e.stream = pick.stream AND e.seq = pick.seq

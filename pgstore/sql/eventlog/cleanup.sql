@@ -52,7 +52,8 @@ SELECT stream FROM {{streams}} WHERE stream = ANY($1::text[]) ORDER BY stream FO
 -- its cursor with it (an undelivered event removed is settled by its removal), and its first_created
 -- hint to what cleanup_pick found ($4; when it found nothing retained, the creation of the stream's
 -- first event above the watermark, which the sequencer may have numbered since). Its events from
--- above the old watermark ($2) up to there go, with their delivery rows and history: found stream by
+-- above the old watermark ($2) up to there go, with their delivery rows, queued redeliveries and
+-- history: found stream by
 -- stream through the index (a LATERAL subquery that OFFSET 0 keeps from being flattened into a join)
 -- and deleted by row address. A join of the batch's streams with the table would let the planner,
 -- which has no statistics without ANALYZE, prefer to read the whole table into a hash: every batch
@@ -74,6 +75,11 @@ d AS (
     DELETE FROM {{deliveries}} WHERE ctid = ANY (ARRAY(
         SELECT x.ctid FROM m CROSS JOIN LATERAL (
             SELECT d.ctid FROM {{deliveries}} d WHERE d.stream = m.stream AND d.seq > m.after AND d.seq <= m.through
+            OFFSET 0) x))),
+r AS (
+    DELETE FROM {{redeliveries}} WHERE ctid = ANY (ARRAY(
+        SELECT x.ctid FROM m CROSS JOIN LATERAL (
+            SELECT r.ctid FROM {{redeliveries}} r WHERE r.stream = m.stream AND r.seq <= m.through
             OFFSET 0) x)))
 DELETE FROM {{events}} WHERE ctid = ANY (ARRAY(
     SELECT x.ctid FROM m CROSS JOIN LATERAL (

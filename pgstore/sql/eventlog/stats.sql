@@ -1,5 +1,5 @@
 -- One stream's delivery statistics (StreamStats): the aggregates the history's trigger keeps
--- (migrations/eventlog/0004_stats.sql), and the stream's backlog.
+-- (migrations/eventlog/0005_stats.sql), and the stream's backlog.
 -- Each statement follows its "-- name:" line; {{…}} are the tables' names, quoted (eventlog.go).
 
 -- name: stream_stats

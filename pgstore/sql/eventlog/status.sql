@@ -4,7 +4,8 @@
 -- name: status
 -- Status: one event's delivery state, from where it is kept: its row of the deliveries table when it
 -- has one; its history when the stream's cursor has passed it (delivered, or abandoned when an
--- attempt says so); otherwise it is pending, due at its creation, and leased when the stream's
+-- attempt says so) — the attempts up to the first that settled it, since those after it are its
+-- redeliveries' (redeliver.sql), which leave its state as it was; otherwise it is pending, due at its creation, and leased when the stream's
 -- holder claimed it (at most fresh, while deliveries are held). No row: no such event.
 SELECT e.created, e.seq <= c.acked, c.held > 0 AND e.seq <= c.fresh, c.lease_until, c.lease_token,
        d.state, d.attempts, d.next_attempt_at, d.lease_token, d.last_attempt_at, d.last_error, d.delivered_at,
@@ -16,7 +17,9 @@ LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE a.outcome <> 2) AS failed, max(a.at) AS last_at,
            (array_agg(a.reason ORDER BY a.at DESC, a.number DESC) FILTER (WHERE a.outcome <> 2))[1] AS last_error,
            max(a.at) FILTER (WHERE a.outcome = 2) AS delivered_at, bool_or(a.outcome = 3) AS abandoned
-    FROM {{attempts}} a WHERE a.stream = e.stream AND a.seq = e.seq) h ON d.seq IS NULL AND e.seq <= c.acked
+    FROM {{attempts}} a WHERE a.stream = e.stream AND a.seq = e.seq
+      AND a.number <= (SELECT COALESCE(min(b.number), 2147483647) FROM {{attempts}} b
+                       WHERE b.stream = e.stream AND b.seq = e.seq AND b.outcome <> 1)) h ON d.seq IS NULL AND e.seq <= c.acked
 WHERE e.stream = $1 AND e.seq = $2
 
 -- name: backlog

@@ -9,8 +9,9 @@
 // The producer package checks every argument before it calls a Log, so an implementation need not
 // check them again: a stream is never empty; an appended event has a Type and valid JSON Data, and
 // its trace context is sanitized (visible ASCII, at most 128 bytes of traceparent and 512 of
-// tracestate); a range has 1 ≤ from ≤ to, limit ≥ 1 and maxBytes ≥ 1; an attempt query has a
-// stream and a limit ≥ 1; a claim's LeaseUntil is after its Now; Cleanup's time is a whole second.
+// tracestate); a range has 1 ≤ from ≤ to, limit ≥ 1 and maxBytes ≥ 1, and a range to redeliver
+// 1 ≤ from ≤ to; an attempt query has a stream and a limit ≥ 1; a claim's LeaseUntil is after its
+// Now; Cleanup's time is a whole second.
 //
 // # What a Log promises
 //
@@ -189,6 +190,11 @@ type Delivery struct {
 	// there was none or the Log keeps none.
 	TraceParent string
 	TraceState  string
+	// Redelivery says that the event was delivered or abandoned before and was queued again by
+	// Redeliverer.Redeliver: the same event (body and sequence) pushed again at a support engineer's
+	// request. Attempts then counts the failed attempts of this redelivery only, so that the retry
+	// schedule starts over.
+	Redelivery bool
 }
 
 // ClaimRequest says what Claim may lease. It is a plain value; the zero value (Limit 0) claims
@@ -365,6 +371,43 @@ type SequencedRun struct {
 
 // Last is the sequence of the run's last event.
 func (r SequencedRun) Last() uint64 { return r.First + uint64(len(r.IDs)) - 1 }
+
+// Redeliverer is implemented by Logs that can push retained events again: the producer's resend and
+// recover endpoints queue a settled event, or a range of them, to be delivered once more, the same
+// body and sequence under a fresh signature. A redelivery is a Delivery like any other — claimed,
+// leased, settled and released by the same methods, under the same lease and fencing rules, and
+// recorded in the same history — except for where it stands in its stream's order:
+//
+//   - Claim takes a stream's redeliveries only when it has no normal delivery due (and, as always,
+//     none under a live lease): they go behind its normal stream, lowest sequence first, at most
+//     ClaimRequest.PerStream of them, under the stream's one lease. A claim takes either normal
+//     deliveries or redeliveries of a stream, never both. Delivery.Redelivery is set, and
+//     Delivery.Attempts counts the failed attempts of this redelivery only.
+//   - Delivered ends the redelivery (it leaves the queue); Failed with a RetryAt keeps it queued, due
+//     then, one failed attempt more; Failed without one abandons it (it leaves the queue); Release
+//     makes it due at retryAt and counts nothing. Each attempt goes into the history under the
+//     event's next Number — the highest the event has, plus one — with the outcome it had.
+//   - The event's own delivery state is unchanged: Status still reports it delivered or abandoned,
+//     with the attempts of its first delivery, whatever its redeliveries do; the history (Attempts)
+//     shows both.
+//   - Cleanup removes an event's queued redelivery with the event. Backlogger.Backlog does not count
+//     redeliveries: it reports the undelivered part of the normal stream.
+//
+// A Lease still names one claim of one delivery: only settled events are queued, and a settled event
+// is never pending again, so an event is either pending normally or queued for redelivery, never both.
+type Redeliverer interface {
+	// Redeliver queues the retained events of stream with from ≤ Sequence ≤ to to be delivered again,
+	// due at at, and returns how many it queued. Only settled events (delivered or abandoned) are
+	// queued: an event still pending will be delivered anyway, and is neither queued nor counted. An
+	// event already queued for redelivery (waiting, retrying or leased) is not queued again and not
+	// counted, so the count is the number newly queued, and a repeated call returns 0. A to past the
+	// stream's last sequence means its last. When from lies below the retained window the error is a
+	// *PrunedError and nothing is queued; an unknown stream, or from past the stream's end, queues
+	// nothing and is not an error. The caller guarantees 1 ≤ from ≤ to and bounds the range (the
+	// producer allows at most a few thousand events a call); an implementation may spend time in
+	// proportion to the range here, but Claim's cost must not grow with the ranges queued.
+	Redeliver(ctx context.Context, stream string, from, to uint64, at time.Time) (int, error)
+}
 
 // Backlogger is implemented by Logs that can report what waits to be delivered; the Dispatcher's
 // Backlog uses it.

@@ -35,6 +35,7 @@ var (
 	_ driver.Backlogger    = (*DeferredLog)(nil)
 	_ driver.ByteRanger    = (*DeferredLog)(nil)
 	_ driver.StatsReader   = (*DeferredLog)(nil)
+	_ driver.Redeliverer   = (*DeferredLog)(nil)
 )
 
 // NewDeferredLog returns an empty DeferredLog. Its MaxStreamEvents (the embedded

@@ -18,6 +18,9 @@ import (
 // tests and for the sandbox, and lost when the process exits (use pgstore.EventLog to keep events and
 // delivery state across restarts and replicas).
 //
+// It pushes settled events again on request (driver.Redeliverer), from a queue per stream beside the
+// events, delivered behind the stream's normal deliveries.
+//
 // The zero value is an empty log ready to use, keeping any number of events. A Log is safe for
 // concurrent use; it must not be copied after first use.
 type Log struct {
@@ -37,6 +40,7 @@ var (
 	_ driver.Backlogger    = (*Log)(nil)
 	_ driver.ByteRanger    = (*Log)(nil)
 	_ driver.StatsReader   = (*Log)(nil)
+	_ driver.Redeliverer   = (*Log)(nil)
 )
 
 // NewLog returns an empty Log.
@@ -56,12 +60,18 @@ type memStream struct {
 	hold time.Time
 	// stats aggregates the history for StreamStats; nil before the first attempt. Cleanup leaves it.
 	stats *streamStats
+	// redo is the stream's settled events queued to be delivered again (Redeliver), by sequence.
+	redo []memRedelivery
 }
 
 type memEvent struct {
 	ev     webhook.Event
 	status driver.DeliveryStatus
-	token  uint64
+	// token is the fencing token of the event's latest claim, normal or redelivery: each claim raises
+	// it, so no two claims of the event share one.
+	token uint64
+	// numbered is the Number of the event's latest attempt in the history (0: none yet).
+	numbered int
 	// traceParent and traceState are the trace context stored with the event.
 	traceParent, traceState string
 }
@@ -225,10 +235,12 @@ func (m *Log) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Deli
 	now := req.Now
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// A candidate is the event at s.events[i]: its normal delivery when r < 0, else its queued
+	// redelivery s.redo[r].
 	type cand struct {
 		stream string
 		s      *memStream
-		i      int
+		i, r   int
 	}
 	skip := make(map[string]bool, len(req.Skip))
 	for _, name := range req.Skip {
@@ -237,7 +249,7 @@ func (m *Log) Claim(ctx context.Context, req driver.ClaimRequest) ([]driver.Deli
 	var cands []cand
 streams:
 	for name, s := range m.streams {
-		if skip[name] || s.hold.After(now) {
+		if skip[name] || s.hold.After(now) || s.redoHeld(now) {
 			continue
 		}
 		// Advance the settled prefix marker, then collect the due deliveries after it, unless one of
@@ -256,13 +268,30 @@ streams:
 				continue streams
 			}
 			if !st.NextAttempt.After(now) && (req.PerStream <= 0 || len(cands)-n < req.PerStream) {
-				cands = append(cands, cand{name, s, i})
+				cands = append(cands, cand{name, s, i, -1})
+			}
+		}
+		if len(cands) == n {
+			// Nothing of the normal stream is due: the stream's redeliveries go, behind it.
+			for r := range s.redo {
+				if req.PerStream > 0 && len(cands)-n >= req.PerStream {
+					break
+				}
+				if rd := &s.redo[r]; !rd.due.After(now) {
+					cands = append(cands, cand{name, s, int(rd.seq - s.first), r})
+				}
 			}
 		}
 	}
+	due := func(c cand) time.Time {
+		if c.r >= 0 {
+			return c.s.redo[c.r].due
+		}
+		return c.s.events[c.i].status.NextAttempt
+	}
 	slices.SortFunc(cands, func(a, b cand) int {
 		ea, eb := &a.s.events[a.i], &b.s.events[b.i]
-		if c := ea.status.NextAttempt.Compare(eb.status.NextAttempt); c != 0 {
+		if c := due(a).Compare(due(b)); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.stream, b.stream); c != 0 {
@@ -277,13 +306,20 @@ streams:
 	for k, c := range cands {
 		e := &c.s.events[c.i]
 		e.token++
-		e.status.LeaseUntil = req.LeaseUntil
+		attempts := e.status.Attempts
+		if c.r >= 0 {
+			rd := &c.s.redo[c.r]
+			rd.token, rd.leaseUntil, attempts = e.token, req.LeaseUntil, rd.attempts
+		} else {
+			e.status.LeaseUntil = req.LeaseUntil
+		}
 		out[k] = driver.Delivery{
 			Lease:       driver.Lease{Stream: c.stream, Sequence: e.ev.Sequence, Token: e.token},
 			Event:       copyEvent(e.ev),
-			Attempts:    e.status.Attempts,
+			Attempts:    attempts,
 			LeaseUntil:  req.LeaseUntil,
 			TraceParent: e.traceParent, TraceState: e.traceState,
+			Redelivery: c.r >= 0,
 		}
 	}
 	return out, nil
@@ -316,7 +352,7 @@ func (m *Log) Delivered(ctx context.Context, l driver.Lease, a driver.Attempt) e
 func (m *Log) deliveredLocked(l driver.Lease, a driver.Attempt) error {
 	e := m.leased(l)
 	if e == nil {
-		return driver.ErrLeaseLost
+		return m.settleRedelivery(l, true, a)
 	}
 	m.record(l, e, true, a)
 	e.status.State = driver.Delivered
@@ -340,7 +376,7 @@ func (m *Log) Failed(ctx context.Context, l driver.Lease, a driver.Attempt) erro
 func (m *Log) failedLocked(l driver.Lease, a driver.Attempt) error {
 	e := m.leased(l)
 	if e == nil {
-		return driver.ErrLeaseLost
+		return m.settleRedelivery(l, false, a)
 	}
 	m.record(l, e, false, a)
 	e.status.Attempts++
@@ -385,12 +421,14 @@ func (m *Log) Settle(ctx context.Context, ss []driver.Settlement) []error {
 
 // record adds an attempt to the stream's history and to its statistics (every attempt enters the
 // history here, so the statistics count them all), under a random ID (a counter would tell each
-// tenant how many attempts went to the others). The caller holds m.mu.
+// tenant how many attempts went to the others) and the event's next Number (its redeliveries'
+// attempts continue its numbering). The caller holds m.mu.
 func (m *Log) record(l driver.Lease, e *memEvent, ok bool, a driver.Attempt) {
 	s := m.streams[l.Stream]
+	e.numbered++
 	r := driver.AttemptRecord{
 		ID: randid.Uint63(), Stream: l.Stream, Sequence: l.Sequence, EventID: e.ev.ID,
-		Number: e.status.Attempts + 1, Outcome: outcome(ok, a), Attempt: a,
+		Number: e.numbered, Outcome: outcome(ok, a), Attempt: a,
 	}
 	// Nearly always at the end: attempts are recorded as they are made.
 	i := len(s.attempts)
@@ -468,7 +506,7 @@ func (m *Log) Release(ctx context.Context, l driver.Lease, retryAt time.Time) er
 func (m *Log) releaseLocked(l driver.Lease, retryAt time.Time) error {
 	e := m.leased(l)
 	if e == nil {
-		return driver.ErrLeaseLost
+		return m.releaseRedelivery(l, retryAt)
 	}
 	e.status.LeaseUntil = time.Time{}
 	e.status.NextAttempt = retryAt
@@ -490,7 +528,7 @@ func (m *Log) Status(ctx context.Context, stream string, seq uint64) (driver.Del
 	return s.events[seq-s.first].status, nil
 }
 
-// Cleanup implements driver.Log. An event's attempts go with it.
+// Cleanup implements driver.Log. An event's attempts, and its queued redelivery, go with it.
 func (m *Log) Cleanup(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -539,6 +577,7 @@ func (m *Log) Cleanup(ctx context.Context, before time.Time, limit int) (int, er
 		s.first = seq + 1
 		s.due = max(0, s.due-n)
 		s.attempts = slices.DeleteFunc(s.attempts, func(a driver.AttemptRecord) bool { return a.Sequence <= seq })
+		s.redo = slices.DeleteFunc(s.redo, func(r memRedelivery) bool { return r.seq <= seq })
 	}
 	return removed, nil
 }

@@ -30,10 +30,10 @@
 //
 // Each check is a subtest (TestLog/ConcurrentAppendsAreGapFree, …), and a failure is reported under its
 // name, saying what was wanted and what came. A log that also implements driver.BatchAppender,
-// driver.ByteRanger, driver.Sequencing or driver.StatsReader gets those subtests too (Stats/…: the
-// windows' counts at chosen instants, the rings' reuse, latency buckets, one stream's backlog, and
-// exact totals under racing settlements). RunStreamQuota checks a log's
-// bound on the events of a stream; call it with a log built with that bound:
+// driver.ByteRanger, driver.Settler, driver.Redeliverer, driver.Sequencing or driver.StatsReader
+// gets those subtests too (Stats/…: the windows' counts at chosen instants, the rings' reuse,
+// latency buckets, one stream's backlog, and exact totals under racing settlements). RunStreamQuota
+// checks a log's bound on the events of a stream; call it with a log built with that bound:
 //
 //	func TestLogQuota(t *testing.T) {
 //		drivertest.RunStreamQuota(t, func(t *testing.T, max int) driver.Log {

@@ -53,6 +53,9 @@ func Run(t *testing.T, newLog func(t *testing.T) driver.Log) {
 		t.Run("Settle", func(t *testing.T) { testSettle(t, newLog(t)) })
 		t.Run("SettleHoldsStream", func(t *testing.T) { testHold(t, newLog(t)) })
 	}
+	if _, ok := newLog(t).(driver.Redeliverer); ok {
+		t.Run("Redeliver", func(t *testing.T) { runRedeliver(t, newLog) })
+	}
 	if _, ok := newLog(t).(driver.ByteRanger); ok {
 		t.Run("RangeBytes", func(t *testing.T) { testRangeBytes(t, newLog(t)) })
 	}
