@@ -45,6 +45,7 @@ const (
 	HeaderLink               = "Link"
 	HeaderSignature          = "X-SVC-Signature"
 	HeaderSequence           = "X-SVC-Sequence"
+	HeaderRedelivery         = "X-SVC-Redelivery"       // on a delivery pushed again (resend, recover)
 	HeaderCacheControl       = "Cache-Control"          // optional: no-store on replays
 	HeaderCacheNoStore       = "Cache-Control-No-Store" // the same header, required to be no-store
 	HeaderContentTypeOptions = "X-Content-Type-Options" // nosniff, on every problem

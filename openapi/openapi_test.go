@@ -80,6 +80,7 @@ func TestNamedComponentsExist(t *testing.T) {
 		openapi.Headers: {openapi.HeaderRequestID, openapi.HeaderVersion, openapi.HeaderIdempotentReplayed,
 			openapi.HeaderRetryAfter, openapi.HeaderRetryAfterRequired, openapi.HeaderWWWAuthenticate,
 			openapi.HeaderDeprecation, openapi.HeaderSunset, openapi.HeaderLink, openapi.HeaderSignature, openapi.HeaderSequence,
+			openapi.HeaderRedelivery,
 			openapi.HeaderCacheControl, openapi.HeaderCacheNoStore, openapi.HeaderContentTypeOptions, openapi.HeaderAcceptPost},
 		openapi.Responses: {openapi.ResponseBadRequest, openapi.ResponseUnauthorized, openapi.ResponseVersionNotEnabled,
 			openapi.ResponseNotFound, openapi.ResponseIdempotencyKeyInUse, openapi.ResponseEventsPruned,
@@ -202,10 +203,10 @@ func TestWebhook(t *testing.T) {
 	for _, p := range post["parameters"].([]any) {
 		p := p.(map[string]any)
 		require.Equal(t, "header", p["in"])
-		require.Equal(t, true, p["required"])
+		require.Equal(t, p["name"] != openapi.HeaderRedelivery, p["required"], "only X-SVC-Redelivery is optional")
 		names = append(names, p["name"].(string))
 	}
-	require.ElementsMatch(t, []string{"X-SVC-Signature", "X-SVC-Sequence"}, names)
+	require.ElementsMatch(t, []string{"X-SVC-Signature", "X-SVC-Sequence", "X-SVC-Redelivery"}, names)
 	schema := post["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
 	allOf := schema["allOf"].([]any)
 	require.Equal(t, map[string]any{"$ref": "#/components/schemas/Event"}, allOf[0])

@@ -6,6 +6,11 @@ import "encoding/json"
 const (
 	HeaderSignature = "X-SVC-Signature"
 	HeaderSequence  = "X-SVC-Sequence"
+	// HeaderRedelivery is "true" on a delivery pushed again at a support engineer's request (the
+	// producer's resend and recover): the same body and sequence as before, a fresh signature. A
+	// consumer that follows the sequence rule needs nothing more — it is a duplicate, or, for one that
+	// lost its data, an event to take; the header only says why it came again.
+	HeaderRedelivery = "X-SVC-Redelivery"
 )
 
 // Event is the envelope of every webhook delivery. Sequence is the same number as the delivery's

@@ -114,6 +114,9 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, dl driver.Delivery, 
 	h.Set("User-Agent", d.userAgent)
 	h.Set(webhook.HeaderSignature, sig)
 	h.Set(webhook.HeaderSequence, strconv.FormatUint(dl.Sequence, 10))
+	if dl.Redelivery {
+		h.Set(webhook.HeaderRedelivery, "true")
+	}
 	if o := d.hooks; o != nil {
 		o.injectTrace(rctx, webhook.NewTraceCarrier(h))
 	}

@@ -2,12 +2,14 @@ package producer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/svcplatform/conventions"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -44,6 +46,14 @@ type DeliveriesHandlerOptions struct {
 	Problems apierror.Writer
 	// Logger records internal errors (the client sees an opaque 500); nil means no logging.
 	Logger *slog.Logger
+	// Now is the clock of the statistics' windows, the backlog's age and the redeliveries' due time;
+	// nil means time.Now.
+	Now func() time.Time
+	// Wake is called after resend or recover queued events, so that they go out at once rather than
+	// at the Dispatcher's next poll: Dispatcher.Wake. nil means none.
+	Wake func()
+	// MaxRecover bounds the events one recover request pushes again; 0 means DefaultMaxRecover.
+	MaxRecover int
 }
 
 // DeliveriesHandler serves the delivery history of a webhook endpoint, what a support engineer (or a
@@ -74,6 +84,9 @@ type DeliveriesHandler struct {
 	licensee   conventions.CallerFunc
 	endpointID func(r *http.Request) string
 	errs       apierror.Writer
+	now        func() time.Time
+	wake       func()
+	maxRecover int
 }
 
 // NewDeliveriesHandler returns the delivery history handler for the attempts in log of the endpoints
@@ -84,8 +97,12 @@ func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee c
 		return nil, err
 	}
 	h := &DeliveriesHandler{log: log, endpoints: endpoints, licensee: licensee,
-		endpointID: func(r *http.Request) string { return r.PathValue("id") }}
+		endpointID: func(r *http.Request) string { return r.PathValue("id") }, now: time.Now}
 	if opts != nil {
+		if opts.Now != nil {
+			h.now = opts.Now
+		}
+		h.wake, h.maxRecover = opts.Wake, opts.MaxRecover
 		if opts.EndpointID != nil {
 			h.endpointID = opts.EndpointID
 		}
@@ -93,6 +110,12 @@ func NewDeliveriesHandler(log driver.Log, endpoints driver.Endpoints, licensee c
 		if h.errs.Logger == nil {
 			h.errs.Logger = opts.Logger
 		}
+	}
+	switch {
+	case h.maxRecover == 0:
+		h.maxRecover = DefaultMaxRecover
+	case h.maxRecover < 0:
+		return nil, errors.New("producer: NewDeliveriesHandler: negative MaxRecover")
 	}
 	return h, nil
 }

@@ -184,8 +184,11 @@ func (d *Dispatcher) disable(ctx context.Context, ed driver.EndpointEditor, id, 
 // webhook_endpoint.disabled event to the owner's other endpoints that subscribe to it (when the
 // registry can list them).
 func (d *Dispatcher) tellDisabled(ctx context.Context, ep Endpoint, h runHealth) {
-	d.logger.WarnContext(ctx, "producer: endpoint disabled", "endpoint", ep.ID, "owner", ep.Owner,
-		"reason", ep.DisabledReason, "failing_since", ep.FailingSince, "last_error", h.last.Reason)
+	attrs := []any{"endpoint", ep.ID, "owner", ep.Owner, "reason", ep.DisabledReason, "last_error", h.last.Reason}
+	if !ep.FailingSince.IsZero() {
+		attrs = append(attrs, "failing_since", ep.FailingSince)
+	}
+	d.logger.WarnContext(ctx, "producer: endpoint disabled", attrs...)
 	if o := d.hooks; o != nil && o.EndpointDisabled != nil {
 		o.EndpointDisabled(ctx, EndpointDisabledInfo{Endpoint: ep.ID, Reason: ep.DisabledReason,
 			StatusCode: h.last.StatusCode, Class: h.last.Class})
