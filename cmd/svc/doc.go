@@ -9,13 +9,16 @@
 //	svc listen --endpoint we_… --forward-to http://localhost:3000/hook
 //	svc trigger order.created [--endpoint we_…] [--data JSON]
 //	svc events --endpoint we_… --from N [--to M] [--json]
+//	svc events resend --sequence N [--endpoint we_…]
+//	svc events recover --from N --to M [--endpoint we_…]
 //	svc verify --signature 't=…,v1=…' [--body FILE]   (or the body on stdin)
 //	svc endpoints create --url URL [--events TYPE,…] [--description D] [--metadata K=V]… [--header NAME=VALUE]… [--export]
 //	svc endpoints list
 //	svc endpoints get [--endpoint we_…]
-//	svc endpoints update [--endpoint we_…] [--url U] [--events TYPE,…|'*'] [--description D] [--endpoint-api-version V] [--metadata K=V]… [--header NAME=VALUE]…
+//	svc endpoints update [--endpoint we_…] [--url U] [--events TYPE,…|'*'] [--description D] [--endpoint-api-version V] [--rate-limit N|none] [--metadata K=V]… [--header NAME=VALUE]…
 //	svc endpoints disable | enable | delete [--endpoint we_…]
 //	svc endpoints roll-secret [--endpoint we_…] [--expires-in 24h] [--export]
+//	svc endpoints stats [--endpoint we_…]
 //	svc event-types
 //	svc orders create --account ACC [--side buy|sell] [--idempotency-key K]
 //	svc faults set --endpoint we_… [--drop R] [--duplicate R] [--reorder R] [--bad-signature R] [--delay R --delay-ms MS]

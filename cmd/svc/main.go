@@ -65,7 +65,10 @@ type command struct {
 var commands = []command{
 	{name: "listen", summary: "follow an endpoint's events by range retrieval and forward each to a local URL, in order, once", run: runListen},
 	{name: "trigger", summary: "trigger a test event in the sandbox (svc trigger order.created)", run: runTrigger},
-	{name: "events", summary: "fetch, verify and print an endpoint's events by sequence range", run: runEvents},
+	{name: "events", summary: "fetch, verify and print an endpoint's events by sequence range", run: runEvents, sub: []command{
+		{name: "resend", summary: "push one retained event to its endpoint again (the same body and sequence)", run: runEventsResend},
+		{name: "recover", summary: "push a retained range of events to their endpoint again, in order", run: runEventsRecover},
+	}},
 	{name: "verify", summary: "check a captured delivery's X-SVC-Signature against the secret", run: runVerify},
 	{name: "endpoints", summary: "create, list, get, update, disable, enable and delete webhook endpoints, and roll their secrets", sub: []command{
 		{name: "create", summary: "register a webhook endpoint and print its ID and signing secret", run: runEndpointsCreate},
@@ -76,6 +79,7 @@ var commands = []command{
 		{name: "enable", summary: "resume a disabled webhook endpoint's deliveries", run: runEndpointsEnable},
 		{name: "delete", summary: "delete a webhook endpoint (its events stay readable by range until retention)", run: runEndpointsDelete},
 		{name: "roll-secret", summary: "give a webhook endpoint a new signing secret; the old one signs too until it expires", run: runEndpointsRollSecret},
+		{name: "stats", summary: "show a webhook endpoint's delivery health: attempts, success rate, latency, backlog", run: runEndpointsStats},
 	}},
 	{name: "event-types", summary: "list the event types the server declares (what --events may name)", run: runEventTypes},
 	{name: "orders", summary: "create orders on the reference server", sub: []command{
@@ -110,7 +114,7 @@ func run(args []string, e env) int {
 		fmt.Fprintf(e.stderr, "svc: %v\nRun 'svc help' for the commands.\n", err)
 		return exitUsage
 	}
-	if cmd.sub != nil { // a group: "svc faults", "svc faults --help"
+	if cmd.sub != nil && cmd.run == nil { // a group: "svc faults", "svc faults --help"
 		w, code := e.stderr, exitUsage
 		if len(rest) > 0 && isHelp(rest[0]) {
 			w, code = e.stdout, exitOK
@@ -163,9 +167,8 @@ Usage: svc <command> [flags]
 Commands:
 `)
 	for _, c := range commands {
-		if c.sub == nil {
+		if c.run != nil { // a command, which may have subcommands too ("events", "events resend")
 			fmt.Fprintf(w, "  %-22s %s\n", c.name, c.summary)
-			continue
 		}
 		for _, s := range c.sub {
 			fmt.Fprintf(w, "  %-22s %s\n", c.name+" "+s.name, s.summary)
