@@ -63,6 +63,9 @@ func OpenAPIDocument(reg *versioning.Registry, version, baseURL string) ([]byte,
 	faults["post"] = faultsOperation("setWebhookFaults", "The contract's method; PUT is the same request.")
 	faults["put"] = faultsOperation("putWebhookFaults", "The same as POST.")
 	faults["delete"].(map[string]any)["responses"] = faultsResponses()
+	for _, p := range []string{"/webhook_endpoints/{id}/events/{sequence}/resend", "/webhook_endpoints/{id}/recover"} {
+		paths[p].(map[string]any)["post"].(map[string]any)["responses"].(map[string]any)["422"] = redeliveryRefused()
+	}
 
 	// Every path is under the version.
 	versioned := make(map[string]any, len(paths))
@@ -74,6 +77,8 @@ func OpenAPIDocument(reg *versioning.Registry, version, baseURL string) ([]byte,
 	doc["webhooks"] = map[string]any{
 		EventOrderCreated: withDescription(openapi.Webhook(EventOrderCreated, openapi.Ref(openapi.Schemas, "Order")),
 			"Sent to every endpoint of the licensee and environment when an order is created; data is the order at the licensee's pinned version."),
+		producer.EventEndpointDisabled: withDescription(openapi.Webhook(producer.EventEndpointDisabled, openapi.Ref(openapi.Schemas, "WebhookEndpointDisabled")),
+			"Sent to the licensee's other endpoints subscribed to it when the producer disables one of theirs: it answered 410 Gone, or its deliveries failed without a success for the disable period (5 days by default). Enabling it again (PATCH status enabled) resumes its deliveries with the next event; the events of the time it was disabled are fetched by range."),
 		sandbox.DefaultTestEventType: withDescription(openapi.Webhook(sandbox.DefaultTestEventType, map[string]any{"type": "object"}),
 			"Sent by POST /"+version+"/sandbox/events when the request names no type; a request that names one gets an event of that type, with the data it gave."),
 	}
@@ -132,6 +137,18 @@ func rangeOperation() map[string]any {
 		map[string]any{"enum": []any{producer.CodeRangeBusy, apierror.CodeRateLimited}}
 	rs["429"] = busy
 	return op
+}
+
+// redeliveryRefused is the 422 of resend and recover: the idempotency middleware's, or the endpoint is
+// disabled. One response describes both codes, as the status is one.
+func redeliveryRefused() map[string]any {
+	r := openapi.Component(openapi.Responses, openapi.ResponseIdempotencyKeyReused)
+	r["description"] = r["description"].(string) + " Or " + producer.CodeEndpointDisabled +
+		": the endpoint is disabled, so nothing would be sent; enable it first."
+	schema := r["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
+	schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"] =
+		map[string]any{"enum": []any{"idempotency_key_reused", producer.CodeEndpointDisabled}}
+	return r
 }
 
 // faultsOperation is setting an endpoint's faults, by POST or PUT.

@@ -72,6 +72,8 @@ func TestOpenAPIDocuments(t *testing.T) {
 				"POST /webhook_endpoints", "GET /webhook_endpoints", "GET /webhook_endpoints/{id}/events", "GET /webhook_endpoints/{id}/deliveries",
 				"GET /webhook_endpoints/{id}", "PATCH /webhook_endpoints/{id}", "DELETE /webhook_endpoints/{id}",
 				"POST /webhook_endpoints/{id}/roll_secret", "GET /event_types",
+				"GET /webhook_endpoints/{id}/stats", "POST /webhook_endpoints/{id}/events/{sequence}/resend",
+				"POST /webhook_endpoints/{id}/recover",
 				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
 				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
 				"DELETE /sandbox/webhook_endpoints/{id}/faults",
@@ -83,6 +85,7 @@ func TestOpenAPIDocuments(t *testing.T) {
 			require.Contains(t, doc.Components.Schemas["CreateOrderRequest"].Value.Required, tc.direction)
 			require.Contains(t, doc.Webhooks, EventOrderCreated)
 			require.Contains(t, doc.Webhooks, "sandbox.test")
+			require.Contains(t, doc.Webhooks, "webhook_endpoint.disabled")
 
 			_, hasDeprecation := doc.Components.Responses[openapi.ResponseBadRequest].Value.Headers[openapi.HeaderDeprecation]
 			require.Equal(t, tc.deprecated, hasDeprecation, "shared responses document the deprecation headers")

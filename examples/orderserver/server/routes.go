@@ -43,9 +43,10 @@ func (s *Server) routes() http.Handler {
 	// catalogue, each write behind the idempotency middleware.
 	s.endpointsAPI.Register(api, "", s.idempotent)
 	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
-	// The delivery history: the same authentication and the same 404 for another licensee's endpoint
-	// as range retrieval (both ask rangeOwner whose endpoints the request may read).
-	api.Handle("GET /webhook_endpoints/{id}/deliveries", s.deliveries)
+	// The delivery history, statistics, resend and recover: the same authentication and the same 404
+	// for another licensee's endpoint as range retrieval (both ask rangeOwner whose endpoints the
+	// request may read); resend and recover behind the idempotency middleware.
+	s.deliveries.Register(api, "", s.idempotent)
 	// The contract sets faults with POST; the sandbox package's controls take PUT for the same
 	// request, so POST is handed to them as the PUT it means.
 	api.Handle("POST /sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.idempotent(

@@ -383,7 +383,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.deliveries, err = producer.NewDeliveriesHandler(s.store.Log(), s.store, s.rangeOwner, &producer.DeliveriesHandlerOptions{
-		Problems: s.problems})
+		Problems: s.problems, Now: s.now, Wake: s.dispatcher.Wake})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
