@@ -283,3 +283,98 @@ func TestResendAndRecover(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, code, p)
 	require.Equal(t, producer.CodeEndpointDisabled, p["code"])
 }
+
+// TestRedeliveriesMeetTheSequenceRule: resent and recovered events reach a consumer's Receiver like
+// any delivery; its Tracker counts them as duplicates and processes nothing twice — while a consumer
+// that lost its data (its cursor store emptied) takes them again, in order.
+func TestRedeliveriesMeetTheSequenceRule(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	secret := webhook.NewSecret()
+	eps := mustEndpoints(t, producer.Endpoint{ID: "we_a", URL: "https://a.example/hook", Owner: "lic_1", Secrets: []string{secret}})
+	log := memstore.NewLog()
+	pub := mustPublisher(t, log, eps, &producer.PublisherOptions{Now: clk.Now})
+
+	var (
+		mu        sync.Mutex
+		processed []uint64
+		verdicts  = map[webhook.Outcome]int{}
+		cursors   = &lostCursors{s: &webhook.MemoryCursorStore{}}
+	)
+	verifier, err := webhook.NewVerifier([]string{secret}, &webhook.VerifierOptions{Now: clk.Now})
+	require.NoError(t, err)
+	tracker, err := webhook.NewTracker(cursors, webhook.RangeFetcherFunc(func(ctx context.Context, stream string, from, to uint64) ([]webhook.Event, error) {
+		evs, _, err := log.Range(ctx, stream, from, to, 100)
+		return evs, err
+	}), func(_ context.Context, s webhook.Step) error {
+		mu.Lock()
+		defer mu.Unlock()
+		processed = append(processed, s.Event.Sequence)
+		return nil
+	}, &webhook.TrackerOptions{Hooks: &webhook.Hooks{Sequenced: func(_ context.Context, info webhook.SequenceInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		verdicts[info.Outcome]++
+	}}})
+	require.NoError(t, err)
+	receiver, err := webhook.NewReceiver("we_a", verifier, tracker, nil)
+	require.NoError(t, err)
+	client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		receiver.ServeHTTP(rec, req)
+		return rec.Result(), nil
+	})}
+	d := mustDispatcher(t, log, eps, &producer.DispatcherOptions{Client: client, Now: clk.Now})
+	deliver := func() {
+		t.Helper()
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+	}
+	for range 3 {
+		_, err := pub.Publish(ctx, "we_a", "order.created", json.RawMessage(`{}`))
+		require.NoError(t, err)
+	}
+	deliver()
+	require.Equal(t, []uint64{1, 2, 3}, processed)
+
+	n, err := log.Redeliver(ctx, "we_a", 1, 3, clk.Now())
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	deliver()
+	require.Equal(t, []uint64{1, 2, 3}, processed, "duplicates: nothing processed twice")
+	require.Equal(t, 3, verdicts[webhook.Duplicate])
+
+	// A consumer that lost its data starts again from nothing and takes what is pushed again.
+	cursors.lose()
+	_, err = log.Redeliver(ctx, "we_a", 1, 3, clk.Now())
+	require.NoError(t, err)
+	deliver()
+	require.Equal(t, []uint64{1, 2, 3, 1, 2, 3}, processed)
+	require.Equal(t, 3, verdicts[webhook.Duplicate])
+}
+
+// lostCursors is a cursor store whose data can be lost, as a consumer's database can.
+type lostCursors struct {
+	mu sync.Mutex
+	s  *webhook.MemoryCursorStore
+}
+
+func (l *lostCursors) store() *webhook.MemoryCursorStore {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s
+}
+
+func (l *lostCursors) lose() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.s = &webhook.MemoryCursorStore{}
+}
+
+func (l *lostCursors) Get(ctx context.Context, stream string) (uint64, error) {
+	return l.store().Get(ctx, stream)
+}
+
+func (l *lostCursors) Advance(ctx context.Context, stream string, from, to uint64) error {
+	return l.store().Advance(ctx, stream, from, to)
+}
