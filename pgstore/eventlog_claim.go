@@ -240,12 +240,18 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 	}
 	errs := make([]error, len(ss))
 	var (
-		rel  []int // the releases, made by a statement of their own
-		redo []int // the settlements of redeliveries (eventlog_redeliver.go)
+		rel    []int // the releases, made by a statement of their own
+		redo   []int // the settlements of redeliveries (eventlog_redeliver.go)
+		settle []int // the settlements of normal deliveries
 	)
 	for i, s := range ss {
-		if s.Release {
+		switch {
+		case s.Release:
 			rel = append(rel, i)
+		case s.Lease.Token&redeliveryToken != 0:
+			redo = append(redo, i)
+		default:
+			settle = append(settle, i)
 		}
 	}
 	if len(rel) > 0 {
@@ -254,7 +260,26 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 			return errs
 		}
 	}
-	n := len(ss)
+	args, index := settleArgs(ss, settle, 0, errs)
+	if len(redo) > 0 {
+		l.settleWithRedeliveries(ctx, ss, redo, errs, index, args)
+		return errs
+	}
+	if len(index) == 0 {
+		return errs
+	}
+	ords, err := l.lockedQuery(ctx, distinctStreams(args[0].([]string)), l.sql.settle, args...)
+	settled(errs, index, ords, err, "settle")
+	return errs
+}
+
+// settleArgs returns the arguments of the settle statements ($1 to $13 of settle.sql and of
+// redeliver.sql's settle_redeliveries) for the settlements ss[i], i in idx, each lease's token with
+// the bits of mask cleared, and index, which maps each ordinal-1 to its position in ss. Each of them
+// is ErrLeaseLost in errs until the statement says it took; one that names no valid delivery is left
+// out.
+func settleArgs(ss []driver.Settlement, idx []int, mask uint64, errs []error) (args []any, index []int) {
+	n := len(idx)
 	var (
 		streams   = make([]string, 0, n)
 		seqs      = make([]int64, 0, n)
@@ -269,18 +294,13 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		responses = make([]string, 0, n)
 		attempts  = make([]int64, 0, n)
 		holds     = make([]*time.Time, 0, n)
-		index     = make([]int, 0, n) // ordinal-1 → position in ss
 	)
-	for i, s := range ss {
-		if s.Release {
-			continue
-		}
-		if s.Lease.Token&redeliveryToken != 0 {
-			redo = append(redo, i)
-			continue
-		}
+	index = make([]int, 0, n)
+	for _, i := range idx {
+		s := ss[i]
 		errs[i] = driver.ErrLeaseLost
-		if s.Lease.Sequence > math.MaxInt64 || s.Lease.Token > math.MaxInt64 || s.Lease.Token == 0 {
+		token := s.Lease.Token &^ mask
+		if s.Lease.Sequence > math.MaxInt64 || token > math.MaxInt64 || token == 0 {
 			continue
 		}
 		var retry *time.Time
@@ -289,7 +309,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 			retry = &r
 		}
 		a := s.Attempt
-		streams, seqs, tokens = append(streams, s.Lease.Stream), append(seqs, int64(s.Lease.Sequence)), append(tokens, int64(s.Lease.Token))
+		streams, seqs, tokens = append(streams, s.Lease.Stream), append(seqs, int64(s.Lease.Sequence)), append(tokens, int64(token))
 		oks, ats, retries = append(oks, s.Delivered), append(ats, a.At), append(retries, retry)
 		latencies, codes = append(latencies, a.Latency.Microseconds()), append(codes, int32(min(max(a.StatusCode, 0), math.MaxInt32)))
 		classes, reasons = append(classes, evlogText(a.Class, 64)), append(reasons, evlogText(a.Reason, 1024))
@@ -300,17 +320,7 @@ func (l *EventLog) Settle(ctx context.Context, ss []driver.Settlement) []error {
 		holds = append(holds, holdOf(s))
 		index = append(index, i)
 	}
-	args := []any{streams, seqs, tokens, oks, ats, retries, latencies, codes, classes, reasons, responses, attempts, holds}
-	if len(redo) > 0 {
-		l.settleWithRedeliveries(ctx, ss, redo, errs, index, args)
-		return errs
-	}
-	if len(index) == 0 {
-		return errs
-	}
-	ords, err := l.lockedQuery(ctx, distinctStreams(streams), l.sql.settle, args...)
-	settled(errs, index, ords, err, "settle")
-	return errs
+	return []any{streams, seqs, tokens, oks, ats, retries, latencies, codes, classes, reasons, responses, attempts, holds}, index
 }
 
 // holdOf is a settlement's hold as a parameter: NULL for none.

@@ -54,59 +54,20 @@ func (l *EventLog) Redeliver(ctx context.Context, stream string, from, to uint64
 // with those of normal deliveries that Settle prepared (index and args, as for settle), in one
 // transaction and one round trip, and sets their errs.
 func (l *EventLog) settleWithRedeliveries(ctx context.Context, ss []driver.Settlement, redo []int, errs []error, index []int, args []any) {
-	n := len(redo)
-	var (
-		streams   = make([]string, 0, n)
-		seqs      = make([]int64, 0, n)
-		tokens    = make([]int64, 0, n)
-		oks       = make([]bool, 0, n)
-		ats       = make([]time.Time, 0, n)
-		retries   = make([]*time.Time, 0, n)
-		latencies = make([]int64, 0, n)
-		codes     = make([]int32, 0, n)
-		classes   = make([]string, 0, n)
-		reasons   = make([]string, 0, n)
-		responses = make([]string, 0, n)
-		attempts  = make([]int64, 0, n)
-		holds     = make([]*time.Time, 0, n)
-		rindex    = make([]int, 0, n) // ordinal-1 → position in ss
-	)
-	for _, i := range redo {
-		s := ss[i]
-		errs[i] = driver.ErrLeaseLost
-		token := s.Lease.Token &^ redeliveryToken
-		if s.Lease.Sequence > math.MaxInt64 || token > math.MaxInt64 || token == 0 {
-			continue
-		}
-		var retry *time.Time
-		if !s.Delivered && !s.Attempt.RetryAt.IsZero() {
-			r := s.Attempt.RetryAt
-			retry = &r
-		}
-		a := s.Attempt
-		streams, seqs, tokens = append(streams, s.Lease.Stream), append(seqs, int64(s.Lease.Sequence)), append(tokens, int64(token))
-		oks, ats, retries = append(oks, s.Delivered), append(ats, a.At), append(retries, retry)
-		latencies, codes = append(latencies, a.Latency.Microseconds()), append(codes, int32(min(max(a.StatusCode, 0), math.MaxInt32)))
-		classes, reasons = append(classes, evlogText(a.Class, 64)), append(reasons, evlogText(a.Reason, 1024))
-		responses = append(responses, evlogText(a.Response, maxResponseSnippet))
-		attempts = append(attempts, int64(randomUint63())) // random, as Settle's
-		holds = append(holds, holdOf(s))
-		rindex = append(rindex, i)
-	}
+	rargs, rindex := settleArgs(ss, redo, redeliveryToken, errs)
 	var stmts []lockedStatement
 	if len(index) > 0 {
 		stmts = append(stmts, lockedStatement{l.sql.settle, args})
 	}
 	if len(rindex) > 0 {
-		stmts = append(stmts, lockedStatement{l.sql.settleRedeliveries, []any{streams, seqs, tokens, oks, ats, retries,
-			latencies, codes, classes, reasons, responses, attempts, holds}})
+		stmts = append(stmts, lockedStatement{l.sql.settleRedeliveries, rargs})
 	}
 	if len(stmts) == 0 {
 		return
 	}
-	all := streams
+	all := rargs[0].([]string)
 	if len(index) > 0 {
-		all = append(slices.Clone(args[0].([]string)), streams...)
+		all = append(slices.Clone(args[0].([]string)), all...)
 	}
 	l.lockedSettle(ctx, distinctStreams(all), stmts, errs, index, rindex, "settle")
 }
