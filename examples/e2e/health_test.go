@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,56 +12,6 @@ import (
 	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/webhook"
 )
-
-// healthSink is a webhook receiver for several endpoints, one path each: "/gone" answers 410, every
-// other path 204. It records every delivery, checked against the server's OpenAPI document.
-type healthSink struct {
-	mu   sync.Mutex
-	got  map[string][]sinkDelivery
-	errs []error
-}
-
-func newHealthSink(t *testing.T, baseURL string) (*healthSink, *httptest.Server) {
-	t.Helper()
-	s := &healthSink{got: map[string][]sinkDelivery{}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = contract.checkDelivery(baseURL, r, body)
-		}
-		var ev webhook.Event
-		if err == nil {
-			err = json.Unmarshal(body, &ev)
-		}
-		s.mu.Lock()
-		if err != nil {
-			s.errs = append(s.errs, err)
-		}
-		s.got[r.URL.Path] = append(s.got[r.URL.Path], sinkDelivery{Sequence: ev.Sequence, Type: ev.Type,
-			Signature: r.Header.Get(webhook.HeaderSignature), Body: body, Header: r.Header.Clone()})
-		s.mu.Unlock()
-		if r.URL.Path == "/gone" {
-			w.WriteHeader(http.StatusGone)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, err := range s.errs {
-			t.Errorf("webhook delivery: %v", err)
-		}
-	})
-	t.Cleanup(srv.Close)
-	return s, srv
-}
-
-func (s *healthSink) of(path string) []sinkDelivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]sinkDelivery(nil), s.got[path]...)
-}
 
 // TestDeliveryHealthAcrossReplicas: two order servers on one PostgreSQL schema. An endpoint that
 // answers 410 is disabled at once, and the licensee's watcher endpoint receives
@@ -77,7 +24,13 @@ func TestDeliveryHealthAcrossReplicas(t *testing.T) {
 	a := startOrderServerEnv(t, "health-a", []string{loopbackAllow, postgresEnv(dsn)})
 	b := startOrderServerEnv(t, "health-b", []string{loopbackAllow, postgresEnv(dsn)})
 	key := issueCredentials(t, a)
-	sink, hooks := newHealthSink(t, a.URL)
+	// "/gone" answers 410, every other path 204.
+	sink, hooks := newAnsweringSink(t, a.URL, func(path string) int {
+		if path == "/gone" {
+			return http.StatusGone
+		}
+		return http.StatusNoContent
+	})
 
 	call := func(base, method, path, body string) response {
 		t.Helper()

@@ -18,7 +18,8 @@ import (
 )
 
 // lifecycleSink is a webhook receiver for several endpoints, one path each: it records every delivery
-// (checked against the server's OpenAPI document) and answers 204.
+// (checked against the server's OpenAPI document) and answers 204, or what its answer function
+// (newAnsweringSink) picks for the path.
 type lifecycleSink struct {
 	mu   sync.Mutex
 	got  map[string][]sinkDelivery // by path
@@ -34,6 +35,12 @@ type sinkDelivery struct {
 }
 
 func newLifecycleSink(t *testing.T, baseURL string) (*lifecycleSink, *httptest.Server) {
+	t.Helper()
+	return newAnsweringSink(t, baseURL, func(string) int { return http.StatusNoContent })
+}
+
+// newAnsweringSink is a lifecycleSink that answers each delivery with answer(path).
+func newAnsweringSink(t *testing.T, baseURL string, answer func(path string) int) (*lifecycleSink, *httptest.Server) {
 	t.Helper()
 	s := &lifecycleSink{got: map[string][]sinkDelivery{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +59,7 @@ func newLifecycleSink(t *testing.T, baseURL string) (*lifecycleSink, *httptest.S
 		s.got[r.URL.Path] = append(s.got[r.URL.Path], sinkDelivery{Sequence: ev.Sequence, Type: ev.Type,
 			Signature: r.Header.Get(webhook.HeaderSignature), Body: body, Header: r.Header.Clone()})
 		s.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
+		w.WriteHeader(answer(r.URL.Path))
 	}))
 	t.Cleanup(func() {
 		s.mu.Lock()
