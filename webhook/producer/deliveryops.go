@@ -71,19 +71,12 @@ func (h *DeliveriesHandler) refuse(w http.ResponseWriter, r *http.Request, err e
 // liveEndpoint returns the request's endpoint when it is the caller's and not deleted, or writes the
 // 404 that an unknown endpoint gets too.
 func (h *DeliveriesHandler) liveEndpoint(w http.ResponseWriter, r *http.Request) (Endpoint, bool) {
-	licensee, err := h.licensee(r)
-	if err != nil {
-		h.refuse(w, r, err)
-		return Endpoint{}, false
-	}
 	id := h.endpointID(r)
-	ep, err := h.endpoints.Lookup(r.Context(), id)
-	switch {
-	case errors.Is(err, ErrUnknownEndpoint) ||
-		(err == nil && (licensee == "" || ep.Owner != licensee || !ep.DeletedAt.IsZero())):
-		h.refuse(w, r, notFound(id))
-		return Endpoint{}, false
-	case err != nil:
+	ep, err := callersEndpoint(r, h.endpoints, h.licensee, id)
+	if err == nil && !ep.DeletedAt.IsZero() {
+		err = notFound(id)
+	}
+	if err != nil {
 		h.refuse(w, r, err)
 		return Endpoint{}, false
 	}

@@ -479,21 +479,30 @@ func ownEndpoint(w http.ResponseWriter, r *http.Request, errs *apierror.Writer, 
 		errs.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodGet, http.MethodHead))
 		return Endpoint{}, false
 	}
-	licensee, err := licenseeOf(r)
+	ep, err := callersEndpoint(r, endpoints, licenseeOf, id)
 	if err != nil {
 		errs.Write(w, r, err)
 		return Endpoint{}, false
 	}
+	return ep, true
+}
+
+// callersEndpoint returns the endpoint id when it is the request's licensee's — deleted ones
+// included, whose streams range retrieval still serves — or the error to answer: the licensee's
+// refusal, the 404 an unknown endpoint gets too, or the registry's failure.
+func callersEndpoint(r *http.Request, endpoints driver.Endpoints, licenseeOf conventions.CallerFunc, id string) (Endpoint, error) {
+	licensee, err := licenseeOf(r)
+	if err != nil {
+		return Endpoint{}, err
+	}
 	ep, err := endpoints.Lookup(r.Context(), id)
 	switch {
 	case errors.Is(err, ErrUnknownEndpoint) || (err == nil && (licensee == "" || ep.Owner != licensee)):
-		errs.Write(w, r, notFound(id))
-		return Endpoint{}, false
+		return Endpoint{}, notFound(id)
 	case err != nil:
-		errs.Write(w, r, err)
-		return Endpoint{}, false
+		return Endpoint{}, err
 	}
-	return ep, true
+	return ep, nil
 }
 
 func notFound(id string) *apierror.Error {
