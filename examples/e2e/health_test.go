@@ -106,7 +106,12 @@ func TestDeliveryHealthAcrossReplicas(t *testing.T) {
 	r := call(a.URL, http.MethodPost, "/webhook_endpoints/"+orders+"/events/2/resend", "").expectJSON(t, http.StatusAccepted)
 	require.Equal(t, map[string]any{"object": "webhook_redelivery", "endpoint": orders, "from": float64(2), "to": float64(2),
 		"queued": float64(1)}, r)
-	eventually(t, deliveryTimeout, func() bool { return len(sink.of("/orders")) >= 4 }, "the resent event")
+	eventually(t, deliveryTimeout, func() bool {
+		// Recorded, not only received: until then it is still queued, and recover would skip it.
+		h := call(a.URL, http.MethodGet, "/webhook_endpoints/"+orders+"/deliveries?sequence=2&outcome=delivered", "").
+			expectJSON(t, http.StatusOK)
+		return len(h["data"].([]any)) == 2
+	}, "the resent event delivered")
 	r = call(b.URL, http.MethodPost, "/webhook_endpoints/"+orders+"/recover", `{"from":1,"to":3}`).expectJSON(t, http.StatusAccepted)
 	require.Equal(t, float64(3), r["queued"])
 	eventually(t, deliveryTimeout, func() bool { return len(sink.of("/orders")) >= 7 }, "the recovered events")
