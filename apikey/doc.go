@@ -63,6 +63,31 @@
 // authentication_unavailable with Retry-After, never a 401 that would make a client throw a good key
 // away.
 //
+// # Restricted keys, rolls and the keys API
+//
+// A key may be restricted to permissions, each "<resource>:read" or "<resource>:write" (write
+// includes read), from the set the service declares in IssuerOptions.Permissions; the full key,
+// Evaluation.Permissions nil, has them all. Each route names the permission it requires, once, next
+// to the route:
+//
+//	mux.Handle("POST /v1/orders", auth.Require("orders:write", createOrder))
+//
+// A key without it gets 403 permission_denied, located at header Authorization, whose detail and
+// required_permission member name the permission; Principal.Allows answers the same question in code.
+//
+// NewKeysHandler is the licensee's own API for its keys (Register mounts it): list them (never a
+// secret), create one with permissions (its secret shown once), revoke one, and roll one — POST
+// /api_keys/{id}/roll {"expires_in": seconds} issues a new key with the same permissions and ends the
+// old one that much later (24 hours by default, at once for 0), so both work while a deployment
+// switches, and nothing is down. A request sees only its own licensee's keys in its own
+// environment; a restricted key hands out only permissions it holds. Issuer.Roll does the same in
+// code; the store rolls in one step (CredentialStore.Roll), so a key is never ended without its
+// replacement.
+//
+// Each key's last use (Credential.LastUsedAt, shown as last_used_at) is noted in memory when a
+// request authenticates, at most once a minute per key, and written by Issuer.Run, in one call a
+// minute: never on a request's path.
+//
 // # Environments and rate limits
 //
 // The environment comes from the key alone: a request is in the sandbox exactly when its key is a

@@ -33,6 +33,14 @@ func (failingStore) Revoke(context.Context, string, time.Time) error { return er
 func (failingStore) RevokeAll(context.Context, string, Environment, time.Time) (int, error) {
 	return 0, errStoreDown
 }
+func (failingStore) Lookup(context.Context, string) (Credential, error) {
+	return Credential{}, errStoreDown
+}
+func (failingStore) List(context.Context, string, Environment, time.Time) ([]Credential, error) {
+	return nil, errStoreDown
+}
+func (failingStore) Roll(context.Context, string, Credential, time.Time) error { return errStoreDown }
+func (failingStore) MarkUsed(context.Context, map[string]time.Time) error      { return errStoreDown }
 
 // issue issues credentials or fails the test.
 func issue(t testing.TB, iss *Issuer, licensee string, env Environment) Credentials {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/svcplatform/conventions/internal/randid"
@@ -48,6 +49,10 @@ type IssuerOptions struct {
 	LiveTTL time.Duration
 	// Logger records issuance and revocation (by key ID, never the key); nil logs nothing.
 	Logger *slog.Logger
+	// Permissions are the permissions the service declares ("orders:read", "orders:write", …: see
+	// Require), the only ones a restricted key may be issued with; nil accepts any well-formed one.
+	// Each is "<resource>:read" or "<resource>:write".
+	Permissions []string
 }
 
 // Evaluation asks for credentials: for a technical evaluation in the sandbox, or for production. The
@@ -59,6 +64,9 @@ type Evaluation struct {
 	Environment Environment
 	// TTL overrides the environment's default lifetime; zero means the default. Negative is an error.
 	TTL time.Duration
+	// Permissions restrict the key (see Require); nil means the full key. A restricted key has 1 to
+	// MaxPermissions permissions, each declared in IssuerOptions.Permissions.
+	Permissions []string
 }
 
 // Credentials are what an evaluation starts with. APIKey and WebhookSecret are shown to their owner
@@ -73,6 +81,8 @@ type Credentials struct {
 	Licensee      string      `json:"licensee"`
 	Environment   Environment `json:"environment"`
 	ExpiresAt     time.Time   `json:"expires_at,omitzero"`
+	// Permissions restrict the key; nil means the full key.
+	Permissions []string `json:"permissions,omitempty"`
 }
 
 // String renders the credentials with the key and secret redacted.
@@ -118,6 +128,8 @@ type Issuer struct {
 	sandboxTTL time.Duration
 	liveTTL    time.Duration
 	log        *slog.Logger
+	declared   []string // IssuerOptions.Permissions; nil: any well-formed one
+	usage      usage
 }
 
 var _ Resolver = (*Issuer)(nil)
@@ -144,8 +156,13 @@ func NewIssuer(store CredentialStore, opts *IssuerOptions) (*Issuer, error) {
 			return nil, fmt.Errorf("apikey: NewIssuer: %s %q is not an absolute http or https URL", name, raw)
 		}
 	}
+	for _, p := range o.Permissions {
+		if err := checkPermission(p); err != nil {
+			return nil, fmt.Errorf("apikey: NewIssuer: IssuerOptions.Permissions: %w", err)
+		}
+	}
 	i := &Issuer{store: store, now: o.Now, sandboxURL: o.SandboxBaseURL, liveURL: o.LiveBaseURL,
-		sandboxTTL: o.SandboxTTL, liveTTL: o.LiveTTL, log: o.Logger}
+		sandboxTTL: o.SandboxTTL, liveTTL: o.LiveTTL, log: o.Logger, declared: slices.Clone(o.Permissions)}
 	if i.now == nil {
 		i.now = time.Now
 	}
@@ -188,38 +205,117 @@ func (i *Issuer) Issue(ctx context.Context, ev Evaluation) (Credentials, error) 
 	if ev.TTL < 0 {
 		return Credentials{}, fmt.Errorf("%w: negative TTL", ErrInvalidEvaluation)
 	}
-	ttl, base := i.sandboxTTL, i.sandboxURL
-	if env == Live {
-		ttl, base = i.liveTTL, i.liveURL
-	}
-	if ev.TTL > 0 {
-		ttl = ev.TTL
-	}
-	key, err := New(env)
+	perms, err := i.permissions(ev.Permissions)
 	if err != nil {
-		return Credentials{}, err
+		return Credentials{}, fmt.Errorf("%w: %w", ErrInvalidEvaluation, err)
+	}
+	ttl := ev.TTL
+	if ttl == 0 {
+		ttl = i.ttl(env)
 	}
 	now := i.now()
-	c := Credential{ID: randid.New("key_"), Hash: key.Hash(), Licensee: ev.Licensee, Environment: env, CreatedAt: now}
-	if ttl > 0 {
-		c.ExpiresAt = now.Add(ttl)
+	c, key, err := newCredential(ev.Licensee, env, perms, now, ttl)
+	if err != nil {
+		return Credentials{}, err
 	}
 	if err := i.store.Put(ctx, c); err != nil {
 		return Credentials{}, fmt.Errorf("apikey: storing credential: %w", err)
 	}
 	if i.log != nil {
 		i.log.InfoContext(ctx, "apikey: credentials issued", "key_id", c.ID, "licensee", c.Licensee,
-			"environment", string(env), expiresAttr(c.ExpiresAt))
+			"environment", string(env), expiresAttr(c.ExpiresAt), "restricted", c.Permissions != nil)
 	}
-	return Credentials{
-		KeyID:         c.ID,
-		APIKey:        key.Reveal(),
-		WebhookSecret: webhook.NewSecret(),
-		BaseURL:       base,
-		Licensee:      c.Licensee,
-		Environment:   env,
-		ExpiresAt:     c.ExpiresAt,
-	}, nil
+	creds := i.credentials(c, key)
+	creds.WebhookSecret = webhook.NewSecret()
+	return creds, nil
+}
+
+// ttl is the default lifetime of env's keys; zero means they do not expire.
+func (i *Issuer) ttl(env Environment) time.Duration {
+	if env == Live {
+		return i.liveTTL
+	}
+	return i.sandboxTTL
+}
+
+// credentials is what the owner of c is shown once: its key, the environment's base URL, the expiry.
+func (i *Issuer) credentials(c Credential, key Key) Credentials {
+	base := i.sandboxURL
+	if c.Environment == Live {
+		base = i.liveURL
+	}
+	return Credentials{KeyID: c.ID, APIKey: key.Reveal(), BaseURL: base, Licensee: c.Licensee, Environment: c.Environment,
+		ExpiresAt: c.ExpiresAt, Permissions: slices.Clone(c.Permissions)}
+}
+
+// newCredential makes a fresh key for licensee in env and its credential, created at now and
+// expiring ttl later (never, for zero).
+func newCredential(licensee string, env Environment, perms []string, now time.Time, ttl time.Duration) (Credential, Key, error) {
+	key, err := New(env)
+	if err != nil {
+		return Credential{}, Key{}, err
+	}
+	c := Credential{ID: randid.New("key_"), Hash: key.Hash(), Licensee: licensee, Environment: env, CreatedAt: now,
+		Permissions: perms}
+	if ttl > 0 {
+		c.ExpiresAt = now.Add(ttl)
+	}
+	return c, key, nil
+}
+
+// permissions checks a restricted key's permissions against the declared ones and returns them
+// sorted, without duplicates; nil (the full key) stays nil.
+func (i *Issuer) permissions(perms []string) ([]string, error) {
+	if perms == nil {
+		return nil, nil
+	}
+	if len(perms) == 0 || len(perms) > MaxPermissions {
+		return nil, fmt.Errorf("%w: a restricted key has 1 to %d permissions, not %d", ErrInvalidPermission, MaxPermissions, len(perms))
+	}
+	out := make([]string, 0, len(perms))
+	for _, p := range perms {
+		if err := checkPermission(p); err != nil {
+			return nil, err
+		}
+		if i.declared != nil && !slices.Contains(i.declared, p) {
+			return nil, fmt.Errorf("%w: %s is not a permission of this API", ErrInvalidPermission, quoteShort(p))
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Roll replaces the key with the given ID: it issues a new key with the same licensee, environment
+// and permissions, and ends the old one after overlap (at once for zero), so that both work until
+// then and a deployment can switch without downtime. A key that has already ended is
+// ErrCredentialEnded, an unknown ID ErrCredentialNotFound, a negative overlap an error. The old key's
+// end only moves earlier: rolling a key already set to end sooner keeps that end. The new key's
+// lifetime is its environment's default. The result holds the new key, shown once.
+func (i *Issuer) Roll(ctx context.Context, keyID string, overlap time.Duration) (Credentials, error) {
+	if i == nil || i.store == nil {
+		return Credentials{}, errZeroIssuer
+	}
+	if overlap < 0 {
+		return Credentials{}, fmt.Errorf("apikey: rolling %s: negative overlap", keyID)
+	}
+	old, err := i.store.Lookup(ctx, keyID)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("apikey: rolling %s: %w", keyID, err)
+	}
+	now := i.now()
+	c, key, err := newCredential(old.Licensee, old.Environment, old.Permissions, now, i.ttl(old.Environment))
+	if err != nil {
+		return Credentials{}, err
+	}
+	if err := i.store.Roll(ctx, keyID, c, now.Add(overlap)); err != nil {
+		return Credentials{}, fmt.Errorf("apikey: rolling %s: %w", keyID, err)
+	}
+	if i.log != nil {
+		i.log.InfoContext(ctx, "apikey: credential rolled", "key_id", keyID, "new_key_id", c.ID, "licensee", c.Licensee,
+			"environment", string(c.Environment), "old_ends_at", now.Add(overlap))
+	}
+	return i.credentials(c, key), nil
 }
 
 // Revoke revokes the key with the given ID now. It returns ErrCredentialNotFound for an unknown ID.
@@ -281,7 +377,9 @@ func (i *Issuer) Resolve(ctx context.Context, k Key) (Principal, error) {
 	if !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) {
 		return Principal{}, ErrExpired
 	}
-	return Principal{Licensee: c.Licensee, Environment: c.Environment, KeyID: c.ID, ExpiresAt: c.ExpiresAt}, nil
+	i.usage.note(c.ID, c.LastUsedAt, now)
+	return Principal{Licensee: c.Licensee, Environment: c.Environment, KeyID: c.ID, ExpiresAt: c.ExpiresAt,
+		Permissions: c.Permissions}, nil
 }
 
 // validLicensee reports whether s is a usable licensee identifier: 1 to MaxLicenseeLen bytes of

@@ -24,6 +24,9 @@ type Principal struct {
 	KeyID string
 	// ExpiresAt is when the key stops working; zero means it does not expire.
 	ExpiresAt time.Time
+	// Permissions are the restricted key's permissions; nil means the full key (see Allows). The
+	// slice is shared: read it, never change it.
+	Permissions []string
 }
 
 // Valid reports whether p is an authenticated principal: a licensee and a valid environment.

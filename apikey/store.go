@@ -1,9 +1,11 @@
 package apikey
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -20,6 +22,8 @@ var (
 	ErrInvalidEnvironment = errors.New("apikey: invalid environment")
 	// ErrZeroRevocation: a revocation instant is the zero time, which would read as "not revoked".
 	ErrZeroRevocation = errors.New("apikey: zero revocation time")
+	// ErrCredentialEnded: a key to roll has already ended (expired or revoked).
+	ErrCredentialEnded = errors.New("apikey: credential has ended")
 )
 
 // Credential is a stored API key: its hash and what it grants. The key itself is never stored. It is a
@@ -38,6 +42,30 @@ type Credential struct {
 	ExpiresAt time.Time
 	// RevokedAt is when the key was (or will be) revoked; zero means not revoked.
 	RevokedAt time.Time
+	// Permissions restrict the key to these permissions ("orders:write", see Require); nil means
+	// the full key, which may do everything its licensee may. A restricted key has at least one.
+	Permissions []string
+	// LastUsedAt is when the key last authenticated a request, to the minute (see Issuer.Run);
+	// zero means never. Stores keep the latest instant they were told.
+	LastUsedAt time.Time
+}
+
+// EndsAt is when the key stops working, the earlier of its expiry and its revocation; zero means
+// never.
+func (c Credential) EndsAt() time.Time {
+	switch {
+	case c.ExpiresAt.IsZero():
+		return c.RevokedAt
+	case c.RevokedAt.IsZero() || c.ExpiresAt.Before(c.RevokedAt):
+		return c.ExpiresAt
+	}
+	return c.RevokedAt
+}
+
+// activeAt reports whether the key works at t.
+func (c Credential) activeAt(t time.Time) bool {
+	end := c.EndsAt()
+	return end.IsZero() || t.Before(end)
 }
 
 // Validate reports what is missing from c, without echoing anything secret.
@@ -51,6 +79,13 @@ func (c Credential) Validate() error {
 		return fmt.Errorf("%w: %s has environment %q", ErrInvalidCredential, c.ID, c.Environment)
 	case c.Hash == KeyHash{}:
 		return fmt.Errorf("%w: %s has no hash", ErrInvalidCredential, c.ID)
+	case c.Permissions != nil && len(c.Permissions) == 0:
+		return fmt.Errorf("%w: %s is restricted to no permission", ErrInvalidCredential, c.ID)
+	}
+	for _, p := range c.Permissions {
+		if err := checkPermission(p); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidCredential, c.ID, err)
+		}
 	}
 	return nil
 }
@@ -71,6 +106,18 @@ type CredentialStore interface {
 	// RevokeAll revokes, as Revoke does, every credential of licensee in env, and returns how many
 	// credentials it changed. It ends an evaluation in one call.
 	RevokeAll(ctx context.Context, licensee string, env Environment, at time.Time) (int, error)
+	// Lookup returns the credential with the given ID, or ErrCredentialNotFound.
+	Lookup(ctx context.Context, id string) (Credential, error)
+	// List returns the credentials of licensee in env that still work at at (neither expired nor
+	// revoked by then), oldest first.
+	List(ctx context.Context, licensee string, env Environment, at time.Time) ([]Credential, error)
+	// Roll stores next, as Put does, and revokes the credential with the ID old at end, as Revoke
+	// does, in one step: both happen or neither does. It returns ErrCredentialNotFound for an
+	// unknown old and ErrCredentialEnded when old no longer works at next.CreatedAt.
+	Roll(ctx context.Context, old string, next Credential, end time.Time) error
+	// MarkUsed records when each credential, by ID, was last used: a credential's LastUsedAt becomes
+	// the later of its own and the one given. Unknown IDs are skipped.
+	MarkUsed(ctx context.Context, used map[string]time.Time) error
 }
 
 // MemoryCredentialStore is the in-memory CredentialStore: the default, for tests and single-process
@@ -97,6 +144,11 @@ func (m *MemoryCredentialStore) Put(ctx context.Context, c Credential) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.putLocked(c)
+}
+
+// putLocked is Put under m.mu, for a valid c.
+func (m *MemoryCredentialStore) putLocked(c Credential) error {
 	if m.byHash == nil {
 		m.byHash = make(map[KeyHash]*Credential)
 		m.byID = make(map[string]*Credential)
@@ -107,7 +159,7 @@ func (m *MemoryCredentialStore) Put(ctx context.Context, c Credential) error {
 	if _, ok := m.byHash[c.Hash]; ok {
 		return fmt.Errorf("%w: hash of %s", ErrDuplicateCredential, c.ID)
 	}
-	stored := c
+	stored := c.clone()
 	m.byHash[c.Hash] = &stored
 	m.byID[c.ID] = &stored
 	return nil
@@ -124,7 +176,7 @@ func (m *MemoryCredentialStore) Get(ctx context.Context, h KeyHash) (Credential,
 	if !ok {
 		return Credential{}, ErrCredentialNotFound
 	}
-	return *c, nil
+	return c.clone(), nil
 }
 
 // Revoke implements CredentialStore.
@@ -162,6 +214,88 @@ func (m *MemoryCredentialStore) RevokeAll(ctx context.Context, licensee string, 
 		}
 	}
 	return n, nil
+}
+
+// Lookup implements CredentialStore.
+func (m *MemoryCredentialStore) Lookup(ctx context.Context, id string) (Credential, error) {
+	if err := ctx.Err(); err != nil {
+		return Credential{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return Credential{}, ErrCredentialNotFound
+	}
+	return c.clone(), nil
+}
+
+// List implements CredentialStore.
+func (m *MemoryCredentialStore) List(ctx context.Context, licensee string, env Environment, at time.Time) ([]Credential, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	var out []Credential
+	for _, c := range m.byID {
+		if c.Licensee == licensee && c.Environment == env && c.activeAt(at) {
+			out = append(out, c.clone())
+		}
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Credential) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// Roll implements CredentialStore.
+func (m *MemoryCredentialStore) Roll(ctx context.Context, old string, next Credential, end time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if end.IsZero() {
+		return ErrZeroRevocation
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[old]
+	switch {
+	case !ok:
+		return ErrCredentialNotFound
+	case !c.activeAt(next.CreatedAt):
+		return fmt.Errorf("%w: %s", ErrCredentialEnded, old)
+	}
+	if err := m.putLocked(next); err != nil {
+		return err
+	}
+	revokeAt(c, end)
+	return nil
+}
+
+// MarkUsed implements CredentialStore.
+func (m *MemoryCredentialStore) MarkUsed(ctx context.Context, used map[string]time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, at := range used {
+		if c, ok := m.byID[id]; ok && at.After(c.LastUsedAt) {
+			c.LastUsedAt = at
+		}
+	}
+	return nil
+}
+
+// clone copies c, its permissions included, so a caller cannot change what the store holds.
+func (c *Credential) clone() Credential {
+	out := *c
+	out.Permissions = slices.Clone(c.Permissions)
+	return out
 }
 
 // revokeAt applies the earlier-wins rule and reports whether c changed.

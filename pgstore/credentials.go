@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,10 +72,10 @@ func (o *credConfig) channel() string { return cacheChannel("credentials", o.Sch
 // not). It never closes the DB. Its zero value is not usable: its methods return an error that wraps
 // ErrNotBuilt. Call NewCredentialStore.
 type CredentialStore struct {
-	db                          DB
-	put, get, revoke, revokeAll string
-	cache                       *cache[apikey.KeyHash, apikey.Credential] // nil without CacheSize
-	pool                        *pgxpool.Pool                             // the cache listens like it
+	db                                                    DB
+	put, get, revoke, revokeAll, lookup, list, roll, used string
+	cache                                                 *cache[apikey.KeyHash, apikey.Credential] // nil without CacheSize
+	pool                                                  *pgxpool.Pool                             // the cache listens like it
 }
 
 var _ apikey.CredentialStore = (*CredentialStore)(nil)
@@ -102,11 +103,31 @@ func NewCredentialStore(db DB, opts *CredentialStoreOptions) (*CredentialStore, 
 		c = newCache[apikey.KeyHash, apikey.Credential](o.CacheSize, o.channel(), parseKeyHash)
 	}
 	t := o.qualified
+	const cols = `id, hash, licensee, environment, created_at, expires_at, revoked_at, permissions, last_used_at`
 	return &CredentialStore{
 		db: db, cache: c, pool: pool,
-		put: `INSERT INTO ` + t + ` (id, hash, licensee, environment, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)`,
-		get: `SELECT id, hash, licensee, environment, created_at, expires_at, revoked_at FROM ` + t + ` WHERE hash = $1`,
+		put: `INSERT INTO ` + t + ` (id, hash, licensee, environment, created_at, expires_at, permissions)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		get:    `SELECT ` + cols + ` FROM ` + t + ` WHERE hash = $1`,
+		lookup: `SELECT ` + cols + ` FROM ` + t + ` WHERE id = $1`,
+		list: `SELECT ` + cols + ` FROM ` + t + `
+WHERE licensee = $1 AND environment = $2 AND (expires_at IS NULL OR expires_at > $3) AND (revoked_at IS NULL OR revoked_at > $3)
+ORDER BY created_at, id`,
+		// One statement: the old key's end and the new key both happen, or (a duplicate, an ended or
+		// unknown old key) neither does. The new key is inserted only when the old one was updated.
+		roll: `WITH old AS (
+    UPDATE ` + t + ` SET revoked_at = LEAST(revoked_at, $8)
+    WHERE id = $9 AND (expires_at IS NULL OR expires_at > $5) AND (revoked_at IS NULL OR revoked_at > $5)
+    RETURNING id
+)
+INSERT INTO ` + t + ` (id, hash, licensee, environment, created_at, expires_at, permissions)
+SELECT $1, $2, $3, $4, $5, $6, $7 FROM old`,
+		// The rows are locked in ID order, so two replicas writing overlapping batches cannot deadlock;
+		// GREATEST keeps the later instant.
+		used: `UPDATE ` + t + ` AS t SET last_used_at = GREATEST(t.last_used_at, u.at)
+FROM (SELECT c.id, b.at FROM ` + t + ` AS c JOIN unnest($1::text[], $2::timestamptz[]) AS b(id, at) ON c.id = b.id
+      WHERE c.last_used_at IS NULL OR c.last_used_at < b.at ORDER BY c.id FOR UPDATE OF c) AS u
+WHERE t.id = u.id`,
 		// LEAST ignores NULL, so an unrevoked key takes $2 and a revoked one keeps the earlier instant.
 		revoke: `UPDATE ` + t + ` SET revoked_at = LEAST(revoked_at, $2) WHERE id = $1`,
 		revokeAll: `UPDATE ` + t + ` SET revoked_at = $3
@@ -122,7 +143,8 @@ func (s *CredentialStore) Put(ctx context.Context, c apikey.Credential) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	_, err := s.db.Exec(ctx, s.put, c.ID, c.Hash[:], c.Licensee, string(c.Environment), c.CreatedAt, credNullTime(c.ExpiresAt))
+	_, err := s.db.Exec(ctx, s.put, c.ID, c.Hash[:], c.Licensee, string(c.Environment), c.CreatedAt, credNullTime(c.ExpiresAt),
+		c.Permissions)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: the ID or the hash
@@ -131,6 +153,104 @@ func (s *CredentialStore) Put(ctx context.Context, c apikey.Credential) error {
 		return fmt.Errorf("pgstore: put credential %s: %w", c.ID, err)
 	}
 	return nil
+}
+
+// Lookup implements apikey.CredentialStore. It always reads the table.
+func (s *CredentialStore) Lookup(ctx context.Context, id string) (apikey.Credential, error) {
+	if s == nil || s.db == nil {
+		return apikey.Credential{}, errZeroCredentialStore
+	}
+	c, err := scanCredential(s.db.QueryRow(ctx, s.lookup, id))
+	if err != nil {
+		return apikey.Credential{}, credErr(err, "look up credential")
+	}
+	return c, nil
+}
+
+// List implements apikey.CredentialStore.
+func (s *CredentialStore) List(ctx context.Context, licensee string, env apikey.Environment, at time.Time) ([]apikey.Credential, error) {
+	if s == nil || s.db == nil {
+		return nil, errZeroCredentialStore
+	}
+	rows, err := s.db.Query(ctx, s.list, licensee, string(env), at)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list credentials: %w", err)
+	}
+	defer rows.Close()
+	var out []apikey.Credential
+	for rows.Next() {
+		c, err := scanCredential(rows)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: list credentials: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list credentials: %w", err)
+	}
+	return out, nil
+}
+
+// Roll implements apikey.CredentialStore in one statement.
+func (s *CredentialStore) Roll(ctx context.Context, old string, next apikey.Credential, end time.Time) error {
+	if s == nil || s.db == nil {
+		return errZeroCredentialStore
+	}
+	if end.IsZero() {
+		return apikey.ErrZeroRevocation
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	tag, err := s.db.Exec(ctx, s.roll, next.ID, next.Hash[:], next.Licensee, string(next.Environment), next.CreatedAt,
+		credNullTime(next.ExpiresAt), next.Permissions, end, old)
+	if s.cache != nil {
+		s.cache.dropIf(func(c apikey.Credential) bool { return c.ID == old })
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return fmt.Errorf("%w: %s", apikey.ErrDuplicateCredential, next.ID)
+		}
+		return fmt.Errorf("pgstore: roll credential %s: %w", old, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	// Nothing happened: tell an unknown key from one that has ended.
+	if _, err := s.Lookup(ctx, old); err != nil {
+		return fmt.Errorf("pgstore: roll credential %s: %w", old, err)
+	}
+	return fmt.Errorf("pgstore: roll credential %s: %w", old, apikey.ErrCredentialEnded)
+}
+
+// MarkUsed implements apikey.CredentialStore in one statement. It changes no cached credential and
+// notifies no cache: LastUsedAt from Get may lag by as long as a credential stays cached.
+func (s *CredentialStore) MarkUsed(ctx context.Context, used map[string]time.Time) error {
+	if s == nil || s.db == nil {
+		return errZeroCredentialStore
+	}
+	if len(used) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(used))
+	ats := make([]time.Time, 0, len(used))
+	for id, at := range used {
+		ids = append(ids, id)
+		ats = append(ats, at)
+	}
+	if _, err := s.db.Exec(ctx, s.used, ids, ats); err != nil {
+		return fmt.Errorf("pgstore: mark %d credentials used: %w", len(ids), err)
+	}
+	return nil
+}
+
+// credErr maps no row to ErrCredentialNotFound and wraps anything else.
+func credErr(err error, what string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apikey.ErrCredentialNotFound
+	}
+	return fmt.Errorf("pgstore: %s: %w", what, err)
 }
 
 // parseKeyHash reads a notification of the credentials table: the key's hash in hex.
@@ -158,6 +278,8 @@ func (s *CredentialStore) Get(ctx context.Context, h apikey.KeyHash) (apikey.Cre
 		if err := ctx.Err(); err != nil {
 			return apikey.Credential{}, fmt.Errorf("pgstore: get credential: %w", err)
 		}
+		// The cached slice is shared: the caller gets its own (nil, for a full key, allocates nothing).
+		c.Permissions = slices.Clone(c.Permissions)
 		return c, nil
 	}
 	c, err := s.read(ctx, h)
@@ -197,19 +319,24 @@ func (s *CredentialStore) Listen(ctx context.Context, logger *slog.Logger) error
 
 // read reads the credential of h from the table.
 func (s *CredentialStore) read(ctx context.Context, h apikey.KeyHash) (apikey.Credential, error) {
-	var (
-		c                apikey.Credential
-		hash             []byte
-		env              string
-		expires, revoked *time.Time
-		createdAt        time.Time
-	)
-	err := s.db.QueryRow(ctx, s.get, h[:]).Scan(&c.ID, &hash, &c.Licensee, &env, &createdAt, &expires, &revoked)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apikey.Credential{}, apikey.ErrCredentialNotFound
-	}
+	c, err := scanCredential(s.db.QueryRow(ctx, s.get, h[:]))
 	if err != nil {
-		return apikey.Credential{}, fmt.Errorf("pgstore: get credential: %w", err)
+		return apikey.Credential{}, credErr(err, "get credential")
+	}
+	return c, nil
+}
+
+// scanCredential reads one row of the store's columns.
+func scanCredential(row pgx.Row) (apikey.Credential, error) {
+	var (
+		c                      apikey.Credential
+		hash                   []byte
+		env                    string
+		expires, revoked, used *time.Time
+		createdAt              time.Time
+	)
+	if err := row.Scan(&c.ID, &hash, &c.Licensee, &env, &createdAt, &expires, &revoked, &c.Permissions, &used); err != nil {
+		return apikey.Credential{}, err
 	}
 	if len(hash) != len(c.Hash) {
 		return apikey.Credential{}, fmt.Errorf("pgstore: credential %s has a %d-byte hash", c.ID, len(hash))
@@ -222,6 +349,9 @@ func (s *CredentialStore) read(ctx context.Context, h apikey.KeyHash) (apikey.Cr
 	}
 	if revoked != nil {
 		c.RevokedAt = revoked.UTC()
+	}
+	if used != nil {
+		c.LastUsedAt = used.UTC()
 	}
 	return c, nil
 }

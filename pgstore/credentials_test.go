@@ -191,3 +191,33 @@ func BenchmarkCredentialStoreGet(b *testing.B) {
 		}
 	}
 }
+
+// TestCredentialLastUseNotifiesNoCache: recording a key's last use changes no cached field, so it
+// sends no notification (each would drop the key from every replica's cache, once a minute per key,
+// and take the commit lock notifications need); a revocation still does. Notifications arrive in
+// commit order, so the first one after both writes must be the revoked key's.
+func TestCredentialLastUseNotifiesNoCache(t *testing.T) {
+	pool, schema := pgtest.Pool(t)
+	ctx := context.Background()
+	opts := &pgstore.CredentialStoreOptions{Schema: schema}
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	s := must(pgstore.NewCredentialStore(pool, opts))
+	used, revoked := credentialtest.Credential(1, "lic_a", apikey.Live), credentialtest.Credential(2, "lic_a", apikey.Live)
+	require.NoError(t, s.Put(ctx, used))
+	require.NoError(t, s.Put(ctx, revoked))
+
+	conn := must(pool.Acquire(ctx))
+	defer conn.Release()
+	_, err := conn.Exec(ctx, `LISTEN "`+pgstore.CredentialChannel(opts)+`"`)
+	require.NoError(t, err)
+	require.NoError(t, s.MarkUsed(ctx, map[string]time.Time{used.ID: time.Now()}))
+	require.NoError(t, s.Revoke(ctx, revoked.ID, time.Now()))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := conn.Conn().WaitForNotification(wctx)
+	require.NoError(t, err)
+	require.Equal(t, revoked.Hash.String(), n.Payload, "the first notification is the revocation's, not the last use's")
+	got, err := s.Lookup(ctx, used.ID)
+	require.NoError(t, err)
+	require.False(t, got.LastUsedAt.IsZero(), "the last use was written")
+}

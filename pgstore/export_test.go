@@ -96,3 +96,9 @@ func CredentialCacheLen(s *CredentialStore) int { return s.cache.len() }
 
 // PinCacheLen is how many pins s's cache holds.
 func PinCacheLen(s *PinStore) int { return s.cache.len() }
+
+// CredentialChannel is the channel the credentials table of o notifies on.
+func CredentialChannel(o *CredentialStoreOptions) string {
+	c := credResolve(o)
+	return c.channel()
+}

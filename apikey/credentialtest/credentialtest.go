@@ -36,6 +36,13 @@ func Run(t *testing.T, newStore func(t *testing.T) apikey.CredentialStore) {
 		{"ConcurrentPutSameID", testConcurrentPut},
 		{"ConcurrentRevoke", testConcurrentRevoke},
 		{"CanceledContext", testCanceled},
+		{"Permissions", testPermissions},
+		{"Lookup", testLookup},
+		{"ListActive", testList},
+		{"Roll", testRoll},
+		{"RollRefused", testRollRefused},
+		{"ConcurrentRoll", testConcurrentRoll},
+		{"MarkUsed", testMarkUsed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +73,9 @@ func RequireSame(t testing.TB, want, got apikey.Credential) {
 	requireTime(t, want.ID+" CreatedAt", want.CreatedAt, got.CreatedAt)
 	requireTime(t, want.ID+" ExpiresAt", want.ExpiresAt, got.ExpiresAt)
 	requireTime(t, want.ID+" RevokedAt", want.RevokedAt, got.RevokedAt)
+	requireTime(t, want.ID+" LastUsedAt", want.LastUsedAt, got.LastUsedAt)
+	check.Equal(t, want.Permissions == nil, got.Permissions == nil, "%s: a full key (nil Permissions) must stay full, a restricted one restricted", want.ID)
+	check.Equal(t, want.Permissions, got.Permissions, "Permissions of %s", want.ID)
 }
 
 func requireTime(t testing.TB, name string, want, got time.Time) {
@@ -134,6 +144,8 @@ func testInvalid(t *testing.T, s apikey.CredentialStore) {
 		"no environment":  func(c *apikey.Credential) { c.Environment = "" },
 		"bad environment": func(c *apikey.Credential) { c.Environment = "test" },
 		"no hash":         func(c *apikey.Credential) { c.Hash = apikey.KeyHash{} },
+		"no permission":   func(c *apikey.Credential) { c.Permissions = []string{} },
+		"bad permission":  func(c *apikey.Credential) { c.Permissions = []string{"orders:delete"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := Credential(1, "lic_a", apikey.Sandbox)
@@ -275,4 +287,174 @@ func testCanceled(t *testing.T, s apikey.CredentialStore) {
 	_, err := s.Get(ctx, c.Hash)
 	check.Error(t, err)
 	check.NotErrorIs(t, err, apikey.ErrCredentialNotFound, "a failed lookup must not read as an unknown key")
+}
+
+func testPermissions(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	full := Credential(1, "lic_a", apikey.Live)
+	restricted := Credential(2, "lic_a", apikey.Live)
+	restricted.Permissions = []string{"events:read", "orders:write"}
+	check.NoError(t, s.Put(ctx, full))
+	check.NoError(t, s.Put(ctx, restricted))
+	for _, c := range []apikey.Credential{full, restricted} {
+		got, err := s.Get(ctx, c.Hash)
+		check.NoError(t, err)
+		RequireSame(t, c, got)
+	}
+	// What a caller does with a returned credential does not reach the store.
+	got, err := s.Get(ctx, restricted.Hash)
+	check.NoError(t, err)
+	got.Permissions[0] = "orders:read"
+	again, err := s.Get(ctx, restricted.Hash)
+	check.NoError(t, err)
+	RequireSame(t, restricted, again)
+}
+
+func testLookup(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", apikey.Sandbox)
+	a.Permissions = []string{"orders:read"}
+	check.NoError(t, s.Put(ctx, a))
+	got, err := s.Lookup(ctx, a.ID)
+	check.NoError(t, err)
+	RequireSame(t, a, got)
+	_, err = s.Lookup(ctx, "key_nobody")
+	check.ErrorIs(t, err, apikey.ErrCredentialNotFound)
+}
+
+func testList(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	at := epoch.Add(time.Hour)
+	creds := []apikey.Credential{
+		Credential(1, "lic_a", apikey.Live),    // listed
+		Credential(2, "lic_a", apikey.Live),    // revoked before at: not listed
+		Credential(3, "lic_a", apikey.Live),    // revocation scheduled after at: listed
+		Credential(4, "lic_a", apikey.Live),    // expired at at exactly: not listed
+		Credential(5, "lic_a", apikey.Sandbox), // another environment
+		Credential(6, "lic_b", apikey.Live),    // another licensee
+		Credential(7, "lic_a", apikey.Live),    // never expires: listed
+	}
+	creds[3].ExpiresAt = at
+	creds[6].ExpiresAt = time.Time{}
+	for i := range creds {
+		creds[i].CreatedAt = epoch.Add(time.Duration(i) * time.Second)
+		check.NoError(t, s.Put(ctx, creds[i]))
+	}
+	check.NoError(t, s.Revoke(ctx, creds[1].ID, at.Add(-time.Second)))
+	check.NoError(t, s.Revoke(ctx, creds[2].ID, at.Add(time.Second)))
+	creds[2].RevokedAt = at.Add(time.Second)
+	got, err := s.List(ctx, "lic_a", apikey.Live, at)
+	check.NoError(t, err)
+	check.Len(t, got, 3, "lic_a's live keys that still work at the instant")
+	for i, want := range []apikey.Credential{creds[0], creds[2], creds[6]} {
+		RequireSame(t, want, got[i]) // oldest first
+	}
+	got, err = s.List(ctx, "lic_nobody", apikey.Live, at)
+	check.NoError(t, err)
+	check.Len(t, got, 0)
+}
+
+func testRoll(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	old := Credential(1, "lic_a", apikey.Live)
+	old.Permissions = []string{"orders:read"}
+	check.NoError(t, s.Put(ctx, old))
+	next := Credential(2, "lic_a", apikey.Live)
+	next.Permissions = []string{"orders:read"}
+	next.CreatedAt = epoch.Add(time.Minute)
+	end := next.CreatedAt.Add(24 * time.Hour)
+	check.NoError(t, s.Roll(ctx, old.ID, next, end))
+	got, err := s.Get(ctx, next.Hash)
+	check.NoError(t, err)
+	RequireSame(t, next, got)
+	got, err = s.Get(ctx, old.Hash)
+	check.NoError(t, err)
+	old.RevokedAt = end
+	RequireSame(t, old, got)
+	// Rolling again ends the old key sooner, never later.
+	third := Credential(3, "lic_a", apikey.Live)
+	third.CreatedAt = next.CreatedAt.Add(time.Minute)
+	sooner := third.CreatedAt.Add(time.Hour)
+	check.NoError(t, s.Roll(ctx, old.ID, third, sooner))
+	got, err = s.Get(ctx, old.Hash)
+	check.NoError(t, err)
+	requireTime(t, "RevokedAt after a second roll", sooner, got.RevokedAt)
+	fourth := Credential(4, "lic_a", apikey.Live)
+	fourth.CreatedAt = third.CreatedAt
+	check.NoError(t, s.Roll(ctx, old.ID, fourth, end.Add(time.Hour)))
+	got, err = s.Get(ctx, old.Hash)
+	check.NoError(t, err)
+	requireTime(t, "RevokedAt after a roll asking for later", sooner, got.RevokedAt)
+}
+
+func testRollRefused(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	old := Credential(1, "lic_a", apikey.Live)
+	check.NoError(t, s.Put(ctx, old))
+	next := Credential(2, "lic_a", apikey.Live)
+	check.ErrorIs(t, s.Roll(ctx, "key_nobody", next, epoch.Add(time.Hour)), apikey.ErrCredentialNotFound)
+	check.ErrorIs(t, s.Roll(ctx, old.ID, next, time.Time{}), apikey.ErrZeroRevocation)
+	bad := next
+	bad.Licensee = ""
+	check.ErrorIs(t, s.Roll(ctx, old.ID, bad, epoch.Add(time.Hour)), apikey.ErrInvalidCredential)
+	dup := next
+	dup.Hash = old.Hash
+	check.ErrorIs(t, s.Roll(ctx, old.ID, dup, epoch.Add(time.Hour)), apikey.ErrDuplicateCredential)
+	// Nothing of a refused roll happened: the old key is not revoked, the new one not stored.
+	got, err := s.Get(ctx, old.Hash)
+	check.NoError(t, err)
+	RequireSame(t, old, got)
+	_, err = s.Get(ctx, next.Hash)
+	check.ErrorIs(t, err, apikey.ErrCredentialNotFound, "a refused roll must store nothing")
+	// A key that has ended cannot be rolled.
+	check.NoError(t, s.Revoke(ctx, old.ID, epoch.Add(time.Minute)))
+	next.CreatedAt = epoch.Add(time.Minute)
+	check.ErrorIs(t, s.Roll(ctx, old.ID, next, next.CreatedAt.Add(time.Hour)), apikey.ErrCredentialEnded)
+	_, err = s.Get(ctx, next.Hash)
+	check.ErrorIs(t, err, apikey.ErrCredentialNotFound, "a refused roll must store nothing")
+}
+
+func testConcurrentRoll(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	old := Credential(1, "lic_a", apikey.Live)
+	check.NoError(t, s.Put(ctx, old))
+	const n = 8
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			next := Credential(10+i, "lic_a", apikey.Live)
+			next.CreatedAt = epoch.Add(time.Second)
+			if err := s.Roll(ctx, old.ID, next, epoch.Add(time.Duration(n-i)*time.Hour)); err != nil {
+				t.Errorf("Roll %d: got error %q, want none", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := s.Get(ctx, old.Hash)
+	check.NoError(t, err)
+	requireTime(t, "RevokedAt", epoch.Add(time.Hour), got.RevokedAt) // the earliest end, whatever the order
+	list, err := s.List(ctx, "lic_a", apikey.Live, epoch.Add(time.Minute))
+	check.NoError(t, err)
+	check.Len(t, list, n+1, "every rolled key and the old one, until it ends")
+}
+
+func testMarkUsed(t *testing.T, s apikey.CredentialStore) {
+	ctx := context.Background()
+	a := Credential(1, "lic_a", apikey.Live)
+	b := Credential(2, "lic_a", apikey.Live)
+	check.NoError(t, s.Put(ctx, a))
+	check.NoError(t, s.Put(ctx, b))
+	t1 := epoch.Add(time.Hour)
+	check.NoError(t, s.MarkUsed(ctx, map[string]time.Time{a.ID: t1, "key_nobody": t1}))
+	check.NoError(t, s.MarkUsed(ctx, map[string]time.Time{a.ID: t1.Add(-time.Minute), b.ID: t1.Add(time.Minute)}))
+	check.NoError(t, s.MarkUsed(ctx, nil))
+	a.LastUsedAt, b.LastUsedAt = t1, t1.Add(time.Minute) // the later of the two instants
+	for _, c := range []apikey.Credential{a, b} {
+		got, err := s.Get(ctx, c.Hash)
+		check.NoError(t, err)
+		RequireSame(t, c, got)
+		got, err = s.Lookup(ctx, c.ID)
+		check.NoError(t, err)
+		RequireSame(t, c, got)
+	}
 }
