@@ -80,6 +80,34 @@
 //	problems := apierror.Writer{TypeBase: "https://payments.example/problems/", Logger: logger}
 //	srv.Handler = apierror.WithRequestID(problems.Handler(problems.Recover(problems.ServeMux(mux))))
 //
+// # Documenting problem types
+//
+// A problem's type URI — TypeBase and the code — should lead to a page that says what the code means
+// and what to do about it. ProblemDocs is that documentation for every code a service writes, each
+// with its statuses, a title, what happened and how to fix it; ProblemDocs.Handler serves it at the
+// address TypeBase names, as HTML to a browser and as JSON ({"object":"problem_type",…}) to anything
+// else, with an index of every code. LibraryProblemDocs documents every code of the library's
+// packages. A service appends its own entries and builds the registry once, at start-up, where an
+// entry that repeats a code, has no valid status or leaves its title, description or fix empty is an
+// error naming the entry:
+//
+//	docs, err := apierror.NewProblemDocs(append(apierror.LibraryProblemDocs(),
+//		apierror.ProblemDoc{Code: "order_not_found", Statuses: []int{404}, Title: "Order not found",
+//			Description: "No order of this account has the ID in the path.",
+//			Fix:         "Use the ID returned when the order was created."},
+//	)...)
+//	if err != nil {
+//		return err
+//	}
+//	problems := apierror.Writer{TypeBase: "https://api.example.com/problems/", Logger: logger}
+//	mux.Handle("/problems/", docs.Handler(problems)) // GET /problems/, GET /problems/order_not_found
+//
+// The handler reads the path of TypeBase (here /problems/) from the request's path, so it is mounted
+// at that path on the host TypeBase names, without http.StripPrefix. To keep the registry complete, a
+// service's own test checks that docs.Lookup finds every code it defines; the library does the same
+// for its codes with TestLibraryProblemDocsComplete, which reads the source of its packages and fails
+// on a code written but not documented, and on one documented but no longer written.
+//
 // # Routing and successes
 //
 // Writer.ServeMux serves an http.ServeMux whose own answers become problems: 404 route_not_found for

@@ -72,3 +72,28 @@ func ExampleParse() {
 	fmt.Println(err, p.Status, p.Code, p.Errors[0].Name)
 	// Output: <nil> 400 header_missing Idempotency-Key
 }
+
+// A service documents its own codes beside the library's and serves the pages where its type URIs
+// point.
+func ExampleProblemDocs() {
+	docs, err := apierror.NewProblemDocs(append(apierror.LibraryProblemDocs(), apierror.ProblemDoc{
+		Code: "order_not_found", Statuses: []int{404}, Title: "Order not found",
+		Description: "No order of this account has the ID in the path.",
+		Fix:         "Use the ID returned when the order was created.",
+	})...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	problems := apierror.Writer{TypeBase: "https://api.example.com/problems/"}
+	mux := http.NewServeMux()
+	mux.Handle("/problems/", docs.Handler(problems))
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/problems/order_not_found", nil))
+	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// 200 application/json
+	// {"object":"problem_type","code":"order_not_found","statuses":[404],"title":"Order not found","description":"No order of this account has the ID in the path.","fix":"Use the ID returned when the order was created.","type":"https://api.example.com/problems/order_not_found"}
+}
