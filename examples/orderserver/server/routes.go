@@ -76,7 +76,19 @@ func (s *Server) routes() http.Handler {
 	// Each version's OpenAPI document is public, like the documentation it is.
 	root.Handle("/{version}"+OpenAPIPath, s.versions.Handler(s.openAPIHandler(s.openapi)))
 	root.Handle("/", apiChain)
-	return apierror.WithRequestID(s.problems.Recover(s.strict(root)))
+	// So is the documentation of every problem code, where each problem's type URI points: one page
+	// per code, unversioned (a code means the same in every version), HTML to a browser, JSON
+	// otherwise. It is looked up before the mux, whose /{version}/… patterns would overlap it
+	// ("problems" is never a version name).
+	docs := s.docs.Handler(s.problems)
+	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == strings.TrimSuffix(ProblemsPath, "/") || strings.HasPrefix(r.URL.Path, ProblemsPath) {
+			docs.ServeHTTP(w, r)
+			return
+		}
+		root.ServeHTTP(w, r)
+	})
+	return apierror.WithRequestID(s.problems.Recover(s.strict(top)))
 }
 
 // strict answers as problems what net/http's ServeMux would answer in plain text or HTML, before any

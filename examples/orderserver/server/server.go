@@ -229,7 +229,8 @@ type Server struct {
 	versions     *versioning.Router
 	adminToken   string
 	problems     apierror.Writer
-	tel          *otelconv.Telemetry // nil: no telemetry
+	docs         *apierror.ProblemDocs // every code's documentation, at the problems' type URIs
+	tel          *otelconv.Telemetry   // nil: no telemetry
 	timeouts     graceful.Timeouts
 	log          *slog.Logger
 	now          func() time.Time
@@ -254,11 +255,15 @@ func New(cfg Config) (*Server, error) {
 	if s.adminToken == "" {
 		s.adminToken = NewAdminToken()
 	}
-	s.problems = apierror.Writer{Logger: s.log, Hooks: s.tel.APIError()}
+	// Every problem's type URI resolves to its documentation, which this server serves (ProblemsPath).
+	s.problems = apierror.Writer{TypeBase: problemTypeBase(cfg.BaseURL), Logger: s.log, Hooks: s.tel.APIError()}
+	var err error
+	if s.docs, err = newProblemDocs(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.stats.faults = make(map[string]int64)
 
 	// Authentication: keys are stored as hashes; the environment comes from the key alone.
-	var err error
 	if s.issuer, err = apikey.NewIssuer(cfg.Credentials, &apikey.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
 		LiveBaseURL: cfg.BaseURL, Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
