@@ -37,6 +37,7 @@
 //	mux := http.NewServeMux()
 //	mux.HandleFunc("POST /{version}/orders", createOrder) // writes the v2 shape only
 //	mux.Handle("/{version}/version_pin", router.PinHandler())
+//	mux.Handle("/{version}/changelog", router.ChangelogHandler())
 //	handler := apierror.WithRequestID(auth.Handler(router.Handler(idem.Handler(problems.ServeMux(mux)))))
 //
 // # Versions and their lifecycle
@@ -130,6 +131,19 @@
 // Router.Rollback makes the same move without HTTP. Every move is a compare-and-swap on the pin it
 // was decided on: of concurrent rollbacks exactly one moves the pin, and a rollback racing an
 // upgrade either comes first or finds its version no longer the previous one; never two rollbacks.
+//
+// # Changelog
+//
+// Router.ChangelogHandler serves the changelog from the registry itself — the released versions,
+// newest first, with their dates and each Change's Name, Object and Description in definition
+// order — so it cannot drift from what the router does. Mount it behind the router, for example
+// at "/{version}/changelog" (it answers GET and HEAD, and 405 otherwise):
+//
+//	{"object":"list","data":[{"object":"api_version","version":"v2","released":1759276800,
+//	  "changes":[{"name":"order_side_renamed","object":"order","description":"An order's direction is called side."}]},
+//	 {"object":"api_version","version":"v1","released":1735689600,"deprecated":1767225600,"sunset":1782864000,"changes":[]}]}
+//
+// Its body is the same on every version: the router does not reshape it.
 //
 // # Observing
 //

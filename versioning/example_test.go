@@ -193,6 +193,25 @@ func ExampleRouter_Rollback() {
 	// true versioning: the rollback window has closed: the upgrade from v1 to v2 became final at 2026-02-04T01:00:00Z
 }
 
+// The changelog endpoint lists the changes from their definitions, the same on every version.
+func ExampleRouter_ChangelogHandler() {
+	router, err := versioning.New(exampleRegistry(), &versioning.Options{
+		Now: func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/{version}/changelog", router.ChangelogHandler())
+	w := httptest.NewRecorder()
+	router.Handler(mux).ServeHTTP(w, httptest.NewRequest("GET", "/v1/changelog", nil))
+	fmt.Println(w.Code, w.Header().Get("X-SVC-Version"))
+	fmt.Print(w.Body.String())
+	// Output:
+	// 200 v1
+	// {"object":"list","data":[{"object":"api_version","version":"v2","released":1759276800,"changes":[{"name":"order_side_renamed","object":"order","description":"An order's direction is called side."}]},{"object":"api_version","version":"v1","released":1735689600,"deprecated":1767225600,"sunset":1782864000,"changes":[]}]}
+}
+
 // Webhook payloads are produced at the newest version and rendered at each licensee's pin. With
 // webhook/producer, the Render hook of the Dispatcher and the RangeHandler does this:
 //

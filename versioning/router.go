@@ -125,7 +125,7 @@ type Options struct {
 //
 // A Router is safe for concurrent use. Build one with New; the zero value is not usable: its Decide,
 // Pin, Upgrade, Rollback, Repin, Unpin and RenderEvent return an error that wraps ErrNotBuilt, its
-// Handler and PinHandler answer the opaque 500, and its Registry is nil.
+// Handler, PinHandler and ChangelogHandler answer the opaque 500, and its Registry is nil.
 type Router struct {
 	reg           *Registry
 	now           func() time.Time

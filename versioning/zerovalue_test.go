@@ -50,10 +50,12 @@ func TestZeroValues(t *testing.T) {
 func TestZeroRouterHandlersAnswer500(t *testing.T) {
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("next ran") })
 	for name, h := range map[string]http.Handler{
-		"Handler":        (&versioning.Router{}).Handler(next),
-		"PinHandler":     (&versioning.Router{}).PinHandler(),
-		"nil Handler":    (*versioning.Router)(nil).Handler(next),
-		"nil PinHandler": (*versioning.Router)(nil).PinHandler(),
+		"Handler":              (&versioning.Router{}).Handler(next),
+		"PinHandler":           (&versioning.Router{}).PinHandler(),
+		"nil Handler":          (*versioning.Router)(nil).Handler(next),
+		"nil PinHandler":       (*versioning.Router)(nil).PinHandler(),
+		"ChangelogHandler":     (&versioning.Router{}).ChangelogHandler(),
+		"nil ChangelogHandler": (*versioning.Router)(nil).ChangelogHandler(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := httptest.NewRecorder()
