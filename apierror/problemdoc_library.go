@@ -346,8 +346,18 @@ func LibraryProblemDocs() []ProblemDoc {
 		{
 			Code: "version_downgrade", Statuses: []int{400}, Title: "Version pin cannot move back",
 			Description: "The version pin request asked for a version older than the one the licensee is pinned " +
-				"to. A pin only moves forward.",
-			Fix: "Ask for the pinned version or a newer one in /version.",
+				"to, and not the version its last upgrade came from. A pin moves forward; only the last upgrade " +
+				"can be rolled back, to the version before it, within the rollback window.",
+			Fix: "Ask for the pinned version or a newer one in /version, or for previous_version while GET " +
+				"version_pin shows a rollback_until.",
+		},
+		{
+			Code: "version_upgrade_final", Statuses: []int{409}, Title: "Upgrade is final",
+			Description: "The request asked to roll the last upgrade back to the version before it, and the " +
+				"rollback window (72 hours after the upgrade by default) has closed: the upgrade became final at " +
+				"the time the detail gives. Nothing changed.",
+			Fix: "Stay on the pinned version and adapt the integration to it. A support operator can still move " +
+				"the pin for you when a rollback is unavoidable.",
 		},
 		{
 			Code: "licensee_required", Statuses: []int{401}, Title: "Version pin needs a licensee",

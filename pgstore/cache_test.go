@@ -323,6 +323,9 @@ func TestPinCacheReplicas(t *testing.T) {
 		_, err := a.CompareAndSwap(ctx, "lic_swap", "v1", "v2", pinT0.Add(time.Hour))
 		require.NoError(t, err)
 		requireWithinASecond(t, wb, "lic_swap", time.Now(), version("lic_swap", "v2"))
+		p, err := b.Get(ctx, "lic_swap")
+		require.NoError(t, err)
+		require.Equal(t, "v1", p.Previous, "the cache holds the pin's previous version too")
 	})
 	t.Run("deleted", func(t *testing.T) {
 		pin(t, "lic_delete")

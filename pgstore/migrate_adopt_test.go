@@ -101,10 +101,9 @@ func writeEveryStore(t *testing.T, db pgstore.DB, o storeOpts, v1 bool) {
 func writeCachedStores(t *testing.T, db pgstore.DB, o storeOpts) {
 	t.Helper()
 	ctx := context.Background()
-	_, _, err := must(pgstore.NewPinStore(db, o.pin)).SetIfAbsent(ctx, "lic_1", "v2", pinT0)
-	require.NoError(t, err)
+	writePinAsBefore(t, db, o.pin, "lic_1", "v2")
 	// The credential as the versions before restricted keys wrote it: Put now writes permissions too.
-	_, err = db.Exec(ctx, `INSERT INTO `+credTable(o).Sanitize()+` (id, hash, licensee, environment, created_at, expires_at)
+	_, err := db.Exec(ctx, `INSERT INTO `+credTable(o).Sanitize()+` (id, hash, licensee, environment, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6)`, adoptCred.ID, adoptCred.Hash[:], adoptCred.Licensee, string(adoptCred.Environment),
 		adoptCred.CreatedAt, adoptCred.ExpiresAt)
 	require.NoError(t, err)
@@ -117,6 +116,32 @@ func credTable(o storeOpts) pgx.Identifier {
 		id = pgx.Identifier{o.cred.Schema, id[0]}
 	}
 	return id
+}
+
+// pinTable is the quoted name of the pin store's table.
+func pinTable(o *pgstore.PinStoreOptions) string {
+	name := pgx.Identifier{cmp.Or(o.Table, pgstore.DefaultPinTable)}
+	if o.Schema != "" {
+		name = pgx.Identifier{o.Schema, name[0]}
+	}
+	return name.Sanitize()
+}
+
+// writePinAsBefore pins licensee to version as the versions before migration 3 (a pin's previous
+// version) did, and as replicas of them still do during a rolling upgrade: the store now reads and
+// writes the column that migration adds.
+func writePinAsBefore(t *testing.T, db pgstore.DB, o *pgstore.PinStoreOptions, licensee, version string) {
+	t.Helper()
+	_, err := db.Exec(context.Background(), `INSERT INTO `+pinTable(o)+` (licensee, version, pinned_at) VALUES ($1, $2, $3)`,
+		licensee, version, pinT0)
+	require.NoError(t, err)
+}
+
+// readPinAsBefore reads licensee's pinned version as the versions before migration 3 did.
+func readPinAsBefore(ctx context.Context, db pgstore.DB, o *pgstore.PinStoreOptions, licensee string) (string, error) {
+	var version string
+	err := db.QueryRow(ctx, `SELECT version FROM `+pinTable(o)+` WHERE licensee = $1`, licensee).Scan(&version)
+	return version, err
 }
 
 // writeUncachedStores writes the rest of writeEveryStore: the stores whose migrations add no trigger.
@@ -255,6 +280,7 @@ func checkEveryStore(t *testing.T, db pgstore.DB, o storeOpts) {
 	pin, err := must(pgstore.NewPinStore(db, o.pin)).Get(ctx, "lic_1")
 	require.NoError(t, err)
 	require.Equal(t, "v2", pin.Version)
+	require.Empty(t, pin.Previous, "a pin written before it had a previous version has not moved")
 
 	cred, err := must(pgstore.NewCredentialStore(db, o.cred)).Get(ctx, adoptCred.Hash)
 	require.NoError(t, err)
@@ -313,7 +339,7 @@ func TestMigrateAdoptionTakesNoLock(t *testing.T) {
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
 			writeUncachedStores(t, tx, o, true)
-			_, err = must(pgstore.NewPinStore(tx, o.pin)).Get(ctx, "lic_1")
+			_, err = readPinAsBefore(ctx, tx, o.pin, "lic_1")
 			require.NoError(t, err)
 			// An earlier version's lookup, of the columns it knew.
 			var id string
@@ -345,8 +371,7 @@ func TestMigrateTriggersHoldUpNoReader(t *testing.T) {
 	writer, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = writer.Rollback(ctx) }()
-	_, _, err = must(pgstore.NewPinStore(writer, o.pin)).SetIfAbsent(ctx, "lic_2", "v1", pinT0)
-	require.NoError(t, err)
+	writePinAsBefore(t, writer, o.pin, "lic_2", "v1")
 
 	migrated := make(chan error, 1)
 	go func() { migrated <- pgstore.Migrate(ctx, pool, o.pin) }()
@@ -366,15 +391,16 @@ func TestMigrateTriggersHoldUpNoReader(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
 			WHERE $1 = ANY (pg_blocking_pids(pid)) AND query LIKE '-- Cache invalidation%')`, writerPID).Scan(&waiting))
 	}
+	// The readers during a rolling upgrade are the earlier version's replicas.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	p, err := must(pgstore.NewPinStore(pool, o.pin)).Get(rctx, "lic_1")
+	v, err := readPinAsBefore(rctx, pool, o.pin, "lic_1")
 	require.NoError(t, err, "a reader is not held up")
-	require.Equal(t, "v2", p.Version)
+	require.Equal(t, "v2", v)
 
 	require.NoError(t, writer.Commit(ctx))
 	require.NoError(t, <-migrated)
-	p, err = must(pgstore.NewPinStore(pool, o.pin)).Get(ctx, "lic_2")
+	p, err := must(pgstore.NewPinStore(pool, o.pin)).Get(ctx, "lic_2")
 	require.NoError(t, err)
 	require.Equal(t, "v1", p.Version)
 }

@@ -68,8 +68,9 @@ func parseLicensee(payload string) (string, bool) { return payload, payload != "
 //
 // SetIfAbsent is an INSERT … ON CONFLICT DO NOTHING, so racing first requests of one licensee create
 // exactly one pin; when the insert finds a pin, a second statement reads it (a new snapshot, which
-// sees the row the conflict waited for). CompareAndSwap is one conditional UPDATE; only when it
-// changes nothing does a read tell ErrNotPinned from ErrPinConflict. Licensees are stored with the
+// sees the row the conflict waited for). CompareAndSwap is one conditional UPDATE, which records the
+// version it moves from as the pin's Previous in the same statement; only when it changes nothing
+// does a read tell ErrNotPinned from ErrPinConflict. Licensees are stored with the
 // "C" collation, so List pages in byte order whatever the database's locale. Like every PinStore it
 // takes its arguments as the versioning.Router checked them (see versioning.PinStore) and does not
 // check them again: give it to a Router, and ask the Router (Router.Pins, Router.Pin) rather than the
@@ -122,16 +123,18 @@ func NewPinStore(db DB, opts *PinStoreOptions) (*PinStore, error) {
 	}
 	t := o.table
 	return &PinStore{db: db, cache: c, pool: pool, sql: pinSQL{
-		get: `SELECT version, pinned_at FROM ` + t + ` WHERE licensee = $1`,
+		get: `SELECT version, pinned_at, previous FROM ` + t + ` WHERE licensee = $1`,
 		insert: `INSERT INTO ` + t + ` (licensee, version, pinned_at) VALUES ($1, $2, $3)
 ON CONFLICT (licensee) DO NOTHING
-RETURNING version, pinned_at`,
-		swap: `UPDATE ` + t + ` SET version = $3, pinned_at = $4
+RETURNING version, pinned_at, previous`,
+		// In SET, version is the row's version before the update: from, since the WHERE matched it.
+		swap: `UPDATE ` + t + ` SET version = $3, pinned_at = $4,
+    previous = CASE WHEN version = $3 THEN previous ELSE version END
 WHERE licensee = $1 AND version = $2
-RETURNING version, pinned_at`,
+RETURNING version, pinned_at, previous`,
 		del:         `DELETE FROM ` + t + ` WHERE licensee = $1`,
-		list:        `SELECT licensee, version, pinned_at FROM ` + t + ` WHERE licensee > $1 ORDER BY licensee LIMIT $2`,
-		listVersion: `SELECT licensee, version, pinned_at FROM ` + t + ` WHERE version = $1 AND licensee > $2 ORDER BY licensee LIMIT $3`,
+		list:        `SELECT licensee, version, pinned_at, previous FROM ` + t + ` WHERE licensee > $1 ORDER BY licensee LIMIT $2`,
+		listVersion: `SELECT licensee, version, pinned_at, previous FROM ` + t + ` WHERE version = $1 AND licensee > $2 ORDER BY licensee LIMIT $3`,
 	}}, nil
 }
 
@@ -194,7 +197,7 @@ func (s *PinStore) dropCached(licensee string) {
 
 func (s *PinStore) get(ctx context.Context, licensee string) (versioning.Pin, error) {
 	p := versioning.Pin{Licensee: licensee}
-	err := s.db.QueryRow(ctx, s.sql.get, licensee).Scan(&p.Version, &p.PinnedAt)
+	err := s.db.QueryRow(ctx, s.sql.get, licensee).Scan(&p.Version, &p.PinnedAt, &p.Previous)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return versioning.Pin{}, versioning.ErrNotPinned
 	}
@@ -213,7 +216,7 @@ func (s *PinStore) SetIfAbsent(ctx context.Context, licensee, version string, at
 	defer s.dropCached(licensee)
 	for range pinMaxInsertAttempts {
 		p := versioning.Pin{Licensee: licensee}
-		err := s.db.QueryRow(ctx, s.sql.insert, licensee, version, at).Scan(&p.Version, &p.PinnedAt)
+		err := s.db.QueryRow(ctx, s.sql.insert, licensee, version, at).Scan(&p.Version, &p.PinnedAt, &p.Previous)
 		if err == nil {
 			p.PinnedAt = p.PinnedAt.UTC()
 			return p, true, nil
@@ -241,7 +244,7 @@ func (s *PinStore) CompareAndSwap(ctx context.Context, licensee, from, to string
 	}
 	defer s.dropCached(licensee)
 	p := versioning.Pin{Licensee: licensee}
-	err := s.db.QueryRow(ctx, s.sql.swap, licensee, from, to, at).Scan(&p.Version, &p.PinnedAt)
+	err := s.db.QueryRow(ctx, s.sql.swap, licensee, from, to, at).Scan(&p.Version, &p.PinnedAt, &p.Previous)
 	if err == nil {
 		p.PinnedAt = p.PinnedAt.UTC()
 		return p, nil
@@ -288,7 +291,7 @@ func (s *PinStore) List(ctx context.Context, version, after string, limit int) (
 	}
 	out := make([]versioning.Pin, 0, min(limit, 64))
 	var p versioning.Pin
-	_, err = pgx.ForEachRow(rows, []any{&p.Licensee, &p.Version, &p.PinnedAt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&p.Licensee, &p.Version, &p.PinnedAt, &p.Previous}, func() error {
 		p.PinnedAt = p.PinnedAt.UTC()
 		out = append(out, p)
 		return nil

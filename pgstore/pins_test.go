@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -180,6 +181,111 @@ func TestPinStoreAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pins, 1)
 	require.Equal(t, "lic_shared", pins[0].Licensee)
+}
+
+// TestPinStoreMigrationPrevious: migration 3 adds the pin's previous version to a table in service.
+// While a transaction that wrote a pin stays open the column cannot be added, and the migration
+// waits for it; but it asks for its lock with a short timeout, again and again, so readers of the
+// table — every request's pin lookup on the replicas still running the earlier version — are never
+// queued behind it for longer than that. The pins already there read as pins that never moved.
+func TestPinStoreMigrationPrevious(t *testing.T) {
+	ctx := context.Background()
+	pool, schema := pgtest.Pool(t)
+	opts := &pgstore.PinStoreOptions{Schema: schema}
+	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, 2, opts))
+	table := pgx.Identifier{schema, pgstore.DefaultPinTable}.Sanitize()
+	insert := `INSERT INTO ` + table + ` (licensee, version, pinned_at) VALUES ($1, $2, $3)` // as the earlier version does
+	_, err := pool.Exec(ctx, insert, "lic_1", "v2", pinT0)
+	require.NoError(t, err)
+
+	writer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(ctx) }()
+	_, err = writer.Exec(ctx, insert, "lic_2", "v1", pinT0)
+	require.NoError(t, err)
+
+	migrated := make(chan error, 1)
+	go func() { migrated <- pgstore.Migrate(ctx, pool, opts) }()
+	// Wait until migration 3 has been blocked by the writer at least once.
+	writerPID := int32(writer.Conn().PgConn().PID())
+	deadline := time.Now().Add(patience(t))
+	for blocked := false; !blocked; {
+		select {
+		case err := <-migrated:
+			t.Fatalf("the migration did not wait for the open write: %v", err)
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "the migration never waited for the writer's lock")
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE $1 = ANY (pg_blocking_pids(pid)) AND query LIKE '-- The rollback window%')`, writerPID).Scan(&blocked))
+	}
+	for i := range 10 {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var v string
+		err := pool.QueryRow(rctx, `SELECT version FROM `+table+` WHERE licensee = 'lic_1'`).Scan(&v)
+		cancel()
+		require.NoError(t, err, "reader %d is not held up", i)
+		require.Equal(t, "v2", v)
+	}
+	select {
+	case err := <-migrated:
+		t.Fatalf("the migration ended while the writer's transaction was open: %v", err)
+	default:
+	}
+
+	require.NoError(t, writer.Commit(ctx))
+	require.NoError(t, <-migrated)
+	s := must(pgstore.NewPinStore(pool, opts))
+	for _, lic := range []string{"lic_1", "lic_2"} {
+		p, err := s.Get(ctx, lic)
+		require.NoError(t, err)
+		require.Empty(t, p.Previous, "%s was pinned before pins had a previous version", lic)
+	}
+	p, err := s.CompareAndSwap(ctx, "lic_2", "v1", "v2", pinT0.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, versioning.Pin{Licensee: "lic_2", Version: "v2", PinnedAt: pinT0.Add(time.Hour), Previous: "v1"}, p)
+	require.NoError(t, pgstore.Migrate(ctx, pool, opts), "running it again changes nothing")
+}
+
+// Replicas of a service roll one licensee's upgrade back at once, through the shared store: exactly
+// one rollback moves the pin, and the others find nothing left to roll back.
+func TestPinStoreRollbackAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	s, _, opts := newPinStore(t)
+	other := must(pgstore.NewPinStore(replicaPool(t), opts))
+	reg, err := versioning.NewRegistry([]versioning.Version{{Name: "v1"}, {Name: "v2"}},
+		[]versioning.Change{{Name: "pin_test_step", Version: "v2"}})
+	require.NoError(t, err)
+	now := func() time.Time { return pinT0.Add(time.Hour) }
+	routers := []*versioning.Router{
+		must(versioning.New(reg, &versioning.Options{Now: now, Pins: s})),
+		must(versioning.New(reg, &versioning.Options{Now: now, Pins: other})),
+	}
+	_, _, err = s.SetIfAbsent(ctx, "lic_roll", "v1", pinT0)
+	require.NoError(t, err)
+	up, err := routers[0].Upgrade(ctx, "lic_roll", "v2")
+	require.NoError(t, err)
+	require.Equal(t, "v1", up.Previous)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = routers[i%2].Rollback(ctx, "lic_roll") })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		require.ErrorIs(t, err, versioning.ErrNoRollback)
+	}
+	require.Equal(t, 1, won, "exactly one rollback wins")
+	p, err := s.Get(ctx, "lic_roll")
+	require.NoError(t, err)
+	require.Equal(t, "v1", p.Version)
+	require.Equal(t, "v2", p.Previous)
 }
 
 func BenchmarkPinStoreGet(b *testing.B) {

@@ -37,6 +37,7 @@
 //	mux := http.NewServeMux()
 //	mux.HandleFunc("POST /{version}/orders", createOrder) // writes the v2 shape only
 //	mux.Handle("/{version}/version_pin", router.PinHandler())
+//	mux.Handle("/{version}/changelog", router.ChangelogHandler())
 //	handler := apierror.WithRequestID(auth.Handler(router.Handler(idem.Handler(problems.ServeMux(mux)))))
 //
 // # Versions and their lifecycle
@@ -97,9 +98,10 @@
 // default, pgstore.PinStore for services with replicas; versioning/pintest is the conformance suite.
 //
 // The upgrade path is explicit: Router.Upgrade moves a pin forward (compare-and-swap, safe against
-// racing replicas), Router.Repin moves it anywhere (support rolling an upgrade back), and
-// Router.PinHandler is the licensee's own endpoint (GET the pin, POST {"version":"v3"} to upgrade),
-// to mount on the API, for example at "/{version}/version_pin". A pin whose version has been sunset
+// racing replicas), Router.Rollback takes the last upgrade back within the rollback window,
+// Router.Repin moves it anywhere (support's tool, at any time), and Router.PinHandler is the
+// licensee's own endpoint (GET the pin, POST {"version":"v3"} to upgrade or to roll back), to mount
+// on the API, for example at "/{version}/version_pin". A pin whose version has been sunset
 // or removed does not lock its licensee out: the next request on a newer version moves it there.
 // Options.AllowOverride lets chosen requests (the sandbox's) use another version once without
 // moving the pin. Options.PinCacheTTL saves the store round trip; a cached pin is only trusted when
@@ -109,6 +111,39 @@
 // licensee and version (served, refused, deprecated, first and last seen): it tells who still calls a
 // deprecated version before its sunset; Router.Pins lists who is pinned to it, webhook-only
 // licensees included.
+//
+// # Rolling an upgrade back
+//
+// An upgrade that breaks a licensee's integration need not wait for support: for
+// Options.RollbackWindow after it (DefaultRollbackWindow, 72 hours, when zero; negative turns this
+// off) the licensee may move its pin back to where it came from, once. Every move records the
+// version it came from as Pin.Previous, in the same compare-and-swap that moves the pin, and the
+// pin endpoint shows it with the window's end while a rollback is possible:
+//
+//	GET  /v3/version_pin → {"version":"v3","previous_version":"v2","rollback_until":1770206400,…}
+//	POST /v3/version_pin {"version":"v2"} → 200 {"version":"v2","previous_version":"v3",…}
+//
+// After the rollback the pin's previous version is the newer one, so there is nothing left to roll
+// back: asking for an older version again is a plain 400 version_downgrade, and asking for v3 is a
+// new upgrade with a window of its own. Asked for after the window closed, the previous version
+// gets 409 version_upgrade_final, located at /version, whose detail says when the upgrade became
+// final (ErrRollbackExpired); a rollback_until never outlives the previous version's sunset.
+// Router.Rollback makes the same move without HTTP. Every move is a compare-and-swap on the pin it
+// was decided on: of concurrent rollbacks exactly one moves the pin, and a rollback racing an
+// upgrade either comes first or finds its version no longer the previous one; never two rollbacks.
+//
+// # Changelog
+//
+// Router.ChangelogHandler serves the changelog from the registry itself — the released versions,
+// newest first, with their dates and each Change's Name, Object and Description in definition
+// order — so it cannot drift from what the router does. Mount it behind the router, for example
+// at "/{version}/changelog" (it answers GET and HEAD, and 405 otherwise):
+//
+//	{"object":"list","data":[{"object":"api_version","version":"v2","released":1759276800,
+//	  "changes":[{"name":"order_side_renamed","resource":"order","description":"An order's direction is called side."}]},
+//	 {"object":"api_version","version":"v1","released":1735689600,"deprecated":1767225600,"sunset":1782864000,"changes":[]}]}
+//
+// Its body is the same on every version: the router does not reshape it.
 //
 // # Observing
 //

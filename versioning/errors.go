@@ -8,7 +8,8 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 )
 
-// Problem codes the router writes. Every one of them is located at the path parameter "version".
+// Problem codes the router writes. Those of the router's Handler are located at the path parameter
+// "version"; those of the pin endpoint that refuse the version asked for, at the body member /version.
 const (
 	// CodeVersionUnknown: 404, the first path segment names no version that is answering (not a
 	// version name, not registered, or not released yet). The problem lists the supported versions
@@ -26,6 +27,10 @@ const (
 	CodeVersionDowngrade = "version_downgrade"
 	// CodeLicenseeRequired: 401 from the pin endpoint, the request has no licensee.
 	CodeLicenseeRequired = "licensee_required"
+	// CodeVersionUpgradeFinal: 409 from the pin endpoint, located at the body member /version: the
+	// version asked for is the one the pin was upgraded from, but the rollback window
+	// (Options.RollbackWindow) has closed, so the upgrade is final. The detail says since when.
+	CodeVersionUpgradeFinal = "version_upgrade_final"
 )
 
 // ParamVersion is the name problems use to locate the version path segment.
@@ -80,6 +85,13 @@ var (
 	ErrPinUnavailable = errors.New("versioning: pin store unavailable")
 	// ErrDowngrade: Upgrade was asked to move a pin to an older version.
 	ErrDowngrade = errors.New("versioning: an upgrade cannot move a pin to an older version")
+	// ErrRollbackExpired: a rollback to the version a pin was upgraded from, asked for after the
+	// rollback window (Options.RollbackWindow) closed; the upgrade is final. The error's message
+	// says when it became final.
+	ErrRollbackExpired = errors.New("versioning: the rollback window has closed; the upgrade is final")
+	// ErrNoRollback: Rollback found no upgrade to undo: the pin never moved, or its last move was not
+	// an upgrade (a rollback, say, which cannot be rolled back in turn).
+	ErrNoRollback = errors.New("versioning: the pin's last move was not an upgrade; there is nothing to roll back")
 	// ErrNoLicensee: the request carries no licensee, so it has no pin to read or change.
 	ErrNoLicensee = errors.New("versioning: request has no licensee")
 )
@@ -104,6 +116,20 @@ type decisionError struct {
 
 func (e *decisionError) Error() string   { return e.cause.Error() + ": " + e.problem.Detail }
 func (e *decisionError) Unwrap() []error { return []error{e.cause, e.problem} }
+
+// rollbackExpiredError is ErrRollbackExpired with the upgrade it concerns and when that became
+// final, which the pin endpoint's 409 tells the client.
+type rollbackExpiredError struct {
+	from, to string    // the upgrade: from the older version to the newer
+	final    time.Time // the end of its rollback window
+}
+
+func (e *rollbackExpiredError) Error() string {
+	return "versioning: the rollback window has closed: the upgrade from " + e.from + " to " + e.to +
+		" became final at " + e.final.UTC().Format(time.RFC3339)
+}
+
+func (e *rollbackExpiredError) Unwrap() error { return ErrRollbackExpired }
 
 // Problems are built per request: an *apierror.Error is mutable and must not be shared.
 

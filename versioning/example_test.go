@@ -153,6 +153,65 @@ func ExampleRouter_pinning() {
 	// /v2/orders 201
 }
 
+// An upgrade may be rolled back, once, within the rollback window (72 hours unless
+// Options.RollbackWindow says otherwise); the pin endpoint does the same for a POST of the previous
+// version.
+func ExampleRouter_Rollback() {
+	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	router, err := versioning.New(exampleRegistry(), &versioning.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	show := func(what string, p versioning.Pin, err error) {
+		if err != nil {
+			fmt.Println(what+":", err)
+			return
+		}
+		fmt.Printf("%s: on %s, previous %q\n", what, p.Version, p.Previous)
+	}
+	p, err := router.Repin(ctx, "lic_42", "v1") // an integration written for v1
+	show("pinned", p, err)
+	p, err = router.Upgrade(ctx, "lic_42", "v2")
+	show("upgrade", p, err)
+	now = now.Add(time.Hour) // it breaks
+	p, err = router.Rollback(ctx, "lic_42")
+	show("rollback", p, err)
+	_, err = router.Rollback(ctx, "lic_42")
+	fmt.Println("again:", errors.Is(err, versioning.ErrNoRollback))
+	p, err = router.Upgrade(ctx, "lic_42", "v2") // fixed: a new upgrade, a new window
+	show("upgrade", p, err)
+	now = now.Add(versioning.DefaultRollbackWindow)
+	_, err = router.Rollback(ctx, "lic_42")
+	fmt.Println(errors.Is(err, versioning.ErrRollbackExpired), err)
+	// Output:
+	// pinned: on v1, previous ""
+	// upgrade: on v2, previous "v1"
+	// rollback: on v1, previous "v2"
+	// again: true
+	// upgrade: on v2, previous "v1"
+	// true versioning: the rollback window has closed: the upgrade from v1 to v2 became final at 2026-02-04T01:00:00Z
+}
+
+// The changelog endpoint lists the changes from their definitions, the same on every version.
+func ExampleRouter_ChangelogHandler() {
+	router, err := versioning.New(exampleRegistry(), &versioning.Options{
+		Now: func() time.Time { return time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/{version}/changelog", router.ChangelogHandler())
+	w := httptest.NewRecorder()
+	router.Handler(mux).ServeHTTP(w, httptest.NewRequest("GET", "/v1/changelog", nil))
+	fmt.Println(w.Code, w.Header().Get("X-SVC-Version"))
+	fmt.Print(w.Body.String())
+	// Output:
+	// 200 v1
+	// {"object":"list","data":[{"object":"api_version","version":"v2","released":1759276800,"changes":[{"name":"order_side_renamed","resource":"order","description":"An order's direction is called side."}]},{"object":"api_version","version":"v1","released":1735689600,"deprecated":1767225600,"sunset":1782864000,"changes":[]}]}
+}
+
 // Webhook payloads are produced at the newest version and rendered at each licensee's pin. With
 // webhook/producer, the Render hook of the Dispatcher and the RangeHandler does this:
 //

@@ -20,18 +20,22 @@ const MaxLicenseeLen = 512
 // MaxPinList is the largest page PinStore.List returns.
 const MaxPinList = 1000
 
-// Pin is the version a licensee is pinned to, and when it was pinned there. It is a plain value; the
-// zero Pin is "no pin".
+// Pin is the version a licensee is pinned to, when it was pinned there, and where it came from. It
+// is a plain value; the zero Pin is "no pin".
 type Pin struct {
 	Licensee string
 	Version  string
 	PinnedAt time.Time
+	// Previous is the version the pin moved from at its last move to another version, "" when it
+	// never moved. When it is older than Version, the last move was an upgrade, which the licensee
+	// may roll back within Options.RollbackWindow of PinnedAt.
+	Previous string
 }
 
 // PinStore keeps each licensee's pinned version. Implementations must be safe for concurrent use,
 // decide SetIfAbsent and CompareAndSwap atomically, and never read the clock (the time is passed in).
-// Times round-trip with at least millisecond precision. The conformance suite in versioning/pintest
-// checks all of this.
+// Times round-trip with at least millisecond precision, and every method that returns pins returns
+// their Previous too. The conformance suite in versioning/pintest checks all of this.
 //
 // The Router is a store's caller, and checks the arguments before it calls, so a store need not
 // check them again: every licensee is 1 to MaxLicenseeLen bytes of valid UTF-8 without NUL (List's
@@ -43,13 +47,15 @@ type PinStore interface {
 	// Get returns the licensee's pin, or an error wrapping ErrNotPinned.
 	Get(ctx context.Context, licensee string) (Pin, error)
 	// SetIfAbsent pins the licensee to version unless it already has a pin, and returns the pin in
-	// force: the new one (created true) or the one it already had (created false).
+	// force: the new one (created true, with Previous "") or the one it already had (created false).
 	SetIfAbsent(ctx context.Context, licensee, version string, at time.Time) (pin Pin, created bool, err error)
-	// CompareAndSwap moves the licensee's pin from version from to version to, with PinnedAt at. An
-	// unpinned licensee is ErrNotPinned; a pin on another version than from is ErrPinConflict, and
-	// nothing changes. Swapping to the same version succeeds and refreshes PinnedAt.
+	// CompareAndSwap moves the licensee's pin from version from to version to, with PinnedAt at and
+	// Previous from, in the same atomic step. An unpinned licensee is ErrNotPinned; a pin on another
+	// version than from is ErrPinConflict, and nothing changes. Swapping to the same version succeeds,
+	// refreshes PinnedAt and keeps Previous.
 	CompareAndSwap(ctx context.Context, licensee, from, to string, at time.Time) (Pin, error)
-	// Delete removes the licensee's pin, if any (the sandbox's reset); the next request pins afresh.
+	// Delete removes the licensee's pin, if any (the sandbox's reset), Previous included; the next
+	// request pins afresh.
 	Delete(ctx context.Context, licensee string) error
 	// List returns up to limit pins ordered by licensee (bytewise), starting after the licensee
 	// after ("" for the start; not necessarily a pinned one). A non-empty version keeps only the
@@ -174,7 +180,10 @@ func (m *MemoryPinStore) CompareAndSwap(ctx context.Context, licensee, from, to 
 	case p.Version != from:
 		return Pin{}, fmt.Errorf("%w: pinned to %s, not %s", ErrPinConflict, p.Version, from)
 	}
-	p = Pin{Licensee: licensee, Version: to, PinnedAt: at}
+	if from != to {
+		p.Previous = from
+	}
+	p.Version, p.PinnedAt = to, at
 	m.pins[licensee] = p
 	return p, nil
 }

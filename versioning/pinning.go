@@ -47,18 +47,74 @@ func (rt *Router) Pins(ctx context.Context, version, after string, limit int) ([
 // target must be registered and answering now (ErrUnknownVersion, ErrVersionSunset), and not older
 // than the current pin (ErrDowngrade) unless the current pin has lapsed (sunset or removed).
 // Upgrading to the version already pinned succeeds without a change; an unpinned licensee is pinned
-// to to. Upgrade is safe against concurrent changes: it moves the pin by compare-and-swap.
+// to to. Upgrade is safe against concurrent changes: it moves the pin by compare-and-swap. The
+// resulting pin's Previous is the version it came from, to which Rollback may return it within
+// Options.RollbackWindow.
 func (rt *Router) Upgrade(ctx context.Context, licensee, to string) (Pin, error) {
-	return rt.repin(ctx, licensee, to, false)
+	return rt.repin(ctx, licensee, to, forwardOnly)
+}
+
+// Rollback moves the licensee's pin back to the version its last upgrade came from (Pin.Previous),
+// within Options.RollbackWindow of that upgrade: the licensee's way out of an upgrade that broke its
+// integration. The resulting pin's Previous is the newer version, so a rollback cannot be rolled
+// back in turn (Upgrade goes forward again, and opens a new window).
+//
+// An unpinned licensee is ErrNotPinned; a pin whose last move was not an upgrade (or that never
+// moved) is ErrNoRollback; past the window, or with a negative RollbackWindow, the upgrade is final:
+// ErrRollbackExpired, whose message says since when. The version to go back to must still answer
+// (ErrUnknownVersion, ErrVersionSunset). Rollback moves the pin by compare-and-swap: of concurrent
+// rollbacks, and of a rollback racing an upgrade, exactly one move wins, and a rollback that loses
+// decides again on the pin in force (usually ErrNoRollback).
+func (rt *Router) Rollback(ctx context.Context, licensee string) (Pin, error) {
+	if rt == nil || rt.reg == nil {
+		return Pin{}, errZeroRouter
+	}
+	if err := checkLicensee(licensee); err != nil {
+		return Pin{}, err
+	}
+	now := rt.now()
+	for range maxSwapAttempts {
+		cur, err := rt.pins.Get(ctx, licensee)
+		if err != nil {
+			return Pin{}, err
+		}
+		if !older(cur.Previous, cur.Version) {
+			return Pin{}, fmt.Errorf("%w: pinned to %s", ErrNoRollback, cur.Version)
+		}
+		if err := rt.answers(cur.Previous, now); err != nil {
+			return Pin{}, err
+		}
+		if err := rt.checkRollback(cur, now); err != nil {
+			return Pin{}, err
+		}
+		p, done, err := rt.swap(ctx, cur, cur.Previous, now)
+		if err != nil {
+			return Pin{}, err
+		}
+		if done {
+			return p, nil
+		}
+	}
+	return Pin{}, fmt.Errorf("%w: gave up after %d attempts", ErrPinConflict, maxSwapAttempts)
 }
 
 // Repin moves the licensee's pin to any version answering now, older ones included: the support
-// operation for a licensee who must roll an upgrade back. Otherwise it behaves as Upgrade.
+// operation for a licensee who must go back outside the rollback window. Otherwise it behaves as
+// Upgrade; like every move, it records the version the pin came from in Previous.
 func (rt *Router) Repin(ctx context.Context, licensee, to string) (Pin, error) {
-	return rt.repin(ctx, licensee, to, true)
+	return rt.repin(ctx, licensee, to, anyDirection)
 }
 
-func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade bool) (Pin, error) {
+// moveRule says which moves repin allows.
+type moveRule int
+
+const (
+	forwardOnly       moveRule = iota // Upgrade: never to an older version
+	anyDirection                      // Repin
+	forwardOrRollback                 // the pin endpoint's POST: forward, or back to Previous within the window
+)
+
+func (rt *Router) repin(ctx context.Context, licensee, to string, rule moveRule) (Pin, error) {
 	if rt == nil || rt.reg == nil {
 		return Pin{}, errZeroRouter
 	}
@@ -66,12 +122,8 @@ func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade
 	if err := checkLicensee(licensee); err != nil {
 		return Pin{}, err
 	}
-	v, ok := rt.reg.Lookup(to)
-	if !ok || !v.IsReleased(now) {
-		return Pin{}, fmt.Errorf("%w: %q", ErrUnknownVersion, to)
-	}
-	if v.IsSunset(now) {
-		return Pin{}, fmt.Errorf("%w: %s", ErrVersionSunset, to)
+	if err := rt.answers(to, now); err != nil {
+		return Pin{}, err
 	}
 	for range maxSwapAttempts {
 		cur, err := rt.pins.Get(ctx, licensee)
@@ -94,21 +146,91 @@ func (rt *Router) repin(ctx context.Context, licensee, to string, allowDowngrade
 			rt.cache.put(licensee, cur, now)
 			return cur, nil
 		}
-		if !allowDowngrade && !rt.pinLapsed(cur.Version, now) && rt.newer(cur.Version, to) {
-			return Pin{}, fmt.Errorf("%w: pinned to %s, asked for %s", ErrDowngrade, cur.Version, to)
+		if rule != anyDirection && !rt.pinLapsed(cur.Version, now) && rt.newer(cur.Version, to) {
+			if rule != forwardOrRollback || to != cur.Previous {
+				return Pin{}, fmt.Errorf("%w: pinned to %s, asked for %s", ErrDowngrade, cur.Version, to)
+			}
+			// Back to where the last upgrade came from: a rollback, while the window is open.
+			if err := rt.checkRollback(cur, now); err != nil {
+				return Pin{}, err
+			}
 		}
-		p, err := rt.pins.CompareAndSwap(ctx, licensee, cur.Version, to, now)
-		if errors.Is(err, ErrPinConflict) || errors.Is(err, ErrNotPinned) {
-			continue
-		}
+		p, done, err := rt.swap(ctx, cur, to, now)
 		if err != nil {
 			return Pin{}, err
 		}
-		rt.cache.put(licensee, p, now)
-		rt.log.InfoContext(ctx, "versioning: moved a pin", "licensee", licensee, "from", cur.Version, "to", to)
-		return p, nil
+		if done {
+			return p, nil
+		}
 	}
 	return Pin{}, fmt.Errorf("%w: gave up after %d attempts", ErrPinConflict, maxSwapAttempts)
+}
+
+// answers reports whether a pin may be moved to the version name at now: it is registered and
+// released (ErrUnknownVersion), and not sunset (ErrVersionSunset).
+func (rt *Router) answers(name string, now time.Time) error {
+	v, ok := rt.reg.Lookup(name)
+	if !ok || !v.IsReleased(now) {
+		return fmt.Errorf("%w: %q", ErrUnknownVersion, name)
+	}
+	if v.IsSunset(now) {
+		return fmt.Errorf("%w: %s", ErrVersionSunset, name)
+	}
+	return nil
+}
+
+// swap moves the pin cur to the version to by compare-and-swap. It reports false, with no error,
+// when the pin changed or vanished meanwhile: the caller decides again on the pin in force, so that
+// a decision is only ever carried out on the pin it was made on.
+func (rt *Router) swap(ctx context.Context, cur Pin, to string, now time.Time) (Pin, bool, error) {
+	p, err := rt.pins.CompareAndSwap(ctx, cur.Licensee, cur.Version, to, now)
+	if errors.Is(err, ErrPinConflict) || errors.Is(err, ErrNotPinned) {
+		return Pin{}, false, nil
+	}
+	if err != nil {
+		return Pin{}, false, err
+	}
+	rt.cache.put(cur.Licensee, p, now)
+	rt.log.InfoContext(ctx, "versioning: moved a pin", "licensee", cur.Licensee, "from", cur.Version, "to", to)
+	return p, true, nil
+}
+
+// checkRollback reports whether the pin p, whose Previous is older than its Version, may still be
+// moved back at now: nil within the rollback window, a *rollbackExpiredError after it.
+func (rt *Router) checkRollback(p Pin, now time.Time) error {
+	if rt.window < 0 { // no rollback: every upgrade is final at once
+		return &rollbackExpiredError{from: p.Previous, to: p.Version, final: p.PinnedAt}
+	}
+	final := p.PinnedAt.Add(rt.window)
+	if now.Before(final) {
+		return nil
+	}
+	return &rollbackExpiredError{from: p.Previous, to: p.Version, final: final}
+}
+
+// rollbackUntil reports until when the licensee of p may move it back to p.Previous, and false
+// when it may not at now: the last move was no upgrade, the window has closed, or the previous
+// version no longer answers. The window ends early when that version is sunset within it.
+func (rt *Router) rollbackUntil(p Pin, now time.Time) (time.Time, bool) {
+	if rt.window < 0 || !older(p.Previous, p.Version) {
+		return time.Time{}, false
+	}
+	v, ok := rt.reg.Lookup(p.Previous)
+	if !ok || !v.IsSupported(now) {
+		return time.Time{}, false
+	}
+	until := p.PinnedAt.Add(rt.window)
+	if !v.Sunset.IsZero() && v.Sunset.Before(until) {
+		until = v.Sunset
+	}
+	return until, now.Before(until)
+}
+
+// older reports whether a and b are well-formed version names and a has the lower number.
+func older(a, b string) bool {
+	na, okA := parseName(a)
+	nb, okB := parseName(b)
+	return okA && okB && na < nb
 }
 
 // Unpin removes the licensee's pin (the sandbox's reset): its next request pins afresh.
@@ -151,6 +273,12 @@ type PinResource struct {
 	PinnedAt  int64    `json:"pinned_at"` // Unix seconds
 	Newest    string   `json:"newest_version"`
 	Supported []string `json:"supported_versions"`
+	// Previous is the version the pin moved from at its last move (Pin.Previous); left out when it
+	// never moved.
+	Previous string `json:"previous_version,omitempty"`
+	// RollbackUntil is when the window to move the pin back to Previous closes, in Unix seconds
+	// (rounded down); present only while such a rollback is possible.
+	RollbackUntil int64 `json:"rollback_until,omitempty"`
 }
 
 // PinHandler returns the licensee's own endpoint for its pin, to mount behind authentication and
@@ -158,11 +286,19 @@ type PinResource struct {
 // version):
 //
 //	GET  → 200 {"object":"version_pin","version":"v1","pinned_at":…,"newest_version":"v2","supported_versions":[…]}
-//	POST {"version":"v2"} → 200 with the new pin (Upgrade: forward only)
+//	POST {"version":"v2"} → 200 with the new pin (Upgrade: forward)
+//
+// After an upgrade the pin names where it came from, and until when it may go back:
+//
+//	{"object":"version_pin","version":"v2","pinned_at":…,"previous_version":"v1","rollback_until":…,…}
+//
+// and POST {"version":"v1"} before rollback_until moves it back (Rollback), once: the pin's
+// previous_version is then v2, and asking for an older version again is a plain downgrade.
 //
 // A request without a licensee gets 401 licensee_required; an unknown, sunset or older target gets a
-// 400 located at the body member /version. The handler pins an unpinned licensee on GET as its first
-// request would.
+// 400 located at the body member /version, except the version of the last upgrade's origin after
+// its rollback window, which gets 409 version_upgrade_final there, saying since when the upgrade is
+// final. The handler pins an unpinned licensee on GET as its first request would.
 func (rt *Router) PinHandler() http.Handler {
 	if rt == nil || rt.reg == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroRouter) })
@@ -206,7 +342,7 @@ func (rt *Router) PinHandler() http.Handler {
 				rt.writer.Write(w, r, apierror.MissingField("/version"))
 				return
 			}
-			pin, err = rt.Upgrade(r.Context(), lic, *in.Version)
+			pin, err = rt.repin(r.Context(), lic, *in.Version, forwardOrRollback)
 		default:
 			rt.writer.Write(w, r, apierror.MethodNotAllowed(r.Method, http.MethodGet, http.MethodHead, http.MethodPost))
 			return
@@ -216,8 +352,12 @@ func (rt *Router) PinHandler() http.Handler {
 			return
 		}
 		now := rt.now()
-		body, _ := json.Marshal(PinResource{Object: "version_pin", Version: pin.Version, PinnedAt: pin.PinnedAt.Unix(),
-			Newest: newestOf(rt.reg.Supported(now)), Supported: rt.reg.Supported(now)})
+		res := PinResource{Object: "version_pin", Version: pin.Version, PinnedAt: pin.PinnedAt.Unix(),
+			Newest: newestOf(rt.reg.Supported(now)), Supported: rt.reg.Supported(now), Previous: pin.Previous}
+		if until, ok := rt.rollbackUntil(pin, now); ok {
+			res.RollbackUntil = until.Unix()
+		}
+		body, _ := json.Marshal(res)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(append(body, '\n'))
@@ -235,6 +375,14 @@ func (rt *Router) pinProblem(ctx context.Context, lic string, err error) error {
 		return invalid(CodeVersionSunset, "the version is sunset; choose a supported one")
 	case errors.Is(err, ErrDowngrade):
 		return invalid(CodeVersionDowngrade, "must not be older than the pinned version: an upgrade only moves forward")
+	case errors.Is(err, ErrRollbackExpired):
+		detail := "the upgrade is final; a pin moves back only within the rollback window after an upgrade"
+		var x *rollbackExpiredError
+		if errors.As(err, &x) {
+			detail = "the upgrade from " + x.from + " to " + x.to + " became final at " + x.final.UTC().Format(time.RFC3339) +
+				"; a pin moves back only within the rollback window after an upgrade"
+		}
+		return apierror.Conflict(CodeVersionUpgradeFinal, detail, apierror.Body("/version", CodeVersionUpgradeFinal, detail))
 	case errors.Is(err, ErrInvalidPin):
 		rt.log.ErrorContext(ctx, "versioning: the Licensee hook returned a licensee no store accepts", "error", err)
 		return apierror.Internal()

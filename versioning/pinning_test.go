@@ -445,7 +445,10 @@ func TestPinHandler(t *testing.T) {
 	require.Equal(t, testNow.Unix(), pr.PinnedAt)
 	require.Equal(t, 403, do(t, h, request{path: "/v1/version_pin", licensee: "lic_old"}).Code, "v1 is no longer enabled")
 
-	w = do(t, h, request{method: "POST", path: "/v2/version_pin", licensee: "lic_old", body: `{"version":"v1"}`})
+	// Going back to v1 now would roll lic_old's upgrade back (TestRollbackWithinWindow); a pin that
+	// never moved has no upgrade to undo.
+	e.pin(t, "lic_v2", "v2")
+	w = do(t, h, request{method: "POST", path: "/v2/version_pin", licensee: "lic_v2", body: `{"version":"v1"}`})
 	p := problem(t, w, 400, versioning.CodeVersionDowngrade)
 	require.Equal(t, "/version", p.Errors[0].Pointer)
 

@@ -18,6 +18,7 @@ const (
 	DefaultMaxResponseBody = 16 << 20
 	DefaultRetryAfter      = time.Second
 	DefaultPinCacheSize    = 100_000
+	DefaultRollbackWindow  = 72 * time.Hour
 )
 
 // FirstUse says which version an unpinned licensee is pinned to by its first request. The zero value
@@ -73,6 +74,12 @@ type Options struct {
 	PinCacheTTL time.Duration
 	// PinCacheSize bounds the cached pins; zero means DefaultPinCacheSize.
 	PinCacheSize int
+	// RollbackWindow is how long after an upgrade (from the pin's PinnedAt) the licensee may move
+	// its pin back, once, to the version it came from (Pin.Previous), through the pin endpoint or
+	// Router.Rollback; afterwards the upgrade is final. The window also closes when that version is
+	// sunset. Zero means DefaultRollbackWindow (72 hours); negative means no rollback at all: every
+	// upgrade is final at once.
+	RollbackWindow time.Duration
 	// Hooks, when set, are told about every request the router decides, unknown versions included:
 	// the telemetry that tells a team who still calls a deprecated version (UsageCounter.Observe)
 	// and what every version answers (otelconv fills them). A nil *Hooks, and a nil field, call
@@ -117,8 +124,8 @@ type Options struct {
 // bodies for older versions with the registry's changes.
 //
 // A Router is safe for concurrent use. Build one with New; the zero value is not usable: its Decide,
-// Pin, Upgrade, Repin, Unpin and RenderEvent return an error that wraps ErrNotBuilt, its Handler and
-// PinHandler answer the opaque 500, and its Registry is nil.
+// Pin, Upgrade, Rollback, Repin, Unpin and RenderEvent return an error that wraps ErrNotBuilt, its
+// Handler, PinHandler and ChangelogHandler answer the opaque 500, and its Registry is nil.
 type Router struct {
 	reg           *Registry
 	now           func() time.Time
@@ -126,6 +133,7 @@ type Router struct {
 	licensee      conventions.CallerFunc
 	allowOverride func(*http.Request, string, string, string) bool
 	firstUse      FirstUse
+	window        time.Duration // Options.RollbackWindow with its default; negative: no rollback
 	cache         *pinCache
 	decided       func(context.Context, Observation) // Hooks.Decided, nil for none
 	strip         bool
@@ -151,7 +159,7 @@ func New(reg *Registry, opts *Options) (*Router, error) {
 	}
 	rt := &Router{
 		reg: reg, now: o.Now, pins: o.Pins, licensee: o.Licensee, allowOverride: o.AllowOverride,
-		firstUse: o.FirstUse, strip: o.StripVersion, successorLink: o.SuccessorLink,
+		firstUse: o.FirstUse, window: o.RollbackWindow, strip: o.StripVersion, successorLink: o.SuccessorLink,
 		maxReq: o.MaxRequestBody, maxResp: o.MaxResponseBody, retryAfter: o.RetryAfter,
 		writer: o.Problems, log: o.Logger,
 	}
@@ -172,6 +180,9 @@ func New(reg *Registry, opts *Options) (*Router, error) {
 	}
 	if rt.retryAfter <= 0 {
 		rt.retryAfter = DefaultRetryAfter
+	}
+	if rt.window == 0 {
+		rt.window = DefaultRollbackWindow
 	}
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)

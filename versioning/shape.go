@@ -53,6 +53,7 @@ type shapingWriter struct {
 	status   int
 	mode     int
 	tooLarge bool
+	verbatim bool // the handler's body is the same in every version (unshaped): pass it through
 }
 
 func (s *shapingWriter) Header() http.Header { return s.w.Header() }
@@ -72,7 +73,7 @@ func (s *shapingWriter) WriteHeader(code int) {
 	// A signed body (range retrieval's X-SVC-Signature) goes out byte for byte: the signature covers
 	// those bytes, and its signer rendered them for the licensee's version already (EventRenderer).
 	signed := h.Get(webhook.HeaderSignature) != ""
-	jsonBody := isJSON(h.Get("Content-Type")) && bodyAllowed(code) && !signed
+	jsonBody := isJSON(h.Get("Content-Type")) && bodyAllowed(code) && !signed && !s.verbatim
 	encoded := h.Get("Content-Encoding") != "" && h.Get("Content-Encoding") != "identity"
 	switch {
 	case jsonBody && s.r.Method != http.MethodHead && !encoded:

@@ -30,6 +30,8 @@ func TestZeroValues(t *testing.T) {
 		{"Router.Decide", func() error { _, err := (&versioning.Router{}).Decide(req()); return err }},
 		{"Router.Pin", func() error { _, err := (&versioning.Router{}).Pin(ctx, "lic_1"); return err }},
 		{"Router.Upgrade", func() error { _, err := (&versioning.Router{}).Upgrade(ctx, "lic_1", "v2"); return err }},
+		{"Router.Rollback", func() error { _, err := (&versioning.Router{}).Rollback(ctx, "lic_1"); return err }},
+		{"nil Router.Rollback", func() error { _, err := (*versioning.Router)(nil).Rollback(ctx, "lic_1"); return err }},
 		{"Router.Repin", func() error { _, err := (&versioning.Router{}).Repin(ctx, "lic_1", "v1"); return err }},
 		{"Router.Unpin", func() error { return (&versioning.Router{}).Unpin(ctx, "lic_1") }},
 		{"Router.Pins", func() error { _, err := (&versioning.Router{}).Pins(ctx, "v1", "", 10); return err }},
@@ -48,10 +50,12 @@ func TestZeroValues(t *testing.T) {
 func TestZeroRouterHandlersAnswer500(t *testing.T) {
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("next ran") })
 	for name, h := range map[string]http.Handler{
-		"Handler":        (&versioning.Router{}).Handler(next),
-		"PinHandler":     (&versioning.Router{}).PinHandler(),
-		"nil Handler":    (*versioning.Router)(nil).Handler(next),
-		"nil PinHandler": (*versioning.Router)(nil).PinHandler(),
+		"Handler":              (&versioning.Router{}).Handler(next),
+		"PinHandler":           (&versioning.Router{}).PinHandler(),
+		"nil Handler":          (*versioning.Router)(nil).Handler(next),
+		"nil PinHandler":       (*versioning.Router)(nil).PinHandler(),
+		"ChangelogHandler":     (&versioning.Router{}).ChangelogHandler(),
+		"nil ChangelogHandler": (*versioning.Router)(nil).ChangelogHandler(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := httptest.NewRecorder()

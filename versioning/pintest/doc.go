@@ -38,7 +38,9 @@
 // An unpinned licensee is ErrNotPinned; SetIfAbsent creates exactly once, also when many goroutines
 // race on one licensee, and otherwise returns the pin in force unchanged; CompareAndSwap moves a pin
 // only from the expected version (ErrPinConflict otherwise, ErrNotPinned for none), exactly once under
-// a race; Delete removes (and is a no-op when there is nothing); List filters by version and pages by
+// a race; a pin's Previous is "" until it moves, then the version its last move came from, in the
+// swap's result and in every Get and List after it, kept by a swap to the same version, a conflict
+// and SetIfAbsent, and forgotten by Delete; Delete removes (and is a no-op when there is nothing); List filters by version and pages by
 // licensee in byte order with an exclusive cursor; licensees that differ only in case, accents, or LIKE
 // and separator characters never see each other's pins; a cancelled context is an error and stores
 // nothing. The suite calls a store only as the Router does (see versioning.PinStore): a store need

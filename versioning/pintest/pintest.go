@@ -39,6 +39,12 @@ func Run(t *testing.T, newStore func(t *testing.T) versioning.PinStore) {
 		{"CompareAndSwapUnpinned", testCompareAndSwapUnpinned},
 		{"CompareAndSwapSameVersion", testCompareAndSwapSame},
 		{"CompareAndSwapRace", testCompareAndSwapRace},
+		{"PreviousAfterSwap", testPreviousAfterSwap},
+		{"PreviousKeptBySameVersionSwap", testPreviousKeptBySameVersion},
+		{"PreviousKeptByConflict", testPreviousKeptByConflict},
+		{"PreviousKeptBySetIfAbsent", testPreviousKeptBySetIfAbsent},
+		{"PreviousClearedByDelete", testPreviousClearedByDelete},
+		{"PreviousListed", testPreviousListed},
 		{"Delete", testDelete},
 		{"ListByVersion", testListByVersion},
 		{"ListPaging", testListPaging},
@@ -77,6 +83,7 @@ func requirePin(t *testing.T, want, got versioning.Pin) {
 	check.Equal(t, want.Licensee, got.Licensee)
 	check.Equal(t, want.Version, got.Version)
 	requireTime(t, want.PinnedAt, got.PinnedAt, "PinnedAt")
+	check.Equal(t, want.Previous, got.Previous, "Previous of %s", got.Licensee)
 }
 
 func requireTime(t *testing.T, want, got time.Time, what string) {
@@ -156,7 +163,7 @@ func testCompareAndSwap(t *testing.T, s versioning.PinStore) {
 	later := e.base.Add(48 * time.Hour)
 	p, err := s.CompareAndSwap(e.ctx, lic, "v1", "v2", later)
 	check.NoError(t, err)
-	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: later}
+	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: later, Previous: "v1"}
 	requirePin(t, want, p)
 	got, err := s.Get(e.ctx, lic)
 	check.NoError(t, err)
@@ -224,6 +231,121 @@ func testCompareAndSwapRace(t *testing.T, s versioning.PinStore) {
 	got, err := s.Get(e.ctx, lic)
 	check.NoError(t, err)
 	check.Equal(t, winner.Load(), any(got.Version), "the pin in force is the winning swap's")
+	check.Equal(t, "v1", got.Previous, "the winning swap came from v1")
+}
+
+// The pin's Previous is the version its last move came from, in the swap's result and in every read
+// after it, whichever direction the move went.
+func testPreviousAfterSwap(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	p, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	check.NoError(t, err)
+	check.Equal(t, "", p.Previous, "a new pin has not moved")
+	up := e.base.Add(time.Hour)
+	p, err = s.CompareAndSwap(e.ctx, lic, "v1", "v3", up)
+	check.NoError(t, err)
+	want := versioning.Pin{Licensee: lic, Version: "v3", PinnedAt: up, Previous: "v1"}
+	requirePin(t, want, p)
+	for range 2 { // a read does not change it
+		got, err := s.Get(e.ctx, lic)
+		check.NoError(t, err)
+		requirePin(t, want, got)
+	}
+	back := up.Add(time.Minute)
+	p, err = s.CompareAndSwap(e.ctx, lic, "v3", "v1", back)
+	check.NoError(t, err)
+	want = versioning.Pin{Licensee: lic, Version: "v1", PinnedAt: back, Previous: "v3"}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	check.NoError(t, err)
+	requirePin(t, want, got)
+}
+
+// A swap to the version in force refreshes PinnedAt and keeps Previous: it is no move.
+func testPreviousKeptBySameVersion(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	check.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base.Add(time.Hour))
+	check.NoError(t, err)
+	p, err := s.CompareAndSwap(e.ctx, lic, "v2", "v2", e.base.Add(2*time.Hour))
+	check.NoError(t, err)
+	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base.Add(2 * time.Hour), Previous: "v1"}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	check.NoError(t, err)
+	requirePin(t, want, got)
+}
+
+// A swap that finds another version changes nothing, Previous included.
+func testPreviousKeptByConflict(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	check.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base.Add(time.Hour))
+	check.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v3", e.base.Add(2*time.Hour))
+	check.ErrorIs(t, err, versioning.ErrPinConflict)
+	got, err := s.Get(e.ctx, lic)
+	check.NoError(t, err)
+	requirePin(t, versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base.Add(time.Hour), Previous: "v1"}, got)
+}
+
+// SetIfAbsent on a pin that moved returns it as it is, Previous included, and changes nothing.
+func testPreviousKeptBySetIfAbsent(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	check.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base.Add(time.Hour))
+	check.NoError(t, err)
+	p, created, err := s.SetIfAbsent(e.ctx, lic, "v3", e.base.Add(2*time.Hour))
+	check.NoError(t, err)
+	check.True(t, !created, "a second SetIfAbsent must not create")
+	want := versioning.Pin{Licensee: lic, Version: "v2", PinnedAt: e.base.Add(time.Hour), Previous: "v1"}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	check.NoError(t, err)
+	requirePin(t, want, got)
+}
+
+// Delete forgets the pin's history: the next pin has not moved.
+func testPreviousClearedByDelete(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	lic := e.lic("a")
+	_, _, err := s.SetIfAbsent(e.ctx, lic, "v1", e.base)
+	check.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, lic, "v1", "v2", e.base.Add(time.Hour))
+	check.NoError(t, err)
+	check.NoError(t, s.Delete(e.ctx, lic))
+	p, created, err := s.SetIfAbsent(e.ctx, lic, "v3", e.base.Add(2*time.Hour))
+	check.NoError(t, err)
+	check.True(t, created, "after Delete the next SetIfAbsent creates")
+	want := versioning.Pin{Licensee: lic, Version: "v3", PinnedAt: e.base.Add(2 * time.Hour)}
+	requirePin(t, want, p)
+	got, err := s.Get(e.ctx, lic)
+	check.NoError(t, err)
+	requirePin(t, want, got)
+}
+
+// List returns each pin's Previous, as Get does.
+func testPreviousListed(t *testing.T, s versioning.PinStore) {
+	e := newEnv()
+	from, ver := versionName(1+rand.IntN(99_999_999)), randomVersion()
+	_, _, err := s.SetIfAbsent(e.ctx, e.lic("moved"), from, e.base)
+	check.NoError(t, err)
+	_, err = s.CompareAndSwap(e.ctx, e.lic("moved"), from, ver, e.base.Add(time.Hour))
+	check.NoError(t, err)
+	_, _, err = s.SetIfAbsent(e.ctx, e.lic("stayed"), ver, e.base)
+	check.NoError(t, err)
+	got, err := s.List(e.ctx, ver, "", versioning.MaxPinList)
+	check.NoError(t, err)
+	check.Len(t, got, 2)
+	requirePin(t, versioning.Pin{Licensee: e.lic("moved"), Version: ver, PinnedAt: e.base.Add(time.Hour), Previous: from}, got[0])
+	requirePin(t, versioning.Pin{Licensee: e.lic("stayed"), Version: ver, PinnedAt: e.base}, got[1])
 }
 
 func testDelete(t *testing.T, s versioning.PinStore) {
