@@ -437,6 +437,14 @@ func LibraryProblemDocs() []ProblemDoc {
 		// Package webhook/producer: range retrieval, the delivery history, resend and recover, and the
 		// webhook endpoints API (with the checks of its internal epcheck and of package ssrf).
 		{
+			Code: "request_not_found", Statuses: []int{404}, Title: "Request not found in the log",
+			Description: "No request of your licensee in this environment with this ID is in the request log. " +
+				"Another licensee's request gets this same answer, and the log keeps requests for 7 days by " +
+				"default; a request refused before its key was known (a 401) belongs to no licensee.",
+			Fix: "Take the ID from the X-Request-Id header or the problem's request_id, ask with a key of the " +
+				"same licensee and environment, and within the retention.",
+		},
+		{
 			Code: "invalid_cursor", Statuses: []int{400}, Title: "Pagination cursor invalid",
 			Description: "The starting_after query parameter of the delivery history is not the id of a delivery " +
 				"attempt (att_ and a number).",

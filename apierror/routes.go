@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
 // Codes of the problems a router writes for a request no route serves.
@@ -95,6 +97,7 @@ func (wr Writer) ServeMux(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern != "" {
+			reqnote.From(r.Context()).SetRoute(pattern)
 			mux.ServeHTTP(w, r)
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/svcplatform/conventions/internal/randid"
+	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
 // DefaultTypeBase prefixes a problem's code to form its type URI when the problem has no Type.
@@ -102,6 +103,9 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	delete(h, "Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+	if r != nil {
+		reqnote.From(r.Context()).SetCode(p.Code)
+	}
 	if wr.Hooks != nil {
 		ctx := context.Background()
 		if r != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
 // HeaderAuthorization carries the API key: "Authorization: Bearer <API_KEY>".
@@ -267,6 +268,9 @@ func (a *Authenticator) Handler(next http.Handler) http.Handler {
 			a.logRefusal(r, err)
 			a.writer.Write(w, r, err)
 			return
+		}
+		if n := reqnote.From(r.Context()); n != nil {
+			n.SetPrincipal(p.KeyID, p.Scope(), string(p.Environment))
 		}
 		next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), p)))
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/idempotency/memstore"
+	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
 // Handler returns next wrapped with the middleware.
@@ -53,6 +54,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return
 	}
+	reqnote.From(r.Context()).SetIdempotencyKey(key)
 	x := m.buffers.Get().(*exchange)
 	defer func() {
 		if !x.retained {
@@ -111,6 +113,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	switch a.Decision {
 	case Replay:
+		reqnote.From(r.Context()).SetReplayed(a.Response.Status, a.Response.Header, a.Response.Body)
 		writeReplay(w, a.Response)
 		return
 	case InUse, Reused:

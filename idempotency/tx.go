@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
 // errRollback ends a transaction whose outcome was decided without committing anything.
@@ -97,6 +98,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		switch outcome {
 		case txDecided:
 			if a.Decision == Replay {
+				reqnote.From(r.Context()).SetReplayed(a.Response.Status, a.Response.Header, a.Response.Body)
 				writeReplay(w, a.Response)
 			} else {
 				m.problems.Write(w, r, a.Problem())

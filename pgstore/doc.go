@@ -28,6 +28,9 @@
 //     connection of its own and drops the row. A cache serves only while its listener proves every
 //     second that it missed nothing, so a revocation or a re-pin reaches every replica within one
 //     second, usually within milliseconds, and a listener that is down makes Get read the table.
+//   - RequestLogStore (requestlog.Store): the request log, one multi-row insert per batch, read by
+//     owner and request ID or by owner, newest first, through its indexes, and pruned by time. Migrate
+//     creates its table only when given its options (&RequestLogStoreOptions{}).
 //
 // Stores take a DB the caller owns — a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx — and never close it.
 // No store reads the clock for a time it stores or compares: times are passed in by the packages

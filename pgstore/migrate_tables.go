@@ -12,6 +12,7 @@ var (
 	_ Tables = (*CursorStoreOptions)(nil)
 	_ Tables = (*PinStoreOptions)(nil)
 	_ Tables = (*CredentialStoreOptions)(nil)
+	_ Tables = (*RequestLogStoreOptions)(nil)
 )
 
 func (opts *IdempotencyStoreOptions) migrationTables() (tableSet, error) {
@@ -81,4 +82,13 @@ func (opts *CredentialStoreOptions) migrationTables() (tableSet, error) {
 	n.index("licensee_idx", o.Table+"_licensee_idx")
 	n.invalidation(o.Table, o.channel())
 	return tableSet{store: "credentials", what: "credentials", schema: o.Schema, table: o.Table, names: n}, nil
+}
+
+func (opts *RequestLogStoreOptions) migrationTables() (tableSet, error) {
+	o := reqlogResolve(opts)
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	n.index("owner_at_idx", o.Table+"_owner_at_idx")
+	n.index("at_idx", o.Table+"_at_idx")
+	return tableSet{store: "requestlog", what: "request log", schema: o.Schema, table: o.Table, names: n}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
 // Decision is what the router decided for one request. It is a plain value, copied into the request
@@ -132,6 +133,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	d, i, err := rt.decide(r)
 	if i >= 0 {
 		rt.setHeaders(w.Header(), r, i, d.At)
+		reqnote.From(r.Context()).SetVersion(rt.reg.versions[i].Name)
 	}
 	if err != nil {
 		rt.writer.Write(w, r, err)
