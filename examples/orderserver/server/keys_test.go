@@ -201,6 +201,9 @@ func TestRestrictedKeys(t *testing.T) {
 	})
 	t.Run("what is no route is refused as such, not as a permission", func(t *testing.T) {
 		expectProblem(t, ts.do("GET", "/v1/nothing", reader.Secret, "", ""), http.StatusNotFound, CodeRouteNotFound)
+		for _, key := range []string{reader.Secret, ts.key, live} {
+			expectProblem(t, ts.do("GET", "/v1/sandbox", key, "", ""), http.StatusNotFound, CodeRouteNotFound) // not a redirect
+		}
 		w := ts.do("PUT", "/v1/orders/"+order.ID, reader.Secret, ts.nextKey(), `{}`)
 		expectProblem(t, w, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
 		require.Equal(t, "GET", w.Header().Get("Allow"))

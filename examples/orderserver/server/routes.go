@@ -94,6 +94,9 @@ func (s *Server) routes() (http.Handler, error) {
 	// other methods, 404 otherwise — so it needs no permission; under /sandbox/, a production key's
 	// is the 404 of an unknown route whatever the path.
 	s.refusal(api, "/sandbox/", s.sandboxOnly(s.fallback(api)))
+	// Without this, ServeMux would redirect /sandbox to /sandbox/ in HTML, and to a path without
+	// the version.
+	s.refusal(api, "/sandbox", s.notFoundHandler())
 	s.refusal(api, "/", s.fallback(api))
 	if err := s.checkRules(); err != nil {
 		return nil, err
