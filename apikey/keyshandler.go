@@ -27,7 +27,7 @@ const (
 const (
 	CodeKeyNotFound       = "api_key_not_found"     // 404: no key of the caller's licensee and environment has the ID
 	CodeKeyLimitReached   = "api_key_limit_reached" // 422: the licensee holds KeysHandlerOptions.MaxKeys keys
-	CodeKeyEnding         = "api_key_ending"        // 422: the key to roll is already set to end (rolled or revoked)
+	CodeKeyEnding         = "api_key_ending"        // 422: the key to roll has ended or is already set to end (expired, rolled or revoked)
 	CodeInvalidPermission = "invalid_permission"    // 400: a permission that is not one of the API's, or a list of none or too many
 	CodeOutOfRange        = "out_of_range"          // 400: expires_in outside 0 to MaxRollOverlap seconds
 )
@@ -342,14 +342,21 @@ func (h *KeysHandler) roll(w http.ResponseWriter, r *http.Request) {
 	if !ok || !h.mayHandOut(w, r, p, c, "roll") {
 		return
 	}
-	if !c.RevokedAt.IsZero() {
-		// Rolled or revoked already: rolling it again would mint keys without bound. Revoking it
-		// (DELETE) ends it sooner.
-		const detail = "this API key is already set to end (it was rolled or revoked); roll the key that replaced it, or revoke this one to end it now"
+	// Rolled or revoked already: rolling it again would mint keys without bound (revoking it, DELETE,
+	// ends it sooner). Expired: there is nothing left to replace without downtime.
+	ending := func() {
+		const detail = "this API key has ended or is already set to end (it expired, or was rolled or revoked); roll the key that replaced it, or create another"
 		h.refuse(w, r, apierror.Unprocessable(CodeKeyEnding, detail, apierror.Path("id", CodeKeyEnding, detail)))
+	}
+	if !c.RevokedAt.IsZero() || !c.activeAt(h.issuer.now()) {
+		ending()
 		return
 	}
 	creds, err := h.issuer.Roll(r.Context(), c.ID, overlap)
+	if errors.Is(err, ErrCredentialEnded) { // it ended since it was read
+		ending()
+		return
+	}
 	if err != nil {
 		h.errs.Write(w, r, err)
 		return

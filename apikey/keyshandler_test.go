@@ -217,6 +217,24 @@ func TestKeyRollOverlap(t *testing.T) {
 	})
 }
 
+// TestKeyRollEnded: a key that has expired is not rolled either — 422 api_key_ending, like one
+// already set to end, not the opaque 500 of the store's ErrCredentialEnded.
+func TestKeyRollEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		iss, h := keysServer(t, nil, time.Now, nil)
+		short := must(iss.Issue(context.Background(), Evaluation{Licensee: "lic_1", Environment: Live, TTL: time.Hour}))
+		admin := issueWith(t, iss)
+		time.Sleep(time.Hour)
+		rec := do(t, h, "POST", "/v1/api_keys/"+short.KeyID+"/roll", admin.APIKey, `{"expires_in":0}`)
+		require.Equal(t, 422, rec.Code, rec.Body.String())
+		requireConforms(t, rec)
+		p := problem(t, rec)
+		require.Equal(t, CodeKeyEnding, p.Code)
+		require.Equal(t, "id", p.Errors[0].Name)
+		require.Len(t, listKeys(t, h, admin.APIKey), 1, "nothing was issued")
+	})
+}
+
 // countingStore counts MarkUsed calls and the uses they carry.
 type countingStore struct {
 	*MemoryCredentialStore

@@ -8,10 +8,12 @@
 //     RangeLimit and WebhookEndpointID;
 //   - headers: X-Request-Id, X-SVC-Version, Idempotent-Replayed, Retry-After, WWW-Authenticate,
 //     Deprecation, Sunset and Link (RFC 9745, RFC 8594), X-SVC-Signature and X-SVC-Sequence;
-//   - responses: the standard problems — BadRequest, Unauthorized, VersionNotEnabled, NotFound,
-//     IdempotencyKeyInUse (409), IdempotencyKeyReused (422), EventsPruned, ContentTooLarge,
-//     UnsupportedMediaType, TooManyRequests, RangeRequestsInFlight (429 range_requests_in_flight),
-//     ServerError (5XX) — and EventList, the signed range page;
+//   - responses: the standard problems — BadRequest, Unauthorized, VersionNotEnabled,
+//     PermissionDenied (403 permission_denied, a restricted API key's), Forbidden (both 403s in one
+//     response, for a service with version pins and restricted keys), NotFound, IdempotencyKeyInUse
+//     (409), IdempotencyKeyReused (422), EventsPruned, ContentTooLarge, UnsupportedMediaType,
+//     TooManyRequests, RangeRequestsInFlight (429 range_requests_in_flight), ServerError (5XX) — and
+//     EventList, the signed range page;
 //   - securitySchemes: BearerAuth;
 //   - operations: RangeOperation (range retrieval, GET /v1/webhook_endpoints/{id}/events) and
 //     Webhook, the delivery a consumer receives (POST, with its signature and sequence headers and

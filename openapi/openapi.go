@@ -55,6 +55,8 @@ const (
 	ResponseBadRequest            = "BadRequest"            // 400
 	ResponseUnauthorized          = "Unauthorized"          // 401, with WWW-Authenticate
 	ResponseVersionNotEnabled     = "VersionNotEnabled"     // 403 version_not_enabled
+	ResponsePermissionDenied      = "PermissionDenied"      // 403 permission_denied, a restricted key's refusal
+	ResponseForbidden             = "Forbidden"             // 403 permission_denied or version_not_enabled, in one response
 	ResponseNotFound              = "NotFound"              // 404
 	ResponseIdempotencyKeyInUse   = "IdempotencyKeyInUse"   // 409, with Retry-After
 	ResponseEventsPruned          = "EventsPruned"          // 410 events_pruned

@@ -83,6 +83,7 @@ func TestNamedComponentsExist(t *testing.T) {
 			openapi.HeaderRedelivery,
 			openapi.HeaderCacheControl, openapi.HeaderCacheNoStore, openapi.HeaderContentTypeOptions, openapi.HeaderAcceptPost},
 		openapi.Responses: {openapi.ResponseBadRequest, openapi.ResponseUnauthorized, openapi.ResponseVersionNotEnabled,
+			openapi.ResponsePermissionDenied, openapi.ResponseForbidden,
 			openapi.ResponseNotFound, openapi.ResponseIdempotencyKeyInUse, openapi.ResponseEventsPruned,
 			openapi.ResponseContentTooLarge, openapi.ResponseUnsupportedMediaType, openapi.ResponseIdempotencyKeyReused,
 			openapi.ResponseTooManyRequests, openapi.ResponseRangeRequestsInFlight, openapi.ResponseServerError,

@@ -20,6 +20,11 @@
 //	svc endpoints roll-secret [--endpoint we_…] [--expires-in 24h] [--export]
 //	svc endpoints stats [--endpoint we_…]
 //	svc event-types
+//	svc keys list
+//	svc keys create [--permission RESOURCE:read|write]… [--export]
+//	svc keys get KEY_ID
+//	svc keys revoke KEY_ID
+//	svc keys roll KEY_ID [--expires-in 24h] [--export]
 //	svc orders create --account ACC [--side buy|sell] [--idempotency-key K]
 //	svc faults set --endpoint we_… [--drop R] [--duplicate R] [--reorder R] [--bad-signature R] [--delay R --delay-ms MS]
 //	svc faults clear --endpoint we_…
@@ -56,6 +61,14 @@
 // listen does not hold.
 // delete stops an endpoint's events and deliveries; the events it has stay readable by range until
 // the server's retention removes them.
+//
+// The keys commands manage the licensee's API keys (apikey.KeysHandler on the server). create and
+// roll print the new key's secret once, with a warning on stderr to store it: the server keeps only
+// its hash, and a replay of the request (--idempotency-key) cannot show it again. --permission
+// restricts a new key (repeatable; write includes read); without it the key has the permissions of
+// the key that asks. roll keeps the old key working for --expires-in (the server's default is a day,
+// 0s ends it at once), so a deployment switches keys without downtime. list and get never show a
+// secret; last used is to the minute.
 //
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
 // and retries network errors, 409, 429 and 5xx on that key through idempotency.Transport, so a command

@@ -81,6 +81,13 @@ var commands = []command{
 		{name: "roll-secret", summary: "give a webhook endpoint a new signing secret; the old one signs too until it expires", run: runEndpointsRollSecret},
 		{name: "stats", summary: "show a webhook endpoint's delivery health: attempts, success rate, latency, backlog", run: runEndpointsStats},
 	}},
+	{name: "keys", summary: "list, create, get, revoke and roll the API keys of the key's licensee", sub: []command{
+		{name: "list", summary: "list the API keys that still work, without their secrets", run: runKeysList},
+		{name: "create", summary: "create an API key, restricted to --permission or like the key that asks; its secret shown once", run: runKeysCreate},
+		{name: "get", summary: "show an API key's permissions, end and last use", run: runKeysGet},
+		{name: "revoke", summary: "end an API key now", run: runKeysRevoke},
+		{name: "roll", summary: "replace an API key with a new one of the same permissions; the old one works until --expires-in", run: runKeysRoll},
+	}},
 	{name: "event-types", summary: "list the event types the server declares (what --events may name)", run: runEventTypes},
 	{name: "orders", summary: "create orders on the reference server", sub: []command{
 		{name: "create", summary: "create an order, with an Idempotency-Key it prints and retries on", run: runOrdersCreate},

@@ -43,7 +43,8 @@ func TestHelp(t *testing.T) {
 		{"endpoints", "--help"}, {"endpoints", "create", "--help"}, {"endpoints", "list", "--help"},
 		{"endpoints", "get", "--help"}, {"endpoints", "update", "--help"}, {"endpoints", "disable", "--help"},
 		{"endpoints", "enable", "--help"}, {"endpoints", "delete", "--help"}, {"endpoints", "roll-secret", "--help"},
-		{"event-types", "--help"},
+		{"event-types", "--help"}, {"keys", "--help"}, {"keys", "list", "--help"}, {"keys", "create", "--help"},
+		{"keys", "get", "--help"}, {"keys", "revoke", "--help"}, {"keys", "roll", "--help"},
 		{"orders", "create", "--help"}, {"faults", "set", "--help"}, {"faults", "clear", "--help"},
 		{"credentials", "new", "--help"}, {"version", "--help"}, {"help", "listen"}, {"help", "faults"},
 	} {

@@ -14,6 +14,10 @@
 //	GET  /v1/webhook_endpoints                       Bearer API key → 200 {"object":"list","data":[the endpoints, oldest first, without secrets],"has_more":false}
 //	GET  /v1/webhook_endpoints/{id}/events           Bearer API key; ?from=&to=&limit= → 200 signed event list (range retrieval)
 //	GET  /v1/webhook_endpoints/{id}/deliveries       Bearer API key; ?sequence=&outcome=&limit=&starting_after= → 200 attempt list (delivery history)
+//	GET  /v1/api_keys                                Bearer API key → 200 the licensee's working keys in the key's environment, never a secret
+//	POST /v1/api_keys                                Bearer API key; {"permissions":[…]} → 201 a new key, its secret shown once
+//	GET, DELETE /v1/api_keys/{id}                    Bearer API key → 200 the key; DELETE revokes it now
+//	POST /v1/api_keys/{id}/roll                      Bearer API key; {"expires_in":seconds} → 201 a new key with the same permissions; the old one ends then
 //	POST /v1/sandbox/credentials                     Bearer admin token → 201 {"api_key":"sk_sandbox_…","environment":"sandbox","expires_at":…}
 //	POST /v1/sandbox/webhook_endpoints/{id}/faults   sandbox key; {"drop","duplicate","reorder","bad_signature","delay","delay_ms"} → 200
 //	PUT, DELETE  same path                           the sandbox package's own methods for the same control
@@ -25,6 +29,21 @@
 // "created":<unix>}; account is 1–64 of [A-Za-z0-9_-]. Each new order emits an order.created event,
 // with the order as data, to every webhook endpoint of the same licensee and environment. A
 // production key gets, on every sandbox route, exactly the 404 of an unknown route.
+//
+// # API keys and permissions
+//
+// A key is the full key (what IssueCredentials and the admin route hand out: every permission) or
+// restricted to some of the API's permissions: orders:read and orders:write, webhook_endpoints:read
+// and :write (the endpoints, their secret roll, statistics and the event catalogue), events:read
+// (range retrieval, the delivery history) and events:write (resend, recover), api_keys:read and
+// :write, and sandbox:write (the sandbox controls); write includes read. routes.go declares each
+// route's permission once, next to its registration, and one guard in front of the API mux (permit)
+// enforces it: a key without the permission gets 403 permission_denied, located at the
+// Authorization header and naming it; a route without a declaration admits the full key only. The
+// OpenAPI documents show each operation's permission, generated from the same declarations. The
+// keys API is apikey.KeysHandler: a restricted key hands out only what it holds, another licensee's
+// key is 404, and a roll's old key keeps working for expires_in (a day by default). Serve writes
+// each key's last use (last_used_at, to the minute) off the request path.
 //
 // # Webhook endpoints
 //

@@ -107,6 +107,12 @@ func TestNoSecretStoredInPlainText(t *testing.T) {
 			scope := apikey.Principal{Licensee: creds.Licensee, Environment: creds.Environment}.Scope()
 			require.NotContains(t, storedBody(t, sbx, scope, "ep-1"), "whsec_")
 
+			key := post(s, "/v1/api_keys", sandboxKey, "key-1", `{"permissions":["orders:read"]}`)
+			require.Equal(t, http.StatusCreated, key.StatusCode)
+			require.Equal(t, "no-store", key.Header.Get("Cache-Control"))
+			require.Contains(t, readAll(t, key), "sk_sandbox_")
+			require.NotContains(t, storedBody(t, sbx, scope, "key-1"), "sk_sandbox_")
+
 			replay := post(s, "/v1/sandbox/credentials", admin, "cred-1", "")
 			require.Equal(t, http.StatusCreated, replay.StatusCode)
 			require.Equal(t, "true", replay.Header.Get(idempotency.HeaderReplayed))

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/openapi"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
@@ -26,13 +27,24 @@ var openapiTemplate []byte
 // OpenAPIPath is where each version's document is served: GET /v1/openapi.json, GET /v2/openapi.json.
 const OpenAPIPath = "/openapi.json"
 
-// OpenAPIDocument returns the OpenAPI 3.1 document of one API version of the reference server: its
-// operations (every path under /<version>/), its schemas in that version's shape (v1 orders have
-// "side", v2 orders "direction"), its webhooks (order.created and the sandbox's test event), and the
-// conventions' components from package openapi. A deprecated version's document marks every
-// operation deprecated and documents the Deprecation, Sunset and Link headers. baseURL, when not
-// empty, is its server URL. The version must be one of the registry's.
-func OpenAPIDocument(reg *versioning.Registry, version, baseURL string) ([]byte, error) {
+// OpenAPIDocument returns the OpenAPI 3.1 document of one API version of the server, as GET
+// /{version}/openapi.json serves it: its operations (every path under /<version>/), each with the
+// permission its route declares (routes.go) as its security requirement's role and x-permission,
+// its schemas in that version's shape (v1 orders have "side", v2 orders "direction"), its webhooks
+// (order.created, webhook_endpoint.disabled and the sandbox's test event), and the conventions'
+// components from package openapi. A deprecated version's document marks every operation
+// deprecated and documents the Deprecation, Sunset and Link headers. Its server URL is
+// Config.BaseURL, when set. The version must be one the server serves.
+func (s *Server) OpenAPIDocument(version string) ([]byte, error) {
+	doc, ok := s.openapi[version]
+	if !ok {
+		return nil, fmt.Errorf("server: OpenAPIDocument: no version %q", version)
+	}
+	return slices.Clone(doc), nil
+}
+
+// openAPIDocument builds the document of one version of reg.
+func (s *Server) openAPIDocument(reg *versioning.Registry, version, baseURL string) ([]byte, error) {
 	v, ok := reg.Lookup(version)
 	if !ok {
 		return nil, fmt.Errorf("server: OpenAPIDocument: no version %q", version)
@@ -56,6 +68,10 @@ func OpenAPIDocument(reg *versioning.Registry, version, baseURL string) ([]byte,
 	schemas := doc["components"].(map[string]any)[openapi.Schemas].(map[string]any)
 	schemas["Order"] = orderSchema(direction)
 	schemas["CreateOrderRequest"] = createOrderSchema(direction)
+	schemas["ApiKey"] = apiKeySchema(false, false)
+	schemas["ApiKeyWithSecret"] = apiKeySchema(true, false)
+	schemas["RolledApiKey"] = apiKeySchema(true, true)
+	schemas["CreateApiKeyRequest"] = createAPIKeySchema()
 
 	paths := doc["paths"].(map[string]any)
 	paths["/webhook_endpoints/{id}/events"].(map[string]any)["get"] = rangeOperation()
@@ -65,6 +81,9 @@ func OpenAPIDocument(reg *versioning.Registry, version, baseURL string) ([]byte,
 	faults["delete"].(map[string]any)["responses"] = faultsResponses()
 	for _, p := range []string{"/webhook_endpoints/{id}/events/{sequence}/resend", "/webhook_endpoints/{id}/recover"} {
 		paths[p].(map[string]any)["post"].(map[string]any)["responses"].(map[string]any)["422"] = redeliveryRefused()
+	}
+	if err := s.documentPermissions(version, paths); err != nil {
+		return nil, err
 	}
 
 	// Every path is under the version.
@@ -122,13 +141,13 @@ func createOrderSchema(direction string) map[string]any {
 	}
 }
 
-// rangeOperation is the conventions' range retrieval operation with this server's further answers:
-// the version pin (403), and the production rate limit, whose 429 shares the status with the
-// conventions' range_requests_in_flight: one response describes both codes.
+// rangeOperation is the conventions' range retrieval operation with this server's further answer,
+// the production rate limit, whose 429 shares the status with the conventions'
+// range_requests_in_flight: one response describes both codes. (Its 403 is every API operation's:
+// documentPermissions.)
 func rangeOperation() map[string]any {
 	op := openapi.RangeOperation()
 	rs := op["responses"].(map[string]any)
-	rs["403"] = openapi.Ref(openapi.Responses, openapi.ResponseVersionNotEnabled)
 	busy := openapi.Component(openapi.Responses, openapi.ResponseRangeRequestsInFlight)
 	busy["description"] = busy["description"].(string) + " Or " + apierror.CodeRateLimited +
 		": production keys are rate limited per licensee; the sandbox has no ceiling."
@@ -165,7 +184,8 @@ func faultsOperation(id, how string) map[string]any {
 	}
 }
 
-// faultsResponses are the answers of the faults control, to every method.
+// faultsResponses are the answers of the faults control, to every method (its 403 is every API
+// operation's: documentPermissions).
 func faultsResponses() map[string]any {
 	ref := func(name string) map[string]any { return openapi.Ref(openapi.Responses, name) }
 	return map[string]any{
@@ -181,13 +201,102 @@ func faultsResponses() map[string]any {
 		},
 		"400": ref(openapi.ResponseBadRequest),
 		"401": ref(openapi.ResponseUnauthorized),
-		"403": ref(openapi.ResponseVersionNotEnabled),
 		"404": ref(openapi.ResponseNotFound),
 		"409": ref(openapi.ResponseIdempotencyKeyInUse),
 		"413": ref(openapi.ResponseContentTooLarge),
 		"415": ref(openapi.ResponseUnsupportedMediaType),
 		"422": ref(openapi.ResponseIdempotencyKeyReused),
 		"5XX": ref(openapi.ResponseServerError),
+	}
+}
+
+// documentPermissions gives every operation an API key reaches the permission its route declares
+// (routes.go), found the way a request finds it: as the role of its security requirement
+// (security: [{"BearerAuth": ["orders:write"]}], which OpenAPI 3.1 allows for any scheme), as
+// x-permission for tools that look for it, and in its description; and its 403 is the shared
+// Forbidden response, which describes permission_denied beside version_not_enabled. The operations
+// served beside the API's routes (the public documents, the admin's credentials) take no API key
+// permission. An operation of the API with no declared permission is an error: the document would
+// not say what a restricted key needs.
+func (s *Server) documentPermissions(version string, paths map[string]any) error {
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		item := paths[p].(map[string]any)
+		for _, m := range slices.Sorted(maps.Keys(item)) {
+			op, ok := item[m].(map[string]any)
+			method := strings.ToUpper(m)
+			if !ok || !slices.Contains(httpMethods, method) {
+				continue
+			}
+			if _, pattern := s.root.Handler(probe(method + " /" + version + p)); pattern != "/" {
+				continue
+			}
+			perm, ok := s.permissionOf(method, p)
+			if !ok {
+				return fmt.Errorf("server: the OpenAPI document's %s %s reaches no route that declares a permission (routes.go)", method, p)
+			}
+			op["security"] = []any{map[string]any{openapi.SecurityBearer: []any{perm}}}
+			op["x-permission"] = perm
+			op["responses"].(map[string]any)["403"] = openapi.Ref(openapi.Responses, openapi.ResponseForbidden)
+			desc, _ := op["description"].(string)
+			op["description"] = strings.TrimSpace(desc + " Requires the permission " + perm + ": a restricted key without it gets 403 permission_denied.")
+		}
+	}
+	return nil
+}
+
+// httpMethods are the methods a path item may describe an operation for.
+var httpMethods = []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodOptions,
+	http.MethodHead, http.MethodPatch, http.MethodTrace}
+
+// permissionPattern is the shape of a permission: a resource and read or write.
+const permissionPattern = "^[a-z][a-z0-9_]{0,63}:(read|write)$"
+
+// apiKeySchema is an API key as the keys API answers it (apikey.KeysHandler): withSecret for the
+// answer that creates it, the only one that shows its secret, and withPrevious for a roll's, which
+// also shows the rolled key.
+func apiKeySchema(withSecret, withPrevious bool) map[string]any {
+	required := []any{"object", "id", "environment", "restricted", "permissions", "created", "expires_at", "last_used_at"}
+	props := map[string]any{
+		"object":      map[string]any{"const": "api_key"},
+		"id":          map[string]any{"type": "string", "pattern": "^key_[a-z2-7]+$"},
+		"environment": map[string]any{"enum": []any{string(apikey.Sandbox), string(apikey.Live)}, "description": "Where the key works: its secret starts sk_sandbox_ or sk_live_."},
+		"restricted":  map[string]any{"type": "boolean", "description": "Whether the key is restricted to permissions; false for the full key."},
+		"permissions": map[string]any{"type": []any{"array", "null"}, "minItems": 1, "maxItems": apikey.MaxPermissions,
+			"items":       map[string]any{"type": "string", "pattern": permissionPattern},
+			"description": "What the key may do, each resource:read or resource:write (write includes read), sorted; null for the full key, which may do everything."},
+		"created": map[string]any{"type": "integer", "description": "When it was created, Unix seconds."},
+		"expires_at": map[string]any{"type": []any{"integer", "null"},
+			"description": "When it stops working, Unix seconds: its expiry, or the end a roll or a revocation set, whichever comes first; null: never."},
+		"last_used_at": map[string]any{"type": []any{"integer", "null"},
+			"description": "When it last authenticated a request, Unix seconds, to the minute: a use is written at most once a minute per key; null: never used."},
+	}
+	if withSecret {
+		required = append(required, "secret")
+		props["secret"] = map[string]any{"type": "string", "pattern": "^sk_(sandbox|live)_[a-z2-7]{40}$",
+			"description": "The key itself, shown this once: only its hash is stored. Send it as Authorization: Bearer <key>."}
+	}
+	if withPrevious {
+		required = append(required, "previous_key")
+		props["previous_key"] = openapi.Ref(openapi.Schemas, "ApiKey")
+	}
+	return map[string]any{"type": "object", "additionalProperties": false, "required": required, "properties": props}
+}
+
+// createAPIKeySchema is the body of POST /{version}/api_keys: the permissions are the API's own.
+func createAPIKeySchema() map[string]any {
+	vocabulary := make([]any, len(permissions))
+	for i, p := range permissions {
+		vocabulary[i] = p
+	}
+	return map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"properties": map[string]any{
+			"permissions": map[string]any{"type": "array", "minItems": 1, "maxItems": apikey.MaxPermissions,
+				"items": map[string]any{"enum": vocabulary},
+				"description": "What the new key may do: some of this API's permissions (write includes read), each held by the key that asks. " +
+					"Omitted: the permissions of the key that asks (the full key for a full key)."},
+		},
 	}
 }
 
@@ -201,7 +310,7 @@ func (s *Server) openAPIDocuments(baseURL string) (map[string][]byte, error) {
 	reg := s.versions.Registry()
 	docs := make(map[string][]byte)
 	for _, v := range reg.Versions() {
-		d, err := OpenAPIDocument(reg, v.Name, baseURL)
+		d, err := s.openAPIDocument(reg, v.Name, baseURL)
 		if err != nil {
 			return nil, err
 		}
@@ -212,16 +321,16 @@ func (s *Server) openAPIDocuments(baseURL string) (map[string][]byte, error) {
 
 // openAPIHandler serves the document of the version the router put in the context. Anyone may read
 // it: it holds nothing a licensee's key protects. Other methods than GET and HEAD are 405.
-func (s *Server) openAPIHandler(docs map[string][]byte) http.Handler {
+func (s *Server) openAPIHandler() http.Handler {
 	allow := []string{http.MethodGet, http.MethodHead}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(allow, r.Method) {
 			s.problems.Write(w, r, apierror.MethodNotAllowed(r.Method, allow...))
 			return
 		}
-		doc, ok := docs[s.versionOf(r)]
+		doc, ok := s.openapi[s.versionOf(r)]
 		if !ok { // the router serves only the registry's versions, and each has a document
-			s.problems.Write(w, r, fmt.Errorf("server: no OpenAPI document for %q among %v", s.versionOf(r), slices.Sorted(maps.Keys(docs))))
+			s.problems.Write(w, r, fmt.Errorf("server: no OpenAPI document for %q among %v", s.versionOf(r), slices.Sorted(maps.Keys(s.openapi))))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/openapi"
+	"github.com/svcplatform/conventions/versioning"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
 
@@ -74,6 +76,7 @@ func TestOpenAPIDocuments(t *testing.T) {
 				"POST /webhook_endpoints/{id}/roll_secret", "GET /event_types",
 				"GET /webhook_endpoints/{id}/stats", "POST /webhook_endpoints/{id}/events/{sequence}/resend",
 				"POST /webhook_endpoints/{id}/recover",
+				"GET /api_keys", "POST /api_keys", "GET /api_keys/{id}", "DELETE /api_keys/{id}", "POST /api_keys/{id}/roll",
 				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
 				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
 				"DELETE /sandbox/webhook_endpoints/{id}/faults",
@@ -105,6 +108,89 @@ func TestOpenAPIDocuments(t *testing.T) {
 		require.Equal(t, http.StatusMethodNotAllowed, w.Code)
 		require.Equal(t, "GET, HEAD", w.Header().Get("Allow"))
 	})
+}
+
+// TestOpenAPIPermissions: every operation an API key reaches shows the permission its route declares
+// — as the role of its security requirement and as x-permission, generated from the declarations in
+// routes.go — and its 403 describes permission_denied beside version_not_enabled. Only the public
+// document and the admin's credentials take no permission.
+func TestOpenAPIPermissions(t *testing.T) {
+	ts := newTestServer(t)
+	for _, v := range []string{"v1", "v2"} {
+		raw := ts.do(http.MethodGet, "/"+v+"/openapi.json", "", "", "").Body.Bytes()
+		doc := loadDocument(t, raw)
+		var decoded struct {
+			Paths map[string]map[string]map[string]any `json:"paths"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &decoded))
+		used := map[string]bool{}
+		for p, item := range doc.Paths.Map() {
+			path := strings.TrimPrefix(p, "/"+v)
+			for m, op := range item.Operations() {
+				name := m + " " + path
+				xperm := decoded.Paths[p][strings.ToLower(m)]["x-permission"]
+				if name == "GET /openapi.json" || name == "POST /sandbox/credentials" {
+					require.Nil(t, xperm, name)
+					continue
+				}
+				perm, declared := ts.permissionOf(m, path)
+				require.True(t, declared, "%s has no declared permission", name)
+				require.Equal(t, perm, xperm, name)
+				require.NotNil(t, op.Security, name)
+				require.Equal(t, openapi3.SecurityRequirements{{openapi.SecurityBearer: []string{perm}}}, *op.Security, name)
+				require.Contains(t, op.Description, "Requires the permission "+perm, name)
+				forbidden := op.Responses.Value("403")
+				require.NotNil(t, forbidden, name)
+				require.Equal(t, "#/components/responses/"+openapi.ResponseForbidden, forbidden.Ref, name)
+				used[perm] = true
+			}
+		}
+		for _, p := range permissions {
+			require.True(t, used[p], "%s: no operation shows %s", v, p)
+		}
+		// The permissions a new key may be given are the API's own.
+		items := doc.Components.Schemas["CreateApiKeyRequest"].Value.Properties["permissions"].Value.Items.Value
+		require.Len(t, items.Enum, len(permissions))
+		for i, p := range permissions {
+			require.Equal(t, p, items.Enum[i])
+		}
+		// The shared 403 describes both codes.
+		codes := doc.Components.Responses[openapi.ResponseForbidden].Value.Content.Get("application/problem+json").Schema.Value.AllOf[1].Value.Properties["code"].Value.Enum
+		require.ElementsMatch(t, []any{apikey.CodePermissionDenied, versioning.CodeVersionNotEnabled}, codes)
+	}
+}
+
+// TestOpenAPIAPIKeyMatchesTheServer checks the document's key schemas against what the keys API
+// writes: a created key (with its secret), a rolled one (with the key it replaced), a listed one and
+// one got alone (without a secret: additionalProperties is false, so a secret would fail).
+func TestOpenAPIAPIKeyMatchesTheServer(t *testing.T) {
+	ts := newTestServer(t)
+	doc := loadDocument(t, ts.do(http.MethodGet, "/v1/openapi.json", "", "", "").Body.Bytes())
+	check := func(schema string, body []byte) {
+		t.Helper()
+		var v any
+		require.NoError(t, json.Unmarshal(body, &v))
+		require.NoError(t, doc.Components.Schemas[schema].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()), "%s: %s", schema, body)
+	}
+	req := `{"permissions":["orders:read","api_keys:write"]}`
+	var body any
+	require.NoError(t, json.Unmarshal([]byte(req), &body))
+	require.NoError(t, doc.Components.Schemas["CreateApiKeyRequest"].Value.VisitJSON(body, openapi3.EnableJSONSchema2020()))
+	w := ts.do(http.MethodPost, "/v1/api_keys", ts.key, ts.nextKey(), req)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	check("ApiKeyWithSecret", w.Body.Bytes())
+	var k struct{ ID string }
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &k))
+	w = ts.do(http.MethodPost, "/v1/api_keys/"+k.ID+"/roll", ts.key, ts.nextKey(), `{"expires_in":60}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	check("RolledApiKey", w.Body.Bytes())
+	check("ApiKeyList", ts.do(http.MethodGet, "/v1/api_keys", ts.key, "", "").Body.Bytes())
+	check("ApiKey", ts.do(http.MethodGet, "/v1/api_keys/"+k.ID, ts.key, "", "").Body.Bytes())
+	w = ts.do(http.MethodPost, "/v1/api_keys", ts.key, ts.nextKey(), `{}`)
+	var secretful any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &secretful))
+	require.Error(t, doc.Components.Schemas["ApiKey"].Value.VisitJSON(secretful, openapi3.EnableJSONSchema2020()),
+		"the schema of a listed key refuses a secret")
 }
 
 // TestOpenAPIOrderMatchesTheServer checks the document's order schema against what the handler

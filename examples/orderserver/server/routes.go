@@ -20,6 +20,19 @@ const (
 	CodeRouteNotFound    = apierror.CodeRouteNotFound
 )
 
+// permissions is the API's vocabulary of permissions: what a restricted API key may be granted, a
+// resource and read or write (write includes read). The full key, which every licensee starts with,
+// has them all. Each route below names the one it needs, next to its registration; New refuses a
+// route whose permission is not among these and a permission that no route needs, so the two lists
+// cannot drift apart. The Issuer accepts only these for a restricted key.
+var permissions = []string{
+	"orders:read", "orders:write",
+	"webhook_endpoints:read", "webhook_endpoints:write",
+	"events:read", "events:write",
+	"api_keys:read", "api_keys:write",
+	"sandbox:write",
+}
+
 // routes wires every endpoint to its chain of middleware. Reading it top to bottom is the quickest way
 // to see what protects what:
 //
@@ -32,38 +45,66 @@ const (
 //     echo X-SVC-Version like every other answer on a known version (echoVersion);
 //   - the versioning router takes the version from the path, pins each licensee to one, refuses
 //     unknown and sunset versions, and strips the version so one mux serves them all;
+//   - a restricted key reaches only the routes whose permission it has (permit, with the permission
+//     each route declares where it is registered);
 //   - every mutating route requires an Idempotency-Key, scoped by credential (idempotency);
 //   - sandbox controls answer a production key exactly like an unknown route, and issuing
 //     credentials answers anyone without the admin token exactly like an unknown route.
-func (s *Server) routes() http.Handler {
+//
+// It also builds s.api and s.rules, which the OpenAPI documents are generated from.
+func (s *Server) routes() (http.Handler, error) {
 	api := http.NewServeMux()
-	api.Handle("POST /orders", s.idempotent(http.HandlerFunc(s.createOrder)))
-	api.HandleFunc("GET /orders/{id}", s.getOrder)
+	s.api, s.rules = api, make(map[string]routeRule)
+	s.route(api, "orders:write", "POST /orders", s.idempotent(http.HandlerFunc(s.createOrder)))
+	s.route(api, "orders:read", "GET /orders/{id}", http.HandlerFunc(s.getOrder))
 	// The endpoint lifecycle — register, list, get, update, delete, roll the secret — and the event
 	// catalogue, each write behind the idempotency middleware.
-	s.endpointsAPI.Register(api, "", s.idempotent)
-	api.Handle("GET /webhook_endpoints/{id}/events", s.ranges)
+	s.endpointsAPI.Register(api, "", s.mutating)
+	s.declare("webhook_endpoints:write", "POST /webhook_endpoints", "PATCH /webhook_endpoints/{id}",
+		"DELETE /webhook_endpoints/{id}", "POST /webhook_endpoints/{id}/roll_secret")
+	s.declare("webhook_endpoints:read", "GET /webhook_endpoints", "GET /webhook_endpoints/{id}", "GET /event_types")
+	s.route(api, "events:read", "GET /webhook_endpoints/{id}/events", s.ranges)
 	// The delivery history, statistics, resend and recover: the same authentication and the same 404
 	// for another licensee's endpoint as range retrieval (both ask rangeOwner whose endpoints the
 	// request may read); resend and recover behind the idempotency middleware.
 	s.deliveries.Register(api, "", s.idempotent)
-	// The contract sets faults with POST; the sandbox package's controls take PUT for the same
-	// request, so POST is handed to them as the PUT it means.
-	api.Handle("POST /sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.idempotent(
+	s.declare("events:read", "GET /webhook_endpoints/{id}/deliveries")
+	s.declare("webhook_endpoints:read", "GET /webhook_endpoints/{id}/stats")
+	s.declare("events:write", "POST /webhook_endpoints/{id}/events/{sequence}/resend", "POST /webhook_endpoints/{id}/recover")
+	// The licensee's own keys: list, create (restricted or not), get, revoke, roll. A restricted key
+	// with api_keys:write hands out only permissions it has (apikey.KeysHandler).
+	s.keys.Register(api, "", s.mutating)
+	s.declare("api_keys:read", "GET /api_keys", "GET /api_keys/{id}")
+	s.declare("api_keys:write", "POST /api_keys", "DELETE /api_keys/{id}", "POST /api_keys/{id}/roll")
+	// The sandbox controls, each route of them named so that each can require its permission. The
+	// contract sets faults with POST; the sandbox package's controls take PUT for the same request,
+	// so POST is handed to them as the PUT it means.
+	s.sandboxRoute(api, "sandbox:write", "POST /sandbox/webhook_endpoints/{id}/faults", s.idempotent(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r2 := r.Clone(r.Context())
 			r2.Method = http.MethodPut
 			s.controls.ServeHTTP(w, r2)
-		}))))
+		})))
 	// PUT and DELETE (clear) stay the controls' own; any other method is told that POST is allowed too,
 	// not only the PUT and DELETE the controls would list.
-	api.Handle("/sandbox/webhook_endpoints/{id}/faults", s.sandboxOnly(s.faultsOtherMethods(s.idempotent(s.controls))))
-	api.Handle("/sandbox/", s.sandboxOnly(s.idempotent(s.controls)))
-	api.Handle("/", s.fallback(api))
+	s.sandboxRoute(api, "sandbox:write", "/sandbox/webhook_endpoints/{id}/faults", s.faultsOtherMethods(s.idempotent(s.controls)))
+	s.sandboxRoute(api, "sandbox:write", "POST /sandbox/events", s.idempotent(s.controls))
+	s.sandboxRoute(api, "sandbox:write", "POST /sandbox/reset", s.idempotent(s.controls))
+	// What no route above takes only gets a refusal — 405 with Allow where the path exists under
+	// other methods, 404 otherwise — so it needs no permission; under /sandbox/, a production key's
+	// is the 404 of an unknown route whatever the path.
+	s.refusal(api, "/sandbox/", s.sandboxOnly(s.fallback(api)))
+	// Without this, ServeMux would redirect /sandbox to /sandbox/ in HTML, and to a path without
+	// the version.
+	s.refusal(api, "/sandbox", s.notFoundHandler())
+	s.refusal(api, "/", s.fallback(api))
+	if err := s.checkRules(); err != nil {
+		return nil, err
+	}
 
-	var apiMux http.Handler = api
+	var apiMux http.Handler = s.permit(api)
 	if s.tel != nil {
-		apiMux = routeNamed(api)
+		apiMux = routeNamed(api, apiMux)
 	}
 	apiChain := s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(apiMux))))
 	root := http.NewServeMux()
@@ -74,7 +115,7 @@ func (s *Server) routes() http.Handler {
 	root.Handle("POST /{version}/sandbox/credentials",
 		s.adminOr(apiChain, s.versions.Handler(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
 	// Each version's OpenAPI document is public, like the documentation it is.
-	root.Handle("/{version}"+OpenAPIPath, s.versions.Handler(s.openAPIHandler(s.openapi)))
+	root.Handle("/{version}"+OpenAPIPath, s.versions.Handler(s.openAPIHandler()))
 	root.Handle("/", apiChain)
 	// So is the documentation of every problem code, where each problem's type URI points: one page
 	// per code, unversioned (a code means the same in every version), HTML to a browser, JSON
@@ -88,7 +129,8 @@ func (s *Server) routes() http.Handler {
 		}
 		root.ServeHTTP(w, r)
 	})
-	return apierror.WithRequestID(s.problems.Recover(s.strict(top)))
+	s.root = root
+	return apierror.WithRequestID(s.problems.Recover(s.strict(top))), nil
 }
 
 // strict answers as problems what net/http's ServeMux would answer in plain text or HTML, before any
@@ -244,6 +286,56 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// mutating wraps the mutating routes a library handler registers (its Register method): the
+// idempotency middleware, with versionedLocation inside it, so that the Location stored for a replay
+// is the one the client got.
+func (s *Server) mutating(next http.Handler) http.Handler {
+	return s.idempotent(s.versionedLocation(next))
+}
+
+// versionedLocation puts the version back into a Location its handler wrote from the path it was
+// served: the router strips the version ("/v1/api_keys" is served as "/api_keys"), so a library
+// handler that names the new resource by that path would send a client to a path no version
+// serves. A Location that already starts with the version, or that is not a path, is left alone.
+func (s *Server) versionedLocation(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&locationWriter{ResponseWriter: w, prefix: "/" + s.versionOf(r)}, r)
+	})
+}
+
+// locationWriter fixes the Location header once, before the status is written. It passes Header,
+// Write and WriteHeader on, and nothing else: Unwrap gives the writer below (the idempotency
+// middleware's recorder) to whoever looks for it, so no byte bypasses the record.
+type locationWriter struct {
+	http.ResponseWriter
+	prefix string
+	fixed  bool
+}
+
+func (lw *locationWriter) fix() {
+	if lw.fixed {
+		return
+	}
+	lw.fixed = true
+	h := lw.Header()
+	if loc := h.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") &&
+		!strings.HasPrefix(loc, lw.prefix+"/") {
+		h.Set("Location", lw.prefix+loc)
+	}
+}
+
+func (lw *locationWriter) WriteHeader(code int) {
+	lw.fix()
+	lw.ResponseWriter.WriteHeader(code)
+}
+
+func (lw *locationWriter) Write(b []byte) (int, error) {
+	lw.fix()
+	return lw.ResponseWriter.Write(b)
+}
+
+func (lw *locationWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }
 
 // appendedKey is the context key of a request's "appended events" flag (see idempotent).
 type appendedKey struct{}

@@ -223,6 +223,7 @@ type Server struct {
 	ranges       *producer.RangeHandler
 	deliveries   *producer.DeliveriesHandler
 	endpointsAPI *producer.EndpointsHandler
+	keys         *apikey.KeysHandler
 	urlLive      ssrf.URLPolicy // registration's URL checks, per environment
 	urlSandbox   ssrf.URLPolicy
 	maxEPs       int // webhook endpoints per owner; 0: no limit
@@ -237,6 +238,10 @@ type Server struct {
 	stats        stats
 	openapi      map[string][]byte // each version's OpenAPI document
 	handler      http.Handler
+	// The API mux, the root mux and what each API route requires (routes.go, permissions.go).
+	api, root *http.ServeMux
+	rules     map[string]routeRule
+	ruleErrs  []error // mistakes in the declarations, reported by checkRules
 }
 
 // New returns a Server configured by cfg.
@@ -263,9 +268,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.stats.faults = make(map[string]int64)
 
-	// Authentication: keys are stored as hashes; the environment comes from the key alone.
+	// Authentication: keys are stored as hashes; the environment comes from the key alone. A key may
+	// be restricted to some of the API's permissions (routes.go declares them, and which route needs
+	// which); the keys API lists, creates, revokes and rolls a licensee's keys.
 	if s.issuer, err = apikey.NewIssuer(cfg.Credentials, &apikey.IssuerOptions{Now: s.now, SandboxBaseURL: cfg.BaseURL,
-		LiveBaseURL: cfg.BaseURL, Logger: s.log}); err != nil {
+		LiveBaseURL: cfg.BaseURL, Logger: s.log, Permissions: permissions}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if s.keys, err = apikey.NewKeysHandler(s.issuer, &apikey.KeysHandlerOptions{Problems: s.problems}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.auth, err = apikey.NewAuthenticator(s.issuer, &apikey.AuthenticatorOptions{Problems: s.problems, Logger: s.log,
@@ -412,10 +422,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if s.handler, err = s.routes(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The documents show each route's permission: they are built from the routes' declarations.
 	if s.openapi, err = s.openAPIDocuments(cfg.BaseURL); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.handler = s.routes()
 	if s.tel != nil {
 		s.handler = traced(s.handler, s.tel)
 	}
@@ -472,11 +485,12 @@ func (s *Server) DeliverDue(ctx context.Context) (producer.Stats, error) {
 	return s.dispatcher.DeliverDue(ctx)
 }
 
-// Serve answers HTTP on ln and delivers webhooks until ctx is cancelled, then shuts down gracefully:
-// it stops accepting connections and lets requests in flight finish (a connection that has not sent
-// a request yet is closed after a short grace instead of being waited on: see package graceful),
-// stops the dispatcher (deliveries in flight are handed back, to be retried, never lost), and sends
-// any delivery the reorder fault still holds. It returns nil after a clean shutdown.
+// Serve answers HTTP on ln, delivers webhooks and records the API keys' last uses until ctx is
+// cancelled, then shuts down gracefully: it stops accepting connections and lets requests in flight
+// finish (a connection that has not sent a request yet is closed after a short grace instead of
+// being waited on: see package graceful), stops the dispatcher (deliveries in flight are handed back,
+// to be retried, never lost), writes the last uses noted since the last write, and sends any delivery
+// the reorder fault still holds. It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// A slow or hostile client cannot hold a connection open forever (graceful.DefaultTimeouts).
 	hs := graceful.NewServer(s.handler, s.timeouts, slog.NewLogLogger(s.log.Handler(), slog.LevelWarn))
@@ -485,6 +499,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopDispatch()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.dispatcher.Run(dispatchCtx) })
+	// The keys' last uses, noted as requests authenticate, are written once a minute, off every
+	// request's path, and once more at shutdown.
+	wg.Go(func() { _ = s.issuer.Run(dispatchCtx) })
 	if s.tel != nil {
 		// The backlog gauges read the event log at each collection, while this server serves.
 		reg, err := s.tel.ObserveBacklog(s.dispatcher)

@@ -27,17 +27,22 @@ func traced(h http.Handler, tel *otelconv.Telemetry) http.Handler {
 	return tel.HTTPHandler(h)
 }
 
-// routeNamed records the route the API mux chose, under the version segment it serves below. An
-// unmatched path (the mux's "/" catch-all) names no route.
-func routeNamed(mux http.Handler) http.Handler {
+// routeNamed records the route the API mux chose for a request next served, under the version
+// segment it serves below; a request refused before the mux routed it (permit's 403) is named by the
+// route it asked for. An unmatched path (the mux's "/" catch-all) names no route.
+func routeNamed(api *http.ServeMux, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mux.ServeHTTP(w, r)
-		if r.Pattern == "" || r.Pattern == "/" {
+		next.ServeHTTP(w, r)
+		pattern := r.Pattern
+		if pattern == "" {
+			_, pattern = api.Handler(r)
+		}
+		if pattern == "" || pattern == "/" {
 			return
 		}
-		_, path, ok := strings.Cut(r.Pattern, " ")
+		_, path, ok := strings.Cut(pattern, " ")
 		if !ok {
-			path = r.Pattern
+			path = pattern
 		}
 		otelconv.SetHTTPRoute(r.Context(), "/{version}"+path)
 	})
