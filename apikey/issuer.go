@@ -288,10 +288,10 @@ func (i *Issuer) permissions(perms []string) ([]string, error) {
 
 // Roll replaces the key with the given ID: it issues a new key with the same licensee, environment
 // and permissions, and ends the old one after overlap (at once for zero), so that both work until
-// then and a deployment can switch without downtime. A key that has already ended is
-// ErrCredentialEnded, an unknown ID ErrCredentialNotFound, a negative overlap an error. The old key's
-// end only moves earlier: rolling a key already set to end sooner keeps that end. The new key's
-// lifetime is its environment's default. The result holds the new key, shown once.
+// then and a deployment can switch without downtime. A key is rolled once: one that has ended, or is
+// already set to end (rolled or revoked before), is ErrCredentialEnded — of concurrent rolls of one
+// key, one succeeds. An unknown ID is ErrCredentialNotFound, a negative overlap an error. The new
+// key's lifetime is its environment's default. The result holds the new key, shown once.
 func (i *Issuer) Roll(ctx context.Context, keyID string, overlap time.Duration) (Credentials, error) {
 	if i == nil || i.store == nil {
 		return Credentials{}, errZeroIssuer

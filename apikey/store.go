@@ -22,7 +22,8 @@ var (
 	ErrInvalidEnvironment = errors.New("apikey: invalid environment")
 	// ErrZeroRevocation: a revocation instant is the zero time, which would read as "not revoked".
 	ErrZeroRevocation = errors.New("apikey: zero revocation time")
-	// ErrCredentialEnded: a key to roll has already ended (expired or revoked).
+	// ErrCredentialEnded: a key to roll has ended (expired or revoked), or is already set to end (it
+	// was rolled or revoked with a later instant): a key is rolled once.
 	ErrCredentialEnded = errors.New("apikey: credential has ended")
 )
 
@@ -113,7 +114,9 @@ type CredentialStore interface {
 	List(ctx context.Context, licensee string, env Environment, at time.Time) ([]Credential, error)
 	// Roll stores next, as Put does, and revokes the credential with the ID old at end, as Revoke
 	// does, in one step: both happen or neither does. It returns ErrCredentialNotFound for an
-	// unknown old and ErrCredentialEnded when old no longer works at next.CreatedAt.
+	// unknown old, and ErrCredentialEnded when old no longer works at next.CreatedAt or already has a
+	// revocation instant (it was rolled or revoked before): a key is rolled once, so concurrent rolls
+	// of one key replace it once.
 	Roll(ctx context.Context, old string, next Credential, end time.Time) error
 	// MarkUsed records when each credential, by ID, was last used: a credential's LastUsedAt becomes
 	// the later of its own and the one given. Unknown IDs are skipped.
@@ -266,7 +269,7 @@ func (m *MemoryCredentialStore) Roll(ctx context.Context, old string, next Crede
 	switch {
 	case !ok:
 		return ErrCredentialNotFound
-	case !c.activeAt(next.CreatedAt):
+	case !c.activeAt(next.CreatedAt) || !c.RevokedAt.IsZero():
 		return fmt.Errorf("%w: %s", ErrCredentialEnded, old)
 	}
 	if err := m.putLocked(next); err != nil {

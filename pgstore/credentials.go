@@ -113,11 +113,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		list: `SELECT ` + cols + ` FROM ` + t + `
 WHERE licensee = $1 AND environment = $2 AND (expires_at IS NULL OR expires_at > $3) AND (revoked_at IS NULL OR revoked_at > $3)
 ORDER BY created_at, id`,
-		// One statement: the old key's end and the new key both happen, or (a duplicate, an ended or
-		// unknown old key) neither does. The new key is inserted only when the old one was updated.
+		// One statement: the old key's end and the new key both happen, or (a duplicate, an unknown old
+		// key, one that has ended or is already set to end) neither does. The new key is inserted only
+		// when the old one was updated; of two concurrent rolls, the second re-reads the row the first
+		// updated, finds it set to end, and inserts nothing.
 		roll: `WITH old AS (
-    UPDATE ` + t + ` SET revoked_at = LEAST(revoked_at, $8)
-    WHERE id = $9 AND (expires_at IS NULL OR expires_at > $5) AND (revoked_at IS NULL OR revoked_at > $5)
+    UPDATE ` + t + ` SET revoked_at = $8
+    WHERE id = $9 AND (expires_at IS NULL OR expires_at > $5) AND revoked_at IS NULL
     RETURNING id
 )
 INSERT INTO ` + t + ` (id, hash, licensee, environment, created_at, expires_at, permissions)

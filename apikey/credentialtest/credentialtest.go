@@ -371,20 +371,22 @@ func testRoll(t *testing.T, s apikey.CredentialStore) {
 	check.NoError(t, err)
 	old.RevokedAt = end
 	RequireSame(t, old, got)
-	// Rolling again ends the old key sooner, never later.
-	third := Credential(3, "lic_a", apikey.Live)
-	third.CreatedAt = next.CreatedAt.Add(time.Minute)
-	sooner := third.CreatedAt.Add(time.Hour)
-	check.NoError(t, s.Roll(ctx, old.ID, third, sooner))
+	// A key is rolled once: rolling it again, sooner or later, is refused and changes nothing.
+	for _, at := range []time.Time{next.CreatedAt.Add(time.Hour), end.Add(time.Hour)} {
+		again := Credential(3, "lic_a", apikey.Live)
+		again.CreatedAt = next.CreatedAt.Add(time.Minute)
+		check.ErrorIs(t, s.Roll(ctx, old.ID, again, at), apikey.ErrCredentialEnded)
+		_, err = s.Get(ctx, again.Hash)
+		check.ErrorIs(t, err, apikey.ErrCredentialNotFound, "a refused roll must store nothing")
+	}
 	got, err = s.Get(ctx, old.Hash)
 	check.NoError(t, err)
-	requireTime(t, "RevokedAt after a second roll", sooner, got.RevokedAt)
-	fourth := Credential(4, "lic_a", apikey.Live)
-	fourth.CreatedAt = third.CreatedAt
-	check.NoError(t, s.Roll(ctx, old.ID, fourth, end.Add(time.Hour)))
-	got, err = s.Get(ctx, old.Hash)
-	check.NoError(t, err)
-	requireTime(t, "RevokedAt after a roll asking for later", sooner, got.RevokedAt)
+	RequireSame(t, old, got)
+	// So is a key revoked for later.
+	other := Credential(4, "lic_a", apikey.Live)
+	check.NoError(t, s.Put(ctx, other))
+	check.NoError(t, s.Revoke(ctx, other.ID, end))
+	check.ErrorIs(t, s.Roll(ctx, other.ID, Credential(5, "lic_a", apikey.Live), end), apikey.ErrCredentialEnded)
 }
 
 func testRollRefused(t *testing.T, s apikey.CredentialStore) {
@@ -419,23 +421,30 @@ func testConcurrentRoll(t *testing.T, s apikey.CredentialStore) {
 	old := Credential(1, "lic_a", apikey.Live)
 	check.NoError(t, s.Put(ctx, old))
 	const n = 8
+	var wins atomic.Int32
 	var wg sync.WaitGroup
+	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
 			next := Credential(10+i, "lic_a", apikey.Live)
 			next.CreatedAt = epoch.Add(time.Second)
-			if err := s.Roll(ctx, old.ID, next, epoch.Add(time.Duration(n-i)*time.Hour)); err != nil {
-				t.Errorf("Roll %d: got error %q, want none", i, err)
+			err := s.Roll(ctx, old.ID, next, epoch.Add(time.Duration(n-i)*time.Hour))
+			if err == nil {
+				wins.Add(1)
+				return
 			}
+			errs <- err
 		})
 	}
 	wg.Wait()
-	got, err := s.Get(ctx, old.Hash)
-	check.NoError(t, err)
-	requireTime(t, "RevokedAt", epoch.Add(time.Hour), got.RevokedAt) // the earliest end, whatever the order
+	close(errs)
+	check.Equal(t, int32(1), wins.Load(), "of concurrent rolls of one key, exactly one replaces it")
+	for err := range errs {
+		check.ErrorIs(t, err, apikey.ErrCredentialEnded)
+	}
 	list, err := s.List(ctx, "lic_a", apikey.Live, epoch.Add(time.Minute))
 	check.NoError(t, err)
-	check.Len(t, list, n+1, "every rolled key and the old one, until it ends")
+	check.Len(t, list, 2, "the old key, until it ends, and its one replacement")
 }
 
 func testMarkUsed(t *testing.T, s apikey.CredentialStore) {
