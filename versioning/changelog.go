@@ -39,13 +39,13 @@ type changelogChange struct {
 //	GET /v2/changelog → 200
 //	{"object":"list","data":[
 //	  {"object":"api_version","version":"v2","released":1759276800,"changes":[
-//	    {"name":"order_side_renamed","object":"order","description":"An order's direction is called side."}]},
+//	    {"name":"order_side_renamed","resource":"order","description":"An order's direction is called side."}]},
 //	  {"object":"api_version","version":"v1","released":1735689600,"deprecated":1767225600,"sunset":1782864000,"changes":[]}]}
 //
-// Dates are Unix seconds, each left out when the version has none; a change's object is left out
-// when the change is not scoped to one. The body is the same on every version: the router does not
-// reshape it for older versions (a change scoped to "order" would otherwise take each entry with
-// "object":"order" for an order). It answers GET and HEAD; other methods get 405 with Allow.
+// Dates are Unix seconds, each left out when the version has none; a change's resource (its Object)
+// is left out when the change is not scoped to one. The body is the same on every version: the
+// router does not reshape it for older versions, whose changes are for the API's resources, not for
+// this list. It answers GET and HEAD; other methods get 405 with Allow.
 func (rt *Router) ChangelogHandler() http.Handler {
 	if rt == nil || rt.reg == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroRouter) })

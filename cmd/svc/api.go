@@ -165,6 +165,20 @@ func (e *problemError) print(w io.Writer) {
 	}
 }
 
+// retryable reports whether the answer may change if the request is sent again: a 5xx, a 429, and a
+// 409 that is the Idempotency-Key's first request still running (or not a problem at all, which
+// nothing vouches for). Another 409 is the server's decision about the resource's state, such as
+// version_upgrade_final: sending it again changes nothing.
+func (e *problemError) retryable() bool {
+	switch {
+	case e.status >= 500, e.status == http.StatusTooManyRequests:
+		return true
+	case e.status == http.StatusConflict:
+		return e.problem == nil || e.problem.Code == "" || e.problem.Code == idempotency.CodeKeyInUse
+	}
+	return false
+}
+
 func readProblem(resp *http.Response, method, target string) error {
 	pe := &problemError{method: method, target: target, status: resp.StatusCode}
 	p, err := apierror.Parse(resp)

@@ -304,7 +304,9 @@ func (f *flags) parse(args []string, maxArgs int) error {
 			break
 		}
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if env, ok := secretFlags[name]; ok && strings.HasPrefix(a, "-") {
+		// A command may define such a flag for something that is not a secret (requests list's
+		// --key, a key's ID); it then refuses a value shaped like a secret itself.
+		if env, ok := secretFlags[name]; ok && strings.HasPrefix(a, "-") && f.Lookup(name) == nil {
 			return usagef("%s: there is no -%s flag: a command line is visible to every user of the machine (ps); set %s, or put it in the config file",
 				f.Name(), name, env)
 		}

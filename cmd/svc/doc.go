@@ -19,6 +19,12 @@
 //	svc endpoints disable | enable | delete [--endpoint we_…]
 //	svc endpoints roll-secret [--endpoint we_…] [--expires-in 24h] [--export]
 //	svc endpoints stats [--endpoint we_…]
+//	svc requests list [--status 4xx|404] [--code C] [--key key_…] [--route 'POST /v1/orders'] [--since 1h|TIME] [--until 1h|TIME] [--limit N] [--all] [--starting-after req_…]
+//	svc requests get REQUEST_ID
+//	svc version-pin show
+//	svc version-pin upgrade VERSION
+//	svc version-pin rollback
+//	svc changelog [--version V]
 //	svc event-types
 //	svc keys list
 //	svc keys create [--permission RESOURCE:read|write]… [--export]
@@ -70,9 +76,28 @@
 // 0s ends it at once), so a deployment switches keys without downtime. list and get never show a
 // secret; last used is to the minute.
 //
+// The requests commands read the request log (requestlog.RequestsHandler on the server): what
+// became of a request, by the ID every answer carries in X-Request-Id and every problem in its
+// request_id. list filters by status (404) or class (4xx), problem code, API key ID (--key takes the
+// key's ID, key_…; a value shaped like a secret is refused and not repeated), route pattern and time
+// (--since and --until: a duration back from now, or an RFC 3339 time), newest first, one page or,
+// with --all, every page by starting_after, up to 10,000 requests. get prints every field.
+//
+// The version-pin commands show and move the API version the key's licensee is pinned to
+// (versioning.Router.PinHandler). upgrade moves it forward; rollback reads the pin and, when its
+// last move was an upgrade still within the rollback window, moves it back to previous_version;
+// otherwise it says why (never moved, the window closed, the previous version no longer served, the
+// last move not an upgrade) without sending anything, and exits with status 3. A pin move changes
+// the version in svc's own paths: svc says what SVC_API_VERSION must become. Sent again with its
+// --idempotency-key, a rollback whose answer was lost is the same request as the first, on the same
+// path, and the server replays its answer. changelog prints every version, newest first, with its
+// release, deprecation and sunset dates and the changes it introduced (--version: one).
+//
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
 // and retries network errors, 409, 429 and 5xx on that key through idempotency.Transport, so a command
-// run once does its work at most once; when the answer is lost, svc prints the key to send again.
+// run once does its work at most once; when the answer is lost, svc prints the key to send again. A
+// 409 other than idempotency_key_in_use (version_upgrade_final, say) is the server's final word on
+// the resource's state: svc prints it as a refusal (exit status 3), without the key.
 //
 // # Output
 //
@@ -110,7 +135,8 @@
 //	  1  verification failed: a signature, a timestamp or a sequence (verify); a range page that is not
 //	     authentic (events), or five in a row (listen: the wrong secret, most likely)
 //	  2  usage: an unknown command or flag, a bad value, a missing credential or configuration
-//	  3  the server refused the request: a 4xx problem, shown with its detail and located violations
+//	  3  the server refused the request: a 4xx problem, shown with its detail and located violations;
+//	     or svc did not send it, the server's answer saying it would be refused (version-pin rollback)
 //	  4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
 //	  5  listen: going on would skip events silently: the events after the cursor were pruned (410),
 //	     or the cursor is ahead of the stream's newest event (another server's, or planted)

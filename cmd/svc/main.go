@@ -15,7 +15,7 @@ const (
 	exitOK          = 0 // success; listen: stopped by Ctrl-C or SIGTERM after the delivery in flight
 	exitInvalid     = 1 // verification failed: a signature, a timestamp or a sequence (verify), an unauthentic range page (events)
 	exitUsage       = 2 // usage: an unknown command or flag, a bad value, a missing credential or configuration
-	exitRefused     = 3 // the server refused the request: a 4xx problem, shown with its detail and violations
+	exitRefused     = 3 // the server refused the request: a 4xx problem, shown with its detail and violations; or would, by what it said (refusedError)
 	exitUnavailable = 4 // the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
 	exitLost        = 5 // listen: going on would skip events: pruned after the cursor, or a cursor ahead of the stream
 	exitInterrupted = 130
@@ -26,7 +26,8 @@ const exitCodesHelp = `Exit codes:
   1  verification failed: a signature, a timestamp or a sequence (verify); a range page that is not
      authentic (events), or five in a row (listen: the wrong secret, most likely)
   2  usage: an unknown command or flag, a bad value, a missing credential or configuration
-  3  the server refused the request: a 4xx problem, shown with its detail and located violations
+  3  the server refused the request: a 4xx problem, shown with its detail and located violations;
+     or svc did not send it, the server's answer saying it would be refused (version-pin rollback)
   4  the server or the network failed: a 5xx, a timeout, a refused connection; retrying may help
   5  listen: going on would skip events silently: the events after the cursor were pruned (410),
      or the cursor is ahead of the stream's newest event (another server's, or planted)
@@ -60,6 +61,7 @@ type command struct {
 	summary string
 	run     func(ctx context.Context, e env, args []string) error
 	sub     []command
+	help    string // a group's: what its --help says beyond the list of its commands
 }
 
 var commands = []command{
@@ -88,6 +90,16 @@ var commands = []command{
 		{name: "revoke", summary: "end an API key now", run: runKeysRevoke},
 		{name: "roll", summary: "replace an API key with a new one of the same permissions; the old one works until --expires-in", run: runKeysRoll},
 	}},
+	{name: "requests", summary: "list and show the requests the server recorded for the key's licensee", help: requestsHelp, sub: []command{
+		{name: "list", summary: "list recorded requests, newest first, by status, code, key, route and time", run: runRequestsList},
+		{name: "get", summary: "show what became of one request, by its ID (X-Request-Id, a problem's request_id)", run: runRequestsGet},
+	}},
+	{name: "version-pin", summary: "show the API version the key's licensee is pinned to, upgrade it, or roll an upgrade back", sub: []command{
+		{name: "show", summary: "show the pinned version, the newest and supported ones, and until when a rollback is possible", run: runVersionPinShow},
+		{name: "upgrade", summary: "move the pin forward to a newer version (svc changelog says what changes)", run: runVersionPinUpgrade},
+		{name: "rollback", summary: "move the pin back to the version of its last upgrade, once, within the rollback window", run: runVersionPinRollback},
+	}},
+	{name: "changelog", summary: "list the API's versions, their dates and the changes each introduced", run: runChangelog},
 	{name: "event-types", summary: "list the event types the server declares (what --events may name)", run: runEventTypes},
 	{name: "orders", summary: "create orders on the reference server", sub: []command{
 		{name: "create", summary: "create an order, with an Idempotency-Key it prints and retries on", run: runOrdersCreate},
@@ -189,6 +201,9 @@ func printGroupHelp(w io.Writer, path string, c command) {
 	for _, s := range c.sub {
 		fmt.Fprintf(w, "  %-12s %s\n", s.name, s.summary)
 	}
+	if c.help != "" {
+		fmt.Fprintf(w, "\n%s\n", c.help)
+	}
 	fmt.Fprintf(w, "\n'%s <command> --help' describes a command and its flags.\n", path)
 }
 
@@ -219,6 +234,7 @@ func exitCode(err error, stderr io.Writer, ctx context.Context) int {
 	var (
 		ue *usageError
 		ie *invalidError
+		re *refusedError
 		pe *problemError
 		le *lostError
 		ae *aheadError
@@ -235,12 +251,15 @@ func exitCode(err error, stderr io.Writer, ctx context.Context) int {
 	case errors.As(err, &ie):
 		fmt.Fprintf(stderr, "svc: %s\n", ie.msg)
 		return exitInvalid
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "svc: %s\n", re.msg)
+		return exitRefused
 	case errors.As(err, &le), errors.As(err, &ae):
 		fmt.Fprintf(stderr, "svc: %v\n", err)
 		return exitLost
 	case errors.As(err, &pe):
 		pe.print(stderr)
-		if pe.status >= 500 || pe.status == 429 || pe.status == 409 {
+		if pe.retryable() {
 			return exitUnavailable
 		}
 		return exitRefused

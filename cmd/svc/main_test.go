@@ -45,6 +45,9 @@ func TestHelp(t *testing.T) {
 		{"endpoints", "enable", "--help"}, {"endpoints", "delete", "--help"}, {"endpoints", "roll-secret", "--help"},
 		{"event-types", "--help"}, {"keys", "--help"}, {"keys", "list", "--help"}, {"keys", "create", "--help"},
 		{"keys", "get", "--help"}, {"keys", "revoke", "--help"}, {"keys", "roll", "--help"},
+		{"requests", "--help"}, {"requests", "list", "--help"}, {"requests", "get", "--help"},
+		{"version-pin", "--help"}, {"version-pin", "show", "--help"}, {"version-pin", "upgrade", "--help"},
+		{"version-pin", "rollback", "--help"}, {"changelog", "--help"}, {"help", "requests"},
 		{"orders", "create", "--help"}, {"faults", "set", "--help"}, {"faults", "clear", "--help"},
 		{"credentials", "new", "--help"}, {"version", "--help"}, {"help", "listen"}, {"help", "faults"},
 	} {
@@ -55,11 +58,19 @@ func TestHelp(t *testing.T) {
 			require.Empty(t, r.stderr)
 		})
 	}
+	t.Run("a group's help says what it needs beyond its commands", func(t *testing.T) {
+		r := runSvc(t, nil, "", "requests", "--help")
+		for _, want := range []string{"Usage: svc requests <command> [flags]", "list ", "get ", "X-Request-Id header",
+			"problem in its request_id member"} {
+			require.Contains(t, r.stdout, want)
+		}
+	})
 	t.Run("the overview lists every command, the environment and the exit codes", func(t *testing.T) {
 		r := runSvc(t, nil, "", "help")
 		for _, want := range []string{"listen", "trigger", "events", "verify", "endpoints create", "endpoints list",
 			"endpoints get", "endpoints update", "endpoints disable", "endpoints enable", "endpoints delete",
-			"endpoints roll-secret", "event-types",
+			"endpoints roll-secret", "event-types", "keys list", "keys roll", "requests list", "requests get",
+			"version-pin show", "version-pin upgrade", "version-pin rollback", "changelog", "version ",
 			"orders create", "faults set", "faults clear", "credentials new", "SVC_API_KEY", "SVC_BASE_URL",
 			"SVC_WEBHOOK_SECRET", "Exit codes:"} {
 			require.Contains(t, r.stdout, want)

@@ -34,18 +34,28 @@ func (m *mutation) register(f *flags, export string) {
 // send posts a mutating request with the command's key, and says which key it was when the answer
 // is lost, so the very same request can be sent again without doing the work twice.
 func (m *mutation) send(ctx context.Context, e env, c *client, method, path string, body any) (*response, error) {
+	if err := m.checkKey(); err != nil {
+		return nil, err
+	}
 	if m.key == "" {
 		m.key = idempotency.NewKey()
-	} else if !idempotency.ValidKey(m.key) {
-		return nil, usagef("--idempotency-key must be 1 to 255 visible ASCII characters")
 	}
 	resp, err := c.do(ctx, method, path, body, m.key)
 	var pe *problemError
-	if err != nil && (!errors.As(err, &pe) || pe.status >= 500 || pe.status == http.StatusConflict) {
+	if err != nil && (!errors.As(err, &pe) || pe.retryable()) {
 		// The answer was lost or is not final: the same key finds out what happened.
 		fmt.Fprintf(e.stderr, "svc: the request was sent with Idempotency-Key %s: send it again with --idempotency-key %s to replay its answer, never to do it twice\n", m.key, m.key)
 	}
 	return resp, err
+}
+
+// checkKey refuses an --idempotency-key no server takes, for a command that checks it before sending
+// anything at all (send checks it too).
+func (m *mutation) checkKey() error {
+	if m.key != "" && !idempotency.ValidKey(m.key) {
+		return usagef("--idempotency-key must be 1 to 255 visible ASCII characters")
+	}
+	return nil
 }
 
 // shellQuote quotes s for a POSIX shell.
