@@ -47,8 +47,11 @@
 // (Options.BufferSize); a background flusher writes batches to the Store when one is full
 // (Options.BatchSize) or at every Options.FlushInterval, and removes entries older than
 // Options.Retention (7 days by default) in bounded steps. A request never waits for the Store: when
-// the buffer is full its entry is dropped and counted (Log.Stats, Stats.Dropped), and a batch the
-// Store refuses is lost, counted (Stats.Failed) and logged. Close writes what is buffered.
+// the buffer is full its entry is dropped and counted (Log.Stats, Stats.Dropped). A batch the Store
+// refuses is kept and tried again at the next tick (Insert skips an entry already stored, so a write
+// that failed late stores nothing twice); meanwhile the buffer fills, and drops what comes past it.
+// Close writes what is buffered; what the Store still refuses then is lost, counted (Stats.Failed)
+// and logged.
 //
 // # Read API
 //

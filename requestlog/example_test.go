@@ -64,6 +64,6 @@ func Example() {
 		fmt.Println(e.Status, e.Route, e.APIKey == creds.KeyID)
 	}
 	// Output:
-	// {Recorded:2 Dropped:0 Written:2 Failed:0 Pruned:0}
+	// {Recorded:2 Dropped:0 Written:2 Failed:0 Retried:0 Pruned:0}
 	// 201 POST /v1/orders true
 }

@@ -71,7 +71,8 @@ type Options struct {
 	PruneInterval time.Duration
 	// StoreTimeout bounds every Store call; zero means DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// Logger records failed Store calls at Error (how many entries were lost, never an entry), and
+	// Logger records failed Store calls (at Warn while the entries are kept for another try, at Error
+	// for entries lost at Close; how many, never an entry), and
 	// a Log mounted outside apierror.WithRequestID, once, at Warn. Nil logs nothing.
 	Logger *slog.Logger
 }
@@ -85,8 +86,12 @@ type Stats struct {
 	Dropped uint64
 	// Written counts the entries the Store accepted.
 	Written uint64
-	// Failed counts the entries lost because Store.Insert failed.
+	// Failed counts the entries lost because Store.Insert still failed when the Log closed. Before
+	// that, a batch the Store refuses is kept and tried again.
 	Failed uint64
+	// Retried counts the Store.Insert calls that failed and whose batch was kept, to be tried again
+	// at the next FlushInterval.
+	Retried uint64
 	// Pruned counts the entries the retention removed.
 	Pruned uint64
 }
@@ -122,7 +127,7 @@ type Log struct {
 	cancel  context.CancelFunc // Close gives up on them
 	noID    sync.Once
 
-	recorded, dropped, written, failed, pruned atomic.Uint64
+	recorded, dropped, written, failed, pruned, retries atomic.Uint64
 }
 
 // ErrNotBuilt: a Log, MemoryStore or RequestsHandler used without its constructor. The errors their
@@ -300,7 +305,7 @@ func (l *Log) Record(e Entry) bool {
 }
 
 // Flush writes every entry recorded before it was called to the Store, and returns the error of a
-// write that failed meanwhile (the entries are then lost, and counted in Stats.Failed); then it
+// write that failed meanwhile (the entries are then kept, and tried again at the next tick); then it
 // applies the retention when that is due (Options.PruneInterval, by Options.Now), as the flusher's
 // ticks do. A Log flushes on its own (Options.BatchSize, Options.FlushInterval): Flush is for
 // tests, and for a caller that must see its entries at once. After Close it returns ErrClosed.
@@ -354,11 +359,15 @@ func (l *Log) Stats() Stats {
 		return Stats{}
 	}
 	return Stats{Recorded: l.recorded.Load(), Dropped: l.dropped.Load(), Written: l.written.Load(),
-		Failed: l.failed.Load(), Pruned: l.pruned.Load()}
+		Failed: l.failed.Load(), Retried: l.retries.Load(), Pruned: l.pruned.Load()}
 }
 
 // run is the flusher: it batches the queue into Store.Insert calls, full batches at once and others
-// at each tick, and applies the retention at the ticks when it is due.
+// at each tick, and applies the retention at the ticks when it is due. A batch the Store refuses is
+// kept and tried again at the next tick (Insert skips what a write that failed late did store);
+// meanwhile the flusher stops taking entries from the queue, which fills, and then drops and counts
+// what arrives: a store that is down costs the entries past the buffer, never the ones in hand, and
+// is not called more than once a tick.
 func (l *Log) run() {
 	defer close(l.done)
 	defer l.cancel()
@@ -366,49 +375,60 @@ func (l *Log) run() {
 	defer tick.Stop()
 	batch := make([]Entry, 0, l.batchSize)
 	var nextPrune time.Time // due at the first tick
+	failing := false
 	for {
+		queue := l.queue
+		if failing || len(batch) >= l.batchSize {
+			queue = nil // hold the queue until the batch in hand is written
+		}
 		select {
-		case e := <-l.queue:
+		case e := <-queue:
 			batch = append(batch, e)
 			if len(batch) >= l.batchSize {
-				batch, _ = l.write(batch)
+				var err error
+				batch, err = l.write(batch)
+				failing = err != nil
 			}
 		case <-tick.C:
-			batch, _ = l.write(batch)
+			var err error
+			batch, err = l.write(batch)
+			failing = err != nil
 			nextPrune = l.prune(nextPrune)
 		case reply := <-l.flushes:
 			var err error
 			batch, err = l.drain(batch, len(l.queue))
+			failing = err != nil
 			nextPrune = l.prune(nextPrune)
 			reply <- err
 		case <-l.stop:
-			// Close holds Record off: the queue no longer grows.
-			_, _ = l.drain(batch, len(l.queue))
+			// Close holds Record off: the queue no longer grows. What the Store still refuses now is
+			// lost, and counted.
+			batch, err := l.drain(batch, len(l.queue))
+			if err != nil {
+				l.lose(batch, err)
+			}
 			return
 		}
 	}
 }
 
-// drain writes batch and the next n queued entries, and returns the first error.
+// drain writes batch and the next n queued entries, and returns the first error; on an error it
+// stops, and returns what it has not written (the queue keeps the rest).
 func (l *Log) drain(batch []Entry, n int) ([]Entry, error) {
-	var first error
 	for ; n > 0; n-- {
-		batch = append(batch, <-l.queue)
 		if len(batch) >= l.batchSize {
 			var err error
-			if batch, err = l.write(batch); first == nil {
-				first = err
+			if batch, err = l.write(batch); err != nil {
+				return batch, err
 			}
 		}
+		batch = append(batch, <-l.queue)
 	}
-	batch, err := l.write(batch)
-	if first == nil {
-		first = err
-	}
-	return batch, first
+	return l.write(batch)
 }
 
-// write hands batch to the Store and returns it emptied, for reuse.
+// write hands batch to the Store and returns it emptied, for reuse; when the Store fails it returns
+// batch as it was, to be tried again.
 func (l *Log) write(batch []Entry) ([]Entry, error) {
 	if len(batch) == 0 {
 		return batch, nil
@@ -416,17 +436,23 @@ func (l *Log) write(batch []Entry) ([]Entry, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.storeTimeout)
 	err := l.store.Insert(ctx, batch)
 	cancel()
-	n := uint64(len(batch))
 	if err != nil {
-		l.failed.Add(n)
-		l.log.LogAttrs(context.Background(), slog.LevelError, "requestlog: entries lost: the store failed",
+		l.retries.Add(1)
+		l.log.LogAttrs(context.Background(), slog.LevelWarn, "requestlog: the store failed; the entries are kept and tried again",
 			slog.Int("entries", len(batch)), slog.Any("error", err))
-		err = fmt.Errorf("requestlog: write %d entries: %w", len(batch), err)
-	} else {
-		l.written.Add(n)
+		return batch, fmt.Errorf("requestlog: write %d entries: %w", len(batch), err)
 	}
+	l.written.Add(uint64(len(batch)))
 	clear(batch)
-	return batch[:0], err
+	return batch[:0], nil
+}
+
+// lose counts and logs the entries the Store still refused when the Log closed.
+func (l *Log) lose(batch []Entry, err error) {
+	n := len(batch) + len(l.queue)
+	l.failed.Add(uint64(n))
+	l.log.LogAttrs(context.Background(), slog.LevelError, "requestlog: entries lost at close: the store failed",
+		slog.Int("entries", n), slog.Any("error", err))
 }
 
 // prune removes entries past the retention when it is due at next, in bounded steps, and returns

@@ -3,6 +3,7 @@ package requestlog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -360,18 +361,87 @@ func TestRetentionPrunes(t *testing.T) {
 }
 
 // failStore fails every Insert.
-type failStore struct{ *requestlog.MemoryStore }
+// outageStore fails every Insert while down, as a database that is unreachable; a failing Insert
+// may still have stored its batch (the answer was lost), as one that timed out after committing.
+type outageStore struct {
+	*requestlog.MemoryStore
+	mu        sync.Mutex
+	down      bool
+	lateStore bool // a failed Insert stores its batch all the same
+	calls     int
+}
 
-func (failStore) Insert(context.Context, []requestlog.Entry) error { return errors.New("disk full") }
+func (s *outageStore) Insert(ctx context.Context, entries []requestlog.Entry) error {
+	s.mu.Lock()
+	down, late := s.down, s.lateStore
+	s.calls++
+	s.mu.Unlock()
+	if !down {
+		return s.MemoryStore.Insert(ctx, entries)
+	}
+	if late {
+		_ = s.MemoryStore.Insert(ctx, entries)
+	}
+	return errors.New("disk full")
+}
 
-func TestStoreFailureCounted(t *testing.T) {
-	l := must(requestlog.New(&requestlog.Options{Store: failStore{must(requestlog.NewMemoryStore(nil))}, FlushInterval: time.Hour}))
-	defer l.Close(context.Background())
+func (s *outageStore) set(down, late bool) {
+	s.mu.Lock()
+	s.down, s.lateStore = down, late
+	s.mu.Unlock()
+}
+
+// TestStoreOutageLosesNothing: a batch the Store refuses is kept and written once the Store is back,
+// each entry once, even when a failed Insert had stored it (its answer lost); while the Store is
+// down the flusher calls it once a tick, not once an entry.
+func TestStoreOutageLosesNothing(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stored_late=%v", late), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &outageStore{MemoryStore: must(requestlog.NewMemoryStore(nil))}
+				l := must(requestlog.New(&requestlog.Options{Store: store, BatchSize: 2, FlushInterval: time.Second}))
+				defer l.Close(context.Background())
+				store.set(true, late)
+				for i := range 10 {
+					l.Record(requestlog.Entry{RequestID: fmt.Sprintf("req_%02d", i), Method: "GET", Status: 200, At: t0})
+				}
+				synctest.Wait()
+				store.mu.Lock()
+				calls := store.calls
+				store.mu.Unlock()
+				require.Equal(t, 1, calls, "a full batch is tried once, then held until the next tick")
+				err := l.Flush(context.Background())
+				require.ErrorContains(t, err, "disk full")
+				time.Sleep(5 * time.Second) // five ticks, five tries
+				synctest.Wait()
+				store.set(false, false)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				require.NoError(t, l.Flush(context.Background()))
+				st := l.Stats()
+				require.Equal(t, uint64(10), st.Recorded)
+				require.Equal(t, uint64(10), st.Written)
+				require.Zero(t, st.Failed)
+				require.Zero(t, st.Dropped)
+				require.GreaterOrEqual(t, st.Retried, uint64(6))
+				list, _, err := store.List(context.Background(), requestlog.Query{Limit: 100})
+				require.NoError(t, err)
+				require.Len(t, list, 10, "every entry once")
+			})
+		})
+	}
+}
+
+// TestStoreFailureAtClose: what the Store still refuses when the Log closes is lost, and counted.
+func TestStoreFailureAtClose(t *testing.T) {
+	store := &outageStore{MemoryStore: must(requestlog.NewMemoryStore(nil)), down: true}
+	l := must(requestlog.New(&requestlog.Options{Store: store, FlushInterval: time.Hour}))
 	l.Record(requestlog.Entry{RequestID: "req_1", Method: "GET", Status: 200, At: t0})
 	l.Record(requestlog.Entry{RequestID: "req_2", Method: "GET", Status: 200, At: t0})
-	err := l.Flush(context.Background())
-	require.ErrorContains(t, err, "disk full")
-	require.Equal(t, requestlog.Stats{Recorded: 2, Failed: 2}, l.Stats())
+	require.NoError(t, l.Close(context.Background()))
+	st := l.Stats()
+	require.Equal(t, uint64(2), st.Failed)
+	require.Zero(t, st.Written)
 }
 
 // A Log outside apierror.WithRequestID has no ID to record under: nothing is recorded, it is counted.
