@@ -95,7 +95,9 @@ func loadKnobs(tb testing.TB) throughputKnobs {
 //     (simple-update, one commit per transaction) at the same client count, on its own database.
 //     Reports orders/s, pgbench's tps and their ratio. orders gives each client a licensee of its own;
 //     orders/one-licensee has every client place one licensee's orders, all of whose events go to
-//     one endpoint's stream.
+//     one endpoint's stream; orders/request-log-off is orders with the server's request log turned
+//     off (server.Config.DisableRequestLog), so that one run shows what the log costs: its orders/s
+//     against orders'.
 //   - events/ours: SVC_BENCH_EVENTS events appended through producer.Publisher to a pgstore.EventLog
 //     across SVC_BENCH_ENDPOINTS endpoints, then delivered by producer.Dispatchers to a local consumer
 //     answering 204. Reports appended/s and delivered/s.
@@ -107,8 +109,9 @@ func loadKnobs(tb testing.TB) throughputKnobs {
 // goroutine of the process (server, pgx, dispatcher), which is what an order costs here. Every schema
 // and database it creates is dropped when it ends, on failure too.
 func BenchmarkPGThroughput(b *testing.B) {
-	b.Run("orders", func(b *testing.B) { benchOrders(b, false) })
-	b.Run("orders/one-licensee", func(b *testing.B) { benchOrders(b, true) })
+	b.Run("orders", func(b *testing.B) { benchOrders(b, false, true) })
+	b.Run("orders/one-licensee", func(b *testing.B) { benchOrders(b, true, true) })
+	b.Run("orders/request-log-off", func(b *testing.B) { benchOrders(b, false, false) })
 	b.Run("events/ours", benchEventsOurs)
 	b.Run("events/watermill", benchEventsWatermill)
 }
@@ -405,8 +408,9 @@ func reportOrders(b *testing.B, m *meter, total int, tps float64, stmts, trips i
 
 // benchOrders places orders through the reference server. Each client is a licensee of its own, or,
 // with shared, all clients place the orders of one licensee (one key, one webhook endpoint): the busy
-// licensee of issue 20, whose events all go to one stream.
-func benchOrders(b *testing.B, shared bool) {
+// licensee of issue 20, whose events all go to one stream. requestLog keeps the server's request log
+// on, as it ships (its entries written to PostgreSQL in batches while the orders run).
+func benchOrders(b *testing.B, shared, requestLog bool) {
 	dsn := requireDSN(b)
 	pgbench := requirePgbench(b)
 	k := loadKnobs(b)
@@ -416,7 +420,7 @@ func benchOrders(b *testing.B, shared bool) {
 	// As examples/orderserver builds it from SVC_POSTGRES_DSN: 32 connections, so that requests holding a
 	// transaction never queue for one at this concurrency.
 	pool := schemaPool(b, dsn, 32, tracer)
-	srv := newOrderServer(b, pool)
+	srv := newOrderServer(b, pool, requestLog)
 
 	// One sandbox licensee per client, or one for all when shared (sandbox keys have no rate ceiling;
 	// production's 100/s per licensee would measure the limiter), each with one webhook endpoint, so
@@ -503,9 +507,9 @@ func waitUnsequenced(ctx context.Context, log *pgstore.EventLog) error {
 // newOrderServer builds the reference server on pool exactly as examples/orderserver's openBackends
 // does with SVC_POSTGRES_DSN (pgserver.Migrate, pgserver.Config and pgserver.Listen, which keeps the
 // caches of credentials and pins true until the benchmark ends; without its cleanup loop and without
-// a seal key ring, the command's default): every store on PostgreSQL and the transactional
-// idempotency mode.
-func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
+// a seal key ring, the command's default): every store on PostgreSQL, the request log included
+// unless requestLog is false, and the transactional idempotency mode.
+func newOrderServer(tb testing.TB, pool *pgxpool.Pool, requestLog bool) *orderserver.Server {
 	tb.Helper()
 	if err := pgserver.Migrate(context.Background(), pool); err != nil {
 		tb.Fatalf("migrate: %v", err)
@@ -524,6 +528,7 @@ func newOrderServer(tb testing.TB, pool *pgxpool.Pool) *orderserver.Server {
 		}
 	})
 	cfg.BaseURL = "http://127.0.0.1:8080"
+	cfg.DisableRequestLog = !requestLog
 	// The benchmark's endpoints (of sandbox keys) are on loopback, which the default guard refuses.
 	cfg.Webhooks = orderserver.WebhookOptions{SandboxGuard: &ssrf.Guard{
 		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}

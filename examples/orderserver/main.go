@@ -35,6 +35,11 @@
 // A bad entry stops the server at start with an error naming it. Sandbox keys may register http
 // URLs; production keys must use https. Each licensee may register 16 endpoints per environment.
 //
+// Every request is recorded in the request log (in PostgreSQL with SVC_POSTGRES_DSN, else in memory),
+// which each licensee reads at GET /{version}/requests/{request_id} with the X-Request-Id of an
+// answer; it is written at shutdown too. -version-rollback-window sets how long after an upgrade of
+// its version pin a licensee may go back (72 hours by default).
+//
 // Stored idempotency responses and, with -postgres, webhook signing secrets are sealed (AES-256-GCM)
 // with the key ring in SVC_SEAL_KEYS, which every replica must share; responses that carry a secret
 // (an issued API key, a webhook signing secret) are never stored in plain text, with or without it.
@@ -120,6 +125,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	liveRate := fs.Float64("live-rate", server.LiveRate, "production requests a second per licensee, with -live-burst at once (the sandbox has no limit)")
 	liveBurst := fs.Int("live-burst", server.LiveBurst, "production requests per licensee at once, before -live-rate applies")
 	disableAfter := fs.Duration("webhook-disable-after", 0, "disable a webhook endpoint whose deliveries fail for this long without a success (0: the producer's 5 days; an evaluation may use minutes; negative: never); an endpoint answering 410 Gone is disabled at once")
+	rollbackWindow := fs.Duration("version-rollback-window", 0, "how long after upgrading its version pin (POST /{version}/version_pin) a licensee may go back, once (0: 72h; negative: never, every upgrade is final at once)")
 	envFile := fs.String("env-file", "", "also write what it prints at start as shell assignments (BASE, KEY, LIVE, ADMIN) to `file`, mode 0600, for '. file' in another shell")
 	if err := refuseSecretFlags(args); err != nil {
 		return err
@@ -195,6 +201,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.AdminToken, cfg.BaseURL, cfg.Logger = sec.adminToken, baseURL, logger
 	cfg.LiveRate, cfg.LiveBurst = *liveRate, *liveBurst
 	cfg.Webhooks.DisableAfter = *disableAfter
+	cfg.RollbackWindow = *rollbackWindow
 	srv, err := server.New(cfg)
 	if err != nil {
 		_ = ln.Close()

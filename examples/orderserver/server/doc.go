@@ -18,6 +18,11 @@
 //	POST /v1/api_keys                                Bearer API key; {"permissions":[…]} → 201 a new key, its secret shown once
 //	GET, DELETE /v1/api_keys/{id}                    Bearer API key → 200 the key; DELETE revokes it now
 //	POST /v1/api_keys/{id}/roll                      Bearer API key; {"expires_in":seconds} → 201 a new key with the same permissions; the old one ends then
+//	GET  /v1/requests                                Bearer API key; ?status=&code=&api_key=&route=&since=&until=&limit=&starting_after= → 200 the request log, newest first
+//	GET  /v1/requests/{request_id}                   Bearer API key → 200 the request whose answer carried this X-Request-Id; 404 for another licensee's
+//	GET  /v1/version_pin                             Bearer API key → 200 {"object":"version_pin","version","previous_version","rollback_until",…}
+//	POST /v1/version_pin                             Bearer API key; {"version"} → 200 upgraded, or rolled back within the window; 409 version_upgrade_final after it
+//	GET  /v1/changelog                               any Bearer API key → 200 every version, newest first, with the changes it introduced
 //	POST /v1/sandbox/credentials                     Bearer admin token → 201 {"api_key":"sk_sandbox_…","environment":"sandbox","expires_at":…}
 //	POST /v1/sandbox/webhook_endpoints/{id}/faults   sandbox key; {"drop","duplicate","reorder","bad_signature","delay","delay_ms"} → 200
 //	PUT, DELETE  same path                           the sandbox package's own methods for the same control
@@ -36,14 +41,30 @@
 // restricted to some of the API's permissions: orders:read and orders:write, webhook_endpoints:read
 // and :write (the endpoints, their secret roll, statistics and the event catalogue), events:read
 // (range retrieval, the delivery history) and events:write (resend, recover), api_keys:read and
-// :write, and sandbox:write (the sandbox controls); write includes read. routes.go declares each
-// route's permission once, next to its registration, and one guard in front of the API mux (permit)
-// enforces it: a key without the permission gets 403 permission_denied, located at the
+// :write, requests:read (the request log), version_pin:read and :write, and sandbox:write (the
+// sandbox controls); write includes read. The changelog needs a key but no permission. routes.go
+// declares each route's permission once, next to its registration, and one guard in front of the
+// API mux (permit) enforces it: a key without the permission gets 403 permission_denied, located at the
 // Authorization header and naming it; a route without a declaration admits the full key only. The
 // OpenAPI documents show each operation's permission, generated from the same declarations. The
 // keys API is apikey.KeysHandler: a restricted key hands out only what it holds, another licensee's
 // key is 404, and a roll's old key keeps working for expires_in (a day by default). Serve writes
 // each key's last use (last_used_at, to the minute) off the request path.
+//
+// # Request log, version pin and changelog
+//
+// Every request is recorded in the request log (package requestlog; Config.RequestLog, on
+// PostgreSQL with pgserver) under the X-Request-Id of its answer: the API key's ID, the route that
+// served it as documented under its version ("POST /v1/orders"), the status and problem code, the
+// Idempotency-Key and whether the answer was a replay, the version and the latency; never a body or a
+// credential. Entries are written in batches off the request's path (at least once a second, and by
+// Serve at shutdown) and kept 7 days; each licensee reads its own, in its key's environment.
+// Config.DisableRequestLog turns recording off, to measure its cost.
+//
+// A licensee upgrades its version pin with POST /v1/version_pin, and may go back once within
+// Config.RollbackWindow (72 hours by default); the pin shows previous_version and rollback_until,
+// and afterwards the upgrade is final (409 version_upgrade_final at /version). GET /v1/changelog is
+// read from Changes, the definitions the router reshapes older versions with.
 //
 // # Webhook endpoints
 //

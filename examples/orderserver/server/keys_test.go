@@ -92,6 +92,11 @@ func TestRoutePermissions(t *testing.T) {
 		"POST /api_keys":                                        "api_keys:write",
 		"DELETE /api_keys/{id}":                                 "api_keys:write",
 		"POST /api_keys/{id}/roll":                              "api_keys:write",
+		"GET /requests":                                         "requests:read",
+		"GET /requests/{request_id}":                            "requests:read",
+		"GET /version_pin":                                      "version_pin:read",
+		"POST /version_pin":                                     "version_pin:write",
+		"GET /changelog":                                        "", // any key
 		"POST /sandbox/events":                                  "sandbox:write",
 		"POST /sandbox/reset":                                   "sandbox:write",
 		"POST /sandbox/webhook_endpoints/{id}/faults":           "sandbox:write",

@@ -82,6 +82,7 @@ func (s *Server) openAPIDocument(reg *versioning.Registry, version, baseURL stri
 	for _, p := range []string{"/webhook_endpoints/{id}/events/{sequence}/resend", "/webhook_endpoints/{id}/recover"} {
 		paths[p].(map[string]any)["post"].(map[string]any)["responses"].(map[string]any)["422"] = redeliveryRefused()
 	}
+	paths["/version_pin"].(map[string]any)["post"].(map[string]any)["responses"].(map[string]any)["409"] = pinConflict()
 	if err := s.documentPermissions(version, paths); err != nil {
 		return nil, err
 	}
@@ -170,6 +171,20 @@ func redeliveryRefused() map[string]any {
 	return r
 }
 
+// pinConflict is the 409 of moving the version pin: the idempotency middleware's, or the upgrade is
+// final (its rollback window has closed), located at body /version. One response describes both
+// codes, as the status is one; Retry-After comes with the first only.
+func pinConflict() map[string]any {
+	r := openapi.Component(openapi.Responses, openapi.ResponseIdempotencyKeyInUse)
+	r["description"] = r["description"].(string) + " Or " + versioning.CodeVersionUpgradeFinal +
+		": the version asked for is the one the pin's last upgrade came from, and the upgrade's rollback window has closed, so the upgrade is final; the detail says since when. It does not change by retrying."
+	r["headers"].(map[string]any)[openapi.HeaderRetryAfter] = openapi.Ref(openapi.Headers, openapi.HeaderRetryAfter)
+	schema := r["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
+	schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"] =
+		map[string]any{"enum": []any{"idempotency_key_in_use", versioning.CodeVersionUpgradeFinal}}
+	return r
+}
+
 // faultsOperation is setting an endpoint's faults, by POST or PUT.
 func faultsOperation(id, how string) map[string]any {
 	return map[string]any{
@@ -214,10 +229,11 @@ func faultsResponses() map[string]any {
 // (routes.go), found the way a request finds it: as the role of its security requirement
 // (security: [{"BearerAuth": ["orders:write"]}], which OpenAPI 3.1 allows for any scheme), as
 // x-permission for tools that look for it, and in its description; and its 403 is the shared
-// Forbidden response, which describes permission_denied beside version_not_enabled. The operations
-// served beside the API's routes (the public documents, the admin's credentials) take no API key
-// permission. An operation of the API with no declared permission is an error: the document would
-// not say what a restricted key needs.
+// Forbidden response, which describes permission_denied beside version_not_enabled. An operation
+// open to every key (the changelog) has a security requirement without a role, no x-permission,
+// and the 403 version_not_enabled only. The operations served beside the API's routes (the public
+// documents, the admin's credentials) take no API key permission. An operation of the API with no
+// declaration is an error: the document would not say what a restricted key needs.
 func (s *Server) documentPermissions(version string, paths map[string]any) error {
 	for _, p := range slices.Sorted(maps.Keys(paths)) {
 		item := paths[p].(map[string]any)
@@ -234,10 +250,16 @@ func (s *Server) documentPermissions(version string, paths map[string]any) error
 			if !ok {
 				return fmt.Errorf("server: the OpenAPI document's %s %s reaches no route that declares a permission (routes.go)", method, p)
 			}
+			desc, _ := op["description"].(string)
+			if perm == "" {
+				op["security"] = []any{map[string]any{openapi.SecurityBearer: []any{}}}
+				op["responses"].(map[string]any)["403"] = openapi.Ref(openapi.Responses, openapi.ResponseVersionNotEnabled)
+				op["description"] = strings.TrimSpace(desc + " Any API key may call it, restricted or not: it requires no permission.")
+				continue
+			}
 			op["security"] = []any{map[string]any{openapi.SecurityBearer: []any{perm}}}
 			op["x-permission"] = perm
 			op["responses"].(map[string]any)["403"] = openapi.Ref(openapi.Responses, openapi.ResponseForbidden)
-			desc, _ := op["description"].(string)
 			op["description"] = strings.TrimSpace(desc + " Requires the permission " + perm + ": a restricted key without it gets 403 permission_denied.")
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -77,6 +78,7 @@ func TestOpenAPIDocuments(t *testing.T) {
 				"GET /webhook_endpoints/{id}/stats", "POST /webhook_endpoints/{id}/events/{sequence}/resend",
 				"POST /webhook_endpoints/{id}/recover",
 				"GET /api_keys", "POST /api_keys", "GET /api_keys/{id}", "DELETE /api_keys/{id}", "POST /api_keys/{id}/roll",
+				"GET /requests", "GET /requests/{request_id}", "GET /version_pin", "POST /version_pin", "GET /changelog",
 				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
 				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
 				"DELETE /sandbox/webhook_endpoints/{id}/faults",
@@ -112,8 +114,8 @@ func TestOpenAPIDocuments(t *testing.T) {
 
 // TestOpenAPIPermissions: every operation an API key reaches shows the permission its route declares
 // — as the role of its security requirement and as x-permission, generated from the declarations in
-// routes.go — and its 403 describes permission_denied beside version_not_enabled. Only the public
-// document and the admin's credentials take no permission.
+// routes.go — and its 403 describes permission_denied beside version_not_enabled. The public
+// document and the admin's credentials take no API key; the changelog takes any, without a role.
 func TestOpenAPIPermissions(t *testing.T) {
 	ts := newTestServer(t)
 	for _, v := range []string{"v1", "v2"} {
@@ -135,6 +137,13 @@ func TestOpenAPIPermissions(t *testing.T) {
 				}
 				perm, declared := ts.permissionOf(m, path)
 				require.True(t, declared, "%s has no declared permission", name)
+				if name == "GET /changelog" {
+					require.Empty(t, perm, "any key may read the changelog")
+					require.Nil(t, xperm, name)
+					require.Equal(t, openapi3.SecurityRequirements{{openapi.SecurityBearer: []string{}}}, *op.Security, name)
+					require.Equal(t, "#/components/responses/"+openapi.ResponseVersionNotEnabled, op.Responses.Value("403").Ref, name)
+					continue
+				}
 				require.Equal(t, perm, xperm, name)
 				require.NotNil(t, op.Security, name)
 				require.Equal(t, openapi3.SecurityRequirements{{openapi.SecurityBearer: []string{perm}}}, *op.Security, name)
@@ -243,4 +252,33 @@ func TestOpenAPIEventBounds(t *testing.T) {
 		require.ElementsMatch(t, []any{producer.CodeRangeBusy, apierror.CodeRateLimited}, codes(rangeBusy))
 		require.True(t, rangeBusy.Headers["Retry-After"].Value.Required)
 	}
+}
+
+// TestOpenAPIRequestsPinAndChangelogMatchTheServer checks the document's schemas of the request
+// log, the version pin and the changelog against what the server writes, and that the pin's 409
+// describes both of its codes.
+func TestOpenAPIRequestsPinAndChangelogMatchTheServer(t *testing.T) {
+	ts := newTestServer(t)
+	doc := loadDocument(t, ts.do(http.MethodGet, "/v1/openapi.json", "", "", "").Body.Bytes())
+	check := func(schema string, w *httptest.ResponseRecorder) {
+		t.Helper()
+		require.Equal(t, http.StatusOK, w.Code, "%s", w.Body)
+		var v any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &v))
+		require.NoError(t, doc.Components.Schemas[schema].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()), "%s: %s", schema, w.Body)
+	}
+	w := ts.do(http.MethodPost, "/v1/orders", ts.key, "k", `{"account":"acc_1","side":"buy"}`)
+	ts.do(http.MethodPost, "/v1/orders", ts.key, "k", `{"account":"acc_1","side":"buy"}`)
+	ts.do(http.MethodGet, "/v1/orders/ord_x", ts.key, "", "")
+	flushLog(t, ts.Server)
+	check("RequestLogEntry", ts.do(http.MethodGet, "/v1/requests/"+w.Header().Get("X-Request-Id"), ts.key, "", ""))
+	check("RequestLogList", ts.do(http.MethodGet, "/v1/requests", ts.key, "", ""))
+	check("VersionPin", ts.do(http.MethodGet, "/v1/version_pin", ts.key, "", ""))
+	check("VersionPin", ts.do(http.MethodPost, "/v1/version_pin", ts.key, "up", `{"version":"v2"}`)) // previous_version, rollback_until
+	check("Changelog", ts.do(http.MethodGet, "/v1/changelog", ts.key, "", ""))
+
+	conflict := doc.Paths.Value("/v1/version_pin").Post.Responses.Value("409").Value
+	codes := conflict.Content.Get("application/problem+json").Schema.Value.AllOf[1].Value.Properties["code"].Value.Enum
+	require.ElementsMatch(t, []any{"idempotency_key_in_use", versioning.CodeVersionUpgradeFinal}, codes)
+	require.False(t, conflict.Headers["Retry-After"].Value.Required, "a final upgrade has no Retry-After")
 }

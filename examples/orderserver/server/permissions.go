@@ -17,8 +17,11 @@ import (
 // routeRule is what a request needs to reach one pattern of the API mux, as routes declares it.
 type routeRule struct {
 	// permission is what a restricted key needs ("orders:write"); "" for a route that only refuses
-	// (404, 405) and so needs none.
+	// (404, 405) and so needs none, and for one open to every key (anyKey).
 	permission string
+	// anyKey marks a route every API key may call, restricted or not, such as the changelog: it
+	// serves what is public knowledge about the API, so no permission guards it.
+	anyKey bool
 	// sandbox marks a sandbox control, which answers a production key exactly like an unknown route:
 	// permit lets a production key through to that 404 rather than tell it, with a 403, that the
 	// route exists.
@@ -36,6 +39,13 @@ func (s *Server) route(api *http.ServeMux, permission, pattern string, h http.Ha
 func (s *Server) sandboxRoute(api *http.ServeMux, permission, pattern string, h http.Handler) {
 	api.Handle(pattern, s.sandboxOnly(h))
 	s.rule(pattern, routeRule{permission: permission, sandbox: true})
+}
+
+// anyKey registers h at pattern on the API mux, for every API key, restricted or not: a route
+// whose answer is the same for every licensee and tells nothing a key protects.
+func (s *Server) anyKey(api *http.ServeMux, pattern string, h http.Handler) {
+	api.Handle(pattern, h)
+	s.rule(pattern, routeRule{anyKey: true})
 }
 
 // refusal registers h, which only ever refuses (404, 405), at pattern: every key may be refused.
@@ -119,6 +129,12 @@ func (s *Server) permit(api *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := api.Handler(r)
 		rule, declared := s.rules[pattern]
+		// The request log names the route the request asked for, refused for want of a permission
+		// or not; never a route that only refuses, nor a sandbox control to a production key, which
+		// is told that it does not exist.
+		if declared && (rule.permission != "" || rule.anyKey) && !(rule.sandbox && !sandbox.InSandbox(r)) {
+			noteRoute(r, pattern)
+		}
 		switch {
 		case !declared:
 			if p, ok := apikey.FromContext(r.Context()); ok && p.Permissions != nil {
@@ -137,9 +153,11 @@ func (s *Server) permit(api *http.ServeMux) http.Handler {
 }
 
 // permissionOf is the permission a request for method and path (below the version) needs, and
-// whether it is a route of the API mux that requires one: the OpenAPI documents show it per operation.
+// whether it is a route of the API mux that declares what it needs: a permission, or none for a
+// route open to every key (anyKey; the permission is then ""). The OpenAPI documents show it per
+// operation.
 func (s *Server) permissionOf(method, path string) (string, bool) {
 	_, pattern := s.api.Handler(probe(method + " " + path))
 	r, ok := s.rules[pattern]
-	return r.permission, ok && r.permission != ""
+	return r.permission, ok && (r.permission != "" || r.anyKey)
 }

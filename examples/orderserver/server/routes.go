@@ -30,6 +30,8 @@ var permissions = []string{
 	"webhook_endpoints:read", "webhook_endpoints:write",
 	"events:read", "events:write",
 	"api_keys:read", "api_keys:write",
+	"requests:read",
+	"version_pin:read", "version_pin:write",
 	"sandbox:write",
 }
 
@@ -38,6 +40,8 @@ var permissions = []string{
 //
 //   - every response gets an X-Request-Id of the server's own, which every problem repeats
 //     (apierror.WithRequestID);
+//   - every request, refused ones included, is recorded in the request log under that ID, with the
+//     route that served it (requestLogged);
 //   - what net/http's muxes would answer in plain text or HTML — a CONNECT, a path that is not in
 //     canonical form (which ServeMux redirects), a query string that does not parse — is a problem
 //     here (strict);
@@ -76,6 +80,19 @@ func (s *Server) routes() (http.Handler, error) {
 	s.keys.Register(api, "", s.mutating)
 	s.declare("api_keys:read", "GET /api_keys", "GET /api_keys/{id}")
 	s.declare("api_keys:write", "POST /api_keys", "DELETE /api_keys/{id}", "POST /api_keys/{id}/roll")
+	// The request log: what became of each request of the licensee in this environment, by the
+	// request ID every response and every problem carries (requestlog.RequestsHandler).
+	s.requests.Register(api, "")
+	s.declare("requests:read", "GET /requests", "GET /requests/{request_id}")
+	// The licensee's version pin: read it, upgrade it, or — within the rollback window after an
+	// upgrade — go back once (versioning.Router.PinHandler); the POST behind the idempotency
+	// middleware like every other.
+	pin := s.versions.PinHandler()
+	s.route(api, "version_pin:read", "GET /version_pin", pin)
+	s.route(api, "version_pin:write", "POST /version_pin", s.idempotent(pin))
+	// The changelog, read from the versions' Change definitions: public knowledge about the API,
+	// so any key may read it, restricted or not.
+	s.anyKey(api, "GET /changelog", s.versions.ChangelogHandler())
 	// The sandbox controls, each route of them named so that each can require its permission. The
 	// contract sets faults with POST; the sandbox package's controls take PUT for the same request,
 	// so POST is handed to them as the PUT it means.
@@ -113,9 +130,9 @@ func (s *Server) routes() (http.Handler, error) {
 	// goes down the API chain like any other, where no route takes it: whoever is not the operator
 	// gets exactly what an unknown route gets, and learns nothing of this one.
 	root.Handle("POST /{version}/sandbox/credentials",
-		s.adminOr(apiChain, s.versions.Handler(s.idempotent(http.HandlerFunc(s.issueCredentials)))))
+		s.adminOr(apiChain, s.versions.Handler(routed("POST /sandbox/credentials", s.idempotent(http.HandlerFunc(s.issueCredentials))))))
 	// Each version's OpenAPI document is public, like the documentation it is.
-	root.Handle("/{version}"+OpenAPIPath, s.versions.Handler(s.openAPIHandler()))
+	root.Handle("/{version}"+OpenAPIPath, s.versions.Handler(routed("GET "+OpenAPIPath, s.openAPIHandler())))
 	root.Handle("/", apiChain)
 	// So is the documentation of every problem code, where each problem's type URI points: one page
 	// per code, unversioned (a code means the same in every version), HTML to a browser, JSON
@@ -130,7 +147,69 @@ func (s *Server) routes() (http.Handler, error) {
 		root.ServeHTTP(w, r)
 	})
 	s.root = root
-	return apierror.WithRequestID(s.problems.Recover(s.strict(top))), nil
+	return apierror.WithRequestID(s.requestLogged(s.problems.Recover(s.strict(top)))), nil
+}
+
+// requestLogged records every request through next in the request log (Config.DisableRequestLog
+// aside): inside WithRequestID, whose ID names the entry, and outside authentication, so that
+// refused requests are recorded too; outside Recover, so that a panic is recorded as the 500 it
+// becomes. The library's middlewares tell the log the key, the version, the Idempotency-Key, a
+// replay and the problem's code; the route comes from a slot each request carries, which the
+// handler that serves it fills (routed, permit) and the log reads when it is done (routeOf).
+func (s *Server) requestLogged(next http.Handler) http.Handler {
+	if s.reqlog == nil {
+		return next
+	}
+	logged := s.reqlog.Handler(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logged.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, new(routeSlot))))
+	})
+}
+
+// routeKey is the context key of a request's routeSlot.
+type routeKey struct{}
+
+// routeSlot is where the handler that serves a request names its route for the request log. The
+// handler fills it before it returns and the log reads it after: no lock is needed.
+type routeSlot struct{ route string }
+
+// routeOf is the request log's Options.Route: the route the request's slot names, or "" when no
+// route served it (an unknown path or version, a request refused before routing).
+func routeOf(r *http.Request) string {
+	if slot, ok := r.Context().Value(routeKey{}).(*routeSlot); ok {
+		return slot.route
+	}
+	return ""
+}
+
+// noteRoute names the request's route for the request log: pattern, a pattern of the API mux (below
+// the version: "POST /orders", "GET /orders/{id}"), under the version the router served the request
+// at — "POST /v1/orders", the documented path. Only the server's own strings go into it: the pattern
+// and a version of the registry.
+func noteRoute(r *http.Request, pattern string) {
+	slot, ok := r.Context().Value(routeKey{}).(*routeSlot)
+	d, routed := versioning.FromContext(r.Context())
+	if !ok || !routed {
+		return
+	}
+	if method, path, ok := strings.Cut(pattern, " "); ok {
+		slot.route = method + " /" + d.Version.Name + path
+		return
+	}
+	slot.route = "/" + d.Version.Name + pattern
+}
+
+// routed names pattern as the route of the requests next serves with its method (GET's with HEAD's
+// too), for the routes served beside the API mux (noteRoute); next refuses the others with a 405,
+// which names no route. The API mux's routes are named by permit.
+func routed(pattern string, next http.Handler) http.Handler {
+	method, _, _ := strings.Cut(pattern, " ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
+			noteRoute(r, pattern)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // strict answers as problems what net/http's ServeMux would answer in plain text or HTML, before any

@@ -20,6 +20,7 @@ import (
 	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/otelconv"
 	"github.com/svcplatform/conventions/ratelimit"
+	"github.com/svcplatform/conventions/requestlog"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/seal"
 	"github.com/svcplatform/conventions/ssrf"
@@ -159,6 +160,21 @@ type Config struct {
 	Sealer *seal.Ring
 	// Pins keeps each licensee's pinned API version; replicas must share one. Nil means in memory.
 	Pins versioning.PinStore
+	// RollbackWindow is how long after an upgrade of its pin (POST /{version}/version_pin) a licensee
+	// may go back, once, to the version it came from; afterwards the upgrade is final (409
+	// version_upgrade_final). Zero means versioning.DefaultRollbackWindow, 72 hours; negative means
+	// no rollback: every upgrade is final at once.
+	RollbackWindow time.Duration
+	// RequestLog keeps the request log: one entry per request the server serves (its ID, the API
+	// key's ID, the route, the status and problem code, the Idempotency-Key and whether it was
+	// replayed, the version, the latency; never a body or a credential), which each licensee reads
+	// through GET /{version}/requests. Replicas must share one (pgstore.RequestLogStore, which
+	// pgserver.Config sets) for a request to be found on any of them. Nil means
+	// requestlog.NewMemoryStore's: this process only, lost at a restart.
+	RequestLog requestlog.Store
+	// DisableRequestLog records nothing: the requests API then reads only what RequestLog already
+	// holds. For measuring what the log costs (BenchmarkPGThroughput); a service keeps it on.
+	DisableRequestLog bool
 	// V1Deprecated and V1Sunset date v1's deprecation and sunset; zero means V1DeprecatesIn and
 	// V1SunsetsIn after the start of the day the server started (versions.go).
 	V1Deprecated, V1Sunset time.Time
@@ -224,6 +240,9 @@ type Server struct {
 	deliveries   *producer.DeliveriesHandler
 	endpointsAPI *producer.EndpointsHandler
 	keys         *apikey.KeysHandler
+	reqlog       *requestlog.Log  // nil when Config.DisableRequestLog
+	reqlogStore  requestlog.Store // what reqlog writes and requests reads
+	requests     *requestlog.RequestsHandler
 	urlLive      ssrf.URLPolicy // registration's URL checks, per environment
 	urlSandbox   ssrf.URLPolicy
 	maxEPs       int // webhook endpoints per owner; 0: no limit
@@ -245,7 +264,7 @@ type Server struct {
 }
 
 // New returns a Server configured by cfg.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config) (_ *Server, err error) {
 	s := &Server{store: cfg.Store, adminToken: cfg.AdminToken, log: cfg.Logger, now: cfg.Now, timeouts: cfg.Timeouts,
 		tel: cfg.Telemetry}
 	if s.store == nil {
@@ -262,7 +281,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Every problem's type URI resolves to its documentation, which this server serves (ProblemsPath).
 	s.problems = apierror.Writer{TypeBase: problemTypeBase(cfg.BaseURL), Logger: s.log, Hooks: s.tel.APIError()}
-	var err error
 	if s.docs, err = newProblemDocs(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -318,7 +336,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.versions, err = versioning.New(registry, &versioning.Options{Now: s.now, Pins: cfg.Pins, Licensee: versionLicensee,
-		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true,
+		FirstUse: versioning.PinRequested, AllowOverride: allowOverride, StripVersion: true, RollbackWindow: cfg.RollbackWindow,
 		Problems: s.problems, Logger: s.log, Hooks: s.tel.Versioning()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -422,6 +440,30 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	// The request log: every request, refused ones included, recorded off the request's path and
+	// written in batches; each licensee reads its own through the requests API (routes.go). Its
+	// flusher runs from here on: a failure below stops it, and Serve closes it at shutdown.
+	s.reqlogStore = cfg.RequestLog
+	if s.reqlogStore == nil {
+		if s.reqlogStore, err = requestlog.NewMemoryStore(nil); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	if s.requests, err = requestlog.NewRequestsHandler(s.reqlogStore, scopeOf,
+		&requestlog.RequestsHandlerOptions{Problems: s.problems, Logger: s.log}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if !cfg.DisableRequestLog {
+		if s.reqlog, err = requestlog.New(&requestlog.Options{Store: s.reqlogStore, Route: routeOf, Now: s.now,
+			Logger: s.log}); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				_ = s.reqlog.Close(context.Background()) // nothing was served: nothing to write
+			}
+		}()
+	}
 	if s.handler, err = s.routes(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -488,9 +530,10 @@ func (s *Server) DeliverDue(ctx context.Context) (producer.Stats, error) {
 // Serve answers HTTP on ln, delivers webhooks and records the API keys' last uses until ctx is
 // cancelled, then shuts down gracefully: it stops accepting connections and lets requests in flight
 // finish (a connection that has not sent a request yet is closed after a short grace instead of
-// being waited on: see package graceful), stops the dispatcher (deliveries in flight are handed back,
-// to be retried, never lost), writes the last uses noted since the last write, and sends any delivery
-// the reorder fault still holds. It returns nil after a clean shutdown.
+// being waited on: see package graceful), writes what the request log holds and stops it, stops the
+// dispatcher (deliveries in flight are handed back, to be retried, never lost), writes the last uses
+// noted since the last write, and sends any delivery the reorder fault still holds. It returns nil
+// after a clean shutdown. A Server serves once: the requests of a second Serve are not logged.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// A slow or hostile client cannot hold a connection open forever (graceful.DefaultTimeouts).
 	hs := graceful.NewServer(s.handler, s.timeouts, slog.NewLogLogger(s.log.Handler(), slog.LevelWarn))
@@ -523,8 +566,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := graceful.Shutdown(shutdownCtx, hs, conns)
 	// Responses whose completion the store refused are still being retried: give them what is left
-	// of the shutdown's time.
+	// of the shutdown's time. Then the request log writes what it holds: every request has ended.
 	err = errors.Join(err, s.idem.Close(shutdownCtx), s.idemSbx.Close(shutdownCtx))
+	if s.reqlog != nil {
+		err = errors.Join(err, s.reqlog.Close(shutdownCtx))
+	}
 	stopDispatch()
 	wg.Wait()
 	if cerr := s.transport.Close(); cerr != nil && !errors.Is(cerr, sandbox.ErrTransportClosed) {

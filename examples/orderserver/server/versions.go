@@ -37,6 +37,11 @@ var orderSideRenamed = versioning.Change{
 	},
 }
 
+// Changes returns the server's version changes in the order they are registered: what each version
+// changed over the one before it. The router reshapes older versions' answers with them, and GET
+// /{version}/changelog lists them (versioning.Router.ChangelogHandler), so the two cannot differ.
+func Changes() []versioning.Change { return []versioning.Change{orderSideRenamed} }
+
 // newRegistry builds the registry: v1 with its deprecation and sunset, and v2. A licensee is pinned
 // to the version of its first request (versioning.PinRequested), so an integration written against
 // v1 keeps working until its owner upgrades; once v1 is deprecated, new licensees are pinned to v2.
@@ -51,5 +56,5 @@ func newRegistry(now time.Time, deprecated, sunset time.Time) (*versioning.Regis
 	return versioning.NewRegistry([]versioning.Version{
 		{Name: "v1", Deprecated: deprecated.Truncate(time.Second), Sunset: sunset.Truncate(time.Second)},
 		{Name: "v2"},
-	}, []versioning.Change{orderSideRenamed})
+	}, Changes())
 }

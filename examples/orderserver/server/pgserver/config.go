@@ -33,8 +33,8 @@ func sandboxIdempotency() *pgstore.IdempotencyStoreOptions {
 
 // Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
 // webhook endpoints, with pgstore.EndpointStore's columns), the event log's, the credentials', both
-// idempotency tables and the version pins'; a table an earlier version made gets the columns it
-// lacks. The server's own migration is idempotent and pgstore's are versioned (pgstore.Migrate),
+// idempotency tables, the version pins' and the request log's; a table an earlier version made gets
+// the columns it lacks. The server's own migration is idempotent and pgstore's are versioned (pgstore.Migrate),
 // both serialised by advisory locks: run Migrate at every start of every replica, replicas starting
 // together included. The tables go to the first schema of the connection's search_path.
 func Migrate(ctx context.Context, db pgstore.DB) error {
@@ -45,15 +45,17 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 		migrateOrders(ctx, db),
 		// After the server's own: the table exists, with pos; this adds sealed_secrets when missing.
 		pgstore.Migrate(ctx, db, &pgstore.EndpointStoreOptions{}, &pgstore.CredentialStoreOptions{},
-			&pgstore.IdempotencyStoreOptions{}, sandboxIdempotency(), &pgstore.PinStoreOptions{}),
+			&pgstore.IdempotencyStoreOptions{}, sandboxIdempotency(), &pgstore.PinStoreOptions{},
+			&pgstore.RequestLogStoreOptions{}),
 	)
 }
 
 // Config returns a server.Config whose every store is on db, which must be migrated (Migrate) and is
-// never closed: credentials, orders, webhook endpoints and events (Store), version pins, and the
-// idempotency records of production and of the sandbox in tables of their own, in transactional mode
-// (pgstore.Transactor) — a mutating request's claim, its writes and its stored response commit in
-// one transaction. On a *pgxpool.Pool the credentials and the pins are cached (CacheSize), and the
+// never closed: credentials, orders, webhook endpoints and events (Store), version pins, the request
+// log (written in batches, off every request's path, and pruned after 7 days by the server's
+// requestlog.Log), and the idempotency records of production and of the sandbox in tables of their
+// own, in transactional mode (pgstore.Transactor) — a mutating request's claim, its writes and its
+// stored response commit in one transaction. On a *pgxpool.Pool the credentials and the pins are cached (CacheSize), and the
 // caches serve while Listen runs; on another DB every lookup reads the table. ring, when not nil, seals both at rest — the idempotency records
 // (Config.Sealer) and the webhook signing secrets (NewStore) — so that one SVC_SEAL_KEYS covers
 // them; run Store.Reseal after a rotation. The other fields are zero, for the caller to set. A nil
@@ -75,9 +77,10 @@ func Config(db pgstore.DB, ring *seal.Ring) (server.Config, error) {
 	if _, ok := db.(*pgxpool.Pool); ok {
 		cacheSize = CacheSize
 	}
-	var errs [6]error
+	var errs [7]error
 	cfg.Credentials, errs[0] = pgstore.NewCredentialStore(db, &pgstore.CredentialStoreOptions{CacheSize: cacheSize})
 	cfg.Pins, errs[1] = pgstore.NewPinStore(db, &pgstore.PinStoreOptions{CacheSize: cacheSize})
+	cfg.RequestLog, errs[6] = pgstore.NewRequestLogStore(db, nil)
 	live, errLive := pgstore.NewIdempotencyStore(db, nil)
 	sandbox, errSandbox := pgstore.NewIdempotencyStore(db, sbx)
 	cfg.Idempotency, cfg.SandboxIdempotency, errs[2], errs[3] = live, sandbox, errLive, errSandbox
