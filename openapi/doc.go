@@ -46,6 +46,14 @@
 // the problem schema does not describe the platform. Deprecate marks a deprecated version's document
 // (every operation deprecated, every response with the deprecation headers).
 //
+// Problem codes are machine-readable: every problem response lists the codes it may carry in the
+// extension x-problem-codes (ExtensionProblemCodes) — a problem's code or a violation's, since a
+// problem with one violation takes its code — a shared response those common to every operation
+// that uses it. An operation lists its own codes, those only its route answers, in an x-problem-codes
+// object by response key ("404": ["payment_not_found"]), and ListProblemCodes, called after Merge,
+// completes that object with its responses' codes, so that a client reads every code an operation
+// may answer with, by status, in one place; each code is documented at its problem type URI.
+//
 // The package is the standard library only and does not validate documents; the examples module's
 // tests load every document built here with kin-openapi and check the reference server's every
 // answer against its own (examples/e2e). The reference server serves its document at

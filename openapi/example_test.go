@@ -49,3 +49,44 @@ func Example() {
 	// openapi: the document defines a convention's component differently: components.schemas.Problem
 	// [{"$ref":"#/components/parameters/IdempotencyKey"}]
 }
+
+// Each operation lists every problem code it may answer with, by response key: the codes of its
+// shared responses and its own, such as a 404's, which no shared response can name.
+func ExampleListProblemCodes() {
+	doc := map[string]any{
+		"openapi": "3.1.0",
+		"info":    map[string]any{"title": "Payments", "version": "v1"},
+		"paths": map[string]any{"/v1/payments/{id}": map[string]any{"get": map[string]any{
+			"operationId": "getPayment",
+			"responses": map[string]any{
+				"200": map[string]any{"description": "The payment."},
+				"401": openapi.Ref(openapi.Responses, openapi.ResponseUnauthorized),
+				"404": openapi.Ref(openapi.Responses, openapi.ResponseNotFound),
+			},
+			openapi.ExtensionProblemCodes: map[string]any{"404": []any{"payment_not_found"}},
+		}}},
+	}
+	if err := openapi.Merge(doc); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := openapi.ListProblemCodes(doc); err != nil {
+		fmt.Println(err)
+		return
+	}
+	get := doc["paths"].(map[string]any)["/v1/payments/{id}"].(map[string]any)["get"].(map[string]any)
+	out, _ := json.MarshalIndent(get[openapi.ExtensionProblemCodes], "", "  ")
+	fmt.Println(string(out))
+	// Output:
+	// {
+	//   "401": [
+	//     "api_key_invalid",
+	//     "api_key_malformed",
+	//     "api_key_missing",
+	//     "auth_scheme_unsupported"
+	//   ],
+	//   "404": [
+	//     "payment_not_found"
+	//   ]
+	// }
+}

@@ -71,6 +71,12 @@ const (
 	// Security schemes.
 	SecurityBearer = "BearerAuth"
 
+	// ExtensionProblemCodes lists problem codes, each a problem's code or a violation's (errors[].code):
+	// on a problem response, an array of the codes it may carry; on an operation, an object from each
+	// of its response keys ("404", "5XX") to every code the operation may answer with there
+	// (ListProblemCodes).
+	ExtensionProblemCodes = "x-problem-codes"
+
 	// RangePath is the path of range retrieval on v1, as the platform fixes it, and the key of
 	// RangeOperation in the conventions' document.
 	RangePath = "/v1/webhook_endpoints/{id}/events"
@@ -183,6 +189,173 @@ func MergeJSON(doc []byte) ([]byte, error) {
 	return json.Marshal(d)
 }
 
+// ListProblemCodes completes the problem codes of every operation in doc's paths, so that a client
+// reads in one place each code an operation may answer with: an operation's x-problem-codes
+// (ExtensionProblemCodes) becomes an object from each of its problem responses' keys ("400", "5XX")
+// to the sorted union of that response's codes — its own x-problem-codes, or its component's for a
+// $ref — and of the codes the operation already lists there itself: those only its route answers
+// (order_not_found), which a shared response cannot name. Call it after Merge, which brings the
+// components the $refs name, and after the responses are final. A problem response is one with
+// application/problem+json content; the codes of a shared one are those every operation that uses
+// it may answer (NotFound lists none), and each operation adds its own.
+//
+// It refuses the document, which it leaves unchanged, and names every mistake: a problem response
+// without x-problem-codes, or with a code that is not snake_case; a $ref to no response component;
+// an operation that lists codes under a key that is not one of its problem responses; and a problem
+// response with no code at all once the operation's are added, since a client could not tell what it
+// means. Calling it again changes nothing.
+func ListProblemCodes(doc map[string]any) error {
+	if doc == nil {
+		return errors.New("openapi: ListProblemCodes: the document is nil")
+	}
+	components, _ := doc["components"].(map[string]any)
+	shared, _ := components[Responses].(map[string]any)
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("openapi: ListProblemCodes: "+format, args...))
+	}
+	// listed returns the codes a response lists and whether it is a problem response.
+	listed := func(where string, resp map[string]any) ([]string, bool) {
+		content, _ := resp["content"].(map[string]any)
+		if _, ok := content["application/problem+json"]; !ok {
+			return nil, false
+		}
+		raw, ok := resp[ExtensionProblemCodes].([]any)
+		if !ok {
+			bad("%s is a problem response without %s, an array of the codes it may carry", where, ExtensionProblemCodes)
+			return nil, true
+		}
+		codes := make([]string, 0, len(raw))
+		for _, c := range raw {
+			code, _ := c.(string)
+			if !snakeCase(code) {
+				bad("%s lists %v in %s, which is no snake_case code", where, c, ExtensionProblemCodes)
+				continue
+			}
+			codes = append(codes, code)
+		}
+		return codes, true
+	}
+	// The shared responses are checked once, whichever operations refer to them.
+	type sharedCodes struct {
+		codes   []string
+		problem bool
+	}
+	byName := make(map[string]sharedCodes, len(shared))
+	for _, name := range slices.Sorted(maps.Keys(shared)) {
+		if r, ok := shared[name].(map[string]any); ok {
+			codes, problem := listed("components.responses."+name, r)
+			byName[name] = sharedCodes{codes, problem}
+		}
+	}
+	codesOf := func(where string, resp map[string]any) ([]string, bool) {
+		ref, isRef := resp["$ref"].(string)
+		if !isRef {
+			return listed(where, resp)
+		}
+		name, found := strings.CutPrefix(ref, "#/components/"+Responses+"/")
+		c, known := byName[unescapePointer(name)]
+		if !found || !known {
+			bad("%s refers to %s, which is no response component of the document", where, ref)
+		}
+		return c.codes, c.problem
+	}
+
+	paths, _ := doc["paths"].(map[string]any)
+	type result struct{ op, codes map[string]any }
+	var done []result // each operation's complete codes, set once the whole document is checked
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		item, _ := paths[p].(map[string]any)
+		for _, m := range operationMethods {
+			op, ok := item[m].(map[string]any)
+			if !ok {
+				continue
+			}
+			where := strings.ToUpper(m) + " " + p
+			responses, _ := op["responses"].(map[string]any)
+			all := map[string][]string{}
+			for _, key := range slices.Sorted(maps.Keys(responses)) {
+				resp, _ := responses[key].(map[string]any)
+				if codes, problem := codesOf(where+" "+key, resp); problem {
+					all[key] = codes
+				}
+			}
+			own, isMap := op[ExtensionProblemCodes].(map[string]any)
+			if op[ExtensionProblemCodes] != nil && !isMap {
+				bad("%s: %s is not an object from response keys to codes", where, ExtensionProblemCodes)
+			}
+			for _, key := range slices.Sorted(maps.Keys(own)) {
+				if _, ok := all[key]; !ok {
+					bad("%s lists codes under %s, which is not one of its problem responses", where, key)
+					continue
+				}
+				list, _ := own[key].([]any)
+				if list == nil && own[key] != nil {
+					bad("%s: %s.%s is not an array of codes", where, ExtensionProblemCodes, key)
+				}
+				for _, c := range list {
+					code, _ := c.(string)
+					if !snakeCase(code) {
+						bad("%s lists %v under %s, which is no snake_case code", where, c, key)
+						continue
+					}
+					all[key] = append(all[key], code)
+				}
+			}
+			out := make(map[string]any, len(all))
+			for _, key := range slices.Sorted(maps.Keys(all)) {
+				codes := slices.Compact(slices.Sorted(slices.Values(all[key])))
+				if len(codes) == 0 {
+					bad("%s answers %s with a problem whose codes nothing lists: add them to the response or to the operation's %s", where, key, ExtensionProblemCodes)
+				}
+				list := make([]any, len(codes))
+				for i, c := range codes {
+					list[i] = c
+				}
+				out[key] = list
+			}
+			done = append(done, result{op, out})
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, r := range done {
+		if len(r.codes) == 0 {
+			delete(r.op, ExtensionProblemCodes)
+			continue
+		}
+		r.op[ExtensionProblemCodes] = r.codes
+	}
+	return nil
+}
+
+// operationMethods are the members of a Path Item Object that hold an operation.
+var operationMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// unescapePointer undoes escapePointer (RFC 6901).
+func unescapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+}
+
+// snakeCase reports whether s is a problem code: lowercase words of letters and digits joined by
+// single underscores, starting with a letter (apierror's rule for codes).
+func snakeCase(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '_' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '_' && s[i-1] != '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Webhook returns the path item of one event type's delivery, for the document's webhooks: the
 // generic delivery (the signature and sequence headers, the envelope) with type fixed to eventType
 // and data described by the schema data (a Schema Object or a Ref; nil leaves it any object).
@@ -267,7 +440,7 @@ func Deprecate(doc map[string]any, d Deprecation) {
 	paths, _ := doc["paths"].(map[string]any)
 	for _, item := range paths {
 		item, _ := item.(map[string]any)
-		for _, m := range []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"} {
+		for _, m := range operationMethods {
 			op, ok := item[m].(map[string]any)
 			if !ok {
 				continue

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/openapi"
 	"github.com/svcplatform/conventions/webhook/producer"
 )
@@ -237,6 +238,161 @@ func TestRangeOperation(t *testing.T) {
 	code := schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"]
 	require.Equal(t, map[string]any{"const": producer.CodeRangeBusy}, code)
 	require.Contains(t, busy["description"], producer.CodeRangeBusy)
+}
+
+// TestComponentsListTheirProblemCodes: every problem response of the conventions lists the codes it
+// may carry — among them every code its schema allows — each one the library documents (its
+// problem type URI resolves); and the other responses list none.
+func TestComponentsListTheirProblemCodes(t *testing.T) {
+	docs, err := apierror.NewProblemDocs(apierror.LibraryProblemDocs()...)
+	require.NoError(t, err)
+	for name, r := range openapi.Components()[openapi.Responses].(map[string]any) {
+		r := r.(map[string]any)
+		content := r["content"].(map[string]any)
+		problem, isProblem := content["application/problem+json"].(map[string]any)
+		if !isProblem {
+			require.NotContains(t, r, openapi.ExtensionProblemCodes, name)
+			continue
+		}
+		raw, ok := r[openapi.ExtensionProblemCodes].([]any)
+		require.True(t, ok, "%s lists no %s", name, openapi.ExtensionProblemCodes)
+		var codes []string
+		for _, c := range raw {
+			codes = append(codes, c.(string))
+			_, documented := docs.Lookup(c.(string))
+			require.True(t, documented, "%s lists %s, which apierror.LibraryProblemDocs does not document", name, c)
+		}
+		require.IsIncreasing(t, codes, "%s: sorted, each once", name)
+		// The codes the schema allows, where it narrows them.
+		var allowed []any
+		if all, ok := problem["schema"].(map[string]any)["allOf"].([]any); ok {
+			code, _ := all[1].(map[string]any)["properties"].(map[string]any)["code"].(map[string]any)
+			if c, ok := code["const"]; ok {
+				allowed = append(allowed, c)
+			}
+			if e, ok := code["enum"].([]any); ok {
+				allowed = append(allowed, e...)
+			}
+		}
+		for _, c := range allowed {
+			require.Contains(t, raw, c, "%s allows code %s, which its %s lacks", name, c, openapi.ExtensionProblemCodes)
+		}
+	}
+	require.Equal(t, []any{}, openapi.Component(openapi.Responses, openapi.ResponseNotFound)[openapi.ExtensionProblemCodes],
+		"a 404's code names what was not found: no operation shares it")
+}
+
+// TestRangeOperationListsItsProblemCodes: range retrieval lists every code it may answer with, its
+// own (the RangeHandler's 400s and 404) with those of its shared responses, as ListProblemCodes
+// completes them; each is documented.
+func TestRangeOperationListsItsProblemCodes(t *testing.T) {
+	op := openapi.RangeOperation()
+	listed := op[openapi.ExtensionProblemCodes]
+	doc := newDoc()
+	doc["paths"] = map[string]any{openapi.RangePath: map[string]any{"get": op}}
+	require.NoError(t, openapi.Merge(doc))
+	require.NoError(t, openapi.ListProblemCodes(doc))
+	require.Equal(t, listed, op[openapi.ExtensionProblemCodes], "the conventions' document lists them complete")
+	require.Equal(t, []any{producer.CodeEndpointNotFound}, op[openapi.ExtensionProblemCodes].(map[string]any)["404"])
+	require.Contains(t, op[openapi.ExtensionProblemCodes].(map[string]any)["400"], producer.CodeRangeInverted)
+	docs, err := apierror.NewProblemDocs(apierror.LibraryProblemDocs()...)
+	require.NoError(t, err)
+	for status, codes := range op[openapi.ExtensionProblemCodes].(map[string]any) {
+		for _, c := range codes.([]any) {
+			_, ok := docs.Lookup(c.(string))
+			require.True(t, ok, "%s: %s is not documented", status, c)
+		}
+	}
+}
+
+func TestListProblemCodes(t *testing.T) {
+	problem := func(codes ...any) map[string]any {
+		r := map[string]any{"description": "A problem.", "content": map[string]any{"application/problem+json": map[string]any{
+			"schema": openapi.Ref(openapi.Schemas, openapi.SchemaProblem)}}}
+		if codes != nil {
+			r[openapi.ExtensionProblemCodes] = codes
+		}
+		return r
+	}
+	// doc has one operation, GET /v1/payments/{id}, with the responses and own codes given.
+	doc := func(responses map[string]any, own any) map[string]any {
+		op := map[string]any{"responses": responses}
+		if own != nil {
+			op[openapi.ExtensionProblemCodes] = own
+		}
+		d := newDoc()
+		d["paths"] = map[string]any{"/v1/payments/{id}": map[string]any{"get": op}}
+		require.NoError(t, openapi.Merge(d))
+		return d
+	}
+	codesOf := func(d map[string]any) any {
+		return d["paths"].(map[string]any)["/v1/payments/{id}"].(map[string]any)["get"].(map[string]any)[openapi.ExtensionProblemCodes]
+	}
+	ok := map[string]any{"description": "The payment."}
+
+	t.Run("the union of the responses' codes and the operation's own, sorted", func(t *testing.T) {
+		d := doc(map[string]any{
+			"200": ok,
+			"400": openapi.Ref(openapi.Responses, openapi.ResponseBadRequest),
+			"404": openapi.Ref(openapi.Responses, openapi.ResponseNotFound),
+			"422": problem("payment_declined", "idempotency_key_reused"),
+			"5XX": openapi.Ref(openapi.Responses, openapi.ResponseServerError),
+		}, map[string]any{"400": []any{"amount_invalid", "query_malformed"}, "404": []any{"payment_not_found"}})
+		require.NoError(t, openapi.ListProblemCodes(d))
+		want := map[string]any{
+			"400": []any{"amount_invalid", "query_malformed"},
+			"404": []any{"payment_not_found"},
+			"422": []any{"idempotency_key_reused", "payment_declined"},
+			"5XX": []any{apierror.CodeInternal},
+		}
+		require.Equal(t, want, codesOf(d))
+		require.NoError(t, openapi.ListProblemCodes(d))
+		require.Equal(t, want, codesOf(d), "again, nothing changes")
+	})
+	t.Run("an operation without problems lists nothing", func(t *testing.T) {
+		d := doc(map[string]any{"200": ok}, nil)
+		require.NoError(t, openapi.ListProblemCodes(d))
+		require.Nil(t, codesOf(d))
+	})
+	for _, tc := range []struct {
+		name      string
+		responses map[string]any
+		own       any
+		wantErr   string
+	}{
+		{"a problem response that lists no codes", map[string]any{"409": problem()}, nil,
+			"GET /v1/payments/{id} 409 is a problem response without x-problem-codes"},
+		{"a code that is not snake_case", map[string]any{"409": problem("Conflict")}, nil, `lists Conflict in x-problem-codes`},
+		{"own codes under a status with no problem response", map[string]any{"200": ok, "409": problem("busy")},
+			map[string]any{"200": []any{"busy"}}, "lists codes under 200, which is not one of its problem responses"},
+		{"own codes that are not an object", map[string]any{"409": problem("busy")}, []any{"busy"}, "is not an object"},
+		{"own codes under a status that are no array", map[string]any{"409": problem("busy")}, map[string]any{"409": "busy"},
+			"x-problem-codes.409 is not an array"},
+		{"a problem status without a code", map[string]any{"404": openapi.Ref(openapi.Responses, openapi.ResponseNotFound)}, nil,
+			"answers 404 with a problem whose codes nothing lists"},
+		{"a $ref to no component", map[string]any{"404": openapi.Ref(openapi.Responses, "Nope")}, nil,
+			"refers to #/components/responses/Nope, which is no response component"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := doc(tc.responses, tc.own)
+			before, err := json.Marshal(d)
+			require.NoError(t, err)
+			require.ErrorContains(t, openapi.ListProblemCodes(d), tc.wantErr)
+			after, err := json.Marshal(d)
+			require.NoError(t, err)
+			require.JSONEq(t, string(before), string(after), "a refused document is left as it was")
+		})
+	}
+	t.Run("a shared response without codes is named, once", func(t *testing.T) {
+		d := doc(map[string]any{"200": ok, "400": openapi.Ref(openapi.Responses, openapi.ResponseBadRequest)},
+			map[string]any{"400": []any{"amount_invalid"}})
+		delete(d["components"].(map[string]any)[openapi.Responses].(map[string]any)[openapi.ResponseBadRequest].(map[string]any),
+			openapi.ExtensionProblemCodes)
+		err := openapi.ListProblemCodes(d)
+		require.ErrorContains(t, err, "components.responses.BadRequest is a problem response without x-problem-codes")
+		require.Equal(t, 1, strings.Count(err.Error(), "BadRequest"), err.Error())
+	})
+	require.Error(t, openapi.ListProblemCodes(nil))
 }
 
 func TestDeprecate(t *testing.T) {

@@ -31,7 +31,8 @@ import (
 
 // The server's own OpenAPI document is a contract the tests hold it to: every request the tests send
 // and every answer they get (request.send) is validated against the document of the version in its
-// path, and so is every webhook delivery countingConsumer receives. At the end of the package run,
+// path, and so is every webhook delivery countingConsumer receives; a problem answer's codes must be
+// among those its operation lists for the status (x-problem-codes). At the end of the package run,
 // TestMain checks that the tests exercised every response the documents promise.
 
 // contract is the checker request.send and countingConsumer use. It is package-level because the
@@ -267,6 +268,9 @@ func (c *contractChecker) validate(d *versionDoc, req *http.Request, body []byte
 	if err := undocumentedHeaders(ref.Value, r.Header); err != nil {
 		return err
 	}
+	if err := undeclaredCodes(req.Method+" "+route.Path, route.Operation, h.key, r); err != nil {
+		return err
+	}
 	h.component = componentOf(ref)
 	c.record(h)
 	return nil
@@ -298,6 +302,41 @@ func undocumentedHeaders(resp *openapi3.Response, h http.Header) error {
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return fmt.Errorf("the answer sends %s, which its documented response does not list", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// undeclaredCodes reports a problem answer whose code, or a violation's (errors[].code), the
+// operation's x-problem-codes does not list under key, the response the status matched: the
+// document must tell a client every code it may meet, each one documented at its type URI.
+func undeclaredCodes(operation string, op *openapi3.Operation, key string, r response) error {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/problem+json" {
+		return nil
+	}
+	var p struct {
+		Code   string
+		Errors []struct{ Code string }
+	}
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		return fmt.Errorf("a problem answer that is no JSON object: %w", err)
+	}
+	var listed map[string][]string
+	if raw, err := json.Marshal(op.Extensions["x-problem-codes"]); err == nil {
+		_ = json.Unmarshal(raw, &listed)
+	}
+	codes := []string{p.Code}
+	for _, v := range p.Errors {
+		codes = append(codes, v.Code)
+	}
+	var missing []string
+	for _, c := range codes {
+		if !slices.Contains(listed[key], c) && !slices.Contains(missing, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s answered %d with code %s, which its x-problem-codes does not list under %s (it lists %v)",
+			operation, r.Status, strings.Join(missing, ", "), key, listed[key])
 	}
 	return nil
 }
@@ -466,13 +505,14 @@ var tinyDoc = `{
       "200": {"description": "This document.", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
     "/v1/things/{id}": {
       "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^th_"}}],
-      "get": {"responses": {
+      "get": {"x-problem-codes": {"400": ["id_malformed"], "404": ["thing_not_found"], "5XX": ["unavailable", "upstream_failed"]},
+        "responses": {
         "200": {"description": "The thing.", "headers": {"X-Request-Id": {"$ref": "#/components/headers/X-Request-Id"}},
           "content": {"application/json": {"schema": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}}}},
         "400": {"$ref": "#/components/responses/BadRequest"},
         "404": {"$ref": "#/components/responses/NotFound"},
         "5XX": {"$ref": "#/components/responses/ServerError"}}}},
-    "/v1/things": {"post": {"responses": {
+    "/v1/things": {"post": {"x-problem-codes": {"400": ["body_missing"]}, "responses": {
       "201": {"description": "Created; a replay may omit the body.",
         "headers": {"Idempotent-Body-Omitted": {"schema": {"const": "true"}}},
         "content": {"application/json": {"schema": {"type": "object"}}}},
@@ -498,6 +538,17 @@ func problem(status int, code string) response {
 		Header: http.Header{"Content-Type": {"application/problem+json"}, "X-Request-Id": {"req_1"}},
 		Body: fmt.Appendf(nil, `{"type":"https://errors.example/%s","title":"%s","status":%d,"code":%q,"detail":"the thing %s","request_id":"req_1"}`,
 			code, http.StatusText(status), status, code, code)}
+}
+
+// withViolation is p with one violation of code, at the path parameter id.
+func withViolation(p response, code string) response {
+	var body map[string]any
+	if err := json.Unmarshal(p.Body, &body); err != nil {
+		panic(err)
+	}
+	body["errors"] = []any{map[string]any{"location": "path", "name": "id", "code": code, "detail": "the thing " + code}}
+	p.Body, _ = json.Marshal(body)
+	return p
 }
 
 // tinyServer serves doc as v1's document and nothing else: every other version is unknown.
@@ -553,6 +604,14 @@ func TestContractChecker(t *testing.T) {
 		{"a request without credentials answered 2xx", "GET", "/v1/things/th_1", "", "", thing,
 			"the document says this request is invalid, but the server answered 200"},
 		{"an invalid request refused with 400", "GET", "/v1/things/nope", "Bearer k", "", problem(400, "id_malformed"), ""},
+		{"a problem code the operation does not list", "GET", "/v1/things/th_1", "Bearer k", "", problem(404, "order_not_found"),
+			"GET /v1/things/{id} answered 404 with code order_not_found, which its x-problem-codes does not list under 404"},
+		{"a code listed under another status", "GET", "/v1/things/th_1", "Bearer k", "", problem(404, "id_malformed"),
+			"code id_malformed, which its x-problem-codes does not list under 404"},
+		{"a violation code the operation does not list", "GET", "/v1/things/th_1", "Bearer k", "",
+			withViolation(problem(404, "thing_not_found"), "gone_away"), "code gone_away, which its x-problem-codes does not list"},
+		{"a violation code the operation lists", "GET", "/v1/things/th_1", "Bearer k", "",
+			withViolation(problem(404, "thing_not_found"), "thing_not_found"), ""},
 		{"an unknown route refused with a 404 problem", "GET", "/v1/nothing", "Bearer k", "", problem(404, "route_not_found"), ""},
 		{"an undocumented method refused with a 405 problem", "DELETE", "/v1/things/th_1", "Bearer k", "",
 			problem(405, "method_not_allowed"), ""},

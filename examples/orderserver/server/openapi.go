@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/openapi"
 	"github.com/svcplatform/conventions/sandbox"
 	"github.com/svcplatform/conventions/versioning"
@@ -30,7 +32,8 @@ const OpenAPIPath = "/openapi.json"
 // OpenAPIDocument returns the OpenAPI 3.1 document of one API version of the server, as GET
 // /{version}/openapi.json serves it: its operations (every path under /<version>/), each with the
 // permission its route declares (routes.go) as its security requirement's role and x-permission,
-// its schemas in that version's shape (v1 orders have "side", v2 orders "direction"), its webhooks
+// and every problem code it may answer with, by response status, in x-problem-codes; its schemas
+// in that version's shape (v1 orders have "side", v2 orders "direction"), its webhooks
 // (order.created, webhook_endpoint.disabled and the sandbox's test event), and the conventions'
 // components from package openapi. A deprecated version's document marks every operation
 // deprecated and documents the Deprecation, Sunset and Link headers. Its server URL is
@@ -79,6 +82,8 @@ func (s *Server) openAPIDocument(reg *versioning.Registry, version, baseURL stri
 	faults["post"] = faultsOperation("setWebhookFaults", "The contract's method; PUT is the same request.")
 	faults["put"] = faultsOperation("putWebhookFaults", "The same as POST.")
 	faults["delete"].(map[string]any)["responses"] = faultsResponses()
+	faults["delete"].(map[string]any)[openapi.ExtensionProblemCodes] = map[string]any{
+		"404": []any{producer.CodeEndpointNotFound}}
 	for _, p := range []string{"/webhook_endpoints/{id}/events/{sequence}/resend", "/webhook_endpoints/{id}/recover"} {
 		paths[p].(map[string]any)["post"].(map[string]any)["responses"].(map[string]any)["422"] = redeliveryRefused()
 	}
@@ -86,6 +91,7 @@ func (s *Server) openAPIDocument(reg *versioning.Registry, version, baseURL stri
 	if err := s.documentPermissions(version, paths); err != nil {
 		return nil, err
 	}
+	s.documentMiddlewareCodes(version, paths, doc["security"])
 
 	// Every path is under the version.
 	versioned := make(map[string]any, len(paths))
@@ -107,6 +113,11 @@ func (s *Server) openAPIDocument(reg *versioning.Registry, version, baseURL stri
 	}
 	if !v.Deprecated.IsZero() {
 		openapi.Deprecate(doc, openapi.Deprecation{Successor: v.Successor})
+	}
+	// Each operation lists every code it may answer with: its responses' and its own (the template's
+	// x-problem-codes, the middleware's above).
+	if err := openapi.ListProblemCodes(doc); err != nil {
+		return nil, fmt.Errorf("server: OpenAPIDocument: %w", err)
 	}
 	return json.MarshalIndent(doc, "", "  ")
 }
@@ -155,6 +166,7 @@ func rangeOperation() map[string]any {
 	schema := busy["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
 	schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"] =
 		map[string]any{"enum": []any{producer.CodeRangeBusy, apierror.CodeRateLimited}}
+	addCodes(busy, apierror.CodeRateLimited)
 	rs["429"] = busy
 	return op
 }
@@ -168,6 +180,7 @@ func redeliveryRefused() map[string]any {
 	schema := r["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
 	schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"] =
 		map[string]any{"enum": []any{"idempotency_key_reused", producer.CodeEndpointDisabled}}
+	addCodes(r, producer.CodeEndpointDisabled)
 	return r
 }
 
@@ -182,6 +195,7 @@ func pinConflict() map[string]any {
 	schema := r["content"].(map[string]any)["application/problem+json"].(map[string]any)["schema"].(map[string]any)
 	schema["allOf"].([]any)[1].(map[string]any)["properties"].(map[string]any)["code"] =
 		map[string]any{"enum": []any{"idempotency_key_in_use", versioning.CodeVersionUpgradeFinal}}
+	addCodes(r, versioning.CodeVersionUpgradeFinal)
 	return r
 }
 
@@ -195,6 +209,11 @@ func faultsOperation(id, how string) map[string]any {
 			openapi.Ref(openapi.Parameters, openapi.ParamIdempotencyKey)},
 		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{
 			"schema": openapi.Ref(openapi.Schemas, "Faults")}}},
+		// The faults' bounds (sandbox.Faults.Validate), and an endpoint that is not the caller's.
+		openapi.ExtensionProblemCodes: map[string]any{
+			"400": []any{apierror.CodeFieldMissing, producer.CodeOutOfRange, apierror.CodeValidationFailed},
+			"404": []any{producer.CodeEndpointNotFound},
+		},
 		"responses": faultsResponses(),
 	}
 }
@@ -264,6 +283,126 @@ func (s *Server) documentPermissions(version string, paths map[string]any) error
 		}
 	}
 	return nil
+}
+
+// addCodes adds codes to the x-problem-codes of r, a problem response made from a component whose
+// description and schema the caller extended with them.
+func addCodes(r map[string]any, codes ...string) {
+	list, _ := r[openapi.ExtensionProblemCodes].([]any)
+	for _, c := range codes {
+		list = append(list, c)
+	}
+	r[openapi.ExtensionProblemCodes] = list
+}
+
+// The problem codes of the middleware in front of the operations (routes.go), by response status.
+// Each set is declared here once and listed on every operation behind that middleware, found from
+// what the document says of the operation (documentMiddlewareCodes); an operation's own codes are
+// in the template, beside it. A set's status that an operation does not document is not listed
+// for it.
+var (
+	// authenticatedCodes: an operation that takes a credential goes through authentication, the
+	// production rate limit and the versioning router, in that order, before any route is chosen —
+	// a production key past its rate is refused on a sandbox control too — and each can fail on its
+	// store. (Their 401s and 403s are the shared Unauthorized and Forbidden responses.)
+	authenticatedCodes = map[string][]string{
+		"429": {apierror.CodeRateLimited},
+		"5XX": {apikey.CodeUnavailable, versioning.CodePinUnavailable},
+	}
+	// idempotentCodes: an operation that takes an Idempotency-Key goes through the idempotency
+	// middleware, which reads the body to fingerprint it and may find its store failing or a
+	// credential's quota of records used up. (Its 409 and 422 are the shared responses; its 500 for
+	// an answer too large to store in transactional mode is listed only where an answer can be:
+	// the sandbox trigger's.)
+	idempotentCodes = map[string][]string{
+		"400": {idempotency.CodeKeyMissing, idempotency.CodeKeyInvalid, idempotency.CodeBodyUnreadable},
+		"413": {apierror.CodeBodyTooLarge},
+		"429": {idempotency.CodeQuotaExceeded},
+		"5XX": {apierror.CodeUnavailable},
+	}
+	// jsonBodyCodes: every JSON request body is decoded strictly (apierror.Decode, DecodeBytes); a
+	// required one may be missing (bodyRequiredCodes), and one that takes members may name one twice
+	// (memberCodes: in a body that takes none, maxProperties 0, the first member is unknown already).
+	// Each violation is the problem's code when it is the only one.
+	jsonBodyCodes = map[string][]string{
+		"400": {apierror.CodeMalformedJSON, apierror.CodeTrailingData, apierror.CodeWrongType, apierror.CodeUnknownField,
+			apierror.CodeInvalidUTF8, idempotency.CodeBodyUnreadable},
+	}
+	bodyRequiredCodes = map[string][]string{"400": {apierror.CodeBodyMissing}}
+	memberCodes       = map[string][]string{"400": {apierror.CodeDuplicateMember}}
+	// hiddenCodes: a sandbox control answers a production key, and issuing credentials anyone
+	// without the admin token, exactly as a route that does not exist.
+	hiddenCodes = map[string][]string{"404": {CodeRouteNotFound}}
+)
+
+// documentMiddlewareCodes adds to the x-problem-codes of every operation in paths (below the
+// version) the codes of the middleware in front of it, each set where the operation documents the
+// status: authenticatedCodes unless it is public (security, or the document's, empty),
+// idempotentCodes where it takes an Idempotency-Key, jsonBodyCodes (with bodyRequiredCodes and
+// memberCodes) where it takes a JSON body, and hiddenCodes for the sandbox controls and the admin's
+// route.
+func (s *Server) documentMiddlewareCodes(version string, paths map[string]any, security any) {
+	idemKey := openapi.Ref(openapi.Parameters, openapi.ParamIdempotencyKey)
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		item := paths[p].(map[string]any)
+		for _, m := range slices.Sorted(maps.Keys(item)) {
+			op, ok := item[m].(map[string]any)
+			method := strings.ToUpper(m)
+			if !ok || !slices.Contains(httpMethods, method) {
+				continue
+			}
+			responses := op["responses"].(map[string]any)
+			own, _ := op[openapi.ExtensionProblemCodes].(map[string]any)
+			if own == nil {
+				own = map[string]any{}
+			}
+			add := func(set map[string][]string) {
+				for status, codes := range set {
+					if _, documented := responses[status]; !documented {
+						continue
+					}
+					list, _ := own[status].([]any)
+					for _, c := range codes {
+						list = append(list, c)
+					}
+					own[status] = list
+				}
+			}
+			sec, ok := op["security"]
+			if !ok {
+				sec = security
+			}
+			list, _ := sec.([]any)
+			authenticated := len(list) > 0
+			if authenticated {
+				add(authenticatedCodes)
+			}
+			params, _ := op["parameters"].([]any)
+			if slices.ContainsFunc(params, func(p any) bool { return reflect.DeepEqual(p, idemKey) }) {
+				add(idempotentCodes)
+			}
+			body, _ := op["requestBody"].(map[string]any)
+			if content, _ := body["content"].(map[string]any); content["application/json"] != nil {
+				add(jsonBodyCodes)
+				if body["required"] == true {
+					add(bodyRequiredCodes)
+				}
+				media, _ := content["application/json"].(map[string]any)
+				if schema, _ := media["schema"].(map[string]any); schema["maxProperties"] != float64(0) {
+					add(memberCodes)
+				}
+			}
+			_, rootPattern := s.root.Handler(probe(method + " /" + version + p))
+			_, apiPattern := s.api.Handler(probe(method + " " + p))
+			// The admin's route is the one beside the API's that takes a credential.
+			if s.rules[apiPattern].sandbox || (rootPattern != "/" && authenticated) {
+				add(hiddenCodes)
+			}
+			if len(own) > 0 {
+				op[openapi.ExtensionProblemCodes] = own
+			}
+		}
+	}
 }
 
 // httpMethods are the methods a path item may describe an operation for.

@@ -282,3 +282,83 @@ func TestOpenAPIRequestsPinAndChangelogMatchTheServer(t *testing.T) {
 	require.ElementsMatch(t, []any{"idempotency_key_in_use", versioning.CodeVersionUpgradeFinal}, codes)
 	require.False(t, conflict.Headers["Retry-After"].Value.Required, "a final upgrade has no Retry-After")
 }
+
+// TestOpenAPIProblemCodes: each operation lists, by status, every code it may answer with — those of
+// its shared responses, its own from the template, and those of the middleware in front of it — and
+// each inline problem response lists its own; info.description says where a code is documented.
+func TestOpenAPIProblemCodes(t *testing.T) {
+	ts := newTestServer(t)
+	for _, v := range []string{"v1", "v2"} {
+		raw := ts.do(http.MethodGet, "/"+v+"/openapi.json", "", "", "").Body.Bytes()
+		doc := loadDocument(t, raw)
+		require.Contains(t, doc.Info.Description, "x-problem-codes")
+		require.Contains(t, doc.Info.Description, "<server>/problems/<code>")
+		var decoded struct {
+			Paths map[string]map[string]struct {
+				Codes     map[string][]string `json:"x-problem-codes"`
+				Responses map[string]struct {
+					Ref     string         `json:"$ref"`
+					Content map[string]any `json:"content"`
+					Codes   *[]string      `json:"x-problem-codes"`
+				} `json:"responses"`
+			} `json:"paths"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &decoded))
+		codes := func(method, path, status string) []string {
+			return decoded.Paths["/"+v+path][method].Codes[status]
+		}
+		for p, item := range decoded.Paths {
+			for m, op := range item {
+				for status, r := range op.Responses {
+					if r.Ref == "" && r.Content["application/problem+json"] != nil {
+						require.NotNil(t, r.Codes, "%s %s %s: an inline problem response lists its codes", m, p, status)
+						for _, c := range *r.Codes {
+							require.Contains(t, op.Codes[status], c, "%s %s %s", m, p, status)
+						}
+					}
+				}
+			}
+		}
+
+		// The route's own codes, declared once beside the operation.
+		require.Equal(t, []string{CodeOrderNotFound}, codes("get", "/orders/{id}", "404"))
+		require.Subset(t, codes("post", "/orders", "400"), []string{CodeInvalidEnum, CodeInvalidFormat, CodeInvalidLength,
+			apierror.CodeFieldMissing, apierror.CodeValidationFailed})
+		for _, op := range [][2]string{{"get", "/webhook_endpoints/{id}"}, {"patch", "/webhook_endpoints/{id}"},
+			{"delete", "/webhook_endpoints/{id}"}, {"post", "/webhook_endpoints/{id}/roll_secret"},
+			{"get", "/webhook_endpoints/{id}/events"}, {"get", "/webhook_endpoints/{id}/deliveries"},
+			{"get", "/webhook_endpoints/{id}/stats"}, {"post", "/webhook_endpoints/{id}/recover"},
+			{"delete", "/sandbox/webhook_endpoints/{id}/faults"}} {
+			require.Contains(t, codes(op[0], op[1], "404"), producer.CodeEndpointNotFound, "%s %s", op[0], op[1])
+		}
+		require.Equal(t, []string{apierror.CodeRouteNotFound, producer.CodeEndpointNotFound}, codes("post", "/sandbox/events", "404"),
+			"a production key is told the control does not exist")
+		require.Contains(t, codes("post", "/version_pin", "409"), versioning.CodeVersionUpgradeFinal)
+		require.Equal(t, []string{producer.CodeRangeBusy, apierror.CodeRateLimited}, codes("get", "/webhook_endpoints/{id}/events", "429"))
+		// The shared responses' codes, and the middleware's.
+		require.Equal(t, []string{apikey.CodeInvalid, apikey.CodeMalformed, apikey.CodeMissing, apikey.CodeSchemeUnsupported},
+			codes("get", "/changelog", "401"))
+		require.Equal(t, []string{versioning.CodeVersionNotEnabled}, codes("get", "/changelog", "403"))
+		require.Subset(t, codes("post", "/orders", "400"), []string{idempotency.CodeKeyMissing, idempotency.CodeKeyInvalid,
+			apierror.CodeMalformedJSON, apierror.CodeBodyMissing, apierror.CodeQueryMalformed})
+		require.NotContains(t, codes("post", "/webhook_endpoints/{id}/roll_secret", "400"), apierror.CodeBodyMissing,
+			"an optional body is never missing")
+		require.Subset(t, codes("get", "/orders/{id}", "5XX"), []string{apierror.CodeInternal, apikey.CodeUnavailable,
+			versioning.CodePinUnavailable})
+		require.NotContains(t, codes("get", "/orders/{id}", "5XX"), idempotency.CodeResponseTooLarge, "no idempotency on a GET")
+		require.Equal(t, []string{apierror.CodeQueryMalformed}, codes("get", "/openapi.json", "400"), "public: no credential to refuse")
+		require.NotContains(t, codes("post", "/sandbox/credentials", "400"), apierror.CodeDuplicateMember,
+			"a body that takes no member cannot name one twice: the first is unknown")
+		require.Contains(t, codes("post", "/sandbox/credentials", "400"), apierror.CodeUnknownField)
+		require.Equal(t, []string{apierror.CodeRouteNotFound}, codes("post", "/sandbox/credentials", "404"), "without the admin token")
+		for p, item := range decoded.Paths {
+			for m, op := range item {
+				if m+" "+p != "post /"+v+"/sandbox/events" {
+					require.NotContains(t, op.Codes["5XX"], idempotency.CodeResponseTooLarge,
+						"%s %s: only the trigger's answer can outgrow what an idempotency record stores", m, p)
+				}
+			}
+		}
+		require.Contains(t, codes("post", "/sandbox/events", "5XX"), idempotency.CodeResponseTooLarge)
+	}
+}

@@ -66,6 +66,84 @@ func TestServerProblemCodesDocumented(t *testing.T) {
 	}
 }
 
+// TestOpenAPIProblemCodesDocumented: every code an operation of either version's document lists in
+// x-problem-codes, and every code a shared response lists, has documentation in the server's
+// registry under a status of the response it is listed for ("5XX": any 5xx), and its type URI's page
+// is served: a client that reads a code in the document finds what it means.
+func TestOpenAPIProblemCodesDocumented(t *testing.T) {
+	ts := newTestServer(t)
+	docs, err := newProblemDocs()
+	require.NoError(t, err)
+	matches := func(key string, statuses []int) bool {
+		for _, s := range statuses {
+			if k := strconv.Itoa(s); k == key || (strings.HasSuffix(key, "XX") && k[:1] == key[:1]) {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	check := func(where, key string, codes []string) {
+		t.Helper()
+		require.NotEmpty(t, codes, "%s %s lists no code", where, key)
+		for _, code := range codes {
+			doc, ok := docs.Lookup(code)
+			require.True(t, ok, "%s lists %s under %s, which the server's registry does not document (newProblemDocs)", where, code, key)
+			require.True(t, matches(key, doc.Statuses), "%s lists %s under %s, which the registry documents for %v", where, code, key, doc.Statuses)
+			seen[code] = true
+		}
+	}
+	for _, v := range []string{"v1", "v2"} {
+		w := ts.do(http.MethodGet, "/"+v+"/openapi.json", "", "", "")
+		require.Equal(t, http.StatusOK, w.Code)
+		var doc struct {
+			Paths      map[string]map[string]json.RawMessage `json:"paths"`
+			Components struct {
+				Responses map[string]struct {
+					Codes *[]string `json:"x-problem-codes"`
+				} `json:"responses"`
+			} `json:"components"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &doc))
+		operations := 0
+		for path, item := range doc.Paths {
+			for method, raw := range item {
+				var op struct {
+					Responses map[string]json.RawMessage `json:"responses"`
+					Codes     map[string][]string        `json:"x-problem-codes"`
+				}
+				require.NoError(t, json.Unmarshal(raw, &op))
+				where := strings.ToUpper(method) + " " + path
+				for key := range op.Responses {
+					if key[0] == '4' || key[0] == '5' {
+						require.Contains(t, op.Codes, key, "%s answers %s, and lists no code for it", where, key)
+					}
+				}
+				for key, codes := range op.Codes {
+					check(where, key, codes)
+				}
+				operations++
+			}
+		}
+		require.Greater(t, operations, 30, v)
+		for name, r := range doc.Components.Responses {
+			if r.Codes != nil {
+				for _, code := range *r.Codes {
+					_, ok := docs.Lookup(code)
+					require.True(t, ok, "%s: components.responses.%s lists %s, which the registry does not document", v, name, code)
+				}
+			}
+		}
+	}
+	// Each code's type URI is a page of the server's.
+	for code := range seen {
+		r := httptest.NewRequest(http.MethodGet, ProblemsPath+code, nil)
+		rec := httptest.NewRecorder()
+		ts.Handler().ServeHTTP(rec, r)
+		require.Equal(t, http.StatusOK, rec.Code, "%s%s", ProblemsPath, code)
+	}
+}
+
 // TestProblemTypeResolves: the type URI of a problem the server answers is an address of the
 // server's own, which answers 200 with the code's documentation, HTML to a browser and JSON
 // otherwise, without a credential; an unknown code is a located 404.
