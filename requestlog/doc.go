@@ -43,9 +43,10 @@
 //
 // # Cost
 //
-// The middleware allocates one small value per request and queues the entry on a bounded buffer
-// (Options.BufferSize); a background flusher writes batches to the Store when one is full
-// (Options.BatchSize) or at every Options.FlushInterval, and removes entries older than
+// The middleware allocates one small value per request and appends the entry to a bounded buffer
+// (Options.BufferSize) under a lock; a background flusher, woken once per batch rather than once per
+// request, writes batches to the Store when one is full (Options.BatchSize) or at every
+// Options.FlushInterval, and removes entries older than
 // Options.Retention (7 days by default) in bounded steps. A request never waits for the Store: when
 // the buffer is full its entry is dropped and counted (Log.Stats, Stats.Dropped). A batch the Store
 // refuses is kept and tried again at the next tick (Insert skips an entry already stored, so a write

@@ -56,9 +56,10 @@ type Options struct {
 	Now func() time.Time
 	// Retention is how long entries are kept; zero means DefaultRetention.
 	Retention time.Duration
-	// BufferSize bounds the entries waiting for the flusher, besides the batch it is filling (at most
-	// BatchSize more). When it is full a request's entry is dropped (and counted in Stats.Dropped):
-	// the request is never held up. Zero means DefaultBufferSize.
+	// BufferSize bounds the entries waiting for the flusher, besides those it has taken and is
+	// writing, or holds because the Store refused them (at most BufferSize more). When it is full a
+	// request's entry is dropped (and counted in Stats.Dropped): the request is never held up. Zero
+	// means DefaultBufferSize.
 	BufferSize int
 	// BatchSize is the most entries one Store.Insert receives; a full batch is written at once.
 	// Zero means DefaultBatchSize.
@@ -114,11 +115,13 @@ type Log struct {
 	storeTimeout time.Duration
 	log          *slog.Logger
 
-	// mu orders Record's sends before Close's final drain: Record holds it shared, Close exclusively
-	// to set closed, so no entry reaches the queue after the flusher's last look.
-	mu      sync.RWMutex
+	// mu guards the buffer: Record appends under it, the flusher takes the whole buffer under it, and
+	// Close sets closed under it, so no entry reaches the buffer after the flusher's last look.
+	mu      sync.Mutex
 	closed  bool
-	queue   chan Entry
+	buf     []Entry       // recorded, not yet taken by the flusher
+	size    int           // the most entries buf holds (Options.BufferSize)
+	full    chan struct{} // a batch is ready: wakes the flusher, once per batch, not once per entry
 	flushes chan chan error
 	stop    chan struct{} // closed by Close
 	done    chan struct{} // closed when the flusher has returned
@@ -197,7 +200,9 @@ func New(opts *Options) (*Log, error) {
 	if size == 0 {
 		size = DefaultBufferSize
 	}
-	l.queue = make(chan Entry, size)
+	l.size = size
+	l.buf = make([]Entry, 0, min(size, l.batchSize))
+	l.full = make(chan struct{}, 1)
 	l.flushes = make(chan chan error)
 	l.stop = make(chan struct{})
 	l.done = make(chan struct{})
@@ -210,7 +215,7 @@ func New(opts *Options) (*Log, error) {
 // apierror.WithRequestID, whose ID names the entry, and outside authentication, so that refused
 // requests are recorded too; see the package documentation for the whole chain.
 func (l *Log) Handler(next http.Handler) http.Handler {
-	if l == nil || l.queue == nil {
+	if l == nil || l.full == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroLog) })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -283,25 +288,28 @@ func method(m string) string {
 // full, or the Log is closed, e is dropped and counted (Stats.Dropped). At and Latency are kept to the
 // microsecond. The caller is responsible for what e holds: see Entry.
 func (l *Log) Record(e Entry) bool {
-	if l == nil || l.queue == nil {
+	if l == nil || l.full == nil {
 		return false
 	}
 	e.At = e.At.Truncate(time.Microsecond)
 	e.Latency = e.Latency.Truncate(time.Microsecond)
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
+	l.mu.Lock()
+	if l.closed || len(l.buf) >= l.size {
+		l.mu.Unlock()
 		l.dropped.Add(1)
 		return false
 	}
-	select {
-	case l.queue <- e:
-		l.recorded.Add(1)
-		return true
-	default:
-		l.dropped.Add(1)
-		return false
+	l.buf = append(l.buf, e)
+	n := len(l.buf)
+	l.mu.Unlock()
+	l.recorded.Add(1)
+	if n == l.batchSize {
+		select {
+		case l.full <- struct{}{}:
+		default: // already signalled
+		}
 	}
+	return true
 }
 
 // Flush writes every entry recorded before it was called to the Store, and returns the error of a
@@ -310,7 +318,7 @@ func (l *Log) Record(e Entry) bool {
 // ticks do. A Log flushes on its own (Options.BatchSize, Options.FlushInterval): Flush is for
 // tests, and for a caller that must see its entries at once. After Close it returns ErrClosed.
 func (l *Log) Flush(ctx context.Context) error {
-	if l == nil || l.queue == nil {
+	if l == nil || l.full == nil {
 		return errZeroLog
 	}
 	reply := make(chan error, 1)
@@ -335,7 +343,7 @@ func (l *Log) Flush(ctx context.Context) error {
 // returns ctx's error. Requests served after Close are not recorded (Stats.Dropped). Calling it again
 // waits for the first call's flush.
 func (l *Log) Close(ctx context.Context) error {
-	if l == nil || l.queue == nil {
+	if l == nil || l.full == nil {
 		return errZeroLog
 	}
 	l.once.Do(func() {
@@ -362,77 +370,79 @@ func (l *Log) Stats() Stats {
 		Failed: l.failed.Load(), Retried: l.retries.Load(), Pruned: l.pruned.Load()}
 }
 
-// run is the flusher: it batches the queue into Store.Insert calls, full batches at once and others
-// at each tick, and applies the retention at the ticks when it is due. A batch the Store refuses is
-// kept and tried again at the next tick (Insert skips what a write that failed late did store);
-// meanwhile the flusher stops taking entries from the queue, which fills, and then drops and counts
-// what arrives: a store that is down costs the entries past the buffer, never the ones in hand, and
-// is not called more than once a tick.
+// run is the flusher: it takes what the buffer holds when a batch is ready (Options.BatchSize) and
+// at each tick, writes it in Store.Insert calls of at most BatchSize entries, and applies the
+// retention at the ticks when it is due. Record wakes it once per batch, not once per entry: a
+// request only appends to the buffer. A batch the Store refuses is held and tried again at the next
+// tick (Insert skips what a write that failed late did store); meanwhile the flusher takes nothing
+// more, so the buffer fills and then drops and counts what arrives: a store that is down costs the
+// entries past the buffer, never the ones in hand, and is not called more than once a tick.
 func (l *Log) run() {
 	defer close(l.done)
 	defer l.cancel()
 	tick := time.NewTicker(l.flushEvery)
 	defer tick.Stop()
-	batch := make([]Entry, 0, l.batchSize)
+	var held []Entry        // taken and not yet written: the Store refused them
 	var nextPrune time.Time // due at the first tick
-	failing := false
+	var err error
 	for {
-		queue := l.queue
-		if failing || len(batch) >= l.batchSize {
-			queue = nil // hold the queue until the batch in hand is written
-		}
 		select {
-		case e := <-queue:
-			batch = append(batch, e)
-			if len(batch) >= l.batchSize {
-				var err error
-				batch, err = l.write(batch)
-				failing = err != nil
+		case <-l.full:
+			if err == nil { // while the Store fails, only the ticks try again
+				held, err = l.writeOut(held)
 			}
 		case <-tick.C:
-			var err error
-			batch, err = l.write(batch)
-			failing = err != nil
+			held, err = l.writeOut(held)
 			nextPrune = l.prune(nextPrune)
 		case reply := <-l.flushes:
-			var err error
-			batch, err = l.drain(batch, len(l.queue))
-			failing = err != nil
+			held, err = l.writeOut(held)
 			nextPrune = l.prune(nextPrune)
 			reply <- err
 		case <-l.stop:
-			// Close holds Record off: the queue no longer grows. What the Store still refuses now is
+			// Close holds Record off: the buffer no longer grows. What the Store still refuses now is
 			// lost, and counted.
-			batch, err := l.drain(batch, len(l.queue))
-			if err != nil {
-				l.lose(batch, err)
+			if held, err = l.writeOut(held); err != nil {
+				l.lose(held, err)
 			}
 			return
 		}
 	}
 }
 
-// drain writes batch and the next n queued entries, and returns the first error; on an error it
-// stops, and returns what it has not written (the queue keeps the rest).
-func (l *Log) drain(batch []Entry, n int) ([]Entry, error) {
-	for ; n > 0; n-- {
-		if len(batch) >= l.batchSize {
-			var err error
-			if batch, err = l.write(batch); err != nil {
-				return batch, err
-			}
+// writeOut writes held, then everything the buffer holds, and returns what the Store refused (and
+// what was not tried after it), with the error. It takes nothing from the buffer while held cannot
+// be written.
+func (l *Log) writeOut(held []Entry) ([]Entry, error) {
+	if len(held) > 0 {
+		if rest, err := l.writeAll(held); err != nil {
+			return rest, err
 		}
-		batch = append(batch, <-l.queue)
 	}
-	return l.write(batch)
+	l.mu.Lock()
+	taken := l.buf
+	if len(taken) > 0 {
+		l.buf = make([]Entry, 0, min(l.size, max(l.batchSize, len(taken))))
+	}
+	l.mu.Unlock()
+	return l.writeAll(taken)
 }
 
-// write hands batch to the Store and returns it emptied, for reuse; when the Store fails it returns
-// batch as it was, to be tried again.
-func (l *Log) write(batch []Entry) ([]Entry, error) {
-	if len(batch) == 0 {
-		return batch, nil
+// writeAll writes entries in Store.Insert calls of at most BatchSize, and returns the entries from
+// the first refused call on, with its error; nil when all were written.
+func (l *Log) writeAll(entries []Entry) ([]Entry, error) {
+	for len(entries) > 0 {
+		n := min(len(entries), l.batchSize)
+		if err := l.write(entries[:n]); err != nil {
+			return entries, err
+		}
+		clear(entries[:n]) // the strings they hold are garbage now
+		entries = entries[n:]
 	}
+	return nil, nil
+}
+
+// write hands batch to the Store.
+func (l *Log) write(batch []Entry) error {
 	ctx, cancel := context.WithTimeout(l.ctx, l.storeTimeout)
 	err := l.store.Insert(ctx, batch)
 	cancel()
@@ -440,19 +450,17 @@ func (l *Log) write(batch []Entry) ([]Entry, error) {
 		l.retries.Add(1)
 		l.log.LogAttrs(context.Background(), slog.LevelWarn, "requestlog: the store failed; the entries are kept and tried again",
 			slog.Int("entries", len(batch)), slog.Any("error", err))
-		return batch, fmt.Errorf("requestlog: write %d entries: %w", len(batch), err)
+		return fmt.Errorf("requestlog: write %d entries: %w", len(batch), err)
 	}
 	l.written.Add(uint64(len(batch)))
-	clear(batch)
-	return batch[:0], nil
+	return nil
 }
 
 // lose counts and logs the entries the Store still refused when the Log closed.
-func (l *Log) lose(batch []Entry, err error) {
-	n := len(batch) + len(l.queue)
-	l.failed.Add(uint64(n))
+func (l *Log) lose(held []Entry, err error) {
+	l.failed.Add(uint64(len(held)))
 	l.log.LogAttrs(context.Background(), slog.LevelError, "requestlog: entries lost at close: the store failed",
-		slog.Int("entries", n), slog.Any("error", err))
+		slog.Int("entries", len(held)), slog.Any("error", err))
 }
 
 // prune removes entries past the retention when it is due at next, in bounded steps, and returns
