@@ -120,6 +120,7 @@ type Log struct {
 	mu      sync.Mutex
 	closed  bool
 	buf     []Entry       // recorded, not yet taken by the flusher
+	spare   []Entry       // the flusher's last buffer, written and cleared, for buf's next turn; nil when none
 	size    int           // the most entries buf holds (Options.BufferSize)
 	full    chan struct{} // a batch is ready: wakes the flusher, once per batch, not once per entry
 	flushes chan chan error
@@ -421,10 +422,18 @@ func (l *Log) writeOut(held []Entry) ([]Entry, error) {
 	l.mu.Lock()
 	taken := l.buf
 	if len(taken) > 0 {
-		l.buf = make([]Entry, 0, min(l.size, max(l.batchSize, len(taken))))
+		// The two buffers take turns: Record fills one while this writes the other.
+		l.buf, l.spare = l.spare[:0], nil
+		if l.buf == nil {
+			l.buf = make([]Entry, 0, min(l.size, max(l.batchSize, len(taken))))
+		}
 	}
 	l.mu.Unlock()
-	return l.writeAll(taken)
+	rest, err := l.writeAll(taken)
+	if err == nil && cap(taken) > 0 {
+		l.spare = taken[:0] // written and cleared: free for the next turn
+	}
+	return rest, err
 }
 
 // writeAll writes entries in Store.Insert calls of at most BatchSize, and returns the entries from
