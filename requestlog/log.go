@@ -429,8 +429,11 @@ func (l *Log) writeOut(held []Entry) ([]Entry, error) {
 		}
 	}
 	l.mu.Unlock()
+	if len(taken) == 0 {
+		return nil, nil // nothing taken: the buffer stays Record's
+	}
 	rest, err := l.writeAll(taken)
-	if err == nil && cap(taken) > 0 {
+	if err == nil {
 		l.spare = taken[:0] // written and cleared: free for the next turn
 	}
 	return rest, err
