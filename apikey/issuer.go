@@ -189,45 +189,53 @@ func (i *Issuer) Store() CredentialStore {
 // Issue creates credentials for ev: a fresh API key of ev's environment (stored as its hash), a fresh
 // webhook signing secret, the environment's base URL, and the expiry.
 func (i *Issuer) Issue(ctx context.Context, ev Evaluation) (Credentials, error) {
+	c, key, err := i.issue(ctx, ev)
+	if err != nil {
+		return Credentials{}, err
+	}
+	creds := i.credentials(c, key)
+	creds.WebhookSecret = webhook.NewSecret()
+	return creds, nil
+}
+
+// issue is Issue, returning the stored credential and its key.
+func (i *Issuer) issue(ctx context.Context, ev Evaluation) (Credential, Key, error) {
 	if i == nil || i.store == nil {
-		return Credentials{}, errZeroIssuer
+		return Credential{}, Key{}, errZeroIssuer
 	}
 	env := ev.Environment
 	if env == "" {
 		env = Sandbox
 	}
 	if !env.Valid() {
-		return Credentials{}, fmt.Errorf("%w: environment %q", ErrInvalidEvaluation, env)
+		return Credential{}, Key{}, fmt.Errorf("%w: environment %q", ErrInvalidEvaluation, env)
 	}
 	if !validLicensee(ev.Licensee) {
-		return Credentials{}, fmt.Errorf("%w: licensee must be 1 to %d bytes of visible ASCII", ErrInvalidEvaluation, MaxLicenseeLen)
+		return Credential{}, Key{}, fmt.Errorf("%w: licensee must be 1 to %d bytes of visible ASCII", ErrInvalidEvaluation, MaxLicenseeLen)
 	}
 	if ev.TTL < 0 {
-		return Credentials{}, fmt.Errorf("%w: negative TTL", ErrInvalidEvaluation)
+		return Credential{}, Key{}, fmt.Errorf("%w: negative TTL", ErrInvalidEvaluation)
 	}
 	perms, err := i.permissions(ev.Permissions)
 	if err != nil {
-		return Credentials{}, fmt.Errorf("%w: %w", ErrInvalidEvaluation, err)
+		return Credential{}, Key{}, fmt.Errorf("%w: %w", ErrInvalidEvaluation, err)
 	}
 	ttl := ev.TTL
 	if ttl == 0 {
 		ttl = i.ttl(env)
 	}
-	now := i.now()
-	c, key, err := newCredential(ev.Licensee, env, perms, now, ttl)
+	c, key, err := newCredential(ev.Licensee, env, perms, i.now(), ttl)
 	if err != nil {
-		return Credentials{}, err
+		return Credential{}, Key{}, err
 	}
 	if err := i.store.Put(ctx, c); err != nil {
-		return Credentials{}, fmt.Errorf("apikey: storing credential: %w", err)
+		return Credential{}, Key{}, fmt.Errorf("apikey: storing credential: %w", err)
 	}
 	if i.log != nil {
 		i.log.InfoContext(ctx, "apikey: credentials issued", "key_id", c.ID, "licensee", c.Licensee,
 			"environment", string(env), expiresAttr(c.ExpiresAt), "restricted", c.Permissions != nil)
 	}
-	creds := i.credentials(c, key)
-	creds.WebhookSecret = webhook.NewSecret()
-	return creds, nil
+	return c, key, nil
 }
 
 // ttl is the default lifetime of env's keys; zero means they do not expire.
@@ -296,26 +304,38 @@ func (i *Issuer) Roll(ctx context.Context, keyID string, overlap time.Duration) 
 	if i == nil || i.store == nil {
 		return Credentials{}, errZeroIssuer
 	}
-	if overlap < 0 {
-		return Credentials{}, fmt.Errorf("apikey: rolling %s: negative overlap", keyID)
-	}
 	old, err := i.store.Lookup(ctx, keyID)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("apikey: rolling %s: %w", keyID, err)
 	}
-	now := i.now()
-	c, key, err := newCredential(old.Licensee, old.Environment, old.Permissions, now, i.ttl(old.Environment))
+	c, key, _, err := i.roll(ctx, old, overlap)
 	if err != nil {
 		return Credentials{}, err
 	}
-	if err := i.store.Roll(ctx, keyID, c, now.Add(overlap)); err != nil {
-		return Credentials{}, fmt.Errorf("apikey: rolling %s: %w", keyID, err)
+	return i.credentials(c, key), nil
+}
+
+// roll is Roll of the credential old, already read: it returns the new credential and its key, and
+// old as the roll left it.
+func (i *Issuer) roll(ctx context.Context, old Credential, overlap time.Duration) (Credential, Key, Credential, error) {
+	if overlap < 0 {
+		return Credential{}, Key{}, Credential{}, fmt.Errorf("apikey: rolling %s: negative overlap", old.ID)
+	}
+	now := i.now()
+	c, key, err := newCredential(old.Licensee, old.Environment, old.Permissions, now, i.ttl(old.Environment))
+	if err != nil {
+		return Credential{}, Key{}, Credential{}, err
+	}
+	end := now.Add(overlap)
+	if err := i.store.Roll(ctx, old.ID, c, end); err != nil {
+		return Credential{}, Key{}, Credential{}, fmt.Errorf("apikey: rolling %s: %w", old.ID, err)
 	}
 	if i.log != nil {
-		i.log.InfoContext(ctx, "apikey: credential rolled", "key_id", keyID, "new_key_id", c.ID, "licensee", c.Licensee,
-			"environment", string(c.Environment), "old_ends_at", now.Add(overlap))
+		i.log.InfoContext(ctx, "apikey: credential rolled", "key_id", old.ID, "new_key_id", c.ID, "licensee", c.Licensee,
+			"environment", string(c.Environment), "old_ends_at", end)
 	}
-	return i.credentials(c, key), nil
+	old.RevokedAt = end // the store rolls only a key not yet set to end
+	return c, key, old, nil
 }
 
 // Revoke revokes the key with the given ID now. It returns ErrCredentialNotFound for an unknown ID.

@@ -260,18 +260,13 @@ func (h *KeysHandler) create(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, apierror.Unprocessable(CodeKeyLimitReached, detail, apierror.Body("", CodeKeyLimitReached, detail)))
 		return
 	}
-	creds, err := h.issuer.Issue(r.Context(), Evaluation{Licensee: p.Licensee, Environment: p.Environment, Permissions: perms})
-	if err != nil {
-		h.errs.Write(w, r, err)
-		return
-	}
-	c, err := h.issuer.store.Lookup(r.Context(), creds.KeyID)
+	c, key, err := h.issuer.issue(r.Context(), Evaluation{Licensee: p.Licensee, Environment: p.Environment, Permissions: perms})
 	if err != nil {
 		h.errs.Write(w, r, err)
 		return
 	}
 	out := keyWire(c)
-	out.Secret = creds.APIKey
+	out.Secret = key.Reveal()
 	idempotency.Secret(w) // shown once: never stored in plain text for a replay
 	w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+c.ID)
 	h.writeJSON(w, r, http.StatusCreated, out)
@@ -352,7 +347,7 @@ func (h *KeysHandler) roll(w http.ResponseWriter, r *http.Request) {
 		ending()
 		return
 	}
-	creds, err := h.issuer.Roll(r.Context(), c.ID, overlap)
+	next, key, old, err := h.issuer.roll(r.Context(), c, overlap)
 	if errors.Is(err, ErrCredentialEnded) { // it ended since it was read
 		ending()
 		return
@@ -361,18 +356,8 @@ func (h *KeysHandler) roll(w http.ResponseWriter, r *http.Request) {
 		h.errs.Write(w, r, err)
 		return
 	}
-	next, err := h.issuer.store.Lookup(r.Context(), creds.KeyID)
-	if err != nil {
-		h.errs.Write(w, r, err)
-		return
-	}
-	old, err := h.issuer.store.Lookup(r.Context(), c.ID)
-	if err != nil {
-		h.errs.Write(w, r, err)
-		return
-	}
 	out := keyWire(next)
-	out.Secret = creds.APIKey
+	out.Secret = key.Reveal()
 	out.Previous = keyWire(old)
 	idempotency.Secret(w)
 	w.Header().Set("Location", strings.TrimSuffix(strings.TrimSuffix(r.URL.Path, "/roll"), "/"+c.ID)+"/"+next.ID)
