@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
 	"github.com/svcplatform/conventions/internal/reqnote"
 )
 
@@ -214,7 +215,9 @@ func New(opts *Options) (*Log, error) {
 
 // Handler returns middleware that records every request through next. Mount it inside
 // apierror.WithRequestID, whose ID names the entry, and outside authentication, so that refused
-// requests are recorded too; see the package documentation for the whole chain.
+// requests are recorded too; see the package documentation for the whole chain. A request that
+// arrives already authenticated — an in-process call whose context carries its apikey.Principal, such
+// as the portal's (package portal) — is recorded as that principal's.
 func (l *Log) Handler(next http.Handler) http.Handler {
 	if l == nil || l.full == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apierror.Write(w, r, errZeroLog) })
@@ -222,6 +225,9 @@ func (l *Log) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := l.now()
 		rw := &responseWriter{ResponseWriter: w}
+		if p, ok := apikey.FromContext(r.Context()); ok {
+			rw.note.SetPrincipal(p.KeyID, p.Scope(), string(p.Environment))
+		}
 		r2 := r.WithContext(reqnote.NewContext(r.Context(), &rw.note))
 		returned := false
 		defer func() { l.finish(rw, r2, start, returned) }()

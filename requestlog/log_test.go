@@ -712,3 +712,28 @@ func TestBuffersTakeTurns(t *testing.T) {
 	}
 	require.Equal(t, 3*writers*each, n, "every entry once")
 }
+
+// TestRecordsInProcessPrincipal: a request that reaches the log already authenticated — an in-process
+// call such as the portal's, with the principal in its context and no Authorization header — is
+// recorded as that principal's, so its owner finds it through the requests API.
+func TestRecordsInProcessPrincipal(t *testing.T) {
+	s := newService(t, nil)
+	key := s.keys["lic_a"]
+	p := apikey.Principal{Licensee: "lic_a", Environment: apikey.Live, KeyID: key.KeyID}
+	r := httptest.NewRequestWithContext(apikey.NewContext(context.Background(), p), http.MethodGet, "/v2/orders/ord_9", nil)
+	w := httptest.NewRecorder()
+	s.handler.ServeHTTP(w, r)
+	// The Authenticator in the chain still wants the header: the call is refused, and recorded as
+	// lic_a's all the same, because the principal came with it.
+	id := w.Header().Get(apierror.HeaderRequestID)
+	e := s.entry(t, owner("lic_a"), id)
+	require.Equal(t, "live:lic_a", e.Owner)
+	require.Equal(t, key.KeyID, e.KeyID)
+	require.Equal(t, "live", e.Environment)
+
+	// A request without one is recorded with no owner, as before.
+	r = httptest.NewRequest(http.MethodGet, "/v2/orders/ord_9", nil)
+	w = httptest.NewRecorder()
+	s.handler.ServeHTTP(w, r)
+	require.Empty(t, s.entry(t, "", w.Header().Get(apierror.HeaderRequestID)).Owner)
+}

@@ -79,6 +79,7 @@ func TestOpenAPIDocuments(t *testing.T) {
 				"POST /webhook_endpoints/{id}/recover",
 				"GET /api_keys", "POST /api_keys", "GET /api_keys/{id}", "DELETE /api_keys/{id}", "POST /api_keys/{id}/roll",
 				"GET /requests", "GET /requests/{request_id}", "GET /version_pin", "POST /version_pin", "GET /changelog",
+				"POST /portal_sessions",
 				"POST /sandbox/credentials", "POST /sandbox/events", "POST /sandbox/reset",
 				"POST /sandbox/webhook_endpoints/{id}/faults", "PUT /sandbox/webhook_endpoints/{id}/faults",
 				"DELETE /sandbox/webhook_endpoints/{id}/faults",

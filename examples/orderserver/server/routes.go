@@ -90,6 +90,10 @@ func (s *Server) routes() (http.Handler, error) {
 	pin := s.versions.PinHandler()
 	s.route(api, "version_pin:read", "GET /version_pin", pin)
 	s.route(api, "version_pin:write", "POST /version_pin", s.idempotent(pin))
+	// A one-time link to the webhook portal for the key's licensee and environment, with the key's
+	// permissions (package portal). Reading endpoints is the least the portal shows, so that is what
+	// minting a link needs; each page then does only what the key could.
+	s.route(api, "webhook_endpoints:read", "POST /portal_sessions", s.idempotent(s.portal.SessionsHandler(s.problems)))
 	// The changelog, read from the versions' Change definitions: public knowledge about the API,
 	// so any key may read it, restricted or not.
 	s.anyKey(api, "GET /changelog", s.versions.ChangelogHandler())
@@ -123,7 +127,12 @@ func (s *Server) routes() (http.Handler, error) {
 	if s.tel != nil {
 		apiMux = routeNamed(api, apiMux)
 	}
-	apiChain := s.echoVersion(s.auth.Handler(s.limit.Handler(s.versions.Handler(apiMux))))
+	authenticated := s.limit.Handler(s.versions.Handler(apiMux))
+	apiChain := s.echoVersion(s.auth.Handler(authenticated))
+	// The portal's requests come with their principal (the session's) and skip authentication only:
+	// the rate limit, the versioning router, the permissions, the idempotency middleware and the
+	// request log treat them like any other.
+	s.portalAPI = apierror.WithRequestID(s.requestLogged(s.problems.Recover(s.strict(authenticated))))
 	root := http.NewServeMux()
 	// Issuing credentials is an operator's act, authorised by the admin token rather than an API key;
 	// it is versioned like everything else, with no licensee to pin. Without the token the request
@@ -147,7 +156,30 @@ func (s *Server) routes() (http.Handler, error) {
 		root.ServeHTTP(w, r)
 	})
 	s.root = root
-	return apierror.WithRequestID(s.requestLogged(s.problems.Recover(s.strict(top)))), nil
+	served := apierror.WithRequestID(s.requestLogged(s.problems.Recover(s.strict(top))))
+	// The portal's pages are a web page of their own, not API requests: no request ID, no request
+	// log entry (its API requests get both), and its own answers to unknown paths.
+	pages := s.problems.Recover(s.portal)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == PortalPath || strings.HasPrefix(r.URL.Path, PortalPath+"/") {
+			pages.ServeHTTP(w, r)
+			return
+		}
+		served.ServeHTTP(w, r)
+	}), nil
+}
+
+// PortalPath is where the webhook portal is served (package portal): its links start with
+// Config.BaseURL and this path.
+const PortalPath = "/portal"
+
+// portalBaseURL is the portal's Options.BaseURL: the server's base URL and PortalPath, or the
+// sandbox's default address when the server has none.
+func portalBaseURL(base string) string {
+	if base == "" {
+		base = apikey.DefaultSandboxBaseURL
+	}
+	return strings.TrimRight(base, "/") + PortalPath
 }
 
 // requestLogged records every request through next in the request log (Config.DisableRequestLog

@@ -19,6 +19,7 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/otelconv"
+	"github.com/svcplatform/conventions/portal"
 	"github.com/svcplatform/conventions/ratelimit"
 	"github.com/svcplatform/conventions/requestlog"
 	"github.com/svcplatform/conventions/sandbox"
@@ -172,6 +173,13 @@ type Config struct {
 	// pgserver.Config sets) for a request to be found on any of them. Nil means
 	// requestlog.NewMemoryStore's: this process only, lost at a restart.
 	RequestLog requestlog.Store
+	// Portal keeps the webhook portal's links and sessions (portal.Store); replicas must share one
+	// (pgserver.Config sets pgstore's). Nil means in memory: a link minted on one replica opens only
+	// there.
+	Portal portal.Store
+	// PortalFrameAncestors lists the origins that may show the portal in a frame
+	// (portal.Options.FrameAncestors); nil means none.
+	PortalFrameAncestors []string
 	// DisableRequestLog records nothing: the requests API then reads only what RequestLog already
 	// holds. For measuring what the log costs (BenchmarkPGThroughput); a service keeps it on.
 	DisableRequestLog bool
@@ -243,6 +251,8 @@ type Server struct {
 	reqlog       *requestlog.Log  // nil when Config.DisableRequestLog
 	reqlogStore  requestlog.Store // what reqlog writes and requests reads
 	requests     *requestlog.RequestsHandler
+	portal       *portal.Portal
+	portalAPI    http.Handler // the API as the portal calls it: below authentication (routes.go)
 	urlLive      ssrf.URLPolicy // registration's URL checks, per environment
 	urlSandbox   ssrf.URLPolicy
 	maxEPs       int // webhook endpoints per owner; 0: no limit
@@ -438,6 +448,21 @@ func New(cfg Config) (_ *Server, err error) {
 	s.controls, err = sandbox.NewControls(sandbox.Hooks{Trigger: s.trigger, SetFaults: s.setFaults, Reset: s.reset},
 		&sandbox.ControlsOptions{Prefix: "/sandbox", NotFound: s.notFoundHandler(), Problems: s.problems, Logger: s.log})
 	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The webhook portal: the page where a licensee manages its endpoints, at PortalPath, opened by
+	// a one-time link from POST /{version}/portal_sessions. Each of its actions is a request to the
+	// API below authentication, as the session's principal (routes.go builds s.portalAPI).
+	if s.portal, err = portal.New(&portal.Options{
+		API:            http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.portalAPI.ServeHTTP(w, r) }),
+		BaseURL:        portalBaseURL(cfg.BaseURL),
+		Store:          cfg.Portal,
+		Title:          "Orders API · Webhooks",
+		FrameAncestors: cfg.PortalFrameAncestors,
+		APIVersions:    func() []string { return registry.Supported(s.now()) },
+		Now:            s.now,
+		Logger:         s.log,
+	}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// The request log: every request, refused ones included, recorded off the request's path and

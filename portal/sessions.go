@@ -1,0 +1,73 @@
+package portal
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/svcplatform/conventions/apierror"
+	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/idempotency"
+	"github.com/svcplatform/conventions/versioning"
+)
+
+// sessionJSON is the answer of POST /v1/portal_sessions.
+type sessionJSON struct {
+	Object      string `json:"object"` // "portal_session"
+	URL         string `json:"url"`
+	ExpiresAt   int64  `json:"expires_at"`
+	Environment string `json:"environment"`
+}
+
+// SessionsHandler returns the API route a platform's customer (or the platform, on its behalf) gets a
+// portal link from, behind the apikey.Authenticator and, when there is one, the versioning router:
+//
+//	POST /v1/portal_sessions
+//
+//	HTTP/1.1 201 Created
+//	{"object":"portal_session","url":"https://api.example.com/portal/login?token=…","expires_at":1767225900,"environment":"sandbox"}
+//
+// The link is for the request's principal — its licensee and environment, with its key's permissions
+// — and for the version the request is served at (NewLink). The body is empty or {}. The answer is
+// marked idempotency.Secret: the link is a credential, which no idempotency store keeps in the clear.
+// A request nobody authenticated is the opaque 500 of a wiring mistake (apikey.ErrNoPrincipal); a
+// Store that fails is the opaque 500 too, logged.
+func (p *Portal) SessionsHandler(problems apierror.Writer) http.Handler {
+	if problems.Logger == nil {
+		problems.Logger = p.log
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pr, ok := apikey.FromContext(r.Context())
+		if !ok {
+			problems.Write(w, r, apikey.ErrNoPrincipal)
+			return
+		}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			var none struct{}
+			if err := apierror.Decode(r, &none, nil); err != nil {
+				idempotency.NotPerformed(w)
+				problems.Write(w, r, err)
+				return
+			}
+		}
+		s := Session{Licensee: pr.Licensee, Environment: pr.Environment, KeyID: pr.KeyID, Permissions: pr.Permissions}
+		if d, ok := versioning.FromContext(r.Context()); ok {
+			s.Version = d.Version.Name
+		}
+		link, err := p.NewLink(r.Context(), s)
+		if err != nil {
+			problems.Write(w, r, err)
+			return
+		}
+		idempotency.Secret(w)
+		b, err := json.Marshal(sessionJSON{Object: "portal_session", URL: link.URL, ExpiresAt: link.ExpiresAt.Unix(),
+			Environment: string(pr.Environment)})
+		if err != nil {
+			problems.Write(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+	})
+}
