@@ -36,7 +36,8 @@ import (
 // columns, and Claim hands it back in the Delivery, so that a delivery
 // attempt on any replica, days later, links to the request that published the event. Backlog
 // reports the undelivered events per stream, for a gauge. StreamStats reports one stream's delivery
-// statistics — attempts by outcome and latency over the last hour, day and week, and its backlog —
+// statistics — attempts by outcome and latency over the last hour, day and week, the day hour by
+// hour, and its backlog —
 // from aggregates a trigger on the history keeps (migrations/eventlog/0005_stats.sql), at a cost
 // that does not grow with the history.
 //

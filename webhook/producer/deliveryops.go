@@ -37,6 +37,7 @@ const (
 //	GET  /v1/webhook_endpoints/{id}/deliveries                  the history (ServeHTTP)
 //	GET  /v1/webhook_endpoints/{id}/stats                       attempts by outcome, success rate and
 //	                                                            latency for the last hour, day and week,
+//	                                                            the day's 24 hours (without latency),
 //	                                                            the backlog and the endpoint's status
 //	POST /v1/webhook_endpoints/{id}/events/{sequence}/resend    push one retained event again
 //	POST /v1/webhook_endpoints/{id}/recover {"from","to"}       push a retained range again
@@ -93,6 +94,16 @@ type windowJSON struct {
 	LatencyMS   *latencyJSON `json:"latency_ms"`
 }
 
+// hourJSON is one hour of the day's, for drawing the day: a window's counts without latency.
+type hourJSON struct {
+	Start       int64    `json:"start"` // unix seconds, a multiple of 3600
+	Attempts    int      `json:"attempts"`
+	Delivered   int      `json:"delivered"`
+	Failed      int      `json:"failed"`
+	Abandoned   int      `json:"abandoned"`
+	SuccessRate *float64 `json:"success_rate"`
+}
+
 type latencyJSON struct {
 	P50 int64 `json:"p50"`
 	P99 int64 `json:"p99"`
@@ -113,14 +124,22 @@ type statsJSON struct {
 	Hour           windowJSON  `json:"hour"`
 	Day            windowJSON  `json:"day"`
 	Week           windowJSON  `json:"week"`
+	// Hourly is Day hour by hour, oldest first, the last the hour that holds now: always 24.
+	Hourly [24]hourJSON `json:"hourly"`
+}
+
+// successRate is ws's rate to four decimals, or nil without attempts.
+func successRate(ws driver.WindowStats) *float64 {
+	if ws.Attempts() == 0 {
+		return nil
+	}
+	rate := math.Round(ws.SuccessRate()*10000) / 10000
+	return &rate
 }
 
 func windowView(ws driver.WindowStats) windowJSON {
-	v := windowJSON{Attempts: ws.Attempts(), Delivered: ws.Delivered, Failed: ws.Failed, Abandoned: ws.Abandoned}
-	if v.Attempts > 0 {
-		rate := math.Round(ws.SuccessRate()*10000) / 10000
-		v.SuccessRate = &rate
-	}
+	v := windowJSON{Attempts: ws.Attempts(), Delivered: ws.Delivered, Failed: ws.Failed, Abandoned: ws.Abandoned,
+		SuccessRate: successRate(ws)}
 	if ws.Latency.Count() > 0 {
 		ms := func(q float64) int64 {
 			return int64(math.Ceil(float64(ws.Latency.Quantile(q)) / float64(time.Millisecond)))
@@ -155,6 +174,13 @@ func (h *DeliveriesHandler) stats(w http.ResponseWriter, r *http.Request) {
 		DisabledReason: view.DisabledReason, FailingSince: view.FailingSince,
 		Backlog: backlogJSON{Events: st.Backlog},
 		Hour:    windowView(st.Hour), Day: windowView(st.Day), Week: windowView(st.Week)}
+	// driver.StreamStats.Hourly's buckets: the last starts at now's hour, each one an hour after
+	// the one before.
+	first := now.Truncate(time.Hour).Add(-time.Duration(len(st.Hourly)-1) * time.Hour)
+	for i, ws := range st.Hourly {
+		out.Hourly[i] = hourJSON{Start: first.Add(time.Duration(i) * time.Hour).Unix(), Attempts: ws.Attempts(),
+			Delivered: ws.Delivered, Failed: ws.Failed, Abandoned: ws.Abandoned, SuccessRate: successRate(ws)}
+	}
 	if st.Backlog > 0 && !st.Oldest.IsZero() {
 		age := int64(max(now.Sub(st.Oldest), 0) / time.Second)
 		out.Backlog.OldestAge = &age

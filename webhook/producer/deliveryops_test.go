@@ -183,6 +183,63 @@ func TestEndpointStats(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code, "a deleted endpoint")
 }
 
+// TestEndpointStatsHourly: "hourly" is the day hour by hour, oldest first: 24 hours starting 3600 s
+// apart, the last the one that holds now, each with its counts and rate and no latency. An hour's
+// attempts move down the list as the clock crosses the hours' edges, and leave it a day later.
+func TestEndpointStatsHourly(t *testing.T) {
+	r := newOpsRig(t) // the clock at t0, an hour's start
+	r.publish(3)
+	require.Equal(t, 3, r.deliver().Delivered)
+	r.answer(http.StatusServiceUnavailable, 0)
+	r.publish(1)
+	require.Equal(t, 1, r.deliver().Failed)
+	require.Equal(t, t0, r.clk.Now(), "every attempt at t0")
+
+	for _, tc := range []struct {
+		name  string
+		now   time.Duration // after t0
+		index int           // where t0's hour is; -1: gone
+	}{
+		{"now at the hour's start", 0, 23},
+		{"now at the hour's last instant", time.Hour - time.Nanosecond, 23},
+		{"now at the next hour's start", time.Hour, 22},
+		{"23 hours on, at the hour's start", 23 * time.Hour, 0},
+		{"23 hours on, at the hour's last instant", 24*time.Hour - time.Nanosecond, 0},
+		{"a day on", 24 * time.Hour, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0.Add(tc.now)
+			r.clk.Set(now)
+			code, st := r.call("lic_1", http.MethodGet, "/v1/webhook_endpoints/we_a/stats", "")
+			require.Equal(t, http.StatusOK, code, st)
+			hourly, ok := st["hourly"].([]any)
+			require.True(t, ok, "hourly is an array: %v", st["hourly"])
+			require.Len(t, hourly, 24)
+			var first, attempts float64
+			for i, h := range hourly {
+				hour := h.(map[string]any)
+				start, ok := hour["start"].(float64)
+				require.True(t, ok, "hourly[%d].start is a number: %v", i, hour["start"])
+				if i == 0 {
+					first = start
+				}
+				require.Equal(t, first+float64(3600*i), start, "hourly[%d] starts an hour after the one before", i)
+				want := map[string]any{"start": start, "attempts": float64(0), "delivered": float64(0), "failed": float64(0),
+					"abandoned": float64(0), "success_rate": nil}
+				if i == tc.index {
+					want["attempts"], want["delivered"], want["failed"], want["success_rate"] = float64(4), float64(3), float64(1), 0.75
+					require.Equal(t, float64(t0.Unix()), start, "t0's hour starts at t0")
+				}
+				require.Equal(t, want, hour, "hourly[%d]", i)
+				attempts += hour["attempts"].(float64)
+			}
+			last := int64(hourly[23].(map[string]any)["start"].(float64))
+			require.True(t, last <= now.Unix() && now.Unix() < last+3600, "the last hour, from %d, holds now, %d", last, now.Unix())
+			require.Equal(t, st["day"].(map[string]any)["attempts"], attempts, "the hours add up to the day")
+		})
+	}
+}
+
 // TestResendAndRecover: a retained event, or a range, goes out again — the same bytes and sequence,
 // marked X-SVC-Redelivery, behind the endpoint's normal deliveries, in order; what is pending or
 // queued already is not queued twice; bad input, a pruned start, an unknown event, a disabled or

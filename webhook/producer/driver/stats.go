@@ -22,6 +22,10 @@ import (
 //     one-hour buckets whose start is after now−24h (now−168h) and not after now: the current hour
 //     and the 23 (167) before it. Buckets are aligned on the Unix epoch, in UTC. An attempt whose
 //     At is after now, or older than the window, is not in it.
+//   - Hourly splits Day by its buckets, oldest first: Hourly[23−k] counts the one-hour bucket
+//     whose start is k hours before the start of the hour that holds now (0 ≤ k ≤ 23), so
+//     Hourly[23] is the current hour, Hourly[0] the hour that started 23 hours before it, and the
+//     24 add up to Day.
 //   - Storage is a ring of 60 minute buckets and one of 168 hour buckets per stream: a bucket is
 //     reused, and reset, when its slot comes round again, so the aggregates of a stream never grow
 //     and a read costs the same however many attempts were made. An attempt recorded after its
@@ -43,6 +47,11 @@ type StreamStats struct {
 	// Hour, Day and Week count the attempts of the last hour, day and week (StatsReader says
 	// exactly which buckets each counts).
 	Hour, Day, Week WindowStats
+	// Hourly is Day hour by hour, oldest first: the 24 one-hour buckets whose start is after
+	// now−24h and not after now, aligned on the Unix epoch in UTC. Hourly[23] is the bucket that
+	// holds now, which starts at now.Truncate(time.Hour); Hourly[i] starts 23−i hours before it.
+	// An hour without attempts is a zero WindowStats.
+	Hourly [24]WindowStats
 	// Backlog counts the stream's undelivered events: pending, whether due now, waiting for a
 	// retry, or not yet numbered by a Sequencing log.
 	Backlog int
@@ -53,8 +62,10 @@ type StreamStats struct {
 
 // AddBucket adds w, the counts of one bucket of the history — span long (time.Minute or
 // time.Hour: other spans count nowhere) and starting at start — to the windows that count it as of
-// now (StatsReader says which). A StatsReader builds its StreamStats with it, bucket by bucket, so
-// that every Log draws the windows' edges alike.
+// now (StatsReader says which), and an hour's bucket of the last day to its place in Hourly. start
+// is a multiple of span since the Unix epoch, as the StatsReader's buckets are. A StatsReader
+// builds its StreamStats with it, bucket by bucket, so that every Log draws the windows' edges
+// alike.
 func (s *StreamStats) AddBucket(now, start time.Time, span time.Duration, w WindowStats) {
 	if start.After(now) {
 		return
@@ -68,6 +79,13 @@ func (s *StreamStats) AddBucket(now, start time.Time, span time.Duration, w Wind
 	case time.Hour:
 		if age < 24*time.Hour {
 			s.Day.Add(w)
+			// Hours back from now's: 0 to 23 for an aligned start, as start > now−24h. Truncate
+			// counts from year 1, a whole number of hours before the epoch, so it aligns on the
+			// epoch as the buckets do.
+			k := int(now.Truncate(time.Hour).Sub(start.Truncate(time.Hour)) / time.Hour)
+			if k >= 0 && k < len(s.Hourly) {
+				s.Hourly[len(s.Hourly)-1-k].Add(w)
+			}
 		}
 		if age < 168*time.Hour {
 			s.Week.Add(w)

@@ -108,6 +108,60 @@ func TestStreamStatsAddBucket(t *testing.T) {
 	}
 }
 
+// TestStreamStatsHourly: an hour's bucket lands in Hourly at 23 minus its hours back from now's
+// hour, at the window's edges too, and the 24 add up to Day.
+func TestStreamStatsHourly(t *testing.T) {
+	midnight := time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z, an hour's start
+	for _, tc := range []struct {
+		name  string
+		now   time.Time
+		back  int // the bucket starts this many hours before now's hour
+		index int // -1: in no hour
+	}{
+		{"the current hour, now at its start", midnight, 0, 23},
+		{"the current hour, now at its last instant", midnight.Add(time.Hour - time.Nanosecond), 0, 23},
+		{"the hour before", midnight.Add(30 * time.Minute), 1, 22},
+		{"23 hours back, now at the hour's start", midnight, 23, 0},
+		{"23 hours back, now at the hour's last instant", midnight.Add(time.Hour - time.Nanosecond), 23, 0},
+		{"24 hours back, now at the hour's start", midnight, 24, -1},
+		{"24 hours back, now at the hour's last instant", midnight.Add(time.Hour - time.Nanosecond), 24, -1},
+		{"the next hour", midnight.Add(time.Hour - time.Nanosecond), -1, -1},
+		{"before 1970", time.Unix(-3600*5-1, 0), 3, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := tc.now.Truncate(time.Hour).Add(-time.Duration(tc.back) * time.Hour)
+			var s driver.StreamStats
+			s.AddBucket(tc.now, start, time.Hour, driver.WindowStats{Delivered: 1, Failed: 2})
+			var want [24]driver.WindowStats
+			if tc.index >= 0 {
+				want[tc.index] = driver.WindowStats{Delivered: 1, Failed: 2}
+			}
+			check.Equal(t, want, s.Hourly)
+			var sum driver.WindowStats
+			for _, w := range s.Hourly {
+				sum.Add(w)
+			}
+			check.Equal(t, s.Day, sum, "the hours add up to Day")
+		})
+	}
+
+	// A minute's bucket counts in Hour, never in an hour of Hourly.
+	var s driver.StreamStats
+	s.AddBucket(midnight, midnight, time.Minute, driver.WindowStats{Delivered: 1})
+	check.Equal(t, [24]driver.WindowStats{}, s.Hourly, "a minute's bucket")
+
+	// A day of buckets, each hour its own count, read half-way through the last: oldest first.
+	now := midnight.Add(90 * time.Minute)
+	s = driver.StreamStats{}
+	for back := range 30 {
+		s.AddBucket(now, now.Truncate(time.Hour).Add(-time.Duration(back)*time.Hour), time.Hour, driver.WindowStats{Delivered: back})
+	}
+	for i, w := range s.Hourly {
+		check.Equal(t, 23-i, w.Delivered, "Hourly[%d]", i)
+	}
+	check.Equal(t, 23*24/2, s.Day.Delivered)
+}
+
 func TestWindowStatsRate(t *testing.T) {
 	check.Equal(t, 0.0, driver.WindowStats{}.SuccessRate(), "no attempts")
 	w := driver.WindowStats{Delivered: 3, Failed: 1}

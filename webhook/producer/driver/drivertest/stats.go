@@ -14,8 +14,8 @@ import (
 	"github.com/svcplatform/conventions/webhook/producer/driver"
 )
 
-// runStats checks a driver.StatsReader: the windows' counts by outcome, the rings' reuse, the
-// latency histograms, the one-stream backlog, and exact totals under racing settlements.
+// runStats checks a driver.StatsReader: the windows' counts by outcome, the day hour by hour, the
+// rings' reuse, the latency histograms, the one-stream backlog, and exact totals under racing settlements.
 func runStats(t *testing.T, newLog func(t *testing.T) driver.Log) {
 	t.Run("Stats/Windows", func(t *testing.T) { testStatsWindows(t, newLog(t)) })
 	t.Run("Stats/ConcurrentSettlementsAreExact", func(t *testing.T) { testStatsConcurrent(t, newLog(t)) })
@@ -105,6 +105,10 @@ func testStatsWindows(t *testing.T, l driver.Log) {
 	check.Equal(t, int64(3), got.Hour.Latency.Count(), "Hour latencies")
 	check.Equal(t, int64(5), got.Day.Latency.Count(), "Day latencies")
 	check.Equal(t, int64(6), got.Week.Latency.Count(), "Week latencies")
+	// Now is 30 min 30 s into its hour: the attempt 2 h back is in the hour two before, the one
+	// 61 min back in the hour before, the last three in now's.
+	checkHourly(t, got, map[int]windowCounts{21: {0, 0, 1}, 22: {1, 0, 0}, 23: {2, 1, 0}}, "Hourly")
+	check.Equal(t, int64(3), got.Hourly[23].Latency.Count(), "Hourly[23] latencies")
 	inBucket := func(q time.Duration, want time.Duration, what string) {
 		t.Helper()
 		// The quantile is the upper bound of want's bucket: at or above want, within 19 %, and in
@@ -158,9 +162,14 @@ func testStatsWindows(t *testing.T, l driver.Log) {
 	check.Equal(t, windowCounts{}, countsOf(later.Hour), "Hour, an hour later")
 	check.Equal(t, windowCounts{3, 1, 1}, countsOf(later.Day), "Day, an hour later")
 	check.Equal(t, windowCounts{3, 2, 1}, countsOf(later.Week), "Week, an hour later")
+	checkHourly(t, later, map[int]windowCounts{20: {0, 0, 1}, 21: {1, 0, 0}, 22: {2, 1, 0}}, "Hourly, an hour later")
 	later, err = sr.StreamStats(ctx, "we_a", now.Add(23*time.Hour))
 	check.NoError(t, err)
 	check.Equal(t, windowCounts{2, 1, 0}, countsOf(later.Day), "Day, 23 hours later: the attempts of now's hour")
+	checkHourly(t, later, map[int]windowCounts{0: {2, 1, 0}}, "Hourly, 23 hours later: now's hour the oldest")
+	later, err = sr.StreamStats(ctx, "we_a", now.Add(24*time.Hour))
+	check.NoError(t, err)
+	checkHourly(t, later, nil, "Hourly, 24 hours later")
 	later, err = sr.StreamStats(ctx, "we_a", now.Add(7*24*time.Hour))
 	check.NoError(t, err)
 	check.Equal(t, windowCounts{}, countsOf(later.Week), "Week, a week later")
@@ -188,6 +197,18 @@ func testStatsWindows(t *testing.T, l driver.Log) {
 	cancel()
 	_, err = sr.StreamStats(cctx, "we_a", now)
 	check.True(t, err != nil, "a cancelled context fails")
+}
+
+// checkHourly checks the counts of each of st.Hourly's buckets — want's by index, zero elsewhere —
+// and that they add up to st.Day.
+func checkHourly(t *testing.T, st driver.StreamStats, want map[int]windowCounts, what string) {
+	t.Helper()
+	var sum driver.WindowStats
+	for i, w := range st.Hourly {
+		check.Equal(t, want[i], countsOf(w), "%s[%d]", what, i)
+		sum.Add(w)
+	}
+	check.Equal(t, st.Day, sum, "%s: the hours add up to Day", what)
 }
 
 // testStatsConcurrent: racing claimers settle (through Settle when the log has it) deliveries of
@@ -274,7 +295,7 @@ func testStatsConcurrent(t *testing.T, l driver.Log) {
 		stream := fmt.Sprintf("we_%d", s)
 		got, err := sr.StreamStats(ctx, stream, now)
 		check.NoError(t, err)
-		for name, w := range map[string]driver.WindowStats{"Hour": got.Hour, "Day": got.Day, "Week": got.Week} {
+		for name, w := range map[string]driver.WindowStats{"Hour": got.Hour, "Day": got.Day, "Week": got.Week, "Hourly[23]": got.Hourly[23]} {
 			check.Equal(t, want, countsOf(w), "%s %s", stream, name)
 			check.Equal(t, int64(36), w.Latency.Count(), "%s %s latencies", stream, name)
 		}
