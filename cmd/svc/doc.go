@@ -25,6 +25,7 @@
 //	svc version-pin upgrade VERSION
 //	svc version-pin rollback
 //	svc changelog [--version V]
+//	svc portal
 //	svc event-types
 //	svc keys list
 //	svc keys create [--permission RESOURCE:read|write]… [--export]
@@ -92,6 +93,11 @@
 // --idempotency-key, a rollback whose answer was lost is the same request as the first, on the same
 // path, and the server replays its answer. changelog prints every version, newest first, with its
 // release, deprecation and sunset dates and the changes it introduced (--version: one).
+//
+// portal prints a one-time link to the webhook portal (package portal on the server), the web page
+// where the key's licensee manages its endpoints and watches its deliveries, with the key's
+// permissions; only the link goes to stdout, so that xdg-open "$(svc portal)" opens it. The link is a
+// credential and works once: a replay of the request (--idempotency-key) cannot show it again.
 //
 // Every mutating command sends an Idempotency-Key (a fresh UUID unless --idempotency-key names one)
 // and retries network errors, 409, 429 and 5xx on that key through idempotency.Transport, so a command

@@ -99,6 +99,7 @@ var commands = []command{
 		{name: "upgrade", summary: "move the pin forward to a newer version (svc changelog says what changes)", run: runVersionPinUpgrade},
 		{name: "rollback", summary: "move the pin back to the version of its last upgrade, once, within the rollback window", run: runVersionPinRollback},
 	}},
+	{name: "portal", summary: "print a one-time link to the webhook portal, the web page of the key's endpoints and deliveries", run: runPortal},
 	{name: "changelog", summary: "list the API's versions, their dates and the changes each introduced", run: runChangelog},
 	{name: "event-types", summary: "list the event types the server declares (what --events may name)", run: runEventTypes},
 	{name: "orders", summary: "create orders on the reference server", sub: []command{

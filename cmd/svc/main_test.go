@@ -47,7 +47,7 @@ func TestHelp(t *testing.T) {
 		{"keys", "get", "--help"}, {"keys", "revoke", "--help"}, {"keys", "roll", "--help"},
 		{"requests", "--help"}, {"requests", "list", "--help"}, {"requests", "get", "--help"},
 		{"version-pin", "--help"}, {"version-pin", "show", "--help"}, {"version-pin", "upgrade", "--help"},
-		{"version-pin", "rollback", "--help"}, {"changelog", "--help"}, {"help", "requests"},
+		{"version-pin", "rollback", "--help"}, {"changelog", "--help"}, {"help", "requests"}, {"portal", "--help"},
 		{"orders", "create", "--help"}, {"faults", "set", "--help"}, {"faults", "clear", "--help"},
 		{"credentials", "new", "--help"}, {"version", "--help"}, {"help", "listen"}, {"help", "faults"},
 	} {
@@ -70,7 +70,7 @@ func TestHelp(t *testing.T) {
 		for _, want := range []string{"listen", "trigger", "events", "verify", "endpoints create", "endpoints list",
 			"endpoints get", "endpoints update", "endpoints disable", "endpoints enable", "endpoints delete",
 			"endpoints roll-secret", "event-types", "keys list", "keys roll", "requests list", "requests get",
-			"version-pin show", "version-pin upgrade", "version-pin rollback", "changelog", "version ",
+			"version-pin show", "version-pin upgrade", "version-pin rollback", "changelog", "portal", "version ",
 			"orders create", "faults set", "faults clear", "credentials new", "SVC_API_KEY", "SVC_BASE_URL",
 			"SVC_WEBHOOK_SECRET", "Exit codes:"} {
 			require.Contains(t, r.stdout, want)
