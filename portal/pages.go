@@ -236,7 +236,7 @@ func (p *Portal) createEndpoint(w http.ResponseWriter, r *http.Request, v *visit
 	}
 	a := p.call(r, v.s, http.MethodPost, "/webhook_endpoints", body, formKey(r))
 	if !a.ok() {
-		if a.status >= 500 {
+		if !aboutInput(a.status) {
 			p.failAPI(w, r, v, a)
 			return
 		}
@@ -302,10 +302,11 @@ func (p *Portal) showEndpoint(w http.ResponseWriter, r *http.Request, v *visit, 
 		}{ep, st, spark, form, p.eventTypes(r, v), p.apiVersions(), readFaultsForm(r, section == "faults")}})
 }
 
-// refused answers a form the API refused: a 4xx is shown on the endpoint's page with the form as it
-// was sent; anything else is the failure page.
+// refused answers a form the API refused: a refusal of its input is shown on the endpoint's page
+// with the form as it was sent; anything else (not found, not allowed, a failure) on the failure
+// page.
 func (p *Portal) refused(w http.ResponseWriter, r *http.Request, v *visit, a *answer, form *endpointForm, section string) {
-	if a.status >= 500 || a.status == http.StatusNotFound {
+	if !aboutInput(a.status) {
 		p.failAPI(w, r, v, a)
 		return
 	}
@@ -544,7 +545,7 @@ func (p *Portal) resend(w http.ResponseWriter, r *http.Request, v *visit) {
 	id, seq := r.PathValue("id"), r.PathValue("sequence")
 	a := p.call(r, v.s, http.MethodPost, apiPath("webhook_endpoints", id, "events", seq, "resend"), nil, formKey(r))
 	if !a.ok() {
-		if a.status >= 500 || a.status == http.StatusNotFound && a.problem.Code != "event_not_found" {
+		if !aboutInput(a.status) && a.problem.Code != "event_not_found" {
 			p.failAPI(w, r, v, a)
 			return
 		}
@@ -601,7 +602,7 @@ func (p *Portal) recover(w http.ResponseWriter, r *http.Request, v *visit) {
 	}
 	a := p.call(r, v.s, http.MethodPost, apiPath("webhook_endpoints", ep.ID, "recover"), body, formKey(r))
 	if !a.ok() {
-		if a.status >= 500 || a.status == http.StatusNotFound {
+		if !aboutInput(a.status) {
 			p.failAPI(w, r, v, a)
 			return
 		}
@@ -707,6 +708,17 @@ func (p *Portal) eventTypesPage(w http.ResponseWriter, r *http.Request, v *visit
 		return
 	}
 	p.render(w, r, http.StatusOK, "event_types", &view{Title: "Event types", Nav: "event_types", s: &v.s, Data: list.Data})
+}
+
+// aboutInput reports whether a refusal with status is about the form's input, to be shown beside
+// it: 400, 409, 413 and 422. Any other (401, 403, 404, 429, 5xx) leaves nothing to correct in the
+// form.
+func aboutInput(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }
 
 // --- answers ----------------------------------------------------------------------------------------

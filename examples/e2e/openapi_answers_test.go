@@ -272,12 +272,14 @@ func TestDocumentedAnswersUnderFaults(t *testing.T) {
 		} {
 			// Authentication meets the outage first, unless the credential cache still serves: its
 			// listener has not yet seen its connection go (it stops serving at once when it does, and a
-			// second after its last round trip at the latest). Then the request's own statement meets
-			// it, and the answer is the same 503 with its own code — never the opaque 500.
+			// second after its last round trip at the latest). Then the version pin, read before the
+			// handler runs, or the request's own statement meets it, and the answer is the same 503
+			// with its own code — never the opaque 500.
 			r := rq.do(t)
 			require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
 			require.NoError(t, apierror.Check(r.Status, r.Header, r.Body))
-			require.Contains(t, []any{"authentication_unavailable", "service_unavailable"}, r.object(t)["code"], "%s", r.Body)
+			require.Contains(t, []any{"authentication_unavailable", "version_pin_unavailable", "service_unavailable"},
+				r.object(t)["code"], "%s", r.Body)
 			require.NotEmpty(t, r.Header.Get("Retry-After"))
 		}
 	})
