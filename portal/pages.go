@@ -470,7 +470,9 @@ func (p *Portal) deliveriesPage(w http.ResponseWriter, r *http.Request, v *visit
 		if filters.Sequence != "" {
 			nq.Set("sequence", filters.Sequence)
 		}
-		next = nq.Encode()
+		// The whole link, not a query to append in the template: html/template escapes a value
+		// placed after "?" as one query component, "=" and "&" included.
+		next = p.path("/endpoints/"+url.PathEscape(ep.ID)+"/deliveries") + "?" + nq.Encode()
 	}
 	p.render(w, r, status, "deliveries", &view{Title: "Deliveries of " + ep.displayName(), Nav: "endpoints", s: &v.s,
 		Problem: problemOf(problem), Data: struct {
