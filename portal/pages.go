@@ -237,7 +237,7 @@ func (p *Portal) createEndpoint(w http.ResponseWriter, r *http.Request, v *visit
 	}
 	a := p.call(r, v.s, http.MethodPost, "/webhook_endpoints", body, formKey(r))
 	if !a.ok() {
-		if a.status >= 500 {
+		if a.status >= 500 || a.status == http.StatusForbidden { // see refused
 			p.failAPI(w, r, v, a)
 			return
 		}
@@ -314,9 +314,11 @@ func (p *Portal) showEndpoint(w http.ResponseWriter, r *http.Request, v *visit, 
 }
 
 // refused answers a form the API refused: a 4xx is shown on the endpoint's page with the form as it
-// was sent; anything else is the failure page.
+// was sent; anything else is the failure page. So is a 403: the pages hide the forms of what the
+// session may not do, so a refusal for want of a permission (a form forged, or a page older than
+// the key's restriction) has no form to be shown next to.
 func (p *Portal) refused(w http.ResponseWriter, r *http.Request, v *visit, a *answer, form *endpointForm, section string) {
-	if a.status >= 500 || a.status == http.StatusNotFound {
+	if a.status >= 500 || a.status == http.StatusNotFound || a.status == http.StatusForbidden {
 		p.failAPI(w, r, v, a)
 		return
 	}
