@@ -31,6 +31,10 @@ type answer struct {
 // ok reports a 2xx answer.
 func (a *answer) ok() bool { return a.status >= 200 && a.status < 300 }
 
+// bodyOmitted reports a replay the idempotency middleware sent without its body: the original
+// carried a secret (idempotency.Secret), which no record keeps in the clear, or was too large to keep.
+func (a *answer) bodyOmitted() bool { return a.header.Get(idempotency.HeaderBodyOmitted) == "true" }
+
 // decode reads a 2xx answer's JSON body into dst.
 func (a *answer) decode(dst any) error {
 	if err := json.Unmarshal(a.body, dst); err != nil {

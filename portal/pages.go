@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,6 +244,16 @@ func (p *Portal) createEndpoint(w http.ResponseWriter, r *http.Request, v *visit
 		p.showEndpoints(w, r, v, a.status, a.problem, form)
 		return
 	}
+	if a.bodyOmitted() {
+		// The same form sent again: the API replayed the registration without its body, which held
+		// the secret it never stores in the clear. The secret was shown the first time.
+		if id := path.Base(a.header.Get("Location")); strings.HasPrefix(id, "we_") {
+			p.done(w, r, "/endpoints/"+url.PathEscape(id), "created_again")
+			return
+		}
+		p.done(w, r, "/endpoints", "created_again")
+		return
+	}
 	var ep endpointJSON
 	if err := a.decode(&ep); err != nil {
 		p.failAPI(w, r, v, p.internal(r, err))
@@ -393,6 +404,11 @@ func (p *Portal) rollSecret(w http.ResponseWriter, r *http.Request, v *visit) {
 		p.refused(w, r, v, a, nil, "roll")
 		return
 	}
+	if a.bodyOmitted() {
+		// The same form sent again, replayed without the body that held the secret.
+		p.done(w, r, "/endpoints/"+url.PathEscape(r.PathValue("id")), "rolled_again")
+		return
+	}
 	var ep endpointJSON
 	if err := a.decode(&ep); err != nil {
 		p.failAPI(w, r, v, p.internal(r, err))
@@ -455,7 +471,9 @@ func (p *Portal) deliveriesPage(w http.ResponseWriter, r *http.Request, v *visit
 		if filters.Sequence != "" {
 			nq.Set("sequence", filters.Sequence)
 		}
-		next = nq.Encode()
+		// The whole link, not a query to append in the template: html/template escapes a value
+		// placed after "?" as one query component, "=" and "&" included.
+		next = p.path("/endpoints/"+url.PathEscape(ep.ID)+"/deliveries") + "?" + nq.Encode()
 	}
 	p.render(w, r, status, "deliveries", &view{Title: "Deliveries of " + ep.displayName(), Nav: "endpoints", s: &v.s,
 		Problem: problemOf(problem), Data: struct {
@@ -726,6 +744,7 @@ func aboutInput(status int) bool {
 // notices are the messages a redirect after a form may show: the query names one, and only these
 // fixed texts are ever shown, so the query cannot put words on the page.
 var notices = map[string]string{
+	"created_again":   "This form already registered the endpoint; its signing secret was shown then.",
 	"updated":         "The endpoint was updated.",
 	"enabled":         "The endpoint is enabled: deliveries resume, oldest first.",
 	"disabled":        "The endpoint is disabled: events are kept, and delivered once it is enabled again.",

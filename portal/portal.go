@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -110,7 +111,7 @@ func New(opts *Options) (*Portal, error) {
 		secure: base.Scheme == "https", title: cmp.Or(opts.Title, "Webhooks"),
 		linkTTL: cmp.Or(opts.LinkTTL, DefaultLinkTTL), sessionTTL: cmp.Or(opts.SessionTTL, DefaultSessionTTL),
 		versions: opts.APIVersions, now: opts.Now, log: opts.Logger}
-	if p.prefix != "" && (!strings.HasPrefix(p.prefix, "/") || strings.ContainsAny(p.prefix, "{}")) {
+	if p.prefix != "" && !plainPath(p.prefix) {
 		return nil, fmt.Errorf("portal: Options.BaseURL's path %q is not a plain absolute path", base.Path)
 	}
 	for _, d := range []time.Duration{p.linkTTL, p.sessionTTL} {
@@ -261,6 +262,22 @@ func (p *Portal) setCookie(w http.ResponseWriter, value string, expires time.Tim
 		c.Path = p.prefix + "/"
 	}
 	http.SetCookie(w, c)
+}
+
+// plainPath reports whether s is a clean absolute path of ASCII letters, digits and "-._~": the
+// ServeMux patterns the Portal builds on it take it as it is. A space would split a pattern, braces
+// make wildcards, and an empty or dot segment a pattern that can never match: ServeMux panics on
+// each, and New must return an error instead.
+func plainPath(s string) bool {
+	if !strings.HasPrefix(s, "/") || path.Clean(s) != s {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && !strings.ContainsRune("/-._~", c) {
+			return false
+		}
+	}
+	return true
 }
 
 // path returns the portal's path for rel ("/endpoints").

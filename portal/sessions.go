@@ -1,7 +1,9 @@
 package portal
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/svcplatform/conventions/apierror"
@@ -9,6 +11,9 @@ import (
 	"github.com/svcplatform/conventions/idempotency"
 	"github.com/svcplatform/conventions/versioning"
 )
+
+// maxSessionsBody bounds the body of POST /v1/portal_sessions, which is empty or {}.
+const maxSessionsBody = 1024
 
 // sessionJSON is the answer of POST /v1/portal_sessions.
 type sessionJSON struct {
@@ -41,13 +46,10 @@ func (p *Portal) SessionsHandler(problems apierror.Writer) http.Handler {
 			problems.Write(w, r, apikey.ErrNoPrincipal)
 			return
 		}
-		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			var none struct{}
-			if err := apierror.Decode(r, &none, nil); err != nil {
-				idempotency.NotPerformed(w)
-				problems.Write(w, r, err)
-				return
-			}
+		if err := emptyOrObject(r); err != nil {
+			idempotency.NotPerformed(w)
+			problems.Write(w, r, err)
+			return
 		}
 		s := Session{Licensee: pr.Licensee, Environment: pr.Environment, KeyID: pr.KeyID, Permissions: pr.Permissions}
 		if d, ok := versioning.FromContext(r.Context()); ok {
@@ -70,4 +72,26 @@ func (p *Portal) SessionsHandler(problems apierror.Writer) http.Handler {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(b)
 	})
+}
+
+// emptyOrObject checks that r's body is empty or an empty JSON object. It reads the body rather than
+// trusting its Content-Length, which a chunked request gives as -1, empty or not.
+func emptyOrObject(r *http.Request) error {
+	if r.Body == nil {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxSessionsBody+1))
+	switch {
+	case err != nil:
+		return apierror.Invalid(apierror.Body("", "body_unreadable", "the request body could not be read completely"))
+	case len(body) > maxSessionsBody:
+		return apierror.BodyTooLarge(maxSessionsBody)
+	case len(bytes.TrimSpace(body)) == 0:
+		return nil
+	}
+	if err := apierror.RequireJSON(r); err != nil {
+		return err
+	}
+	var none struct{}
+	return apierror.DecodeBytes(body, &none, nil)
 }
