@@ -373,3 +373,29 @@ func TestRollSecret(t *testing.T) {
 		require.Equal(t, secret, stored.Secrets[0])
 	})
 }
+
+// TestEachFormItsOwnKey: the forms of one page carry different Idempotency-Keys, so that sending one
+// form of a page the browser brought back (Back, after another of its forms was sent) is a request
+// of its own, not a reuse of the other's key.
+func TestEachFormItsOwnKey(t *testing.T) {
+	h := newHarness(t, nil)
+	p := sandboxKey(licA)
+	ep := h.register(p, nil)
+	b := h.login(p)
+	shown := b.get(endpointPath(ep.ID))
+	keys := map[string]string{}
+	for _, action := range []string{endpointPath(ep.ID), endpointPath(ep.ID, "/status"), endpointPath(ep.ID, "/roll"),
+		endpointPath(ep.ID, "/test_event"), endpointPath(ep.ID, "/faults")} {
+		k := shown.formKey(action)
+		require.NotContains(t, keys, k, "the form to %s has the key of the form to %s", action, keys[k])
+		keys[k] = action
+	}
+	// Both sent from that one page: each acts.
+	got := b.post(endpointPath(ep.ID, "/test_event"), url.Values{"idempotency_key": {shown.formKey(endpointPath(ep.ID, "/test_event"))}})
+	require.Equal(t, http.StatusSeeOther, got.Status, got.Body)
+	got = b.post(endpointPath(ep.ID, "/status"), url.Values{"idempotency_key": {shown.formKey(endpointPath(ep.ID, "/status"))},
+		"status": {"disabled"}})
+	require.Equal(t, http.StatusSeeOther, got.Status, got.Body)
+	now, _ := h.get(p, ep.ID)
+	require.Equal(t, "disabled", now.Status)
+}

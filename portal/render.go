@@ -34,7 +34,6 @@ type view struct {
 
 	s      *Session // nil: nobody is signed in
 	portal *Portal
-	key    string
 }
 
 // Portal is the portal's name (Options.Title).
@@ -65,14 +64,10 @@ func (v *view) Sandbox() bool { return v.s != nil && v.Env() == "Sandbox" }
 // Can reports whether the session has perm.
 func (v *view) Can(perm string) bool { return v.s != nil && v.s.can(perm) }
 
-// Key is the Idempotency-Key of the page's forms: one per page shown, so that a form sent twice
-// acts once.
-func (v *view) Key() string {
-	if v.key == "" {
-		v.key = formKeys()
-	}
-	return v.key
-}
+// Key draws the Idempotency-Key of one form of the page: each form shown gets its own, so that the
+// same form sent twice acts once, and two forms of one page (a page brought back by the browser's
+// Back button, its other form sent) are two requests.
+func (v *view) Key() string { return formKeys() }
 
 // problemView is a problem as the pages show it: its summary, and its violations by form field.
 type problemView struct {

@@ -24,8 +24,10 @@ type Session struct {
 	Environment apikey.Environment `json:"environment"`
 	// KeyID names that key, for the request log: the portal's API requests are recorded as its.
 	KeyID string `json:"key_id,omitempty"`
-	// Permissions are that key's permissions; nil means the full key's.
-	Permissions []string `json:"permissions,omitempty"`
+	// Permissions are that key's permissions; nil means the full key's. A Store keeps nil and an
+	// empty list apart (encoded as JSON, null and []): an empty list read back as nil would give a
+	// key with no permissions every one.
+	Permissions []string `json:"permissions"`
 	// Version is the API version the portal's requests are made at: the one the minting request
 	// was served at, which is the licensee's pinned version, so that the portal never moves a pin.
 	// Empty means paths without a version segment.
