@@ -112,7 +112,10 @@ func TestDeliveriesPage(t *testing.T) {
 		u, err = url.Parse(link(filtered, "Older attempts"))
 		require.NoError(t, err)
 		require.Equal(t, "delivered", u.Query().Get("outcome"))
-		require.Len(t, rows(b.get(u.String())), 5)
+		filteredSecond := b.get(u.String())
+		require.Len(t, rows(filteredSecond), 5)
+		require.Equal(t, endpointPath(ep.ID, "/deliveries?outcome=delivered"), html.UnescapeString(link(filteredSecond, "Newest")),
+			"the newest page keeps the filters too")
 	})
 }
 

@@ -462,18 +462,28 @@ func (p *Portal) deliveriesPage(w http.ResponseWriter, r *http.Request, v *visit
 		p.failAPI(w, r, v, a)
 		return
 	}
-	next := ""
-	if list.HasMore && len(list.Data) > 0 {
-		nq := url.Values{"starting_after": {list.Data[len(list.Data)-1].ID}}
+	// The links are whole, not a query to append in the template: html/template escapes a value
+	// placed after "?" as one query component, "=" and "&" included. Both keep the filters.
+	link := func(after string) string {
+		nq := url.Values{}
+		if after != "" {
+			nq.Set("starting_after", after)
+		}
 		if filters.Outcome != "" {
 			nq.Set("outcome", filters.Outcome)
 		}
 		if filters.Sequence != "" {
 			nq.Set("sequence", filters.Sequence)
 		}
-		// The whole link, not a query to append in the template: html/template escapes a value
-		// placed after "?" as one query component, "=" and "&" included.
-		next = p.path("/endpoints/"+url.PathEscape(ep.ID)+"/deliveries") + "?" + nq.Encode()
+		u := p.path("/endpoints/" + url.PathEscape(ep.ID) + "/deliveries")
+		if len(nq) > 0 {
+			u += "?" + nq.Encode()
+		}
+		return u
+	}
+	next, newest := "", link("")
+	if list.HasMore && len(list.Data) > 0 {
+		next = link(list.Data[len(list.Data)-1].ID)
 	}
 	p.render(w, r, status, "deliveries", &view{Title: "Deliveries of " + ep.displayName(), Nav: "endpoints", s: &v.s,
 		Problem: problemOf(problem), Data: struct {
@@ -481,8 +491,9 @@ func (p *Portal) deliveriesPage(w http.ResponseWriter, r *http.Request, v *visit
 			Attempts []attemptJSON
 			Filters  deliveryFilters
 			Next     string
+			Newest   string
 			Paged    bool
-		}{ep, list.Data, filters, next, q.Get("starting_after") != ""}})
+		}{ep, list.Data, filters, next, newest, q.Get("starting_after") != ""}})
 }
 
 // deliveryFilters are the delivery page's filters as the visitor set them.
