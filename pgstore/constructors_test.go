@@ -18,6 +18,8 @@ func TestConstructorsRefuseANilDB(t *testing.T) {
 		"NewPinStore":         func() error { _, err := pgstore.NewPinStore(nil, nil); return err },
 		"NewCredentialStore":  func() error { _, err := pgstore.NewCredentialStore(nil, nil); return err },
 		"NewEndpointStore":    func() error { _, err := pgstore.NewEndpointStore(nil, nil); return err },
+		"NewRequestLogStore":  func() error { _, err := pgstore.NewRequestLogStore(nil, nil); return err },
+		"NewPortalStore":      func() error { _, err := pgstore.NewPortalStore(nil, nil); return err },
 	}
 	for name, call := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -23,8 +23,8 @@ type DB interface {
 func errNoDB(ctor string) error { return fmt.Errorf("pgstore: %s needs a DB", ctor) }
 
 // ErrNotBuilt: a store used without its constructor (the zero CredentialStore, CursorStore,
-// EndpointStore, EventLog, IdempotencyStore, PinStore or Transactor, or a nil pointer to one), which
-// has no DB. Every method with an error result returns an error that matches it with errors.Is and
+// EndpointStore, EventLog, IdempotencyStore, PinStore, PortalStore, RequestLogStore or Transactor, or
+// a nil pointer to one), which has no DB. Every method with an error result returns an error that matches it with errors.Is and
 // names the type.
 var ErrNotBuilt = errors.New("pgstore: not built with its constructor")
 
@@ -41,6 +41,7 @@ var (
 	errZeroEventLog         error = &notBuiltError{"pgstore: EventLog not built with NewEventLog"}
 	errZeroIdempotencyStore error = &notBuiltError{"pgstore: IdempotencyStore not built with NewIdempotencyStore"}
 	errZeroPinStore         error = &notBuiltError{"pgstore: PinStore not built with NewPinStore"}
+	errZeroPortalStore      error = &notBuiltError{"pgstore: PortalStore not built with NewPortalStore"}
 	errZeroTransactor       error = &notBuiltError{"pgstore: Transactor not built with NewTransactor"}
 )
 

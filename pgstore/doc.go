@@ -1,6 +1,7 @@
 // Package pgstore implements the library's storage interfaces on PostgreSQL with pgx v5, for teams
 // that run several replicas: every replica that shares the database shares idempotency records,
-// webhook event logs, endpoints and cursors, version pins and credentials.
+// webhook event logs, endpoints and cursors, version pins and credentials, the request log and the
+// webhook portal's sessions.
 //
 //   - IdempotencyStore (idempotency/driver.Store): claims with INSERT … ON CONFLICT and a lease, an
 //     ended lease marked suspected once before it is taken over, completion guarded by a fencing token,
@@ -31,6 +32,10 @@
 //   - RequestLogStore (requestlog.Store): the request log, one multi-row insert per batch, read by
 //     owner and request ID or by owner, newest first, through its indexes, and pruned by time. Migrate
 //     creates its table only when given its options (&RequestLogStoreOptions{}).
+//   - PortalStore (portal.Store): the webhook portal's one-time links and browser sessions, under
+//     the hashes the Portal derives; Take is one DELETE … RETURNING, so a link opens one session
+//     whichever replicas race for it, and each Put prunes a bounded number of expired rows, with no
+//     loop to run. Migrate creates its table only when given its options (&PortalStoreOptions{}).
 //
 // Stores take a DB the caller owns — a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx — and never close it.
 // No store reads the clock for a time it stores or compares: times are passed in by the packages

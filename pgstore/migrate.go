@@ -35,8 +35,8 @@ var ErrNewerDatabase = errors.New("pgstore: the tables were migrated by a newer 
 
 // Tables names one store's tables for Migrate and MigrationSQL. It is that store's options — an
 // *IdempotencyStoreOptions, *EventLogOptions, *EndpointStoreOptions, *CursorStoreOptions, *PinStoreOptions,
-// *CredentialStoreOptions or *RequestLogStoreOptions, the value its constructor takes, where a nil
-// pointer means the defaults — and no other type implements it.
+// *CredentialStoreOptions, *RequestLogStoreOptions or *PortalStoreOptions, the value its constructor
+// takes, where a nil pointer means the defaults — and no other type implements it.
 type Tables interface {
 	migrationTables() (tableSet, error)
 }
@@ -121,9 +121,10 @@ func (s *tableSet) render(fsys fs.FS, name string) (string, error) {
 // creates them when they do not exist, and applies each numbered migration they lack. With no stores
 // it migrates every store's tables under their default names in the connection's search_path (the
 // first schema of it that exists): idempotency records, the webhook event log, webhook endpoints,
-// webhook cursors, version pins and sandbox credentials; the request log (RequestLogStoreOptions),
-// which a service opts into, is migrated only when named, so that upgrading pgstore never makes a
-// no-argument Migrate create a table the service does not use. Otherwise pass each store's options,
+// webhook cursors, version pins and sandbox credentials; the request log (RequestLogStoreOptions)
+// and the webhook portal's links and sessions (PortalStoreOptions), which a service opts into, are
+// migrated only when named, so that upgrading pgstore never makes a no-argument Migrate create a
+// table the service does not use. Otherwise pass each store's options,
 // the same value its constructor takes (nil pointers mean the defaults), and only those stores'
 // tables are migrated:
 //

@@ -109,7 +109,7 @@ func TestMigrationFilesMisnumbered(t *testing.T) {
 // placeholder of every file has a value; and no file lies where no store looks.
 func TestEveryMigrationRenders(t *testing.T) {
 	stores := []Tables{&IdempotencyStoreOptions{}, &EventLogOptions{MaxStreamEvents: 1}, &EndpointStoreOptions{},
-		&CursorStoreOptions{}, &PinStoreOptions{}, &CredentialStoreOptions{}, &RequestLogStoreOptions{}}
+		&CursorStoreOptions{}, &PinStoreOptions{}, &CredentialStoreOptions{}, &RequestLogStoreOptions{}, &PortalStoreOptions{}}
 	used := map[string]bool{"migrations/versions.sql": true}
 	for _, st := range stores {
 		s, err := st.migrationTables()

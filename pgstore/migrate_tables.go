@@ -13,6 +13,7 @@ var (
 	_ Tables = (*PinStoreOptions)(nil)
 	_ Tables = (*CredentialStoreOptions)(nil)
 	_ Tables = (*RequestLogStoreOptions)(nil)
+	_ Tables = (*PortalStoreOptions)(nil)
 )
 
 func (opts *IdempotencyStoreOptions) migrationTables() (tableSet, error) {
@@ -91,4 +92,12 @@ func (opts *RequestLogStoreOptions) migrationTables() (tableSet, error) {
 	n.index("owner_at_idx", o.Table+"_owner_at_idx")
 	n.index("at_idx", o.Table+"_at_idx")
 	return tableSet{store: "requestlog", what: "request log", schema: o.Schema, table: o.Table, names: n}, nil
+}
+
+func (opts *PortalStoreOptions) migrationTables() (tableSet, error) {
+	o := portalResolve(opts)
+	n := newSQLNames(o.Schema)
+	n.table("table", o.Table)
+	n.index("expires_idx", o.Table+"_expires_at_idx")
+	return tableSet{store: "portal", what: "portal store", schema: o.Schema, table: o.Table, names: n}, nil
 }

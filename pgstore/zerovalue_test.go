@@ -11,6 +11,7 @@ import (
 	"github.com/svcplatform/conventions/apikey"
 	idemdriver "github.com/svcplatform/conventions/idempotency/driver"
 	"github.com/svcplatform/conventions/pgstore"
+	"github.com/svcplatform/conventions/portal"
 	"github.com/svcplatform/conventions/webhook"
 	"github.com/svcplatform/conventions/webhook/producer"
 	"github.com/svcplatform/conventions/webhook/producer/driver"
@@ -105,6 +106,13 @@ func TestZeroValues(t *testing.T) {
 		{"PinStore.Delete", func() error { return (&pgstore.PinStore{}).Delete(ctx, "lic_1") }},
 		{"PinStore.List", func() error { _, err := (&pgstore.PinStore{}).List(ctx, "v1", "", 10); return err }},
 		{"PinStore.Listen", func() error { return (&pgstore.PinStore{}).Listen(ctx, nil) }},
+		{"PortalStore.Put", func() error {
+			return (&pgstore.PortalStore{}).Put(ctx, "k", portal.Session{Licensee: "lic_1", ExpiresAt: now}, now)
+		}},
+		{"PortalStore.Get", func() error { _, err := (&pgstore.PortalStore{}).Get(ctx, "k", now); return err }},
+		{"PortalStore.Take", func() error { _, err := (&pgstore.PortalStore{}).Take(ctx, "k", now); return err }},
+		{"PortalStore.Delete", func() error { return (&pgstore.PortalStore{}).Delete(ctx, "k") }},
+		{"nil PortalStore.Take", func() error { _, err := (*pgstore.PortalStore)(nil).Take(ctx, "k", now); return err }},
 		{"Transactor.InTx", func() error {
 			return (&pgstore.Transactor{}).InTx(ctx, func(context.Context, idemdriver.Store) error {
 				t.Error("fn ran on a zero Transactor")

@@ -24,9 +24,9 @@ type Session struct {
 	Environment apikey.Environment `json:"environment"`
 	// KeyID names that key, for the request log: the portal's API requests are recorded as its.
 	KeyID string `json:"key_id,omitempty"`
-	// Permissions are that key's permissions; nil means the full key's. A Store keeps nil and an
-	// empty list apart (encoded as JSON, null and []): an empty list read back as nil would give a
-	// key with no permissions every one.
+	// Permissions are that key's permissions; nil means the full key's, and an empty, non-nil
+	// slice none at all. A Store must keep the difference (portaltest checks it): in this JSON form
+	// they are null and [], which is why the member is never omitted.
 	Permissions []string `json:"permissions"`
 	// Version is the API version the portal's requests are made at: the one the minting request
 	// was served at, which is the licensee's pinned version, so that the portal never moves a pin.
@@ -47,12 +47,15 @@ func (s Session) principal() apikey.Principal {
 // serve one portal share one Store (pgstore.PortalStore, redisstore.PortalStore); NewMemoryStore's
 // serves one process. The portaltest package holds every Store to this contract.
 //
-// A Store is safe for concurrent use. Its methods return ErrNotFound as documented, and any other
-// error when the store could not be read or written: the Portal then refuses to open a session
-// (fail closed) and answers 503.
+// A Store is safe for concurrent use. It gives back every field of a Session as it was put
+// (ExpiresAt to the microsecond at least), and Permissions nil exactly when they were nil: an empty list that came back nil would give a key
+// without permissions the full key's. Its methods return ErrNotFound as documented, and any other
+// error when the store could not be read or written, or ctx is done: the Portal then refuses to open
+// a session (fail closed) and answers 503.
 type Store interface {
 	// Put stores s under key until s.ExpiresAt, replacing what key held. now is the caller's
-	// clock, for stores that keep a time to live rather than a deadline.
+	// clock, for stores that keep a time to live rather than a deadline; an s that expired at or
+	// before now still replaces what key held, and is never found.
 	Put(ctx context.Context, key string, s Session, now time.Time) error
 	// Get returns what key holds, or ErrNotFound when it holds nothing or it expired at or before
 	// now.
@@ -66,8 +69,9 @@ type Store interface {
 }
 
 // MemoryStore is the in-memory Store: one process, lost at a restart. Expired entries are swept
-// every 256 writes, so the map holds little more than the links and sessions still alive. Build one
-// with NewMemoryStore; the zero value is not usable (its Put panics on the nil map).
+// every 256 writes, so the map holds little more than the links and sessions still alive. It is safe
+// for concurrent use. Build one with NewMemoryStore; the zero value is not usable (its Put panics on
+// the nil map).
 type MemoryStore struct {
 	mu      sync.Mutex
 	entries map[string]Session
@@ -83,7 +87,10 @@ var _ Store = (*MemoryStore)(nil)
 const sweepEvery = 256
 
 // Put implements Store.
-func (m *MemoryStore) Put(_ context.Context, key string, s Session, now time.Time) error {
+func (m *MemoryStore) Put(ctx context.Context, key string, s Session, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.Permissions = slices.Clone(s.Permissions)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -100,7 +107,10 @@ func (m *MemoryStore) Put(_ context.Context, key string, s Session, now time.Tim
 }
 
 // Get implements Store.
-func (m *MemoryStore) Get(_ context.Context, key string, now time.Time) (Session, error) {
+func (m *MemoryStore) Get(ctx context.Context, key string, now time.Time) (Session, error) {
+	if err := ctx.Err(); err != nil {
+		return Session{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.entries[key]
@@ -112,7 +122,10 @@ func (m *MemoryStore) Get(_ context.Context, key string, now time.Time) (Session
 }
 
 // Take implements Store.
-func (m *MemoryStore) Take(_ context.Context, key string, now time.Time) (Session, error) {
+func (m *MemoryStore) Take(ctx context.Context, key string, now time.Time) (Session, error) {
+	if err := ctx.Err(); err != nil {
+		return Session{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.entries[key]
@@ -124,7 +137,10 @@ func (m *MemoryStore) Take(_ context.Context, key string, now time.Time) (Sessio
 }
 
 // Delete implements Store.
-func (m *MemoryStore) Delete(_ context.Context, key string) error {
+func (m *MemoryStore) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, key)

@@ -6,6 +6,9 @@
 //     a lapsed lease taken over only after one extra lease; an optional per-scope quota
 //     (IdempotencyStoreOptions.MaxRecordsPerScope) that a Redis shared by tenants should set.
 //   - CursorStore (webhook.CursorStore): a consumer's per-stream position, advanced atomically.
+//   - PortalStore (portal.Store): the webhook portal's one-time links and browser sessions, each a
+//     key with Redis's TTL, read back only before its ExpiresAt; a link is taken with GETDEL (Redis
+//     6.2 or later), so it opens one session whichever replicas race for it.
 //
 // Stores take a redis.UniversalClient the caller owns (single node, sentinel or cluster) and never
 // close it. Keys carry a configurable prefix and a hash tag so that the keys of one scope stay in one
@@ -33,6 +36,9 @@
 //     every key that was in flight or completed before the restart runs its handler again when it is
 //     retried. Run the store on Redis with AOF, or keep idempotency records in PostgreSQL
 //     (pgstore).
+//
+// A PortalStore asks less: a link or a session Redis forgets costs a visitor a new link, never access
+// (see PortalStore for what a failover costs).
 //
 // # Example
 //

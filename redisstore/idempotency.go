@@ -24,8 +24,8 @@ const DefaultIdempotencyPrefix = "svc:"
 // maxmemory-policy other than noeviction.
 var ErrEvictionPolicy = errors.New("redisstore: the Redis may evict idempotency records")
 
-// ErrNotBuilt: a store used without its constructor (the zero CursorStore or IdempotencyStore, or a
-// nil pointer to one), which has no client. Every method returns an error that matches it with
+// ErrNotBuilt: a store used without its constructor (the zero CursorStore, IdempotencyStore or
+// PortalStore, or a nil pointer to one), which has no client. Every method returns an error that matches it with
 // errors.Is and names the type.
 var ErrNotBuilt = errors.New("redisstore: not built with its constructor")
 
@@ -38,6 +38,7 @@ func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
 var (
 	errZeroCursorStore      error = &notBuiltError{"redisstore: CursorStore not built with NewCursorStore"}
 	errZeroIdempotencyStore error = &notBuiltError{"redisstore: IdempotencyStore not built with NewIdempotencyStore"}
+	errZeroPortalStore      error = &notBuiltError{"redisstore: PortalStore not built with NewPortalStore"}
 )
 
 // IdempotencyStoreOptions configures an IdempotencyStore. A nil *IdempotencyStoreOptions and the zero value mean

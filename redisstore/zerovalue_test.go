@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/svcplatform/conventions/idempotency/driver"
+	"github.com/svcplatform/conventions/portal"
 	"github.com/svcplatform/conventions/redisstore"
 )
 
@@ -34,6 +35,13 @@ func TestZeroValues(t *testing.T) {
 		}},
 		{"IdempotencyStore.Release", func() error { return (&redisstore.IdempotencyStore{}).Release(ctx, key, 1) }},
 		{"IdempotencyStore.Lookup", func() error { _, err := (&redisstore.IdempotencyStore{}).Lookup(ctx, key, now); return err }},
+		{"PortalStore.Put", func() error {
+			return (&redisstore.PortalStore{}).Put(ctx, "k", portal.Session{Licensee: "lic_1", ExpiresAt: now.Add(time.Hour)}, now)
+		}},
+		{"PortalStore.Get", func() error { _, err := (&redisstore.PortalStore{}).Get(ctx, "k", now); return err }},
+		{"PortalStore.Take", func() error { _, err := (&redisstore.PortalStore{}).Take(ctx, "k", now); return err }},
+		{"PortalStore.Delete", func() error { return (&redisstore.PortalStore{}).Delete(ctx, "k") }},
+		{"nil PortalStore.Take", func() error { _, err := (*redisstore.PortalStore)(nil).Take(ctx, "k", now); return err }},
 		{"nil IdempotencyStore.Lookup", func() error { _, err := (*redisstore.IdempotencyStore)(nil).Lookup(ctx, key, now); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,9 +18,10 @@ import (
 
 // openBackends connects the durable stores the environment names and returns a Config using them,
 // with a function that closes the connections. With neither everything stays in memory (the zero
-// Config). With SVC_POSTGRES_DSN every replica shares credentials, orders, endpoints, events and pins,
-// and — unless SVC_REDIS_URL moves them — idempotency records, so a retry that lands on another replica is
-// recognised as one.
+// Config). With SVC_POSTGRES_DSN every replica shares credentials, orders, endpoints, events, pins,
+// the request log and the webhook portal's links and sessions, and — unless SVC_REDIS_URL moves them —
+// idempotency records, so a retry that lands on another replica is recognised as one. SVC_REDIS_URL
+// moves nothing else: the portal stays in PostgreSQL.
 //
 // Sandbox and production idempotency records are kept apart (their own table, or key prefix), so
 // that an evaluation flooding the sandbox, which has no rate ceiling, never uses up production's
@@ -123,6 +124,10 @@ func openBackends(ctx context.Context, pgDSN, redisURL, redisPrefix string, ring
 		}
 		cfg.Idempotency, cfg.SandboxIdempotency = idem, sbx
 		cfg.Transactor, cfg.SandboxTransactor = nil, nil
+		// The portal's links and sessions stay where they are: in PostgreSQL beside the credentials
+		// whose principals they carry, where a spent link stays spent through a failover (Redis
+		// replicates asynchronously) and nothing depends on Redis's persistence. Without PostgreSQL
+		// the orders are in this process's memory, and so is the portal.
 	}
 	return cfg, closeAll, nil
 }

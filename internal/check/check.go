@@ -1,6 +1,6 @@
 // Package check holds the few comparisons the conformance suites make (idempotency/storetest,
-// webhook/cursortest, versioning/pintest, apikey/credentialtest, webhook/producer/driver/drivertest), on the
-// standard library alone: store authors import those suites into their own tests, and an assertion
+// webhook/cursortest, versioning/pintest, apikey/credentialtest, webhook/producer/driver/drivertest,
+// portal/portaltest), on the standard library alone: store authors import those suites into their own tests, and an assertion
 // library imported here would become a dependency of every one of them.
 //
 // Every function reports through t.Fatalf, so a failure ends the subtest it happened in and is listed

@@ -14,7 +14,7 @@ import (
 // TestNoTestifyOutsideTests: testify is for this repository's own _test.go files. A non-test file
 // that imports it makes it a dependency of everyone who imports the package — the conformance suites
 // (idempotency/storetest, webhook/cursortest, versioning/pintest, apikey/credentialtest,
-// webhook/producer/driver/drivertest) are imported by third-party store authors' tests, and pgstore and
+// webhook/producer/driver/drivertest, portal/portaltest) are imported by third-party store authors' tests, and pgstore and
 // redisstore by applications. Every module of the workspace is checked, nested ones included.
 func TestNoTestifyOutsideTests(t *testing.T) {
 	root := repoRoot(t)
@@ -51,6 +51,7 @@ func TestNoTestifyOutsideTests(t *testing.T) {
 		"versioning/pintest/pintest.go",
 		"apikey/credentialtest/credentialtest.go",
 		"webhook/producer/driver/drivertest/log.go",
+		"portal/portaltest/portaltest.go",
 		"pgstore/idempotency.go",
 		"redisstore/idempotency.go",
 	} {

@@ -252,7 +252,7 @@ type Server struct {
 	reqlogStore  requestlog.Store // what reqlog writes and requests reads
 	requests     *requestlog.RequestsHandler
 	portal       *portal.Portal
-	portalAPI    http.Handler // the API as the portal calls it: below authentication (routes.go)
+	portalAPI    http.Handler   // the API as the portal calls it: below authentication (routes.go)
 	urlLive      ssrf.URLPolicy // registration's URL checks, per environment
 	urlSandbox   ssrf.URLPolicy
 	maxEPs       int // webhook endpoints per owner; 0: no limit

@@ -33,10 +33,11 @@ func sandboxIdempotency() *pgstore.IdempotencyStoreOptions {
 
 // Migrate creates every table Config's stores use, if they do not exist: the server's own (orders,
 // webhook endpoints, with pgstore.EndpointStore's columns), the event log's, the credentials', both
-// idempotency tables, the version pins' and the request log's; a table an earlier version made gets
-// the columns it lacks. The server's own migration is idempotent and pgstore's are versioned (pgstore.Migrate),
-// both serialised by advisory locks: run Migrate at every start of every replica, replicas starting
-// together included. The tables go to the first schema of the connection's search_path.
+// idempotency tables, the version pins', the request log's and the webhook portal's; a table an
+// earlier version made gets the columns it lacks. The server's own migration is idempotent and
+// pgstore's are versioned (pgstore.Migrate), both serialised by advisory locks: run Migrate at every
+// start of every replica, replicas starting together included. The tables go to the first schema of
+// the connection's search_path.
 func Migrate(ctx context.Context, db pgstore.DB) error {
 	if db == nil {
 		return errors.New("pgserver: Migrate: nil DB")
@@ -46,17 +47,19 @@ func Migrate(ctx context.Context, db pgstore.DB) error {
 		// After the server's own: the table exists, with pos; this adds sealed_secrets when missing.
 		pgstore.Migrate(ctx, db, &pgstore.EndpointStoreOptions{}, &pgstore.CredentialStoreOptions{},
 			&pgstore.IdempotencyStoreOptions{}, sandboxIdempotency(), &pgstore.PinStoreOptions{},
-			&pgstore.RequestLogStoreOptions{}),
+			&pgstore.RequestLogStoreOptions{}, &pgstore.PortalStoreOptions{}),
 	)
 }
 
 // Config returns a server.Config whose every store is on db, which must be migrated (Migrate) and is
 // never closed: credentials, orders, webhook endpoints and events (Store), version pins, the request
 // log (written in batches, off every request's path, and pruned after 7 days by the server's
-// requestlog.Log), and the idempotency records of production and of the sandbox in tables of their
-// own, in transactional mode (pgstore.Transactor) — a mutating request's claim, its writes and its
-// stored response commit in one transaction. On a *pgxpool.Pool the credentials and the pins are cached (CacheSize), and the
-// caches serve while Listen runs; on another DB every lookup reads the table. ring, when not nil, seals both at rest — the idempotency records
+// requestlog.Log), the webhook portal's one-time links and sessions (pgstore.PortalStore: a link
+// minted on one replica opens on any, once), and the idempotency records of production and of the
+// sandbox in tables of their own, in transactional mode (pgstore.Transactor) — a mutating request's
+// claim, its writes and its stored response commit in one transaction. On a *pgxpool.Pool the
+// credentials and the pins are cached (CacheSize), and the caches serve while Listen runs; on another
+// DB every lookup reads the table. ring, when not nil, seals both at rest — the idempotency records
 // (Config.Sealer) and the webhook signing secrets (NewStore) — so that one SVC_SEAL_KEYS covers
 // them; run Store.Reseal after a rotation. The other fields are zero, for the caller to set. A nil
 // db is an error.
@@ -77,10 +80,11 @@ func Config(db pgstore.DB, ring *seal.Ring) (server.Config, error) {
 	if _, ok := db.(*pgxpool.Pool); ok {
 		cacheSize = CacheSize
 	}
-	var errs [7]error
+	var errs [8]error
 	cfg.Credentials, errs[0] = pgstore.NewCredentialStore(db, &pgstore.CredentialStoreOptions{CacheSize: cacheSize})
 	cfg.Pins, errs[1] = pgstore.NewPinStore(db, &pgstore.PinStoreOptions{CacheSize: cacheSize})
 	cfg.RequestLog, errs[6] = pgstore.NewRequestLogStore(db, nil)
+	cfg.Portal, errs[7] = pgstore.NewPortalStore(db, nil)
 	live, errLive := pgstore.NewIdempotencyStore(db, nil)
 	sandbox, errSandbox := pgstore.NewIdempotencyStore(db, sbx)
 	cfg.Idempotency, cfg.SandboxIdempotency, errs[2], errs[3] = live, sandbox, errLive, errSandbox

@@ -1,7 +1,7 @@
 // Package pgserver keeps the reference order server's data in PostgreSQL (pgx v5, through pgstore),
 // for a server that runs as several replicas: every replica started on the same database serves
-// the same credentials, orders, webhook endpoints, events, version pins, request log and
-// idempotency records.
+// the same credentials, orders, webhook endpoints, events, version pins, request log, webhook portal
+// sessions and idempotency records.
 // It lives apart from package server so that a program that runs the server in memory (the demo,
 // the tests) neither builds nor links a database driver.
 //
@@ -11,7 +11,8 @@
 // request's claim, its writes and its stored response commit together, so a crash can neither lose
 // an event nor let a retry create a second order. Credentials and version pins are read from
 // bounded caches that Listen keeps true across replicas (a change reaches every replica within one
-// second). The request log is pgstore.RequestLogStore, whose retention the server's log applies.
+// second). The request log is pgstore.RequestLogStore, whose retention the server's log applies;
+// the portal's links and sessions are pgstore.PortalStore, which prunes itself.
 // Migrate creates every table, RunCleanup removes expired idempotency records.
 //
 //	pool, err := pgxpool.New(ctx, dsn)
