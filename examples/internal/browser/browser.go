@@ -52,8 +52,8 @@ type Browser struct {
 // skips it otherwise, saying how to install one. As root, Chromium runs with --no-sandbox, without
 // which it refuses to start; as any other user it keeps its sandbox.
 //
-// Call Start once per test and open a tab for each page or subtest with Tab: a browser takes about a
-// second to start, a tab a few milliseconds.
+// Call Start once per test and open a tab for each page or subtest with Tab: a browser takes about half
+// a second to start, a tab about a tenth.
 func Start(t testing.TB) *Browser {
 	t.Helper()
 	path := findChromium(t)
