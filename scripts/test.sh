@@ -4,10 +4,12 @@
 # benchmark (-benchtime 1x) so none rots; the root module's allocation-count tests also run without
 # the race detector, which changes allocation counts. PostgreSQL and Redis are started when they are installed but
 # not answering, and their test variables exported, so that integration tests run instead of skipping.
+# The browser tests' Chromium and axe-core are installed when missing (below), for the same reason.
 # Exits non-zero when anything fails; prints a closing "N passed, N failed" line over the modules.
 #
 # Usage: bash scripts/test.sh [--services-only]
-#   --services-only   set the services up as below, print what was chosen, and stop: no check runs.
+#   --services-only   set the services and the browser up as below, print what was chosen, and stop:
+#                     no check runs.
 #
 # SVC_TEST_SERVICES chooses the real servers the integration tests use (default auto):
 #   auto        each of PostgreSQL and Redis that is installed is started if stopped, and used;
@@ -23,6 +25,16 @@
 # database test (created here when missing, if psql and createdb are installed), and Redis on
 # 127.0.0.1:6379 without persistence. To use other servers, set SVC_TEST_POSTGRES_DSN and/or
 # SVC_TEST_REDIS_URL: a variable that is already set is used as it is, checked but never started.
+#
+# The browser tests (examples/internal/browser) drive a headless Chromium and run axe-core in it:
+#   Chromium    chromium, chromium-browser or google-chrome on PATH; when none is there, Debian's
+#               chromium is installed with apt-get (as root, or through passwordless sudo), and
+#               exported as SVC_TEST_CHROMIUM
+#   axe-core    the release pinned in examples/internal/browser/axe.go, fetched once with `npm pack`
+#               into the cache the tests use ($XDG_CACHE_HOME or ~/.cache, svc-conventions/axe-core@V),
+#               checked against its pinned SHA-256, and exported as SVC_TEST_AXE_JS
+# Without them the browser tests skip; with CI=true a failed install fails the run instead. A
+# SVC_TEST_CHROMIUM or SVC_TEST_AXE_JS that is already set is used as it is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -209,6 +221,162 @@ if [ -n "${SVC_TEST_REDIS_URL:-}" ]; then
 else
 	echo "SVC_TEST_REDIS_URL=<unset: Redis tests skip>"
 fi
+
+# --- browser --------------------------------------------------------------------------------------
+ci=false
+[ "${CI:-}" = "true" ] && ci=true
+browser_go=examples/internal/browser/axe.go
+axe_version=$(sed -nE 's/^[[:space:]]*axeVersion[[:space:]]*=[[:space:]]*"([^"]+)"$/\1/p' "$browser_go")
+axe_sha256=$(sed -nE 's/^[[:space:]]*axeSHA256[[:space:]]*=[[:space:]]*"([0-9a-f]{64})"$/\1/p' "$browser_go")
+
+# as_root runs a command as root: as it is when this is root, through sudo when sudo needs no
+# password; it fails (126) when neither is possible, so `as_root true` asks whether it can.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		sudo -n "$@"
+	else
+		return 126
+	fi
+}
+
+find_chromium() {
+	local name
+	for name in chromium chromium-browser google-chrome; do
+		command -v "$name" 2>/dev/null && return 0
+	done
+	return 1
+}
+
+# browser_missing WHAT: in CI a FAIL (return 1), elsewhere a note that the browser tests skip.
+browser_missing() {
+	if $ci; then
+		echo "FAIL: $1; CI (CI=true) must run the browser tests"
+		return 1
+	fi
+	echo "note: $1: the browser tests will skip"
+}
+
+# setup_chromium exports SVC_TEST_CHROMIUM, installing Debian's chromium when no browser is on PATH.
+setup_chromium() {
+	if [ -n "${SVC_TEST_CHROMIUM:-}" ]; then
+		if ! command -v "$SVC_TEST_CHROMIUM" >/dev/null 2>&1; then
+			echo "FAIL: SVC_TEST_CHROMIUM=$SVC_TEST_CHROMIUM is set but is not an executable: fix it or unset it"
+			return 1
+		fi
+		export SVC_TEST_CHROMIUM
+		return 0
+	fi
+	local path log
+	if ! path=$(find_chromium); then
+		if ! command -v apt-get >/dev/null 2>&1; then
+			browser_missing "no Chromium on PATH and no apt-get to install it"
+			return
+		fi
+		if ! as_root true; then
+			browser_missing "no Chromium on PATH, and installing it (apt-get install chromium) needs root or passwordless sudo"
+			return
+		fi
+		echo "installing chromium (apt-get install chromium)"
+		log=$(mktemp)
+		install_chromium() {
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >>"$log" 2>&1
+		}
+		if ! install_chromium; then
+			# A machine whose package lists were never fetched (or are stale) knows no chromium.
+			echo "apt-get install failed; running apt-get update and trying again"
+			as_root env DEBIAN_FRONTEND=noninteractive apt-get update >>"$log" 2>&1
+			install_chromium
+		fi
+		if ! path=$(find_chromium); then
+			tail -n 20 "$log"
+			rm -f "$log"
+			browser_missing "installing chromium failed (apt-get output above)"
+			return
+		fi
+		rm -f "$log"
+	fi
+	export SVC_TEST_CHROMIUM=$path
+}
+
+sha256_is() { [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
+
+# setup_axe exports SVC_TEST_AXE_JS: the pinned axe-core from the tests' cache, fetched with npm when
+# it is not there yet.
+setup_axe() {
+	if [ -n "${SVC_TEST_AXE_JS:-}" ]; then
+		if [ ! -r "$SVC_TEST_AXE_JS" ]; then
+			echo "FAIL: SVC_TEST_AXE_JS=$SVC_TEST_AXE_JS is set but cannot be read: fix it or unset it"
+			return 1
+		fi
+		export SVC_TEST_AXE_JS
+		return 0
+	fi
+	if [ -z "$axe_version" ] || [ -z "$axe_sha256" ]; then
+		echo "FAIL: cannot read axeVersion and axeSHA256 from $browser_go"
+		return 1
+	fi
+	# Where the Go helper looks (os.UserCacheDir): $XDG_CACHE_HOME when it is absolute, else ~/.cache.
+	local cache_home
+	if [[ ${XDG_CACHE_HOME:-} == /* ]]; then
+		cache_home=$XDG_CACHE_HOME
+	elif [ -n "${HOME:-}" ]; then
+		cache_home=$HOME/.cache
+	else
+		browser_missing "neither HOME nor XDG_CACHE_HOME is set, so axe-core has no cache"
+		return
+	fi
+	local dir=$cache_home/svc-conventions/axe-core@$axe_version
+	local file=$dir/axe.min.js
+	if [ -f "$file" ] && sha256_is "$file" "$axe_sha256"; then
+		export SVC_TEST_AXE_JS=$file
+		return 0
+	fi
+	if ! command -v npm >/dev/null 2>&1; then
+		browser_missing "axe-core $axe_version is not cached and npm is not installed"
+		return
+	fi
+	echo "fetching axe-core $axe_version (npm pack)"
+	local tmp out
+	tmp=$(mktemp -d)
+	if ! out=$(cd "$tmp" && npm pack "axe-core@$axe_version" --pack-destination "$tmp" --silent 2>&1) ||
+		! out=$(tar -xzf "$tmp/axe-core-$axe_version.tgz" -C "$tmp" package/axe.min.js 2>&1); then
+		rm -rf "$tmp"
+		echo "$out" | tail -n 20
+		browser_missing "fetching axe-core $axe_version with npm failed (output above)"
+		return
+	fi
+	if ! sha256_is "$tmp/package/axe.min.js" "$axe_sha256"; then
+		rm -rf "$tmp"
+		echo "FAIL: npm's axe-core $axe_version does not have the SHA-256 pinned in $browser_go"
+		return 1
+	fi
+	# Through a rename, so that a test running now reads the whole file or none.
+	mkdir -p "$dir" && mv "$tmp/package/axe.min.js" "$dir/.axe.min.js.$$" && chmod 644 "$dir/.axe.min.js.$$" &&
+		mv -f "$dir/.axe.min.js.$$" "$file"
+	local rc=$?
+	rm -rf "$tmp"
+	if [ "$rc" -ne 0 ]; then
+		echo "FAIL: cannot write $file"
+		return 1
+	fi
+	export SVC_TEST_AXE_JS=$file
+}
+
+setup_chromium || exit 1
+setup_axe || exit 1
+if [ -n "${SVC_TEST_CHROMIUM:-}" ]; then
+	echo "SVC_TEST_CHROMIUM=$SVC_TEST_CHROMIUM ($("$SVC_TEST_CHROMIUM" --version 2>/dev/null | head -n1))"
+else
+	echo "SVC_TEST_CHROMIUM=<unset: browser tests skip>"
+fi
+if [ -n "${SVC_TEST_AXE_JS:-}" ]; then
+	echo "SVC_TEST_AXE_JS=$SVC_TEST_AXE_JS"
+else
+	echo "SVC_TEST_AXE_JS=<unset: axe checks skip unless the tests can fetch axe-core themselves>"
+fi
+
 if $services_only; then
 	exit 0
 fi
