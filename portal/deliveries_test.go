@@ -50,7 +50,7 @@ func TestDeliveriesPage(t *testing.T) {
 	all := b.get(endpointPath(ep.ID, "/deliveries"))
 	require.Equal(t, http.StatusOK, all.Status, all.Body)
 	require.Equal(t, []string{"#3 delivered", "#2 delivered", "#1 delivered", "#1 failed"}, rows(all))
-	require.Contains(t, all.Body, `<pre class="snippet">down for maintenance</pre>`)
+	require.Contains(t, all.Body, `<pre class="snippet" tabindex="0">down for maintenance</pre>`)
 	require.Contains(t, all.Body, `<td data-label="Status">503</td>`)
 	require.Contains(t, all.Body, `<code>http_status</code>`, "the error class")
 	require.Empty(t, link(all, "Older attempts"))
@@ -138,7 +138,7 @@ func TestEventPage(t *testing.T) {
 	require.Contains(t, got.Body, "<code>"+ev.ID+"</code>")
 	require.Contains(t, got.Body, t0.Format("2006-01-02 15:04:05 UTC"))
 	// The body, pretty: the event as range retrieval returns it, indented.
-	m := regexp.MustCompile(`(?s)<pre class="code" tabindex="0">(.*?)</pre>`).FindStringSubmatch(got.Body)
+	m := regexp.MustCompile(`(?s)<h2 id="body">Body</h2>\s*<pre class="code" tabindex="0">(.*?)</pre>`).FindStringSubmatch(got.Body)
 	require.NotNil(t, m)
 	pretty := html.UnescapeString(m[1])
 	require.Contains(t, pretty, "\n  \"data\": {\n    \"amount\": 1250,")
@@ -147,7 +147,7 @@ func TestEventPage(t *testing.T) {
 	require.Equal(t, ev.ID, shown["id"])
 	require.Equal(t, map[string]any{"id": "ord_1", "amount": 1250.0, "lines": []any{"a", "b"}}, shown["data"])
 	// The headers a delivery carries, custom ones included.
-	m = regexp.MustCompile(`(?s)<h2 id="headers">Headers</h2>\s*<pre class="code">(.*?)</pre>`).FindStringSubmatch(got.Body)
+	m = regexp.MustCompile(`(?s)<h2 id="headers">Headers</h2>\s*<pre class="code" tabindex="0">(.*?)</pre>`).FindStringSubmatch(got.Body)
 	require.NotNil(t, m)
 	require.Equal(t, "Content-Type: application/json\nX-SVC-Sequence: 1\nX-SVC-Signature: t=…,v1=… (signed afresh at each attempt)\n"+
 		"X-Region: eu\nX-Tenant: t-42\n", html.UnescapeString(m[1]))

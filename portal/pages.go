@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcplatform/conventions/apierror"
 	"github.com/svcplatform/conventions/apikey"
+	"github.com/svcplatform/conventions/sandbox"
 )
 
 // routes builds the portal's own mux. Every page but the login and the assets needs a session.
@@ -301,6 +302,7 @@ func (p *Portal) showEndpoint(w http.ResponseWriter, r *http.Request, v *visit, 
 	if st != nil {
 		spark = newSparkline(st.Hourly, p.now())
 	}
+	types := p.eventTypes(r, v)
 	p.render(w, r, status, "endpoint", &view{Title: ep.displayName(), Nav: "endpoints", s: &v.s, Problem: problemOf(problem),
 		Notice: notice(r), Section: section, Data: struct {
 			Endpoint  endpointJSON
@@ -308,9 +310,25 @@ func (p *Portal) showEndpoint(w http.ResponseWriter, r *http.Request, v *visit, 
 			Sparkline sparkline
 			Form      endpointForm
 			Types     []eventTypeJSON
+			TestTypes []string
 			Versions  []string
 			Faults    faultsForm
-		}{ep, st, spark, form, p.eventTypes(r, v), p.apiVersions(), readFaultsForm(r, section == "faults")}})
+		}{ep, st, spark, form, types, testTypes(ep, types), p.apiVersions(), readFaultsForm(r, section == "faults")}})
+}
+
+// testTypes are the event types a test event to ep may have: those it takes. An endpoint that takes
+// every type is offered the sandbox's own test type first, then the catalogue's.
+func testTypes(ep endpointJSON, catalogue []eventTypeJSON) []string {
+	if !ep.AllEvents() {
+		return ep.EnabledEvents
+	}
+	out := []string{sandbox.DefaultTestEventType}
+	for _, t := range catalogue {
+		if t.Type != sandbox.DefaultTestEventType {
+			out = append(out, t.Type)
+		}
+	}
+	return out
 }
 
 // refused answers a form the API refused: a refusal of its input is shown on the endpoint's page
