@@ -147,6 +147,9 @@ type Viewport struct {
 	// Mobile lays the page out as a phone does: Chromium honours <meta name="viewport"> and, for a
 	// page without one, lays it out 980 pixels wide and shrinks it to fit. Touch emulation stays off.
 	Mobile bool
+	// Dark asks for the dark colour scheme: the tab's pages see prefers-color-scheme: dark, so that
+	// axe checks, and a screenshot shows, the colours a reader with a dark system setting gets.
+	Dark bool
 }
 
 // Laptop is the 1280×800 viewport of a laptop's browser window, at scale 1.
@@ -185,6 +188,11 @@ func (b *Browser) Tab(t testing.TB, vp Viewport) context.Context {
 		chromedp.EmulateViewport(int64(vp.Width), int64(vp.Height), emulate...),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+			if err != nil || !vp.Dark {
+				return err
+			}
+			_, err = cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
 			return err
 		}),
 	)

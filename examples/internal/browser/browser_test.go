@@ -115,6 +115,21 @@ func (s *site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestBrowser(t *testing.T) {
 	b := Start(t)
 
+	t.Run("a dark tab sees prefers-color-scheme: dark", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			vp   Viewport
+			dark bool
+		}{{Laptop(), false}, {Viewport{Width: 1280, Height: 800, Dark: true}, true}} {
+			ctx := b.Tab(t, tc.vp)
+			_, err := chromedp.Run(ctx, chromedp.Navigate("about:blank"))
+			require.NoError(t, err)
+			dark, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`matchMedia("(prefers-color-scheme: dark)").matches`))
+			require.NoError(t, err)
+			require.Equal(t, tc.dark, dark)
+		}
+	})
+
 	t.Run("axe under a strict CSP", func(t *testing.T) {
 		t.Parallel()
 		srv := httptest.NewServer(&site{})
