@@ -120,7 +120,7 @@ func (f endpointForm) patch(ep endpointJSON) (map[string]any, *apierror.Error) {
 		headers[k] = v
 	}
 	for k := range ep.Headers {
-		if _, kept := hs[k]; !kept && !hasFold(hs, k) {
+		if !hasFold(hs, k) {
 			headers[k] = nil
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -130,7 +131,7 @@ var funcs = template.FuncMap{
 		}
 		return *p
 	},
-	"pathesc": func(s string) string { return strings.ReplaceAll(template.URLQueryEscaper(s), "+", "%20") },
+	"pathesc": url.PathEscape,
 	"seconds": func(p *int64) string {
 		if p == nil {
 			return "—"

@@ -2,7 +2,6 @@ package portal
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -61,16 +60,9 @@ func (p *Portal) SessionsHandler(problems apierror.Writer) http.Handler {
 			return
 		}
 		idempotency.Secret(w)
-		b, err := json.Marshal(sessionJSON{Object: "portal_session", URL: link.URL, ExpiresAt: link.ExpiresAt.Unix(),
-			Environment: string(pr.Environment)})
-		if err != nil {
-			problems.Write(w, r, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write(b)
+		problems.WriteJSON(w, r, http.StatusCreated, sessionJSON{Object: "portal_session", URL: link.URL,
+			ExpiresAt: link.ExpiresAt.Unix(), Environment: string(pr.Environment)})
 	})
 }
 
