@@ -2,6 +2,7 @@ package portal
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 
@@ -60,9 +61,19 @@ func (p *Portal) SessionsHandler(problems apierror.Writer) http.Handler {
 			return
 		}
 		idempotency.Secret(w)
+		b, err := json.Marshal(sessionJSON{Object: "portal_session", URL: link.URL, ExpiresAt: link.ExpiresAt.Unix(),
+			Environment: string(pr.Environment)})
+		if err != nil {
+			problems.Write(w, r, err)
+			return
+		}
+		// Written here rather than by apierror's WriteJSON, whose X-Content-Type-Options the
+		// idempotency middleware does not keep for a replay without its body: the answer and its
+		// replay carry the same headers, as for every answer that carries a secret.
+		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		problems.WriteJSON(w, r, http.StatusCreated, sessionJSON{Object: "portal_session", URL: link.URL,
-			ExpiresAt: link.ExpiresAt.Unix(), Environment: string(pr.Environment)})
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
 	})
 }
 
