@@ -39,17 +39,7 @@ func TestCredentialMigration(t *testing.T) {
 	require.Contains(t, must(pgstore.MigrationSQL(&pgstore.CredentialStoreOptions{})), `"`+pgstore.DefaultCredentialTable+`"`)
 
 	// Replicas starting together: concurrent migrations all succeed, and a rerun is harmless.
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() { errs <- pgstore.Migrate(ctx, pool, opts) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	migrateAsReplicas(t, pool, opts)
 
 	s := must(pgstore.NewCredentialStore(pool, opts))
 	c := credentialtest.Credential(1, "lic_a", apikey.Sandbox)

@@ -237,13 +237,7 @@ func TestEventLogMigration(t *testing.T) {
 	require.Equal(t, 1, n, "the configured schema and table hold the event")
 
 	// Replicas starting together migrate one at a time.
-	errs := make(chan error, 4)
-	for range 4 {
-		go func() { errs <- pgstore.Migrate(ctx, pool, opts) }()
-	}
-	for range 4 {
-		require.NoError(t, <-errs)
-	}
+	migrateAsReplicas(t, pool, opts)
 }
 
 func TestEventLogDefaultsToSearchPath(t *testing.T) {

@@ -367,3 +367,29 @@ func applyFixture(t testing.TB, pool pgstore.DB, name string) {
 	_, err = pool.Exec(context.Background(), string(sql), pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
 }
+
+// migrateAsReplicas migrates stores the way replicas starting together do — four Migrates at once,
+// each of which must succeed — and once more afterwards, which must be harmless.
+func migrateAsReplicas(t testing.TB, db pgstore.DB, stores ...pgstore.Tables) {
+	t.Helper()
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- pgstore.Migrate(ctx, db, stores...) }()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, pgstore.Migrate(ctx, db, stores...))
+}
+
+// indexDefs returns the definitions of table's indexes in schema, by index name.
+func indexDefs(t testing.TB, db pgstore.DB, schema, table string) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(),
+		`SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname`, schema, table)
+	require.NoError(t, err)
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return defs
+}

@@ -62,23 +62,10 @@ func TestPortalMigration(t *testing.T) {
 	require.NotContains(t, must(pgstore.MigrationSQL()), pgstore.DefaultPortalTable, "migrated only when named")
 
 	// Replicas starting together, then a rerun.
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() { errs <- pgstore.Migrate(ctx, pool, opts) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	migrateAsReplicas(t, pool, opts)
 	require.Equal(t, []string{"portal portal links 1"}, versionKeys(t, pool, opts.Schema))
 
-	rows, err := pool.Query(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname`, opts.Schema, opts.Table)
-	require.NoError(t, err)
-	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
+	indexes := indexDefs(t, pool, opts.Schema, opts.Table)
 	require.Len(t, indexes, 2)
 	require.Contains(t, indexes[0], `(expires_at)`)
 	require.Contains(t, indexes[1], `(key)`, "the primary key")

@@ -47,23 +47,10 @@ func TestRequestLogMigration(t *testing.T) {
 	require.NotContains(t, must(pgstore.MigrationSQL()), pgstore.DefaultRequestLogTable, "migrated only when named")
 
 	// Replicas starting together, then a rerun.
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() { errs <- pgstore.Migrate(ctx, pool, opts) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.NoError(t, pgstore.Migrate(ctx, pool, opts))
+	migrateAsReplicas(t, pool, opts)
 	require.Equal(t, []string{"requestlog support requests 1"}, versionKeys(t, pool, opts.Schema))
 
-	rows, err := pool.Query(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname`, opts.Schema, opts.Table)
-	require.NoError(t, err)
-	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
+	indexes := indexDefs(t, pool, opts.Schema, opts.Table)
 	require.Len(t, indexes, 3)
 	require.Contains(t, indexes[0], `(at)`)
 	require.Contains(t, indexes[1], `(owner, at DESC, request_id DESC)`)
