@@ -11,10 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/apikey"
-	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/pgstore"
 )
 
@@ -23,19 +20,7 @@ import (
 // starts is known to every replica.
 func TestPortalAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := testenv.PostgresPool(t)
-	require.NoError(t, pgserver.Migrate(ctx, pool))
-	replica := func() *server.Server {
-		cfg, err := pgserver.Config(pool, nil)
-		require.NoError(t, err)
-		require.IsType(t, &pgstore.PortalStore{}, cfg.Portal)
-		s, err := server.New(cfg)
-		require.NoError(t, err)
-		return s
-	}
-	a, b := replica(), replica()
-	creds, err := a.IssueCredentials(ctx, apikey.Sandbox)
-	require.NoError(t, err)
+	pool, a, b, creds := twoReplicas(t, func(cfg server.Config) { require.IsType(t, &pgstore.PortalStore{}, cfg.Portal) })
 
 	r := httptest.NewRequest(http.MethodPost, "/v1/portal_sessions", nil)
 	r.Header.Set("Authorization", "Bearer "+creds.APIKey)

@@ -1,17 +1,13 @@
 package pgserver_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/svcplatform/conventions/apikey"
-	"github.com/svcplatform/conventions/examples/internal/testenv"
 	"github.com/svcplatform/conventions/examples/orderserver/server"
-	"github.com/svcplatform/conventions/examples/orderserver/server/pgserver"
 	"github.com/svcplatform/conventions/pgstore"
 )
 
@@ -19,20 +15,7 @@ import (
 // creates), so that a request served by one replica is found through the other's requests API,
 // once the first has written it (within its flush interval, a second).
 func TestRequestLogAcrossReplicas(t *testing.T) {
-	ctx := context.Background()
-	pool, _ := testenv.PostgresPool(t)
-	require.NoError(t, pgserver.Migrate(ctx, pool))
-	replica := func() *server.Server {
-		cfg, err := pgserver.Config(pool, nil)
-		require.NoError(t, err)
-		require.IsType(t, &pgstore.RequestLogStore{}, cfg.RequestLog)
-		s, err := server.New(cfg)
-		require.NoError(t, err)
-		return s
-	}
-	a, b := replica(), replica()
-	creds, err := a.IssueCredentials(ctx, apikey.Sandbox)
-	require.NoError(t, err)
+	_, a, b, creds := twoReplicas(t, func(cfg server.Config) { require.IsType(t, &pgstore.RequestLogStore{}, cfg.RequestLog) })
 	do := func(s *server.Server, method, path string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, nil)
 		r.Header.Set("Authorization", "Bearer "+creds.APIKey)
